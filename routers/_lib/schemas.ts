@@ -1,0 +1,65 @@
+// Input and output pieces shared by every resource: ids, query integers, date-times, the offset
+// list envelope. Query values arrive as strings: they are parsed here with explicit rules (an
+// integer is digits only; 1.5, "", "1e2" are 422) rather than through trpc-to-openapi's coercion.
+import { z } from "zod";
+
+/** A UUID in the 8-4-4-4-12 hex form (any version), as every id in the API. */
+export const Id = z.guid({ message: "must be a UUID" });
+
+/** Output date-time (always UTC, ISO 8601 with milliseconds). */
+export const Timestamp = z.iso.datetime();
+export const iso = (d: Date) => d.toISOString();
+export const isoOrNull = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+
+/** Input date-time with an explicit offset or Z → Date. */
+export const DateTimeInput = z.iso
+  .datetime({ offset: true, message: "must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z)" })
+  .transform((s) => new Date(s));
+
+/** An integer query parameter: digits only over REST, or a number from an internal tRPC caller. */
+export function queryInt(name: string, min: number, max: number) {
+  return z
+    .union([z.number(), z.string().regex(/^\d{1,15}$/, `${name} must be a non-negative integer`).transform(Number)])
+    .pipe(z.number().int().min(min).max(max));
+}
+
+export const MAX_LIMIT = 200;
+export const DEFAULT_LIMIT = 50;
+
+/** offset (≥ 0, default 0) and limit (1–200, default 50), common rule 1. */
+export const PageQuery = {
+  offset: queryInt("offset", 0, 2_147_483_647).optional().transform((v) => v ?? 0),
+  limit: queryInt("limit", 1, MAX_LIMIT).optional().transform((v) => v ?? DEFAULT_LIMIT),
+};
+
+export const Pagination = z.object({
+  page: z.number().int(),
+  pageSize: z.number().int(),
+  totalItems: z.number().int(),
+  totalPages: z.number().int(),
+  hasNext: z.boolean(),
+  hasPrev: z.boolean(),
+});
+
+export function pagination(total: number, page: { offset: number; limit: number }): z.infer<typeof Pagination> {
+  return {
+    page: Math.floor(page.offset / page.limit) + 1,
+    pageSize: page.limit,
+    totalItems: total,
+    totalPages: Math.ceil(total / page.limit),
+    hasNext: page.offset + page.limit < total,
+    hasPrev: page.offset > 0,
+  };
+}
+
+/** The offset list envelope: items, total, pagination (plus per-resource extras). */
+export function OffsetList<T extends z.ZodType>(item: T) {
+  return z.object({ items: z.array(item), total: z.number().int(), pagination: Pagination });
+}
+
+export function offsetList<T>(items: T[], total: number, page: { offset: number; limit: number }) {
+  return { items, total, pagination: pagination(total, page) };
+}
+
+/** Bounded free text. */
+export const Text = (max: number, min = 1) => z.string().min(min).max(max);

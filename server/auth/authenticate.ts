@@ -1,0 +1,78 @@
+// API key → tenant, owner, effective scopes and rate-limit ceilings, read fresh on every request
+// (one database round trip) so that a plan change, a revocation or a new override applies at once.
+// The plan gate lives here too: it is checked on every request, before quotas and scopes.
+import type { Database } from "../db/client.js";
+import { AppError } from "../errors.js";
+import { hashesEqual, hashKey, keyPrefix } from "./keys.js";
+import { effectiveScopes, type Scope } from "./scopes.js";
+
+export interface Caller {
+  keyId: string;
+  keyPrefix: string;
+  keyHash: string;
+  tenantId: string;
+  ownerId: string;
+  plan: "starter" | "pro" | "enterprise";
+  scopes: Scope[];
+  limits: { perMinute: number; perDay: number };
+  tenant: { timezone: string; defaultCountry: string | null; slotMinutes: number };
+}
+
+export const ELIGIBLE_PLANS = new Set(["pro", "enterprise"]);
+
+interface Row {
+  id: string;
+  keyHash: string;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+  scopes: string[];
+  tenantId: string;
+  ownerId: string;
+  apiGrant: string[];
+  plan: Caller["plan"];
+  timezone: string;
+  defaultCountry: string | null;
+  slotMinutes: number;
+  perMinute: number;
+  perDay: number;
+}
+
+const LOOKUP = `
+  SELECT k."id", k."keyHash", k."expiresAt", k."revokedAt", k."scopes", k."tenantId", k."ownerId",
+         u."apiGrant", t."plan", t."timezone", t."defaultCountry", t."slotMinutes",
+         COALESCE(t."rateLimitPerMinute", p."perMinute") AS "perMinute",
+         COALESCE(t."rateLimitPerDay", p."perDay") AS "perDay"
+    FROM "ApiKey" k
+    JOIN "User" u ON u."tenantId" = k."tenantId" AND u."id" = k."ownerId"
+    JOIN "Tenant" t ON t."id" = k."tenantId"
+    JOIN "PlanLimit" p ON p."plan" = t."plan"
+   WHERE k."prefix" = $1`;
+
+/**
+ * Resolves the presented key. Throws 401 INVALID_CREDENTIALS / TOKEN_EXPIRED or 403 PLAN_NOT_ELIGIBLE.
+ * `hash` is returned for a well-formed presented key even when authentication fails, so that the
+ * caller can still describe that key's quota in the rate-limit headers.
+ */
+export async function authenticate(db: Database, presented: string | undefined, now = new Date()): Promise<Caller> {
+  const raw = presented?.trim() ?? "";
+  const prefix = raw ? keyPrefix(raw) : null;
+  if (!prefix) throw new AppError("INVALID_CREDENTIALS", raw ? "Invalid API key" : "Missing X-API-Key header");
+  const rows = await db.sql.query<Row>(LOOKUP, [prefix]);
+  const row = rows[0];
+  const hash = hashKey(raw);
+  if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
+  if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime()) throw new AppError("TOKEN_EXPIRED", "API key has expired");
+  if (!ELIGIBLE_PLANS.has(row.plan))
+    throw new AppError("PLAN_NOT_ELIGIBLE", "The tenant's plan does not include API access (Pro or Enterprise required)", { plan: row.plan });
+  return {
+    keyId: row.id,
+    keyPrefix: prefix,
+    keyHash: hash,
+    tenantId: row.tenantId,
+    ownerId: row.ownerId,
+    plan: row.plan,
+    scopes: effectiveScopes(row.scopes, row.apiGrant),
+    limits: { perMinute: Number(row.perMinute), perDay: Number(row.perDay) },
+    tenant: { timezone: row.timezone, defaultCountry: row.defaultCountry?.trim() ?? null, slotMinutes: row.slotMinutes },
+  };
+}

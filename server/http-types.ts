@@ -1,0 +1,17 @@
+import type { Caller } from "./auth/authenticate.js";
+import type { AppError } from "./errors.js";
+import type { QuotaState } from "./limits/quotas.js";
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** Request id: the client's X-Request-Id when it is a sane token, else a new UUID. */
+      id: string;
+      caller?: Caller;
+      /** A body that could not be used (malformed JSON, not an object, wrong Content-Type); reported as 422 after the scope check. */
+      bodyProblem?: AppError;
+      quota?: QuotaState;
+    }
+  }
+}
+export {};
