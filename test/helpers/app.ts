@@ -117,7 +117,7 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
     setNow: (d) => (now = d),
     async request(method, path, o = {}) {
       const qs = o.query
-        ? "?" + new URLSearchParams(Object.entries(o.query).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)])).toString()
+        ? "?" + new URLSearchParams(Object.entries(o.query).filter(([, v]) => v !== undefined).map(([k, v]): [string, string] => [k, String(v)])).toString()
         : "";
       const headers: Record<string, string> = { ...(o.key ? { "X-API-Key": o.key } : {}), ...o.headers };
       let body: string | undefined = o.raw;

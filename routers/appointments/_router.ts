@@ -1,0 +1,3 @@
+import { router } from "../trpc.js";
+
+export const appointmentsRouter = router({});
