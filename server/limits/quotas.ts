@@ -39,12 +39,11 @@ export class Quotas {
     const m = await this.minute.consume(keyHash);
     const minuteReset = resetAt(m, now);
     if (m.consumedPoints > limits.perMinute) {
-      return { limit: limits.perMinute, remaining: 0, reset: minuteReset, retryAfter: Math.max(1, minuteReset - Math.floor(now / 1000)) };
+      return { limit: limits.perMinute, remaining: 0, reset: minuteReset, retryAfter: waitSeconds(m) };
     }
     const d = await this.day.consume(keyHash);
     if (d.consumedPoints > limits.perDay) {
-      const dayReset = resetAt(d, now);
-      return { limit: limits.perMinute, remaining: 0, reset: dayReset, retryAfter: Math.max(1, dayReset - Math.floor(now / 1000)) };
+      return { limit: limits.perMinute, remaining: 0, reset: resetAt(d, now), retryAfter: waitSeconds(d) };
     }
     const remaining = Math.max(0, Math.min(limits.perMinute - m.consumedPoints, limits.perDay - d.consumedPoints));
     return { limit: limits.perMinute, remaining, reset: minuteReset };
@@ -65,3 +64,4 @@ export class Quotas {
 }
 
 const resetAt = (r: RateLimiterRes, now: number) => Math.ceil((now + Math.max(r.msBeforeNext, 1)) / 1000);
+const waitSeconds = (r: RateLimiterRes) => Math.max(1, Math.ceil(r.msBeforeNext / 1000));

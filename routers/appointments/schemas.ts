@@ -1,0 +1,125 @@
+// Appointment: the public object, its serializer, the shared input pieces, and the mapping of the
+// database-held invariants (the "Appointment_no_overlap" exclusion constraint and the
+// "Appointment_ends_after_starts" CHECK) to their API errors.
+import { z } from "zod";
+import { dbViolation, isExclusionViolation } from "../../server/db/errors.js";
+import { AppError, validation } from "../../server/errors.js";
+import type { Db } from "../../server/db/client.js";
+import { iso, Timestamp } from "../_lib/schemas.js";
+
+export const APPOINTMENT_STATUSES = ["scheduled", "cancelled", "completed", "no_show"] as const;
+export const AppointmentStatus = z.enum(APPOINTMENT_STATUSES, {
+  message: `must be one of ${APPOINTMENT_STATUSES.join(", ")}`,
+});
+export type AppointmentStatus = (typeof APPOINTMENT_STATUSES)[number];
+export const isAppointmentStatus = (s: string): s is AppointmentStatus => (APPOINTMENT_STATUSES as readonly string[]).includes(s);
+
+/** Maximum length of `notes` (the spec leaves it open). */
+export const NOTES_MAX = 10_000;
+export const Notes = z.string().max(NOTES_MAX);
+
+export const AppointmentObject = z.object({
+  id: z.string(),
+  assignedUserId: z.string(),
+  customerId: z.string().nullable(),
+  conversationId: z.string().nullable(),
+  leadId: z.string().nullable(),
+  title: z.string(),
+  appointmentType: z.string(),
+  startsAt: Timestamp,
+  endsAt: Timestamp,
+  status: AppointmentStatus,
+  source: z.string(),
+  notes: z.string().nullable(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type AppointmentObject = z.infer<typeof AppointmentObject>;
+
+export interface AppointmentRow {
+  id: string;
+  assignedUserId: string;
+  customerId: string | null;
+  conversationId: string | null;
+  leadId: string | null;
+  title: string;
+  appointmentType: string;
+  startsAt: Date;
+  endsAt: Date;
+  status: AppointmentStatus;
+  source: string;
+  notes: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const toAppointment = (a: AppointmentRow): AppointmentObject => ({
+  id: a.id,
+  assignedUserId: a.assignedUserId,
+  customerId: a.customerId,
+  conversationId: a.conversationId,
+  leadId: a.leadId,
+  title: a.title,
+  appointmentType: a.appointmentType,
+  startsAt: iso(a.startsAt),
+  endsAt: iso(a.endsAt),
+  status: a.status,
+  source: a.source,
+  notes: a.notes,
+  createdAt: iso(a.createdAt),
+  updatedAt: iso(a.updatedAt),
+});
+
+export const OVERLAP_CONSTRAINT = "Appointment_no_overlap";
+export const ORDER_CONSTRAINT = "Appointment_ends_after_starts";
+
+export function overlapError(details: Record<string, unknown> = {}) {
+  return new AppError(
+    "APPOINTMENT_OVERLAP",
+    "The assigned user already has a scheduled appointment that overlaps this time range",
+    details,
+  );
+}
+
+export function orderError() {
+  return validation("endsAt must be after startsAt", {
+    fields: [{ field: "endsAt", code: "invalid_range", message: "must be after startsAt" }],
+  });
+}
+
+/**
+ * Runs a write and maps the database-held invariants: the exclusion constraint → 409
+ * APPOINTMENT_OVERLAP, the order CHECK → 422. Anything else is rethrown untouched.
+ */
+export async function guardAppointmentWrite<T>(write: () => Promise<T>, details: Record<string, unknown> = {}): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (isExclusionViolation(err, OVERLAP_CONSTRAINT)) throw overlapError(details);
+    const v = dbViolation(err);
+    if (v?.sqlState === "23514" && v.constraint === ORDER_CONSTRAINT) throw orderError();
+    throw err;
+  }
+}
+
+/**
+ * A scheduled appointment of `userId` intersecting [startsAt, endsAt) (half-open), other than
+ * `exceptId`. Only for a friendlier 409 (it names the blocker); the constraint is the guard.
+ */
+export async function findOverlap(
+  db: Db,
+  where: { tenantId: string; userId: string; startsAt: Date; endsAt: Date; exceptId?: string },
+): Promise<{ id: string } | null> {
+  return db.appointment.findFirst({
+    where: {
+      tenantId: where.tenantId,
+      assignedUserId: where.userId,
+      status: "scheduled",
+      startsAt: { lt: where.endsAt },
+      endsAt: { gt: where.startsAt },
+      ...(where.exceptId ? { id: { not: where.exceptId } } : {}),
+    },
+    select: { id: true },
+    orderBy: [{ startsAt: "asc" }, { id: "asc" }],
+  });
+}

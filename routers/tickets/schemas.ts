@@ -1,0 +1,110 @@
+// Ticket and ticket comment: the public objects, their serializer, and the input pieces shared by
+// the ticket operations (status values, subject and comment bounds, the row shape with its thread).
+import { z } from "zod";
+import type { Db } from "../../server/db/client.js";
+import { iso, Timestamp } from "../_lib/schemas.js";
+import { mustExist, owned } from "../_lib/tenant.js";
+
+export const TICKET_STATUSES = ["open", "pending", "resolved", "closed"] as const;
+export type TicketStatus = (typeof TICKET_STATUSES)[number];
+export const isTicketStatus = (s: string): s is TicketStatus => (TICKET_STATUSES as readonly string[]).includes(s);
+
+export const SUBJECT_MAX = 500;
+export const COMMENT_MAX = 10_000;
+
+/** Length in characters (Unicode code points, as PostgreSQL counts them), not UTF-16 units. */
+const chars = (s: string) => [...s].length;
+
+/** A string of min..max characters (code points: an emoji is one character). */
+export function Chars(min: number, max: number, description: string) {
+  return z
+    .string()
+    .refine((s) => chars(s) >= min, { message: `must be at least ${min} character${min === 1 ? "" : "s"}` })
+    .refine((s) => chars(s) <= max, { message: `must be at most ${max} characters` })
+    .meta({ minLength: min, maxLength: max, description });
+}
+
+export const Subject = Chars(1, SUBJECT_MAX, "1 to 500 characters");
+export const CommentBody = Chars(1, COMMENT_MAX, "1 to 10000 characters; stored as sent, authored by the API key's owner");
+export const TicketStatusInput = z
+  .enum(TICKET_STATUSES, { message: `must be one of ${TICKET_STATUSES.join(", ")}` })
+  .meta({ description: "one of open, pending, resolved, closed" });
+
+export const TicketComment = z.object({
+  id: z.string(),
+  authorUserId: z.string(),
+  body: z.string(),
+  createdAt: Timestamp,
+});
+export type TicketComment = z.infer<typeof TicketComment>;
+
+export const TicketObject = z.object({
+  id: z.string(),
+  customerId: z.string().nullable(),
+  leadId: z.string().nullable(),
+  conversationId: z.string().nullable(),
+  subject: z.string(),
+  status: z.enum(TICKET_STATUSES),
+  createdBy: z.string(),
+  assignedTo: z.string().nullable(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+  comments: z.array(TicketComment).meta({ description: "the thread, oldest first" }),
+});
+export type TicketObject = z.infer<typeof TicketObject>;
+
+export interface TicketCommentRow {
+  id: string;
+  authorUserId: string;
+  body: string;
+  createdAt: Date;
+}
+
+export interface TicketRow {
+  id: string;
+  customerId: string | null;
+  leadId: string | null;
+  conversationId: string | null;
+  subject: string;
+  status: TicketStatus;
+  createdById: string;
+  assignedToId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** The embedded thread: oldest first, ties by id. */
+export const COMMENT_ORDER = [{ createdAt: "asc" as const }, { id: "asc" as const }];
+/** Prisma include for the thread (batched by Prisma into one query per page, never one per ticket). */
+export const withComments = { comments: { orderBy: COMMENT_ORDER } };
+
+export const toTicketComment = (c: TicketCommentRow): TicketComment => ({
+  id: c.id,
+  authorUserId: c.authorUserId,
+  body: c.body,
+  createdAt: iso(c.createdAt),
+});
+
+export const toTicket = (t: TicketRow & { comments: TicketCommentRow[] }): TicketObject => ({
+  id: t.id,
+  customerId: t.customerId,
+  leadId: t.leadId,
+  conversationId: t.conversationId,
+  subject: t.subject,
+  status: t.status,
+  createdBy: t.createdById,
+  assignedTo: t.assignedToId,
+  createdAt: iso(t.createdAt),
+  updatedAt: iso(t.updatedAt),
+  comments: t.comments.map(toTicketComment),
+});
+
+/** The tenant's ticket with its thread, or 404. */
+export async function loadTicket(ctx: { db: Db; tenantId: string }, id: string): Promise<TicketObject> {
+  return toTicket(await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id }), include: withComments }), "Ticket"));
+}
+
+/** An assignable user of the tenant, or 404 (a non-assignable, foreign or unknown user look alike). */
+export async function mustBeAssignable(ctx: { db: Db; tenantId: string }, userId: string): Promise<void> {
+  await mustExist(ctx.db.user.findFirst({ where: owned(ctx, { id: userId, assignable: true }), select: { id: true } }), "Assignable user");
+}
