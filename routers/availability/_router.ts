@@ -1,3 +1,6 @@
 import { router } from "../trpc.js";
+import { getAvailability } from "./get.js";
 
-export const availabilityRouter = router({});
+export const availabilityRouter = router({
+  get: getAvailability,
+});

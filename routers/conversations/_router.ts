@@ -1,3 +1,11 @@
 import { router } from "../trpc.js";
+import { listConversations } from "./list.js";
+import { listMessages } from "./messages-list.js";
+import { sendMessage } from "./messages-send.js";
+import { startConversation } from "./start.js";
 
-export const conversationsRouter = router({});
+export const conversationsRouter = router({
+  list: listConversations,
+  start: startConversation,
+  messages: router({ list: listMessages, send: sendMessage }),
+});

@@ -1,3 +1,12 @@
 import { router } from "../trpc.js";
+import { createLead } from "./create.js";
+import { getLead } from "./get.js";
+import { listLeads } from "./list.js";
+import { updateLead } from "./update.js";
 
-export const leadsRouter = router({});
+export const leadsRouter = router({
+  list: listLeads,
+  create: createLead,
+  get: getLead,
+  update: updateLead,
+});

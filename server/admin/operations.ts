@@ -3,7 +3,7 @@
 import type { Database } from "../db/client.js";
 import { generateKey } from "../auth/keys.js";
 import { parseScopes } from "../auth/scopes.js";
-import { preview } from "./fixture.js";
+import { DELIVERY, storeMessage } from "../channels/messages.js";
 import { toMessage, type MessageObject } from "../../routers/conversations/schemas.js";
 
 export class AdminError extends Error {}
@@ -90,12 +90,8 @@ export async function inboundMessage(db: Database, conversationId: string, text:
   return db.prisma.$transaction(async (tx) => {
     const conv = await tx.conversation.findUnique({ where: { id }, select: { id: true, tenantId: true } });
     if (!conv) throw new AdminError("no such conversation");
-    const message = await tx.message.create({
-      data: { tenantId: conv.tenantId, conversationId: id, role: "user", content: text, deliveryStatus: "received", createdAt: now },
-    });
-    await tx.conversation.update({
-      where: { id },
-      data: { lastMessagePreview: preview(text), lastMessageAt: now, updatedAt: now },
+    const message = await storeMessage(tx, {
+      tenantId: conv.tenantId, conversationId: id, role: "user", content: text, deliveryStatus: DELIVERY.received, at: now,
     });
     return toMessage(message);
   });

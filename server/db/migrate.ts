@@ -26,8 +26,19 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   );
 }
 
+// Within one process, runs on one runner are serialized too (the embedded PGlite has a single
+// session, on which the advisory lock would be re-entrant).
+const inProcess = new WeakMap<SqlRunner, Promise<unknown>>();
+
 /** Applies pending migrations; returns the names applied by this call. */
 export async function migrate(sql: SqlRunner, dir = MIGRATIONS_DIR): Promise<string[]> {
+  const previous = inProcess.get(sql) ?? Promise.resolve();
+  const run = previous.catch(() => {}).then(() => migrateLocked(sql, dir));
+  inProcess.set(sql, run);
+  return run;
+}
+
+async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
   const migrations = await readMigrations(dir);
   return sql.session(async (s) => {
     await s.query("SELECT pg_advisory_lock($1)", [LOCK_ID]);

@@ -1,0 +1,89 @@
+// PATCH /public/v1/appointments/{appointment_id} — partial update: status (any → any of the four
+// values), reschedule (startsAt and/or endsAt), notes (string or null).
+// Rules, in order: scope → 422 (strict body; a given pair must be ordered) → 404 (unknown or
+// foreign appointment, no change) → 422 (the resulting pair, with the stored half, must be ordered)
+// → 409 APPOINTMENT_OVERLAP when the result is scheduled and intersects another scheduled
+// appointment of the same user (no change; the exclusion constraint is the guard) → write.
+// An empty body returns the object unchanged (updatedAt untouched); any write advances updatedAt.
+import { z } from "zod";
+import { DateTimeInput, Id } from "../_lib/schemas.js";
+import { mustExist, owned } from "../_lib/tenant.js";
+import { scoped } from "../trpc.js";
+import {
+  AppointmentObject,
+  AppointmentStatus,
+  findOverlap,
+  guardAppointmentWrite,
+  Notes,
+  orderError,
+  overlapError,
+  toAppointment,
+} from "./schemas.js";
+
+export const UpdateAppointmentInput = z
+  .object({
+    appointment_id: Id,
+    status: AppointmentStatus.optional(),
+    startsAt: DateTimeInput.optional(),
+    endsAt: DateTimeInput.optional(),
+    notes: Notes.nullable().optional(),
+  })
+  .strict()
+  .refine((b) => !b.startsAt || !b.endsAt || b.endsAt.getTime() > b.startsAt.getTime(), {
+    path: ["endsAt"],
+    message: "must be after startsAt",
+  });
+
+export const updateAppointment = scoped("tenant:appointments.manage")
+  .meta({
+    openapi: {
+      method: "PATCH",
+      path: "/public/v1/appointments/{appointment_id}",
+      tags: ["appointments"],
+      summary: "Update, reschedule, cancel, complete or mark an appointment as no-show",
+      protect: true,
+    },
+  })
+  .input(UpdateAppointmentInput)
+  .output(AppointmentObject)
+  .mutation(async ({ ctx, input }) => {
+    const { appointment_id: id, ...changes } = input;
+    const current = await mustExist(ctx.db.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");
+
+    const given = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
+    if (Object.keys(given).length === 0) return toAppointment(current);
+
+    const startsAt = changes.startsAt ?? current.startsAt;
+    const endsAt = changes.endsAt ?? current.endsAt;
+    if (endsAt.getTime() <= startsAt.getTime()) throw orderError();
+    const status = changes.status ?? current.status;
+
+    const rescheduled = startsAt.getTime() !== current.startsAt.getTime() || endsAt.getTime() !== current.endsAt.getTime();
+    const becomesScheduled = current.status !== "scheduled" && status === "scheduled";
+    if (status === "scheduled" && (rescheduled || becomesScheduled)) {
+      const blocker = await findOverlap(ctx.db, {
+        tenantId: ctx.tenantId,
+        userId: current.assignedUserId,
+        startsAt,
+        endsAt,
+        exceptId: current.id,
+      });
+      if (blocker) throw overlapError({ conflictingAppointmentId: blocker.id });
+    }
+
+    // updatedAt strictly advances, even when two writes land within one millisecond of the clock.
+    const updatedAt = new Date(Math.max(ctx.services.now().getTime(), current.updatedAt.getTime() + 1));
+    const rows = await guardAppointmentWrite(() =>
+      ctx.db.appointment.updateManyAndReturn({
+        where: owned(ctx, { id }),
+        data: {
+          status,
+          startsAt,
+          endsAt,
+          ...(changes.notes !== undefined ? { notes: changes.notes } : {}),
+          updatedAt,
+        },
+      }),
+    );
+    return toAppointment(await mustExist(rows[0] ?? null, "Appointment"));
+  });

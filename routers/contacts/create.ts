@@ -1,0 +1,65 @@
+// POST /public/v1/contacts — create a contact.
+//   1. body strict (unknown fields, `origin` included → 422); phone 1–40 characters, required
+//   2. phone → E.164 with the region of `country`, else the tenant's default country (else 422)
+//   3. origin stamped `api`
+//   4. phone / email (case-insensitive) already used by a live or soft-deleted contact of the tenant
+//      → 409 ALREADY_EXISTS, held by the unique indexes (so concurrent creates cannot both win)
+import { z } from "zod";
+import { toE164 } from "../../server/phone.js";
+import { validation } from "../../server/errors.js";
+import { idempotent } from "../_lib/idempotent.js";
+import { scoped } from "../trpc.js";
+import { ContactObject, Country, duplicateContact, Email, FullName, RawPhone, toContact } from "./schemas.js";
+
+export const CreateContactInput = z
+  .object({
+    fullName: FullName.optional(),
+    phone: RawPhone,
+    email: Email.optional(),
+    country: Country.optional(),
+  })
+  .strict();
+type CreateContactInput = z.infer<typeof CreateContactInput>;
+
+export const createContact = scoped("tenant:contacts.manage")
+  .meta({
+    openapi: {
+      method: "POST",
+      path: "/public/v1/contacts",
+      tags: ["contacts"],
+      summary: "Create a contact",
+      description:
+        "The phone is normalized to E.164 (region from `country`, else the tenant's default country). " +
+        "A phone or email (case-insensitive) already used by a live or soft-deleted contact gives 409 ALREADY_EXISTS. " +
+        "`origin` is always `api` and cannot be sent. Accepts `Idempotency-Key`.",
+      protect: true,
+    },
+    successStatus: 201,
+  })
+  .input(CreateContactInput)
+  .output(ContactObject)
+  .mutation(
+    idempotent<CreateContactInput, ContactObject>(async ({ ctx, input }) => {
+      const phone = toE164(input.phone, input.country ?? ctx.caller.tenant.defaultCountry);
+      if (!phone)
+        throw validation("Request validation failed", {
+          fields: [{ field: "phone", code: "invalid_phone", message: "not a valid phone number for the region" }],
+        });
+      const now = ctx.services.now();
+      const row = await ctx.db.contact
+        .create({
+          data: {
+            tenantId: ctx.tenantId,
+            fullName: input.fullName ?? null,
+            phone,
+            email: input.email ?? null,
+            country: input.country ?? null,
+            origin: "api",
+            createdAt: now,
+            updatedAt: now,
+          },
+        })
+        .catch(duplicateContact);
+      return toContact(row);
+    }),
+  );

@@ -1,0 +1,81 @@
+// GET /public/v1/conversations/{id}/messages — cursor list, newest first (createdAt desc, id desc).
+// The conversation is resolved first (foreign/unknown → 404) and only then is the cursor parsed
+// (malformed → 422). The cursor is an opaque base64url keyset of the last item's (createdAt, id),
+// so pages stay gap- and duplicate-free while new messages arrive.
+import { z } from "zod";
+import { validation } from "../../server/errors.js";
+import { DEFAULT_LIMIT, Id, MAX_LIMIT, queryInt } from "../_lib/schemas.js";
+import { mustExist, owned } from "../_lib/tenant.js";
+import { scoped } from "../trpc.js";
+import { MessageList, toMessage } from "./schemas.js";
+
+export const ListMessagesQuery = z.object({
+  id: Id,
+  cursor: z.string().optional(),
+  limit: queryInt("limit", 1, MAX_LIMIT).optional().transform((v) => v ?? DEFAULT_LIMIT),
+});
+
+interface Keyset {
+  createdAt: Date;
+  id: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+export function encodeCursor(k: Keyset): string {
+  return Buffer.from(JSON.stringify({ t: k.createdAt.toISOString(), i: k.id }), "utf8").toString("base64url");
+}
+
+/** The keyset in a cursor, or undefined when it is not one this service issued. */
+export function decodeCursor(cursor: string): Keyset | undefined {
+  if (!/^[A-Za-z0-9_-]{1,512}$/.test(cursor)) return undefined;
+  try {
+    const v = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+    if (!v || typeof v !== "object" || Array.isArray(v) || Object.keys(v).length !== 2) return undefined;
+    if (typeof v.t !== "string" || !ISO.test(v.t) || typeof v.i !== "string" || !UUID.test(v.i)) return undefined;
+    const createdAt = new Date(v.t);
+    if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== v.t) return undefined;
+    return { createdAt, id: v.i.toLowerCase() };
+  } catch {
+    return undefined;
+  }
+}
+
+export const listMessages = scoped("tenant:conversations.read")
+  .meta({
+    openapi: { method: "GET", path: "/public/v1/conversations/{id}/messages", tags: ["conversations"], summary: "List messages", protect: true },
+  })
+  .input(ListMessagesQuery)
+  .output(MessageList)
+  .query(async ({ ctx, input }) => {
+    const conversation = await mustExist(
+      ctx.db.conversation.findFirst({ where: owned(ctx, { id: input.id }), select: { id: true } }),
+      "Conversation",
+    );
+    let after: Keyset | undefined;
+    if (input.cursor !== undefined) {
+      after = decodeCursor(input.cursor);
+      if (!after)
+        throw validation("Malformed cursor", {
+          fields: [{ field: "cursor", code: "invalid_cursor", message: "not a cursor returned by this endpoint" }],
+        });
+    }
+    const rows = await ctx.db.message.findMany({
+      where: owned(ctx, {
+        conversationId: conversation.id,
+        ...(after
+          ? { OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { lt: after.id } }] }
+          : {}),
+      }),
+      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+      take: input.limit + 1,
+    });
+    const hasMore = rows.length > input.limit;
+    const items = rows.slice(0, input.limit);
+    const last = items[items.length - 1];
+    return {
+      items: items.map(toMessage),
+      pagination: { nextCursor: hasMore && last ? encodeCursor(last) : null, prevCursor: null, hasMore },
+    };
+  });

@@ -1,0 +1,82 @@
+// POST /public/v1/conversations/{id}/messages — send a free-text operator message (201).
+// 1. foreign/unknown conversation → 404, nothing persisted;
+// 2. WhatsApp: the identity's 24-hour session window must be open (newest `user` message of the
+//    conversation's identity on that channel, across its conversations, < 24 h old), else — or
+//    without an identity — 409 MESSAGING_SESSION_WINDOW_CLOSED, nothing written, no send attempted
+//    (thrown inside idempotent(), so it rolls back and is never cached under an Idempotency-Key);
+// 3. other kinds: no window;
+// 4. store (role operator, author = key owner), send, record the outcome: "sent" or "failed" (201 both).
+import { z } from "zod";
+import { deliver } from "../../server/channels/messages.js";
+import { AppError } from "../../server/errors.js";
+import { idempotent } from "../_lib/idempotent.js";
+import { Id, Text } from "../_lib/schemas.js";
+import { mustExist, owned } from "../_lib/tenant.js";
+import type { AuthedContext } from "../trpc.js";
+import { scoped } from "../trpc.js";
+import { MESSAGE_MAX_CHARS, MessageObject, toMessage } from "./schemas.js";
+
+export const SendMessageInput = z.object({ id: Id, content: Text(MESSAGE_MAX_CHARS) }).strict();
+
+export const WINDOW_MS = 24 * 60 * 60 * 1000;
+
+/** Whether the identity's 24-hour session window on the channel is open at `now`. */
+export async function sessionWindowOpen(ctx: AuthedContext, channelId: string, identityId: string, now: Date): Promise<boolean> {
+  const recent = await ctx.db.message.findFirst({
+    where: owned(ctx, {
+      role: "user" as const,
+      createdAt: { gt: new Date(now.getTime() - WINDOW_MS) },
+      conversation: { tenantId: ctx.tenantId, identityId, channelId },
+    }),
+    select: { id: true },
+  });
+  return recent !== null;
+}
+
+export const sendMessage = scoped("tenant:conversations.manage")
+  .meta({
+    openapi: { method: "POST", path: "/public/v1/conversations/{id}/messages", tags: ["conversations"], summary: "Send a free-text message", protect: true },
+    successStatus: 201,
+  })
+  .input(SendMessageInput)
+  .output(MessageObject)
+  .mutation(
+    idempotent(async ({ ctx, input }: { ctx: AuthedContext; input: z.infer<typeof SendMessageInput> }) => {
+      const conversation = await mustExist(
+        ctx.db.conversation.findFirst({
+          where: owned(ctx, { id: input.id }),
+          select: {
+            id: true,
+            channelId: true,
+            identityId: true,
+            channel: { select: { kind: true, config: true } },
+            identity: { select: { externalId: true } },
+          },
+        }),
+        "Conversation",
+      );
+      const now = ctx.services.now();
+      if (conversation.channel.kind === "whatsapp") {
+        const open = conversation.identityId !== null && (await sessionWindowOpen(ctx, conversation.channelId, conversation.identityId, now));
+        if (!open)
+          throw new AppError(
+            "MESSAGING_SESSION_WINDOW_CLOSED",
+            conversation.identityId === null
+              ? "The conversation has no linked channel identity; use POST /public/v1/conversations/start with an approved template"
+              : "The 24-hour session window is closed; use POST /public/v1/conversations/start with an approved template",
+            { conversationId: conversation.id },
+          );
+      }
+      const message = await deliver(ctx.db, ctx.services.providers, {
+        tenantId: ctx.tenantId,
+        conversationId: conversation.id,
+        authorUserId: ctx.caller.ownerId,
+        content: input.content,
+        channel: { kind: conversation.channel.kind, config: conversation.channel.config },
+        to: conversation.identity?.externalId ?? null,
+        payload: { kind: "text", text: input.content },
+        at: now,
+      });
+      return toMessage(message);
+    }),
+  );

@@ -1,0 +1,47 @@
+// POST /public/v1/tickets/{ticket_id}/comments — add a comment (tenant:tickets.manage, 201,
+// Idempotency-Key: it creates a comment).
+// Rules, in order:
+//   1. body is strict: `body` required, 1–10000 characters; anything else → 422.
+//   2. an unknown or foreign ticket → 404, nothing persisted.
+//   3. the comment is authored by the key owner; the ticket's status is never changed (a closed or
+//      resolved ticket stays so); the ticket's `updatedAt` advances (a comment is activity on it).
+//   4. returns the full refreshed ticket with its whole thread, oldest first.
+import { z } from "zod";
+import { Id } from "../_lib/schemas.js";
+import { idempotent } from "../_lib/idempotent.js";
+import { mustExist, owned } from "../_lib/tenant.js";
+import { scoped } from "../trpc.js";
+import { CommentBody, loadTicket, TicketObject } from "./schemas.js";
+
+export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody }).strict();
+
+export const addTicketComment = scoped("tenant:tickets.manage")
+  .meta({
+    openapi: {
+      method: "POST",
+      path: "/public/v1/tickets/{ticket_id}/comments",
+      tags: ["tickets"],
+      summary: "Add a comment to a ticket",
+      description:
+        "Adds a comment (`body`, 1 to 10000 characters) authored by the API key's owner and returns the full refreshed " +
+        "ticket with its whole thread, oldest first. Valid on any status, including resolved and closed: the status is " +
+        "never changed (a comment does not reopen a ticket). The ticket's `updatedAt` advances to the comment's time. " +
+        "An unknown or foreign ticket gives 404 with nothing persisted. Accepts an `Idempotency-Key` header.",
+      protect: true,
+    },
+    successStatus: 201,
+    idempotent: true,
+  })
+  .input(AddTicketCommentInput)
+  .output(TicketObject)
+  .mutation(
+    idempotent(async ({ ctx, input }) => {
+      await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: input.ticket_id }), select: { id: true } }), "Ticket");
+      const now = ctx.services.now();
+      await ctx.db.ticketComment.create({
+        data: { tenantId: ctx.tenantId, ticketId: input.ticket_id, authorUserId: ctx.caller.ownerId, body: input.body, createdAt: now },
+      });
+      await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: now } });
+      return loadTicket(ctx, input.ticket_id);
+    }),
+  );

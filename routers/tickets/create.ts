@@ -1,0 +1,92 @@
+// POST /public/v1/tickets — create a ticket (tenant:tickets.manage, 201, Idempotency-Key).
+// Rules, in order:
+//   1. body is strict (unknown fields → 422); subject 1–500 characters; comment 1–10000 characters;
+//      at least one of customerId (a Contact), leadId, conversationId (else 422 VALIDATION_ERROR).
+//   2. every given id must be the tenant's (else 404, nothing persisted): the contact (live, not
+//      soft-deleted), the lead, the conversation, and assignedTo as an ASSIGNABLE user of the tenant.
+//   3. the ticket is `open`, created by the key owner; an optional `comment` becomes the first
+//      comment of the thread, authored by the key owner, in the same transaction.
+import { z } from "zod";
+import { Id } from "../_lib/schemas.js";
+import { idempotent } from "../_lib/idempotent.js";
+import { mustExist, owned } from "../_lib/tenant.js";
+import { scoped } from "../trpc.js";
+import { CommentBody, mustBeAssignable, Subject, TicketObject, toTicket } from "./schemas.js";
+
+const LINKS = ["customerId", "leadId", "conversationId"] as const;
+
+export const CreateTicketInput = z
+  .object({
+    customerId: Id.nullish().meta({ description: "a contact of the tenant" }),
+    leadId: Id.nullish().meta({ description: "a lead of the tenant" }),
+    conversationId: Id.nullish().meta({ description: "a conversation of the tenant" }),
+    subject: Subject,
+    assignedTo: Id.nullish().meta({ description: "an assignable user of the tenant; omitted or null: unassigned" }),
+    comment: CommentBody.nullish().meta({ description: "1 to 10000 characters; becomes the first comment, authored by the key owner" }),
+  })
+  .strict()
+  .superRefine((v, c) => {
+    if (!LINKS.some((k) => v[k])) {
+      c.addIssue({
+        code: "custom",
+        path: [],
+        message: "At least one of customerId, leadId, conversationId is required",
+        params: { fields: LINKS },
+      });
+    }
+  });
+
+export const createTicket = scoped("tenant:tickets.manage")
+  .meta({
+    openapi: {
+      method: "POST",
+      path: "/public/v1/tickets",
+      tags: ["tickets"],
+      summary: "Create a ticket",
+      description:
+        "Creates an `open` ticket linked to at least one of a contact (`customerId`), a lead or a conversation of the tenant " +
+        "(none → 422). A foreign or unknown id, or an `assignedTo` that is not an assignable user of the tenant, gives 404 " +
+        "with nothing persisted. `createdBy` is the API key's owner; an optional `comment` becomes the first comment of " +
+        "the thread, authored by the key owner. Accepts an `Idempotency-Key` header.",
+      protect: true,
+    },
+    successStatus: 201,
+    idempotent: true,
+  })
+  .input(CreateTicketInput)
+  .output(TicketObject)
+  .mutation(
+    idempotent(async ({ ctx, input }) => {
+      // 404s: every id resolved before any write.
+      if (input.customerId)
+        await mustExist(ctx.db.contact.findFirst({ where: owned(ctx, { id: input.customerId, deletedAt: null }), select: { id: true } }), "Contact");
+      if (input.leadId) await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true } }), "Lead");
+      if (input.conversationId)
+        await mustExist(ctx.db.conversation.findFirst({ where: owned(ctx, { id: input.conversationId }), select: { id: true } }), "Conversation");
+      if (input.assignedTo) await mustBeAssignable(ctx, input.assignedTo);
+
+      const now = ctx.services.now();
+      const ticket = await ctx.db.ticket.create({
+        data: {
+          tenantId: ctx.tenantId,
+          customerId: input.customerId ?? null,
+          leadId: input.leadId ?? null,
+          conversationId: input.conversationId ?? null,
+          subject: input.subject,
+          status: "open",
+          createdById: ctx.caller.ownerId,
+          assignedToId: input.assignedTo ?? null,
+          createdAt: now,
+          updatedAt: now,
+        },
+      });
+      const comments = input.comment
+        ? [
+            await ctx.db.ticketComment.create({
+              data: { tenantId: ctx.tenantId, ticketId: ticket.id, authorUserId: ctx.caller.ownerId, body: input.comment, createdAt: now },
+            }),
+          ]
+        : [];
+      return toTicket({ ...ticket, comments });
+    }),
+  );
