@@ -22,7 +22,7 @@ export const CreateAppointmentInput = z
     notes: Notes.nullable().optional(),
   })
   .strict()
-  .refine((b) => b.endsAt.getTime() > b.startsAt.getTime(), { path: ["endsAt"], message: "must be after startsAt" });
+  .refine((b) => !(b.startsAt instanceof Date && b.endsAt instanceof Date) || b.endsAt.getTime() > b.startsAt.getTime(), { path: ["endsAt"], message: "must be after startsAt" });
 
 export const createAppointment = scoped("tenant:appointments.manage")
   .meta({

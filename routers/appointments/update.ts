@@ -29,7 +29,7 @@ export const UpdateAppointmentInput = z
     notes: Notes.nullable().optional(),
   })
   .strict()
-  .refine((b) => !b.startsAt || !b.endsAt || b.endsAt.getTime() > b.startsAt.getTime(), {
+  .refine((b) => !(b.startsAt instanceof Date && b.endsAt instanceof Date) || b.endsAt.getTime() > b.startsAt.getTime(), {
     path: ["endsAt"],
     message: "must be after startsAt",
   });

@@ -26,6 +26,8 @@ export const AvailabilityQuery = z
   .superRefine((q, ctx) => {
     const from = DateTime.fromISO(q.from, { zone: "utc" });
     const to = DateTime.fromISO(q.to, { zone: "utc" });
+    // zod runs this even when a field failed above: only compare two real dates.
+    if (!from.isValid || !to.isValid) return;
     if (to < from) ctx.addIssue({ code: "custom", path: ["to"], message: "must not be before from" });
     else if (to.diff(from, "days").days + 1 > MAX_RANGE_DAYS)
       ctx.addIssue({ code: "custom", path: ["to"], message: `the range may span at most ${MAX_RANGE_DAYS} days` });

@@ -17,9 +17,9 @@ export const ListContactsQuery = z.object({
     .string()
     .min(1)
     .max(200)
-    .optional()
-    .describe("Case-insensitive substring of fullName, email or phone; % and _ match literally."),
-  listId: Id.optional().describe("Only members of this contact list (unknown list → empty page)."),
+    .describe("Case-insensitive substring of fullName, email or phone; % and _ match literally.")
+    .optional(),
+  listId: Id.describe("Only members of this contact list (unknown list → empty page).").optional(),
   cursor: CursorInput.optional(),
   ...PageQuery,
 });

@@ -9,14 +9,14 @@ import { notFound } from "../../server/errors.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, duplicateContact, Email, FullName, toContact } from "./schemas.js";
+import { ContactObject, duplicateContact, Email, FullName, JsonBoolean, toContact } from "./schemas.js";
 
 export const UpdateContactInput = z
   .object({
     contact_id: Id,
     fullName: FullName.nullable().optional(),
     email: Email.nullable().optional(),
-    marketingOptOut: z.boolean().optional(),
+    marketingOptOut: JsonBoolean.optional(),
   })
   .strict();
 

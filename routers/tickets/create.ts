@@ -34,7 +34,8 @@ export const CreateTicketInput = z
         params: { fields: LINKS },
       });
     }
-  });
+  })
+  .meta({ description: "At least one of customerId, leadId, conversationId is required (else 422). Unknown fields give 422." });
 
 export const createTicket = scoped("tenant:tickets.manage")
   .meta({

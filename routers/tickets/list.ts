@@ -12,9 +12,9 @@ import { scoped } from "../trpc.js";
 import { isTicketStatus, TicketObject, toTicket, withComments } from "./schemas.js";
 
 export const ListTicketsInput = z.object({
-  status: z.string().optional().meta({ description: "open, pending, resolved or closed; any other value matches nothing" }),
-  assignedTo: Id.optional().meta({ description: "id of the assigned user" }),
-  customerId: Id.optional().meta({ description: "id of the linked contact" }),
+  status: z.string().meta({ description: "open, pending, resolved or closed; any other value matches nothing" }).optional(),
+  assignedTo: Id.meta({ description: "id of the assigned user" }).optional(),
+  customerId: Id.meta({ description: "id of the linked contact" }).optional(),
   ...PageQuery,
 });
 
