@@ -3,6 +3,8 @@
 // DATABASE_URL, on PostgreSQL (where the concurrency tests are real races).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TenantIds } from "../server/admin/fixture.js";
+import { AppError } from "../server/errors.js";
+import { guardAppointmentWrite } from "../routers/appointments/schemas.js";
 import { expectEnvelope, randomUuid, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
@@ -284,6 +286,25 @@ describe("POST /appointments", () => {
         where: { tenantId: acme.id, assignedUserId: acme.users.ana, startsAt: new Date(at(7, 10)) },
       });
       expect(inSlot).toBe(1);
+    });
+
+    it("the database constraints are the guard: their violations map to 409 and 422", async () => {
+      const data = (startsAt: string, endsAt: string) => ({
+        tenantId: acme.id,
+        assignedUserId: acme.users.ana!,
+        title: "Direct",
+        appointmentType: "visit",
+        startsAt: new Date(startsAt),
+        endsAt: new Date(endsAt),
+      });
+      const before = await count();
+      const overlap = await guardAppointmentWrite(() => app.db.prisma.appointment.create({ data: data(at(5, 10, 30), at(5, 11, 30)) })).catch((e) => e);
+      expect(overlap).toBeInstanceOf(AppError);
+      expect(overlap.code).toBe("APPOINTMENT_OVERLAP");
+      const order = await guardAppointmentWrite(() => app.db.prisma.appointment.create({ data: data(at(9, 11), at(9, 10)) })).catch((e) => e);
+      expect(order).toBeInstanceOf(AppError);
+      expect(order.code).toBe("VALIDATION_ERROR");
+      expect(await count()).toBe(before);
     });
 
     it("concurrent overlapping (not identical) creates → exactly one succeeds", async () => {

@@ -405,6 +405,7 @@ describe("POST /conversations/start", () => {
     expect(second.headers.get("idempotent-replayed")).toBe("true");
     expect(stub.requests).toHaveLength(1);
     expect(await counts()).toEqual({ ...before, conversations: before.conversations + 1, identities: before.identities + 1, customers: before.customers + 1, messages: before.messages + 1 });
+    stub.reset();
     await expectRejected(() => start({ ...body, variables: ["Other", "Body"] }, key, headers), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
   });
 

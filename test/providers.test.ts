@@ -281,6 +281,7 @@ describe("failed delivery: stored with deliveryStatus failed, still 201", () => 
   });
 
   it("the failed message is listed like any other", async () => {
+    app.setNow(new Date(T0.getTime() + 60_000));
     const { res } = await send("waNoToken", "listed");
     const list = await app.request("GET", `/public/v1/conversations/${acme.conversations.waNoToken}/messages`, { key, query: { limit: 1 } });
     expect(list.body.items[0]).toEqual(res.body);

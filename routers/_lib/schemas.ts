@@ -1,6 +1,7 @@
-// Input and output pieces shared by every resource: ids, query integers, date-times, the offset
-// list envelope. Query values arrive as strings: they are parsed here with explicit rules (an
-// integer is digits only; 1.5, "", "1e2" are 422) rather than through trpc-to-openapi's coercion.
+// Input and output pieces shared by every resource: ids, query integers, date-times, body scalars,
+// the offset list envelope. Query values arrive as strings: they are parsed here with explicit rules
+// (an integer is digits only; 1.5 and "1e2" are 422) rather than through trpc-to-openapi's coercion.
+// (The adapter drops empty query values, so `?limit=` counts as absent.)
 import { z } from "zod";
 
 /** A UUID in the 8-4-4-4-12 hex form (any version), as every id in the API. */
@@ -60,6 +61,16 @@ export function OffsetList<T extends z.ZodType>(item: T) {
 export function offsetList<T>(items: T[], total: number, page: { offset: number; limit: number }) {
   return { items, total, pagination: pagination(total, page) };
 }
+
+/** Largest value of a PostgreSQL integer column. */
+export const INT4_MAX = 2_147_483_647;
+
+// Body scalars. trpc-to-openapi marks every z.number()/z.boolean() of an input schema (top level and
+// nested objects, bodies included) as coercing, which would accept "3", "" (→ 0), true (→ 1),
+// null (→ 0) or "false" (→ true). A schema wrapped in a pipe is left alone, so only real JSON
+// numbers and booleans pass. Every number or boolean in a body uses these.
+export const BodyInt = (min: number, max: number) => z.number().int().min(min).max(max).pipe(z.number());
+export const BodyBool = z.boolean().pipe(z.boolean());
 
 /** Bounded free text. */
 export const Text = (max: number, min = 1) => z.string().min(min).max(max);

@@ -52,12 +52,6 @@ export const toContact = (c: ContactRow): ContactObject => ({
 // ---- input pieces -------------------------------------------------------------------------------
 
 export const FullName = z.string().max(255);
-/**
- * A JSON boolean, nothing else. The pipe keeps trpc-to-openapi's input coercion away from it (the
- * adapter sets `coerce` on every top-level z.boolean() of a body schema, so "yes" or null would
- * become a boolean).
- */
-export const JsonBoolean = z.boolean().pipe(z.boolean());
 export const Email = z.email({ message: "must be an email address" }).max(320);
 /** Raw phone as sent (normalized to E.164 by the resolver, which knows the tenant's default country). */
 export const RawPhone = z.string().min(1).max(40);

@@ -6,17 +6,17 @@
 //   One UPDATE statement: a failed PATCH changes nothing. {} changes nothing and returns the contact.
 import { z } from "zod";
 import { notFound } from "../../server/errors.js";
-import { Id } from "../_lib/schemas.js";
+import { BodyBool, Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, duplicateContact, Email, FullName, JsonBoolean, toContact } from "./schemas.js";
+import { ContactObject, duplicateContact, Email, FullName, toContact } from "./schemas.js";
 
 export const UpdateContactInput = z
   .object({
     contact_id: Id,
     fullName: FullName.nullable().optional(),
     email: Email.nullable().optional(),
-    marketingOptOut: JsonBoolean.optional(),
+    marketingOptOut: BodyBool.optional(),
   })
   .strict();
 

@@ -1,7 +1,7 @@
 // Lead: the public object (exactly the spec's table), its serializer from the Prisma row, and the
 // input pieces shared by create and update.
 import { z } from "zod";
-import { iso, Text, Timestamp } from "../_lib/schemas.js";
+import { BodyInt, INT4_MAX, iso, Text, Timestamp } from "../_lib/schemas.js";
 
 export const LeadBudget = z.object({ min: z.number().int().nullable(), max: z.number().int().nullable() });
 
@@ -69,16 +69,6 @@ export const toLead = (l: LeadRow): LeadObject => ({
 });
 
 // ---- input pieces -------------------------------------------------------------------------------
-
-/** Largest value of a PostgreSQL integer column. */
-const INT4_MAX = 2_147_483_647;
-
-/**
- * A JSON integer in a body. Wrapped in a pipe on purpose: trpc-to-openapi marks every top-level
- * (and nested-object) z.number() of an input schema as coercing, even for JSON bodies, which would
- * accept "3", "" (→ 0), true (→ 1) or null (→ 0). A pipe is left alone, so only real numbers pass.
- */
-export const BodyInt = (min: number, max: number) => z.number().int().min(min).max(max).pipe(z.number());
 
 export const MAX_NOTES = 10_000;
 export const MAX_ZONES = 50;
