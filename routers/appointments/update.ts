@@ -14,6 +14,7 @@ import {
   AppointmentStatus,
   findOverlap,
   guardAppointmentWrite,
+  lockUserCalendar,
   Notes,
   orderError,
   overlapError,
@@ -48,42 +49,49 @@ export const updateAppointment = scoped("tenant:appointments.manage")
   .output(AppointmentObject)
   .mutation(async ({ ctx, input }) => {
     const { appointment_id: id, ...changes } = input;
-    const current = await mustExist(ctx.db.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");
+    const found = await mustExist(ctx.db.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");
+    const given = Object.values(changes).some((v) => v !== undefined);
+    if (!given) return toAppointment(found);
 
-    const given = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
-    if (Object.keys(given).length === 0) return toAppointment(current);
+    // One transaction per write, holding the assigned user's calendar lock (see lockUserCalendar).
+    const row = await ctx.services.db.prisma.$transaction(async (tx) => {
+      await lockUserCalendar(tx, ctx.tenantId, found.assignedUserId);
+      // Re-read under the lock: a concurrent PATCH may have moved it meanwhile.
+      const current = await mustExist(tx.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");
 
-    const startsAt = changes.startsAt ?? current.startsAt;
-    const endsAt = changes.endsAt ?? current.endsAt;
-    if (endsAt.getTime() <= startsAt.getTime()) throw orderError();
-    const status = changes.status ?? current.status;
+      const startsAt = changes.startsAt ?? current.startsAt;
+      const endsAt = changes.endsAt ?? current.endsAt;
+      if (endsAt.getTime() <= startsAt.getTime()) throw orderError();
+      const status = changes.status ?? current.status;
 
-    const rescheduled = startsAt.getTime() !== current.startsAt.getTime() || endsAt.getTime() !== current.endsAt.getTime();
-    const becomesScheduled = current.status !== "scheduled" && status === "scheduled";
-    if (status === "scheduled" && (rescheduled || becomesScheduled)) {
-      const blocker = await findOverlap(ctx.db, {
-        tenantId: ctx.tenantId,
-        userId: current.assignedUserId,
-        startsAt,
-        endsAt,
-        exceptId: current.id,
-      });
-      if (blocker) throw overlapError({ conflictingAppointmentId: blocker.id });
-    }
-
-    // updatedAt strictly advances, even when two writes land within one millisecond of the clock.
-    const updatedAt = new Date(Math.max(ctx.services.now().getTime(), current.updatedAt.getTime() + 1));
-    const rows = await guardAppointmentWrite(() =>
-      ctx.db.appointment.updateManyAndReturn({
-        where: owned(ctx, { id }),
-        data: {
-          status,
+      const rescheduled = startsAt.getTime() !== current.startsAt.getTime() || endsAt.getTime() !== current.endsAt.getTime();
+      const becomesScheduled = current.status !== "scheduled" && status === "scheduled";
+      if (status === "scheduled" && (rescheduled || becomesScheduled)) {
+        const blocker = await findOverlap(tx, {
+          tenantId: ctx.tenantId,
+          userId: current.assignedUserId,
           startsAt,
           endsAt,
-          ...(changes.notes !== undefined ? { notes: changes.notes } : {}),
-          updatedAt,
-        },
-      }),
-    );
-    return toAppointment(await mustExist(rows[0] ?? null, "Appointment"));
+          exceptId: current.id,
+        });
+        if (blocker) throw overlapError({ conflictingAppointmentId: blocker.id });
+      }
+
+      // updatedAt strictly advances, even when two writes land within one millisecond of the clock.
+      const updatedAt = new Date(Math.max(ctx.services.now().getTime(), current.updatedAt.getTime() + 1));
+      const rows = await guardAppointmentWrite(() =>
+        tx.appointment.updateManyAndReturn({
+          where: owned(ctx, { id }),
+          data: {
+            status,
+            startsAt,
+            endsAt,
+            ...(changes.notes !== undefined ? { notes: changes.notes } : {}),
+            updatedAt,
+          },
+        }),
+      );
+      return mustExist(rows[0] ?? null, "Appointment");
+    });
+    return toAppointment(row);
   });

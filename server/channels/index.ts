@@ -1,5 +1,6 @@
-// Outbound messaging: one adapter per channel kind behind one interface. Filled in by the
-// conversations issue; the foundation only fixes the shape that Services carries.
+// Outbound messaging: one adapter per channel kind behind one interface (providers.ts dispatches to
+// whatsapp.ts, graph.ts for messenger/instagram, telegram.ts; web is in-service). messages.ts stores
+// messages and records delivery outcomes for the API and the admin inbound-message verb.
 export interface SendResult {
   ok: boolean;
   providerMessageId?: string;
