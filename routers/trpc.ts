@@ -8,7 +8,7 @@ import type { OpenApiMeta } from "trpc-to-openapi";
 import type { Caller } from "../server/auth/authenticate.js";
 import type { Scope } from "../server/auth/scopes.js";
 import type { Db } from "../server/db/client.js";
-import { AppError, envelope, toAppError } from "../server/errors.js";
+import { AppError, envelope, toAppError, type ErrorCode } from "../server/errors.js";
 import "../server/http-types.js";
 import type { Services } from "../server/services.js";
 
@@ -26,7 +26,15 @@ export function createContext(services: Services, req: Request, res: Response): 
   return { services, req, res, requestId: req.id, caller: req.caller, db: services.db.prisma };
 }
 
-export type Meta = OpenApiMeta<{ successStatus?: number; scope?: Scope | null; idempotent?: boolean }>;
+export type Meta = OpenApiMeta<{
+  /** HTTP status of a success (default 200). */
+  successStatus?: number;
+  /** The exact scope the operation needs (null: none, e.g. /me). Set by scoped(). */
+  scope?: Scope | null;
+  idempotent?: boolean;
+  /** Operation-specific error codes (404/409 …) for the OpenAPI document; the common ones are added there. */
+  errors?: ErrorCode[];
+}>;
 
 const t = initTRPC
   .context<Context>()

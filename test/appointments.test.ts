@@ -149,6 +149,16 @@ describe("POST /appointments", () => {
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ customerId: null, conversationId: null, leadId: null, notes: null });
     expect(r.body.title).toHaveLength(255);
+    const n = await post(body({ notes: null, startsAt: at(1, 10), endsAt: at(1, 11) }));
+    expect(n.status).toBe(201);
+    expect(n.body.notes).toBeNull();
+    const long = await post(body({ notes: "n".repeat(10_000), startsAt: at(1, 12), endsAt: at(1, 13) }));
+    expect(long.status).toBe(201);
+  });
+
+  it("may be booked outside working hours and in the past (manual appointments)", async () => {
+    expect((await post(body({ startsAt: "2027-03-06T22:00:00Z", endsAt: "2027-03-07T01:00:00Z" }))).status).toBe(201); // Sat night
+    expect((await post(body({ startsAt: "2020-01-01T10:00:00Z", endsAt: "2020-01-01T11:00:00Z" }))).status).toBe(201);
   });
 
   describe("validation → 422 and nothing persisted", () => {
@@ -305,6 +315,19 @@ describe("POST /appointments", () => {
       expect(order).toBeInstanceOf(AppError);
       expect(order.code).toBe("VALIDATION_ERROR");
       expect(await count()).toBe(before);
+      // The same through an update (the PATCH path).
+      const mover = await app.db.prisma.appointment.create({ data: data(at(9, 12), at(9, 13)) });
+      const moved = await guardAppointmentWrite(() =>
+        app.db.prisma.appointment.updateManyAndReturn({ where: { id: mover.id }, data: { startsAt: new Date(at(5, 10)), endsAt: new Date(at(5, 11)) } }),
+      ).catch((e) => e);
+      expect(moved).toBeInstanceOf(AppError);
+      expect(moved.code).toBe("APPOINTMENT_OVERLAP");
+      const reversed = await guardAppointmentWrite(() =>
+        app.db.prisma.appointment.updateManyAndReturn({ where: { id: mover.id }, data: { startsAt: new Date(at(9, 14)) } }),
+      ).catch((e) => e);
+      expect(reversed.code).toBe("VALIDATION_ERROR");
+      expect((await row(mover.id))?.startsAt.toISOString()).toBe(at(9, 12));
+      await app.db.prisma.appointment.delete({ where: { id: mover.id } });
     });
 
     it("concurrent overlapping (not identical) creates → exactly one succeeds", async () => {

@@ -17,11 +17,31 @@ export const DateTimeInput = z.iso
   .datetime({ offset: true, message: "must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z)" })
   .transform((s) => new Date(s));
 
-/** An integer query parameter: digits only over REST, or a number from an internal tRPC caller. */
+/**
+ * An integer query parameter: digits only over REST, or a number from an internal tRPC caller.
+ * Documented in OpenAPI as what it is on the wire: an integer with its bounds.
+ */
 export function queryInt(name: string, min: number, max: number) {
   return z
     .union([z.number(), z.string().regex(/^\d{1,15}$/, `${name} must be a non-negative integer`).transform(Number)])
-    .pipe(z.number().int().min(min).max(max));
+    .pipe(z.number().int().min(min).max(max))
+    .meta({ override: integerDoc(min, max) });
+}
+
+/** zod-openapi override: replace the rendered schema with a plain bounded integer. */
+function integerDoc(min: number, max: number, fallback?: number) {
+  return ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => {
+    for (const k of Object.keys(jsonSchema)) delete jsonSchema[k];
+    Object.assign(jsonSchema, { type: "integer", minimum: min, maximum: max }, fallback === undefined ? {} : { default: fallback });
+  };
+}
+
+/** An optional integer query parameter with a default. */
+export function queryIntDefault(name: string, min: number, max: number, fallback: number) {
+  return queryInt(name, min, max)
+    .optional()
+    .transform((v) => v ?? fallback)
+    .meta({ override: integerDoc(min, max, fallback) });
 }
 
 export const MAX_LIMIT = 200;
@@ -29,8 +49,8 @@ export const DEFAULT_LIMIT = 50;
 
 /** offset (≥ 0, default 0) and limit (1–200, default 50), common rule 1. */
 export const PageQuery = {
-  offset: queryInt("offset", 0, 2_147_483_647).optional().transform((v) => v ?? 0),
-  limit: queryInt("limit", 1, MAX_LIMIT).optional().transform((v) => v ?? DEFAULT_LIMIT),
+  offset: queryIntDefault("offset", 0, 2_147_483_647, 0),
+  limit: queryIntDefault("limit", 1, MAX_LIMIT, DEFAULT_LIMIT),
 };
 
 export const Pagination = z.object({

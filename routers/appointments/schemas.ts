@@ -110,7 +110,6 @@ export async function guardAppointmentWrite<T>(write: () => Promise<T>, details:
  * The exclusion constraint stays the guard. Must run inside a transaction.
  */
 export async function lockUserCalendar(db: Db, tenantId: string, userId: string): Promise<void> {
-  if (process.env.NOLOCK) return;
   await db.$queryRaw`SELECT 1 AS locked FROM pg_advisory_xact_lock(hashtext('appointments'), hashtext(${`${tenantId}:${userId}`}))`;
 }
 

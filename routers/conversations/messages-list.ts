@@ -4,7 +4,7 @@
 // so pages stay gap- and duplicate-free while new messages arrive.
 import { z } from "zod";
 import { validation } from "../../server/errors.js";
-import { DEFAULT_LIMIT, Id, MAX_LIMIT, queryInt } from "../_lib/schemas.js";
+import { DEFAULT_LIMIT, Id, MAX_LIMIT, queryIntDefault } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
 import { MessageList, toMessage } from "./schemas.js";
@@ -12,7 +12,7 @@ import { MessageList, toMessage } from "./schemas.js";
 export const ListMessagesQuery = z.object({
   id: Id,
   cursor: z.string().optional(),
-  limit: queryInt("limit", 1, MAX_LIMIT).optional().transform((v) => v ?? DEFAULT_LIMIT),
+  limit: queryIntDefault("limit", 1, MAX_LIMIT, DEFAULT_LIMIT),
 });
 
 interface Keyset {

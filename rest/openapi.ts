@@ -1,0 +1,126 @@
+// The OpenAPI 3.1 document: trpc-to-openapi's generator over the procedures, then made exact —
+// the X-API-Key scheme with per-operation scopes, real success statuses, Idempotency-Key on
+// creates, rate-limit and request-id headers, and for each operation the error responses it can
+// really give with the envelope schema and their codes (replacing the generator's tRPC error shapes).
+import { generateOpenApiDocument, type OpenAPIObject } from "trpc-to-openapi";
+import { ERROR_STATUS, type ErrorCode } from "../server/errors.js";
+import type { AppRouter } from "../routers/index.js";
+import type { Meta } from "../routers/trpc.js";
+
+const DESCRIPTION = `Public REST API of the multi-tenant CRM: leads, contacts, conversations and messages,
+appointments and availability, tickets, and caller introspection.
+
+Every request carries \`X-API-Key\`. Errors always have the body \`{error, message, request_id, details}\`;
+program against \`error\` only. Every response carries \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\`,
+\`X-RateLimit-Reset\` and \`X-Request-Id\`; a 429 also carries \`Retry-After\`.`;
+
+const STATUS_TEXT: Record<number, string> = {
+  401: "Missing, unknown, revoked or expired API key",
+  403: "Plan not eligible, or the key lacks the operation's scope",
+  404: "Not found (or another tenant's)",
+  409: "Conflict",
+  413: "Request body too large",
+  422: "Validation failed",
+  429: "Rate limit exceeded",
+  500: "Internal error",
+  503: "A backing service is temporarily unavailable",
+};
+
+/** Error codes an operation can give: the common ones by its shape, plus its own (meta.errors). */
+export function operationErrors(method: string, meta: Meta): ErrorCode[] {
+  const codes: ErrorCode[] = ["INVALID_CREDENTIALS", "TOKEN_EXPIRED", "PLAN_NOT_ELIGIBLE", "RATE_LIMIT_EXCEEDED", "INTERNAL_ERROR", "SERVICE_UNAVAILABLE"];
+  if (meta.scope) codes.push("PERMISSION_DENIED", "VALIDATION_ERROR");
+  if (method === "post" || method === "patch") codes.push("PAYLOAD_TOO_LARGE");
+  if (method === "post") codes.push("IDEMPOTENCY_KEY_REUSE_MISMATCH");
+  for (const c of meta.errors ?? []) if (!codes.includes(c)) codes.push(c);
+  return codes;
+}
+
+const header = (description: string) => ({ description, schema: { type: "integer" } });
+
+export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
+  const doc = generateOpenApiDocument(router as any, {
+    title: "CRM public API",
+    version: "1.0.0",
+    description: DESCRIPTION,
+    baseUrl: "/",
+    securitySchemes: { ApiKey: { type: "apiKey", in: "header", name: "X-API-Key" } },
+  }) as OpenAPIObject;
+
+  const metaByOperation = new Map<string, Meta>();
+  for (const proc of Object.values(router._def.procedures)) {
+    const meta = (proc as any)._def.meta as Meta | undefined;
+    if (meta?.openapi) metaByOperation.set(`${meta.openapi.method.toLowerCase()} ${meta.openapi.path}`, meta);
+  }
+
+  const components = (doc.components ??= {});
+  components.schemas = Object.fromEntries(Object.entries(components.schemas ?? {}).filter(([k]) => !k.startsWith("error.")));
+  components.schemas.Error = {
+    type: "object",
+    description: "The error envelope of every /public/v1 error.",
+    required: ["error", "message", "request_id", "details"],
+    additionalProperties: false,
+    properties: {
+      error: { type: "string", enum: Object.keys(ERROR_STATUS), description: "Stable code; the only field for program logic" },
+      message: { type: "string", description: "English text for debugging; wording may change" },
+      request_id: { type: "string", description: "Identifies the request, for support (also in X-Request-Id)" },
+      details: { type: "object", description: "Informational context such as failed fields; not part of the stable contract" },
+    },
+  };
+  components.headers = {
+    "X-RateLimit-Limit": header("The key's per-minute ceiling"),
+    "X-RateLimit-Remaining": header("Requests left in the current window"),
+    "X-RateLimit-Reset": header("Unix time (seconds) at which the window resets"),
+    "Retry-After": header("Seconds until a retry can succeed"),
+    "X-Request-Id": { description: "The request id (also request_id in error bodies)", schema: { type: "string" } },
+  };
+  components.parameters = {
+    IdempotencyKey: {
+      name: "Idempotency-Key",
+      in: "header",
+      required: false,
+      description:
+        "Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours.",
+      schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7E]+$" },
+    },
+  };
+  const rateHeaders = {
+    "X-RateLimit-Limit": { $ref: "#/components/headers/X-RateLimit-Limit" },
+    "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
+    "X-RateLimit-Reset": { $ref: "#/components/headers/X-RateLimit-Reset" },
+    "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
+  };
+
+  for (const [path, item] of Object.entries(doc.paths ?? {})) {
+    for (const [method, op] of Object.entries(item as Record<string, any>)) {
+      const meta = metaByOperation.get(`${method} ${path}`);
+      if (!meta) continue;
+      op.security = [{ ApiKey: [] }];
+      const scopeLine = meta.scope ? `Scope: \`${meta.scope}\`.` : "Scope: none (a valid key of a tenant on an eligible plan).";
+      op.description = [op.description, scopeLine].filter(Boolean).join("\n\n");
+      if (method === "post") (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
+
+      const success = op.responses["200"];
+      const status = String(meta.successStatus ?? 200);
+      const responses: Record<string, unknown> = { [status]: { ...success, description: status === "201" ? "Created" : "OK", headers: rateHeaders } };
+      const byStatus = new Map<number, ErrorCode[]>();
+      for (const code of operationErrors(method, meta)) {
+        const s = ERROR_STATUS[code];
+        byStatus.set(s, [...(byStatus.get(s) ?? []), code]);
+      }
+      for (const [s, codes] of [...byStatus.entries()].sort((a, b) => a[0] - b[0])) {
+        responses[String(s)] = {
+          description: `${STATUS_TEXT[s] ?? "Error"}: ${codes.join(", ")}`,
+          headers: s === 429 ? { ...rateHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } } : rateHeaders,
+          content: {
+            "application/json": {
+              schema: { allOf: [{ $ref: "#/components/schemas/Error" }], properties: { error: { type: "string", enum: codes } } },
+            },
+          },
+        };
+      }
+      op.responses = responses;
+    }
+  }
+  return doc;
+}
