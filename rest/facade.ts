@@ -8,6 +8,7 @@ import type { Services } from "../server/services.js";
 import { guard } from "../server/auth/guard.js";
 import type { AppRouter } from "../routers/index.js";
 import { createContext, type Meta } from "../routers/trpc.js";
+import { buildOpenApiDocument } from "./openapi.js";
 
 export const PUBLIC_PREFIX = "/public/v1";
 
@@ -85,6 +86,11 @@ export function publicApi(services: Services, router: AppRouter): express.Router
   } as any) as unknown as (req: Request, res: Response, next: NextFunction) => Promise<void>;
 
   const api = express.Router();
+  // The OpenAPI document: no key, not rate-limited.
+  const openapi = JSON.stringify(buildOpenApiDocument(router));
+  api.get(`${PUBLIC_PREFIX}/openapi.json`, (_req, res) => {
+    res.type("application/json").send(openapi);
+  });
   api.use(PUBLIC_PREFIX, guard(services));
   api.use(PUBLIC_PREFIX, bodyReader(services.config.bodyLimitBytes));
   api.use(PUBLIC_PREFIX, (req, res, next) => {

@@ -36,7 +36,7 @@ export function operationErrors(method: string, meta: Meta): ErrorCode[] {
   return codes;
 }
 
-const header = (description: string) => ({ description, schema: { type: "integer" } });
+const header = (description: string) => ({ description, schema: { type: "integer" as const } });
 
 export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
   const doc = generateOpenApiDocument(router as any, {
@@ -48,9 +48,16 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
   }) as OpenAPIObject;
 
   const metaByOperation = new Map<string, Meta>();
+  const strictBody = new Set<string>();
   for (const proc of Object.values(router._def.procedures)) {
-    const meta = (proc as any)._def.meta as Meta | undefined;
-    if (meta?.openapi) metaByOperation.set(`${meta.openapi.method.toLowerCase()} ${meta.openapi.path}`, meta);
+    const def = (proc as any)._def;
+    const meta = def.meta as Meta | undefined;
+    if (!meta?.openapi) continue;
+    const key = `${meta.openapi.method.toLowerCase()} ${meta.openapi.path}`;
+    metaByOperation.set(key, meta);
+    // A strict zod object (catchall never) rejects unknown fields; refinements can make the
+    // generator drop that fact, so it is restated from the schema itself.
+    if (def.inputs?.some((i: any) => i?._zod?.def?.catchall?._zod?.def?.type === "never")) strictBody.add(key);
   }
 
   const components = (doc.components ??= {});
@@ -72,7 +79,7 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     "X-RateLimit-Remaining": header("Requests left in the current window"),
     "X-RateLimit-Reset": header("Unix time (seconds) at which the window resets"),
     "Retry-After": header("Seconds until a retry can succeed"),
-    "X-Request-Id": { description: "The request id (also request_id in error bodies)", schema: { type: "string" } },
+    "X-Request-Id": { description: "The request id (also request_id in error bodies)", schema: { type: "string" as const } },
   };
   components.parameters = {
     IdempotencyKey: {
@@ -99,6 +106,8 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       const scopeLine = meta.scope ? `Scope: \`${meta.scope}\`.` : "Scope: none (a valid key of a tenant on an eligible plan).";
       op.description = [op.description, scopeLine].filter(Boolean).join("\n\n");
       if (method === "post") (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
+      const body = op.requestBody?.content?.["application/json"]?.schema;
+      if (body && strictBody.has(`${method} ${path}`)) body.additionalProperties = false;
 
       const success = op.responses["200"];
       const status = String(meta.successStatus ?? 200);

@@ -26,6 +26,7 @@ export const CreateAppointmentInput = z
 
 export const createAppointment = scoped("tenant:appointments.manage")
   .meta({
+    errors: ["NOT_FOUND", "APPOINTMENT_OVERLAP"],
     openapi: { method: "POST", path: "/public/v1/appointments", tags: ["appointments"], summary: "Create an appointment", protect: true },
     successStatus: 201,
   })

@@ -37,6 +37,7 @@ export const UpdateAppointmentInput = z
 
 export const updateAppointment = scoped("tenant:appointments.manage")
   .meta({
+    errors: ["NOT_FOUND", "APPOINTMENT_OVERLAP"],
     openapi: {
       method: "PATCH",
       path: "/public/v1/appointments/{appointment_id}",

@@ -42,6 +42,7 @@ interface Candidate {
 
 export const getAvailability = scoped("tenant:appointments.read")
   .meta({
+    errors: ["NOT_FOUND"],
     openapi: { method: "GET", path: "/public/v1/availability", tags: ["availability"], summary: "Free slots of one bookable user", protect: true },
   })
   .input(AvailabilityQuery)

@@ -23,6 +23,7 @@ type CreateContactInput = z.infer<typeof CreateContactInput>;
 
 export const createContact = scoped("tenant:contacts.manage")
   .meta({
+    errors: ["ALREADY_EXISTS"],
     openapi: {
       method: "POST",
       path: "/public/v1/contacts",

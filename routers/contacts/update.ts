@@ -22,6 +22,7 @@ export const UpdateContactInput = z
 
 export const updateContact = scoped("tenant:contacts.manage")
   .meta({
+    errors: ["NOT_FOUND", "ALREADY_EXISTS"],
     openapi: {
       method: "PATCH",
       path: "/public/v1/contacts/{contact_id}",

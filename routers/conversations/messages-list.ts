@@ -44,6 +44,7 @@ export function decodeCursor(cursor: string): Keyset | undefined {
 
 export const listMessages = scoped("tenant:conversations.read")
   .meta({
+    errors: ["NOT_FOUND"],
     openapi: { method: "GET", path: "/public/v1/conversations/{id}/messages", tags: ["conversations"], summary: "List messages", protect: true },
   })
   .input(ListMessagesQuery)

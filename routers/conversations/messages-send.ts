@@ -35,6 +35,7 @@ export async function sessionWindowOpen(ctx: AuthedContext, channelId: string, i
 
 export const sendMessage = scoped("tenant:conversations.manage")
   .meta({
+    errors: ["NOT_FOUND", "MESSAGING_SESSION_WINDOW_CLOSED"],
     openapi: { method: "POST", path: "/public/v1/conversations/{id}/messages", tags: ["conversations"], summary: "Send a free-text message", protect: true },
     successStatus: 201,
   })

@@ -77,6 +77,7 @@ async function identityFor(ctx: AuthedContext, channelId: string, e164: string) 
 
 export const startConversation = scoped("tenant:conversations.manage")
   .meta({
+    errors: ["NOT_FOUND"],
     openapi: {
       method: "POST",
       path: "/public/v1/conversations/start",

@@ -66,6 +66,7 @@ async function matchContact(ctx: AuthedContext, phone: string | null | undefined
 
 export const createLead = scoped("tenant:leads.manage")
   .meta({
+    errors: ["NOT_FOUND"],
     openapi: { method: "POST", path: "/public/v1/leads", tags: ["leads"], summary: "Create a lead", protect: true },
     successStatus: 201,
   })

@@ -20,7 +20,7 @@ export const UpdateLeadInput = z
   .strict();
 
 export const updateLead = scoped("tenant:leads.manage")
-  .meta({ openapi: { method: "PATCH", path: "/public/v1/leads/{lead_id}", tags: ["leads"], summary: "Update a lead", protect: true } })
+  .meta({ errors: ["NOT_FOUND"], openapi: { method: "PATCH", path: "/public/v1/leads/{lead_id}", tags: ["leads"], summary: "Update a lead", protect: true } })
   .input(UpdateLeadInput)
   .output(LeadObject)
   .mutation(async ({ ctx, input }) => {

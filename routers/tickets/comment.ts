@@ -17,6 +17,7 @@ export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody
 
 export const addTicketComment = scoped("tenant:tickets.manage")
   .meta({
+    errors: ["NOT_FOUND"],
     openapi: {
       method: "POST",
       path: "/public/v1/tickets/{ticket_id}/comments",

@@ -39,6 +39,7 @@ export const CreateTicketInput = z
 
 export const createTicket = scoped("tenant:tickets.manage")
   .meta({
+    errors: ["NOT_FOUND"],
     openapi: {
       method: "POST",
       path: "/public/v1/tickets",

@@ -22,6 +22,7 @@ export const UpdateTicketInput = z
 
 export const updateTicket = scoped("tenant:tickets.manage")
   .meta({
+    errors: ["NOT_FOUND"],
     openapi: {
       method: "PATCH",
       path: "/public/v1/tickets/{ticket_id}",

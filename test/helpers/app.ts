@@ -16,6 +16,7 @@ import { createLogger } from "../../server/logger.js";
 import { connectRedis } from "../../server/redis.js";
 import { createProviders } from "../../server/channels/providers.js";
 import type { Services } from "../../server/services.js";
+import { assertConforms } from "./conformance.js";
 
 export interface TestDb {
   db: Database;
@@ -85,6 +86,8 @@ export interface StartOptions {
   db?: TestDb;
   /** Share another app's quota namespace (two instances on one Redis). */
   quotaNamespace?: string;
+  /** Validate every response against the OpenAPI document (default true). */
+  conformance?: boolean;
 }
 
 export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quotaNamespace: string; testDb: TestDb }> {
@@ -94,6 +97,7 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : undefined;
   const quotaNamespace = opts.quotaNamespace ?? `rl-test-${randomBytes(6).toString("hex")}`;
   let now: Date | undefined;
+  const conformance = opts.conformance ?? true;
   const services: Services = {
     config,
     db: testDb.db,
@@ -133,6 +137,8 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
       } catch {
         parsed = undefined;
       }
+      // Every response must conform to the OpenAPI document (test/helpers/conformance.ts).
+      if (conformance) assertConforms(method, url + path, res.status, res.headers, parsed);
       return { status: res.status, headers: res.headers, body: parsed, text };
     },
     async close() {
