@@ -20,6 +20,38 @@ export function sendError(req: Request, res: Response, err: AppError): void {
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;.*)?$/i;
 
 /**
+ * Where a parsed body holds a string (value or key) with U+0000, which PostgreSQL text cannot store
+ * (the query fails). Reported as 422 with the body's other problems. Iterative: bodies may nest deeply.
+ */
+export function nulCharacterPaths(root: unknown): string[] {
+  const found: string[] = [];
+  const nodes: { v: unknown; parent: number; key: string }[] = [{ v: root, parent: -1, key: "" }];
+  const pathOf = (i: number, last?: string) => {
+    const parts: string[] = last === undefined ? [] : [last];
+    for (let j = i; j > 0; j = nodes[j]!.parent) parts.unshift(nodes[j]!.key);
+    return parts.join(".") || "(body)";
+  };
+  for (let i = 0; i < nodes.length && found.length < 20; i++) {
+    const v = nodes[i]!.v;
+    if (typeof v === "string") {
+      if (v.includes("\u0000")) found.push(pathOf(i));
+    } else if (v && typeof v === "object") {
+      for (const [k, x] of Object.entries(v)) {
+        if (k.includes("\u0000")) found.push(pathOf(i, k));
+        nodes.push({ v: x, parent: i, key: k });
+      }
+    }
+  }
+  return found;
+}
+
+function nulProblem(paths: string[]): AppError {
+  return new AppError("VALIDATION_ERROR", "Text must not contain NUL (U+0000) characters", {
+    fields: paths.map((field) => ({ field, code: "invalid_string", message: "must not contain NUL (U+0000) characters" })),
+  });
+}
+
+/**
  * Reads write bodies. A body that cannot be used is not answered here: it is recorded on the request
  * and reported as 422 after authentication, quotas and the scope check (the documented check order).
  * Only an oversized body is answered at once (413).
@@ -47,7 +79,11 @@ function bodyReader(limitBytes: number): RequestHandler {
               req.bodyProblem = new AppError("VALIDATION_ERROR", "Request body must be a JSON object", {
                 fields: [{ field: "(body)", code: "invalid_type", message: "expected a JSON object" }],
               });
-            else req.body = parsed;
+            else {
+              req.body = parsed;
+              const nul = nulCharacterPaths(parsed);
+              if (nul.length) req.bodyProblem = nulProblem(nul);
+            }
           } catch {
             req.bodyProblem = new AppError("VALIDATION_ERROR", "Malformed JSON body", {
               fields: [{ field: "(body)", code: "invalid_json", message: "not valid JSON" }],

@@ -2,7 +2,8 @@
 //   authed            valid key of an eligible tenant (checked by server/auth before the procedure)
 //   scoped(scope)     + the exact scope of the endpoint (403 PERMISSION_DENIED) and a usable body
 // Check order over the whole request: 401 → plan 403 → 429 → scope 403 → 422 → 404 → 409.
-import { initTRPC } from "@trpc/server";
+import { initTRPC, type TRPCError } from "@trpc/server";
+import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
 import type { Request, Response } from "express";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { Caller } from "../server/auth/authenticate.js";
@@ -36,14 +37,57 @@ export type Meta = OpenApiMeta<{
   errors?: ErrorCode[];
 }>;
 
+/** tRPC's code for each status an AppError can have (data.code / the JSON-RPC code of a tRPC error). */
+const TRPC_KEY_BY_STATUS: Record<number, TRPC_ERROR_CODE_KEY> = {
+  400: "BAD_REQUEST",
+  401: "UNAUTHORIZED",
+  403: "FORBIDDEN",
+  404: "NOT_FOUND",
+  409: "CONFLICT",
+  413: "PAYLOAD_TOO_LARGE",
+  422: "UNPROCESSABLE_CONTENT",
+  429: "TOO_MANY_REQUESTS",
+  503: "SERVICE_UNAVAILABLE",
+};
+
+/**
+ * The one error shape, for both transports. `envelope`/`status` at the top are what the REST facade
+ * keeps (rest/facade.ts); `message`/`code`/`data` are tRPC's own shape, which @trpc/client parses —
+ * `data.httpStatus` is the HTTP status tRPC answers with and `data.envelope` the same public envelope.
+ * Also used by rest/trpc.ts for the guard's 401/403/429 on /trpc.
+ */
+export function trpcErrorShape(app: AppError, requestId: string, path?: string) {
+  const key = TRPC_KEY_BY_STATUS[app.status] ?? "INTERNAL_SERVER_ERROR";
+  const env = envelope(app, requestId);
+  return {
+    message: app.message,
+    code: TRPC_ERROR_CODES_BY_KEY[key],
+    data: { code: key, httpStatus: app.status, path, envelope: env },
+    envelope: env,
+    status: app.status,
+  };
+}
+
+/**
+ * The AppError of a failure. tRPC's own refusals of a /trpc request carry no AppError and would read
+ * as 500: a query called with POST or a mutation with GET (the procedure does not exist for that
+ * method → 404 NOT_FOUND, as in the facade) and a malformed `input` (→ 422 VALIDATION_ERROR). The
+ * REST facade calls procedures directly and never meets these.
+ */
+function appErrorOf(error: TRPCError): AppError {
+  const app = toAppError(error);
+  if (app.code !== "INTERNAL_ERROR") return app;
+  if (error.code === "METHOD_NOT_SUPPORTED") return new AppError("NOT_FOUND", error.message);
+  if (error.code === "BAD_REQUEST") return new AppError("VALIDATION_ERROR", error.cause instanceof SyntaxError ? "Malformed JSON input" : error.message);
+  return app;
+}
+
 const t = initTRPC
   .context<Context>()
   .meta<Meta>()
   .create({
-    // The error shape is the public envelope; rest/facade.ts strips what trpc-to-openapi adds.
-    errorFormatter({ error, ctx }) {
-      const app = toAppError(error);
-      return { envelope: envelope(app, ctx?.requestId ?? ""), status: app.status } as any;
+    errorFormatter({ error, ctx, path }) {
+      return trpcErrorShape(appErrorOf(error), ctx?.requestId ?? "", path);
     },
   });
 

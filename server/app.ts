@@ -1,7 +1,10 @@
-// Builds the Express app: request ids and logs, health, the /public/v1 facade.
+// Builds the Express app: request ids and logs, health, the /public/v1 facade, the internal tRPC
+// mounts (/trpc, /trpc-admin).
 import { randomUUID } from "node:crypto";
 import express from "express";
+import { docsPage } from "../rest/docs.js";
 import { publicApi } from "../rest/facade.js";
+import { adminTrpc, internalTrpc } from "../rest/trpc.js";
 import { appRouter } from "../routers/index.js";
 import "./http-types.js";
 import type { Services } from "./services.js";
@@ -27,6 +30,7 @@ export function createApp(services: Services): express.Express {
     const given = req.header("x-request-id");
     req.id = given && REQUEST_ID_RE.test(given) ? given : randomUUID();
     res.setHeader("X-Request-Id", req.id);
+    services.logger.debug({ reqId: req.id, method: req.method, path: req.originalUrl.split("?")[0] }, "request received");
     const started = process.hrtime.bigint();
     res.on("finish", () => {
       services.logger.info(
@@ -60,6 +64,9 @@ export function createApp(services: Services): express.Express {
     res.status(ok ? 200 : 503).json({ status: ok ? "ok" : "unavailable", checks });
   });
 
+  app.use(docsPage());
   app.use(publicApi(services, appRouter));
+  app.use(internalTrpc(services, appRouter));
+  app.use(adminTrpc(services));
   return app;
 }

@@ -57,22 +57,48 @@ export function zodDetails(err: ZodError): Record<string, unknown> {
   };
 }
 
-/** PostgreSQL / driver errors that mean "the database is not reachable right now". */
+const UNAVAILABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "P1001", "P1017", "P2024", "53300"]);
+// Driver-adapter error kinds (@prisma/adapter-pg) for a lost or unreachable server.
+const UNAVAILABLE_KINDS = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
+const UNAVAILABLE_MESSAGE =
+  /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|DatabaseNotReachable|ConnectionClosed|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery)/i;
+
+/**
+ * PostgreSQL / driver errors that mean "the database is not reachable right now": SQLSTATE classes
+ * 08 (connection exception) and 57P (operator intervention: admin/crash shutdown, cannot connect
+ * now), socket errors, and the adapter's connection kinds — wherever they sit in the chain (`cause`,
+ * or `meta.driverAdapterError` of a PrismaClientKnownRequestError such as P2010/P2039).
+ */
 function isUnavailable(err: unknown): boolean {
   const seen = new Set<unknown>();
-  let e: any = err;
-  while (e && !seen.has(e)) {
+  const queue: any[] = [err];
+  while (queue.length) {
+    const e = queue.shift();
+    if (!e || typeof e !== "object" || seen.has(e)) continue;
     seen.add(e);
-    const code = e.code ?? e.cause?.code;
-    const msg = String(e.message ?? "");
-    if (
-      ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "57P01", "57P02", "57P03", "08006", "08001", "08003", "P1001", "P1017", "P2024"].includes(code) ||
-      /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|DatabaseNotReachable|ConnectionClosed/i.test(msg)
-    )
-      return true;
-    e = e.cause;
+    for (const code of [e.code, e.originalCode]) {
+      if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || /^(?:08[0-9A-Z]{3}|57P0[1-3])$/.test(code))) return true;
+    }
+    if (typeof e.kind === "string" && UNAVAILABLE_KINDS.has(e.kind)) return true;
+    if (UNAVAILABLE_MESSAGE.test(String(e.message ?? ""))) return true;
+    queue.push(e.cause, e.meta?.driverAdapterError);
   }
   return false;
+}
+
+/** The SQLSTATEs found in an error chain (driver, adapter and Prisma wrappers). */
+function sqlStates(err: unknown): string[] {
+  const out: string[] = [];
+  const seen = new Set<unknown>();
+  const queue: any[] = [err];
+  while (queue.length) {
+    const e = queue.shift();
+    if (!e || typeof e !== "object" || seen.has(e)) continue;
+    seen.add(e);
+    for (const c of [e.code, e.originalCode]) if (typeof c === "string" && /^[0-9A-Z]{5}$/.test(c)) out.push(c);
+    queue.push(e.cause, e.meta?.driverAdapterError);
+  }
+  return out;
 }
 
 /** Anything thrown → AppError. Unknown failures become INTERNAL_ERROR without leaking internals. */
@@ -91,6 +117,11 @@ export function toAppError(err: unknown): AppError {
   }
   if (err instanceof ZodError) return validation("Request validation failed", zodDetails(err));
   if (isUnavailable(err)) return new AppError("SERVICE_UNAVAILABLE", "A backing service is temporarily unavailable; retry shortly");
+  // A value PostgreSQL text cannot hold (U+0000, e.g. ?search=%00) reached a query: the input's fault.
+  if (sqlStates(err).includes("22021"))
+    return validation("Text must not contain NUL (U+0000) characters", {
+      fields: [{ field: "(query)", code: "invalid_string", message: "must not contain NUL (U+0000) characters" }],
+    });
   return new AppError("INTERNAL_ERROR", "Internal server error");
 }
 

@@ -1,12 +1,14 @@
 // Process entry: configuration, database (migrated), demo data on an empty embedded database,
 // listen, graceful shutdown on SIGTERM/SIGINT.
-import { createServer } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { Server as NetServer } from "node:net";
 import { createApp } from "./app.js";
 import { closeServices, createServices } from "./bootstrap.js";
 import { loadConfig } from "./config.js";
 import { loadFixture } from "./admin/fixture.js";
 import { demoFixture } from "./admin/demo.js";
 import { purgeExpiredIdempotencyRecords } from "./idempotency.js";
+import { failAbandonedDeliveries } from "./channels/messages.js";
 
 const config = loadConfig();
 const services = await createServices(config);
@@ -23,7 +25,22 @@ if (!config.databaseUrl && !config.noDemo && (await services.db.prisma.tenant.co
 }
 
 const app = createApp(services);
-const server = createServer(app);
+// Shutdown bookkeeping (see shutdown()): the responses in progress, and once stopping, every
+// response carries "Connection: close" so keep-alive clients reconnect elsewhere after it.
+const inProgress = new Set<ServerResponse>();
+let stopping = false;
+const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  if (stopping) {
+    res.setHeader("Connection", "close");
+    if (req.url === "/readyz") {
+      res.writeHead(503, { "Content-Type": "application/json" }).end(JSON.stringify({ status: "unavailable", checks: { shutdown: "stopping" } }));
+      return;
+    }
+  }
+  inProgress.add(res);
+  res.on("close", () => inProgress.delete(res));
+  app(req, res);
+});
 server.keepAliveTimeout = 5_000;
 server.listen(config.port, config.host, () => {
   logger.info({ host: config.host, port: config.port, database: services.db.kind, redis: Boolean(services.redis) }, "listening");
@@ -34,20 +51,49 @@ const purge = setInterval(() => {
 }, 3_600_000);
 purge.unref();
 
-let stopping = false;
+// A send whose request died between storing its message and recording the outcome (a crash, a lost
+// database) leaves the message "pending": after the provider timeout + 10 s it is marked "failed".
+const abandonedAfterMs = config.providerTimeoutMs + 10_000;
+const sweepDeliveries = () =>
+  failAbandonedDeliveries(services.db.prisma, abandonedAfterMs)
+    .then((n) => n && logger.warn({ messages: n }, "abandoned deliveries marked failed"))
+    .catch((err) => logger.warn({ err: err.message }, "abandoned-delivery sweep failed"));
+void sweepDeliveries();
+const sweep = setInterval(sweepDeliveries, 15_000);
+sweep.unref();
+
+/**
+ * Graceful shutdown (SIGTERM/SIGINT): stop accepting connections (new ones are refused, so a load
+ * balancer retries them elsewhere; /readyz answers 503 meanwhile), answer every request already
+ * accepted — the responses in progress and requests arriving on open keep-alive connections — with
+ * "Connection: close", give idle keep-alive connections IDLE_GRACE_MS to send a last request, then
+ * close them, release the database and Redis and exit 0. Whatever is still running after
+ * FORCE_EXIT_MS (under the 10 s an orchestrator waits) is cut and the exit status is 1.
+ */
+const IDLE_GRACE_MS = 1_000;
+const FORCE_EXIT_MS = 9_500;
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
-  logger.info({ signal }, "shutting down: finishing in-flight requests");
+  logger.info({ signal, inProgress: inProgress.size }, "shutting down: finishing in-flight requests");
   clearInterval(purge);
-  const force = setTimeout(() => process.exit(1), 10_000);
+  clearInterval(sweep);
+  for (const res of inProgress) if (!res.headersSent) res.setHeader("Connection", "close");
+  const force = setTimeout(() => {
+    logger.warn({ inProgress: inProgress.size }, "shutdown: requests still running, closing their connections");
+    server.closeAllConnections();
+    process.exit(1);
+  }, FORCE_EXIT_MS);
   force.unref();
-  server.close(async () => {
+  // net.Server#close only stops listening (http.Server#close would also drop idle keep-alive
+  // connections at once, racing a request the client may be sending on one right now).
+  NetServer.prototype.close.call(server, async () => {
+    clearTimeout(idle);
     await closeServices(services).catch(() => {});
     logger.info("stopped");
     process.exit(0);
   });
-  server.closeIdleConnections();
+  const idle = setTimeout(() => server.closeIdleConnections(), IDLE_GRACE_MS);
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));

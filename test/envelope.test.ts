@@ -95,6 +95,27 @@ describe("error envelope", () => {
     const err = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
     expect(toAppError(err).code).toBe("SERVICE_UNAVAILABLE");
   });
+  it("a restarted or lost PostgreSQL connection becomes 503, however Prisma wraps it (issue 9)", () => {
+    // What a fast shutdown does to a query in flight, as Prisma 7 + adapter-pg report it.
+    const adapter = Object.assign(new Error("terminating connection due to administrator command"), {
+      name: "DriverAdapterError",
+      cause: { kind: "postgres", code: "57P01", originalCode: "57P01", originalMessage: "terminating connection due to administrator command" },
+    });
+    const prisma = Object.assign(new Error("Database error. Code: `57P01`."), { code: "P2039", meta: { driverAdapterError: adapter } });
+    expect(toAppError(prisma).code).toBe("SERVICE_UNAVAILABLE");
+    const closed = Object.assign(new Error("x"), { code: "P2010", meta: { driverAdapterError: { name: "DriverAdapterError", cause: { kind: "ConnectionClosed" } } } });
+    expect(toAppError(closed).code).toBe("SERVICE_UNAVAILABLE");
+    expect(toAppError(Object.assign(new Error("the database system is starting up"), { code: "57P03" })).code).toBe("SERVICE_UNAVAILABLE");
+  });
+  it("NUL (U+0000) in a body string or a searched query value → 422, nothing persisted (issue 9)", async () => {
+    const before = await leads();
+    const r = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "a\u0000b" } });
+    const b = expectEnvelope(r, 422, "VALIDATION_ERROR");
+    expect(JSON.stringify(b.details)).toContain("customerName");
+    expect(await leads()).toBe(before);
+    expectEnvelope(await app.request("GET", "/public/v1/contacts", { key, query: { search: "a\u0000" } }), 422, "VALIDATION_ERROR");
+    expect((await app.request("GET", "/public/v1/leads", { key, query: { ignored: "\u0000" } })).status).toBe(200);
+  });
   it("health endpoints need no key and are not rate-limited", async () => {
     const h = await fetch(`${app.url}/healthz`);
     expect(h.status).toBe(200);

@@ -2,7 +2,7 @@
 // each create endpoint is tested in the resource files.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AppError } from "../server/errors.js";
-import { fingerprint, purgeExpiredIdempotencyRecords, readIdempotencyKey, withIdempotency } from "../server/idempotency.js";
+import { AfterCommit, fingerprint, purgeExpiredIdempotencyRecords, readIdempotencyKey, withIdempotency } from "../server/idempotency.js";
 import { freshDatabase, type TestDb } from "./helpers/app.js";
 import { loadFixture } from "../server/admin/fixture.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
@@ -90,4 +90,59 @@ describe("Idempotency-Key", () => {
     expect(await purgeExpiredIdempotencyRecords(t.db)).toBeGreaterThanOrEqual(1);
     expect(await t.db.prisma.idempotencyRecord.count({ where: { key: "k-exp" } })).toBe(0);
   });
+
+  // A create ending with a provider call (AfterCommit): the claim commits unfinished, `finish` runs
+  // outside the transaction, duplicates wait for it; an abandoned claim is finished by recover().
+  it("AfterCommit: finish runs once after the commit; a concurrent duplicate waits and replays its body", async () => {
+    let finishes = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const attempt = () =>
+      withIdempotency(t.db, claim("k-after", { a: 1 }), async (tx) => {
+        const row = await tx.contactList.create({ data: { tenantId, name: "after-commit" } });
+        return new AfterCommit({ id: row.id }, async (db) => {
+          finishes++;
+          // Committed before the finish: visible outside the transaction.
+          expect(await db.contactList.count({ where: { id: row.id } })).toBe(1);
+          await gate;
+          return { id: row.id, finished: true };
+        });
+      }, { staleAfterMs: 60_000, recover: async () => ({ recovered: true }) as any });
+    const first = attempt();
+    await new Promise((r) => setTimeout(r, 300));
+    const second = attempt();
+    await new Promise((r) => setTimeout(r, 300));
+    release();
+    const [a, b] = await Promise.all([first, second]);
+    expect(a.replayed).toBe(false);
+    expect(b).toEqual({ body: a.body, replayed: true });
+    expect(a.body).toMatchObject({ finished: true });
+    expect(finishes).toBe(1);
+    expect(await countLists("after-commit")).toBe(1);
+  });
+  it("AfterCommit without a key: finish runs after the commit", async () => {
+    const r = await withIdempotency(t.db, undefined, async (tx) => {
+      const row = await tx.contactList.create({ data: { tenantId, name: "after-nokey" } });
+      return new AfterCommit({}, async (db) => ({ seen: await db.contactList.count({ where: { id: row.id } }) }));
+    });
+    expect(r).toEqual({ body: { seen: 1 }, replayed: false });
+  });
+  it("an abandoned unfinished claim is finished by the next duplicate with recover(), once", async () => {
+    await t.db.prisma.$executeRaw`INSERT INTO "IdempotencyRecord" ("apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "createdAt", "expiresAt")
+      VALUES (${apiKeyId}::uuid, 'test.create', 'k-abandoned', ${fingerprint({ b: 1 })}, 0, '{"pending":{"n":7}}'::jsonb, now() - interval '1 minute', now() + interval '1 hour')`;
+    const notes: unknown[] = [];
+    const attempt = () =>
+      withIdempotency<unknown>(t.db, claim("k-abandoned", { b: 1 }), async () => ({ ran: true }), {
+        staleAfterMs: 10_000,
+        recover: async (_db, note) => {
+          notes.push(note);
+          return { recovered: note };
+        },
+      });
+    const [x, y] = await Promise.all([attempt(), attempt()]);
+    expect(x).toEqual({ body: { recovered: { n: 7 } }, replayed: true });
+    expect(y).toEqual(x);
+    expect(notes).toEqual([{ n: 7 }]);
+  });
 });
+

@@ -60,7 +60,7 @@ export const Pagination = z.object({
   totalPages: z.number().int(),
   hasNext: z.boolean(),
   hasPrev: z.boolean(),
-});
+}).meta({ id: "Pagination" });
 
 export function pagination(total: number, page: { offset: number; limit: number }): z.infer<typeof Pagination> {
   return {

@@ -33,7 +33,7 @@ export const AppointmentObject = z.object({
   notes: z.string().nullable(),
   createdAt: Timestamp,
   updatedAt: Timestamp,
-});
+}).meta({ id: "Appointment" });
 export type AppointmentObject = z.infer<typeof AppointmentObject>;
 
 export interface AppointmentRow {

@@ -26,11 +26,11 @@ export const SlotObject = z.object({
   endsAt: Timestamp,
   /** Additive: the user the slot belongs to. */
   userId: z.string(),
-});
+}).meta({ id: "AvailabilitySlot" });
 
 export const AvailabilityObject = z.object({
   slots: z.array(SlotObject),
   degraded: z.boolean(),
   degradedReason: z.enum(DEGRADED_REASONS).nullable(),
-});
+}).meta({ id: "Availability" });
 export type AvailabilityObject = z.infer<typeof AvailabilityObject>;

@@ -6,11 +6,11 @@
 //            offset is then ignored). A malformed cursor → 422.
 // Soft-deleted contacts are never listed. `nextCursor` is null on the last page.
 import { z } from "zod";
-import type { Prisma } from "../../generated/prisma/client.js";
+import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, CursorInput, encodeCursor, toContact, type ContactCursor } from "./schemas.js";
+import { ContactObject, CursorInput, encodeCursor, toContact, type ContactCursor, type ContactRow } from "./schemas.js";
 
 export const ListContactsQuery = z.object({
   search: z
@@ -42,6 +42,35 @@ function searchWhere(search: string): Prisma.ContactWhereInput {
   if (digits && digits !== search && /^[\d\s().+-]+$/.test(search)) or.push({ phone: { contains: digits } });
   return { OR: or };
 }
+
+/**
+ * The same filters as SQL, for the page of a search with few matches (see SMALL_SEARCH): the matches
+ * are read through the trigram index first and only then sorted. Left to itself the planner often
+ * walks the (tenantId, createdAt) index instead and, when the matches are few or all old, reads
+ * every contact of the tenant to fill a page.
+ */
+function searchSql(ctx: { tenantId: string }, input: { search: string; listId?: string }, cursor: ContactCursor | undefined): Prisma.Sql {
+  const like = escapeLike(input.search);
+  const or = [
+    Prisma.sql`"fullName" ILIKE ('%' || ${like} || '%')`,
+    Prisma.sql`"email" ILIKE ('%' || ${like} || '%')`,
+    Prisma.sql`"phone" ILIKE ('%' || ${like} || '%')`,
+  ];
+  const digits = input.search.replace(/\D/g, "");
+  if (digits && digits !== input.search && /^[\d\s().+-]+$/.test(input.search)) or.push(Prisma.sql`"phone" LIKE ('%' || ${digits} || '%')`);
+  const and = [Prisma.sql`c."tenantId" = ${ctx.tenantId}::uuid`, Prisma.sql`c."deletedAt" IS NULL`, Prisma.sql`(${Prisma.join(or, " OR ")})`];
+  if (input.listId !== undefined)
+    and.push(Prisma.sql`EXISTS (SELECT 1 FROM "ContactListMember" m
+      WHERE m."tenantId" = c."tenantId" AND m."contactId" = c."id" AND m."listId" = ${input.listId}::uuid)`);
+  if (cursor) {
+    const at = cursor.createdAt.toISOString();
+    and.push(Prisma.sql`(c."createdAt" < ${at}::timestamptz OR (c."createdAt" = ${at}::timestamptz AND c."id" < ${cursor.id}::uuid))`);
+  }
+  return Prisma.join(and, " AND ");
+}
+
+/** Up to this many matches, a search page is read through searchSql (all matches, then sorted). */
+const SMALL_SEARCH = 2000;
 
 /** Rows strictly after the cursor in (createdAt desc, id desc) order. */
 const after = (c: ContactCursor): Prisma.ContactWhereInput => ({
@@ -79,12 +108,25 @@ export const listContacts = scoped("tenant:contacts.read")
       // With a cursor, the page's offset is the number of rows at or before the cursor position.
       cursor ? ctx.db.contact.count({ where: { AND: [where, { NOT: after(cursor) }] } }) : Promise.resolve(input.offset),
     ]);
-    const rows = await ctx.db.contact.findMany({
-      where: cursor ? { AND: [where, after(cursor)] } : where,
-      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-      skip: cursor ? 0 : input.offset,
-      take: input.limit + 1,
-    });
+    const skip = cursor ? 0 : input.offset;
+    // Rows left after the cursor (or the offset): none → no page query at all.
+    const left = total - (cursor ? before : input.offset);
+    const rows: ContactRow[] =
+      left <= 0
+        ? []
+        : input.search !== undefined && left <= SMALL_SEARCH
+          ? await ctx.db.$queryRaw<ContactRow[]>`
+              SELECT "id", "fullName", "phone", "email", "country", "phoneVerifiedAt", "emailVerifiedAt", "marketingOptOut",
+                     "marketingOptOutAt", "origin", "createdAt"
+                FROM (SELECT * FROM "Contact" c WHERE ${searchSql(ctx, { search: input.search, listId: input.listId }, cursor)} OFFSET 0) m
+               ORDER BY "createdAt" DESC, "id" DESC
+               LIMIT ${input.limit + 1} OFFSET ${skip}`
+          : await ctx.db.contact.findMany({
+              where: cursor ? { AND: [where, after(cursor)] } : where,
+              orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+              skip,
+              take: input.limit + 1,
+            });
     const more = rows.length > input.limit;
     const page = rows.slice(0, input.limit);
     const last = page[page.length - 1];

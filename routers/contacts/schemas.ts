@@ -18,7 +18,7 @@ export const ContactObject = z.object({
   marketingOptOutAt: Timestamp.nullable(),
   origin: z.string(),
   createdAt: Timestamp,
-});
+}).meta({ id: "Contact" });
 export type ContactObject = z.infer<typeof ContactObject>;
 
 export interface ContactRow {

@@ -5,11 +5,12 @@
 //    without an identity — 409 MESSAGING_SESSION_WINDOW_CLOSED, nothing written, no send attempted
 //    (thrown inside idempotent(), so it rolls back and is never cached under an Idempotency-Key);
 // 3. other kinds: no window;
-// 4. store (role operator, author = key owner), send, record the outcome: "sent" or "failed" (201 both).
+// 4. store (role operator, author = key owner) and commit; then send, outside the transaction, and
+//    record the outcome: "sent" or "failed" (201 both). A duplicate of an unfinished send waits for it.
 import { z } from "zod";
-import { deliver } from "../../server/channels/messages.js";
+import { abandonDelivery, prepareDelivery } from "../../server/channels/messages.js";
 import { AppError } from "../../server/errors.js";
-import { idempotent } from "../_lib/idempotent.js";
+import { AfterCommit, idempotent } from "../_lib/idempotent.js";
 import { Id, Text } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import type { AuthedContext } from "../trpc.js";
@@ -68,7 +69,7 @@ export const sendMessage = scoped("tenant:conversations.manage")
             { conversationId: conversation.id },
           );
       }
-      const message = await deliver(ctx.db, ctx.services.providers, {
+      const { messageId, send } = await prepareDelivery(ctx.db, ctx.services.providers, {
         tenantId: ctx.tenantId,
         conversationId: conversation.id,
         authorUserId: ctx.caller.ownerId,
@@ -78,6 +79,6 @@ export const sendMessage = scoped("tenant:conversations.manage")
         payload: { kind: "text", text: input.content },
         at: now,
       });
-      return toMessage(message);
-    }),
+      return new AfterCommit({ messageId }, async (db) => toMessage(await send(db)));
+    }, { recover: async (db, note: { messageId: string }) => toMessage(await abandonDelivery(db, note.messageId)) }),
   );

@@ -7,9 +7,9 @@ export const MessageObject = z.object({
   conversationId: z.string(),
   role: z.enum(["user", "assistant", "operator", "system"]),
   content: z.string(),
-  deliveryStatus: z.string(),
+  deliveryStatus: z.enum(["received", "pending", "sent", "delivered", "failed"]),
   createdAt: Timestamp,
-});
+}).meta({ id: "Message" });
 export type MessageObject = z.infer<typeof MessageObject>;
 
 export interface MessageRow {
@@ -26,7 +26,7 @@ export const toMessage = (m: MessageRow): MessageObject => ({
   conversationId: m.conversationId,
   role: m.role,
   content: m.content,
-  deliveryStatus: m.deliveryStatus,
+  deliveryStatus: m.deliveryStatus as MessageObject["deliveryStatus"], // CHECK-constrained to these values in the database
   createdAt: iso(m.createdAt),
 });
 
@@ -46,14 +46,14 @@ export const ConversationObject = z.object({
   id: z.string(),
   channel: z.string(),
   channelId: z.string().nullable(),
-  status: z.string(),
+  status: z.enum(["active", "escalated", "resolved"]),
   subject: z.string().nullable(),
   customer: ConversationCustomer,
   assignedOperatorId: z.string().nullable(),
   lastMessagePreview: z.string(),
   lastMessageAt: Timestamp,
   createdAt: Timestamp,
-});
+}).meta({ id: "Conversation" });
 export type ConversationObject = z.infer<typeof ConversationObject>;
 
 /** What toConversation needs loaded with a conversation row. */
@@ -65,7 +65,7 @@ export const conversationInclude = {
 export interface ConversationRow {
   id: string;
   channelId: string;
-  status: string;
+  status: ConversationObject["status"];
   subject: string | null;
   assignedOperatorId: string | null;
   lastMessagePreview: string;

@@ -7,13 +7,14 @@
 //   variables count ≠ highest {{n}} placeholder of the template body → 422.
 // Then: find or create the channel identity (phone digits) and its customer (linked to a live contact
 // with that phone), resume the newest non-resolved conversation of that identity on the channel or
-// create one, assign it to the key owner, send the template, store the rendered text as an operator
-// message with the delivery outcome, and link the lead (when it has no conversation yet).
+// create one, assign it to the key owner, store the rendered text as a pending operator message, link
+// the lead (when it has no conversation yet), commit; then send the template and record the outcome.
 import { z } from "zod";
-import { deliver } from "../../server/channels/messages.js";
+import type { Db } from "../../server/db/client.js";
+import { abandonDelivery, prepareDelivery } from "../../server/channels/messages.js";
 import { validation } from "../../server/errors.js";
 import { toE164 } from "../../server/phone.js";
-import { idempotent } from "../_lib/idempotent.js";
+import { AfterCommit, idempotent } from "../_lib/idempotent.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import type { AuthedContext } from "../trpc.js";
@@ -145,7 +146,7 @@ export const startConversation = scoped("tenant:conversations.manage")
             })
           ).id;
 
-      await deliver(ctx.db, ctx.services.providers, {
+      const { messageId, send } = await prepareDelivery(ctx.db, ctx.services.providers, {
         tenantId: ctx.tenantId,
         conversationId,
         authorUserId: ctx.caller.ownerId,
@@ -159,7 +160,19 @@ export const startConversation = scoped("tenant:conversations.manage")
       if (lead && lead.conversationId === null)
         await ctx.db.lead.updateMany({ where: owned(ctx, { id: lead.id, conversationId: null }), data: { conversationId, updatedAt: now } });
 
-      const row = await ctx.db.conversation.findFirstOrThrow({ where: owned(ctx, { id: conversationId }), include: conversationInclude });
-      return toConversation(row);
+      // The template is sent after the commit (no transaction held while the provider answers).
+      return new AfterCommit({ messageId, conversationId }, async (db) => {
+        await send(db);
+        return readConversation(db, conversationId);
+      });
+    }, {
+      recover: async (db, note: { messageId: string; conversationId: string }) => {
+        await abandonDelivery(db, note.messageId);
+        return readConversation(db, note.conversationId);
+      },
     }),
   );
+
+async function readConversation(db: Db, id: string) {
+  return toConversation(await db.conversation.findUniqueOrThrow({ where: { id }, include: conversationInclude }));
+}

@@ -5,11 +5,12 @@
 //   of the next incremental pull; dateFrom being inclusive, the newest lead comes back once more,
 //   so clients dedupe by id.
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
 import { owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { LeadObject, toLead } from "./schemas.js";
+import { LeadObject, toLead, type LeadRow } from "./schemas.js";
 
 export const ListLeadsInput = z.object({
   dateFrom: DateTimeInput.optional(),
@@ -29,12 +30,32 @@ export const listLeads = scoped("tenant:leads.read")
       throw validation("dateFrom must not be after dateTo", {
         fields: [{ field: "dateFrom", code: "invalid_range", message: "must not be after dateTo" }],
       });
-    const createdAt = input.dateFrom || input.dateTo ? { ...(input.dateFrom && { gte: input.dateFrom }), ...(input.dateTo && { lt: input.dateTo }) } : undefined;
-    const where = owned(ctx, { ...(createdAt && { createdAt }), ...(input.customerId && { customerId: input.customerId }) });
-    const [rows, stats] = await Promise.all([
-      ctx.db.lead.findMany({ where, orderBy: [{ createdAt: "desc" }, { id: "desc" }], skip: input.offset, take: input.limit }),
-      ctx.db.lead.aggregate({ where, _count: { _all: true }, _max: { createdAt: true } }),
-    ]);
-    const newest = stats._max.createdAt;
-    return { ...offsetList(rows.map(toLead), stats._count._all, input), cursor: newest ? newest.toISOString() : null };
+    // One statement (one round trip): the page, then the total and the newest createdAt of every
+    // lead matching the filters. The page takes its ids from the narrow (tenantId, createdAt, id)
+    // index first and reads only those rows, so a deep offset skips index entries, not table rows;
+    // the total is an index-only count (Lead_tenantId_idx for the unfiltered list) and the newest
+    // createdAt one index probe.
+    const conds = [Prisma.sql`"tenantId" = ${ctx.tenantId}::uuid`];
+    if (input.dateFrom) conds.push(Prisma.sql`"createdAt" >= ${input.dateFrom.toISOString()}::timestamptz`);
+    if (input.dateTo) conds.push(Prisma.sql`"createdAt" < ${input.dateTo.toISOString()}::timestamptz`);
+    if (input.customerId) conds.push(Prisma.sql`"customerId" = ${input.customerId}::uuid`);
+    const where = Prisma.join(conds, " AND ");
+    const rows = await ctx.db.$queryRaw<(Nullable<LeadRow> & { total: number; newest: Date | null })[]>`
+      SELECT s."total", s."newest", p.*
+        FROM (SELECT (SELECT count(*)::int FROM "Lead" WHERE ${where}) AS "total",
+                     (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest") s
+        LEFT JOIN LATERAL (
+          SELECT l."id", l."customerId", l."conversationId", l."customerName", l."customerEmail", l."customerPhone",
+                 l."intent", l."quality", l."stageId", l."budgetMin", l."budgetMax", l."zones", l."rooms",
+                 l."assignedOperatorId", l."source", l."notes", l."createdAt", l."updatedAt"
+            FROM (SELECT "id" FROM "Lead" WHERE ${where} ORDER BY "createdAt" DESC, "id" DESC
+                   LIMIT ${input.limit} OFFSET ${input.offset}) ids
+            JOIN "Lead" l ON l."id" = ids."id") p ON true
+       ORDER BY p."createdAt" DESC, p."id" DESC`;
+    const first = rows[0]!;
+    const items = rows.filter((r): r is LeadRow & { total: number; newest: Date | null } => r.id !== null).map(toLead);
+    const newest = first.newest === null ? null : new Date(first.newest);
+    return { ...offsetList(items, first.total, input), cursor: newest ? newest.toISOString() : null };
   });
+
+type Nullable<T> = { [K in keyof T]: T[K] | null };

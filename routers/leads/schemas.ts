@@ -23,7 +23,7 @@ export const LeadObject = z.object({
   notes: z.string().nullable(),
   createdAt: Timestamp,
   updatedAt: Timestamp,
-});
+}).meta({ id: "Lead" });
 export type LeadObject = z.infer<typeof LeadObject>;
 
 export interface LeadRow {

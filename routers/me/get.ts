@@ -8,7 +8,7 @@ export const MeOutput = z.object({
   scopes: z.array(z.string()),
   plan: z.string(),
   rateLimit: z.object({ perMinute: z.number().int(), perDay: z.number().int() }),
-});
+}).meta({ id: "Me" });
 
 export const getMe = authed
   .meta({

@@ -42,16 +42,16 @@ export const listTickets = scoped("tenant:tickets.read")
       ...(input.assignedTo !== undefined && { assignedToId: input.assignedTo }),
       ...(input.customerId !== undefined && { customerId: input.customerId }),
     });
-    const total = await ctx.db.ticket.count({ where });
-    const rows =
-      page.offset >= total
-        ? []
-        : await ctx.db.ticket.findMany({
-            where,
-            orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-            skip: page.offset,
-            take: page.limit,
-            include: withComments,
-          });
+    // The count and the page (with its comments) run side by side: one round trip of latency less.
+    const [total, rows] = await Promise.all([
+      ctx.db.ticket.count({ where }),
+      ctx.db.ticket.findMany({
+        where,
+        orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+        skip: page.offset,
+        take: page.limit,
+        include: withComments,
+      }),
+    ]);
     return offsetList(rows.map(toTicket), total, page);
   });

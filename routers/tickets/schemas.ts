@@ -35,7 +35,7 @@ export const TicketComment = z.object({
   authorUserId: z.string(),
   body: z.string(),
   createdAt: Timestamp,
-});
+}).meta({ id: "TicketComment" });
 export type TicketComment = z.infer<typeof TicketComment>;
 
 export const TicketObject = z.object({
@@ -50,7 +50,7 @@ export const TicketObject = z.object({
   createdAt: Timestamp,
   updatedAt: Timestamp,
   comments: z.array(TicketComment).meta({ description: "the thread, oldest first" }),
-});
+}).meta({ id: "Ticket" });
 export type TicketObject = z.infer<typeof TicketObject>;
 
 export interface TicketCommentRow {

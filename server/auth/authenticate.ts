@@ -57,7 +57,8 @@ export async function authenticate(db: Database, presented: string | undefined, 
   const raw = presented?.trim() ?? "";
   const prefix = raw ? keyPrefix(raw) : null;
   if (!prefix) throw new AppError("INVALID_CREDENTIALS", raw ? "Invalid API key" : "Missing X-API-Key header");
-  const rows = await db.sql.query<Row>(LOOKUP, [prefix]);
+  // A named statement: parsed and planned once per pooled connection, not on every request.
+  const rows = await db.sql.query<Row>(LOOKUP, [prefix], "auth_lookup");
   const row = rows[0];
   const hash = hashKey(raw);
   if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");

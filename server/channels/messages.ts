@@ -1,8 +1,9 @@
 // Storing a message on a conversation, shared by the public API (operator sends, template starts)
 // and the admin inbound-message verb: the message row plus the conversation's
 // lastMessagePreview / lastMessageAt / updatedAt, which always describe the latest stored message.
-// Outbound sends also go through deliver(): the message is stored, the provider is called, and the
-// outcome is recorded on the message (deliveryStatus "sent" + providerMessageId, or "failed").
+// Outbound sends go through prepareDelivery(): the message is stored "pending" in the request's
+// transaction; after it commits the provider is called and the outcome is recorded on the message
+// (deliveryStatus "sent" + providerMessageId, or "failed").
 import type { Db } from "../db/client.js";
 import { preview } from "../admin/fixture.js";
 import type { ChannelRef, OutboundTemplate, OutboundText, Providers } from "./index.js";
@@ -58,10 +59,12 @@ export interface Delivery {
 }
 
 /**
- * Stores an operator message, attempts the send, records the outcome. Never throws for a delivery
- * failure: the message stays stored with deliveryStatus "failed".
+ * Stores an operator message as "pending" on the caller's transaction and returns `send`, which the
+ * caller runs after that transaction commits: it attempts the delivery (holding no connection or
+ * lock while the provider is waited for) and records the outcome — "sent" with the provider's id, or
+ * "failed". A delivery failure never throws: the message stays stored with deliveryStatus "failed".
  */
-export async function deliver(db: Db, providers: Providers, d: Delivery) {
+export async function prepareDelivery(db: Db, providers: Providers, d: Delivery) {
   const stored = await storeMessage(db, {
     tenantId: d.tenantId,
     conversationId: d.conversationId,
@@ -71,15 +74,35 @@ export async function deliver(db: Db, providers: Providers, d: Delivery) {
     authorUserId: d.authorUserId,
     at: d.at,
   });
-  const result =
-    d.to === null && d.channel.kind !== "web"
-      ? { ok: false as const, reason: "conversation has no channel identity to send to" }
-      : await providers.send(d.channel, d.to ?? "", d.payload);
-  return db.message.update({
-    where: { id: stored.id },
-    data: {
-      deliveryStatus: result.ok ? DELIVERY.sent : DELIVERY.failed,
-      providerMessageId: result.ok ? (result.providerMessageId ?? null) : null,
-    },
+  const send = async (root: Db) => {
+    const result =
+      d.to === null && d.channel.kind !== "web"
+        ? { ok: false as const, reason: "conversation has no channel identity to send to" }
+        : await providers.send(d.channel, d.to ?? "", d.payload);
+    // Only a still-pending message is updated: one given up meanwhile (abandonDelivery) keeps "failed".
+    await root.message.updateMany({
+      where: { id: stored.id, deliveryStatus: DELIVERY.pending },
+      data: {
+        deliveryStatus: result.ok ? DELIVERY.sent : DELIVERY.failed,
+        providerMessageId: result.ok ? (result.providerMessageId ?? null) : null,
+      },
+    });
+    return root.message.findUniqueOrThrow({ where: { id: stored.id } });
+  };
+  return { messageId: stored.id, send };
+}
+
+/** Gives up on a delivery whose request never finished (a crash, a lost database): pending → failed. */
+export async function abandonDelivery(db: Db, messageId: string) {
+  await db.message.updateMany({ where: { id: messageId, deliveryStatus: DELIVERY.pending }, data: { deliveryStatus: DELIVERY.failed } });
+  return db.message.findUniqueOrThrow({ where: { id: messageId } });
+}
+
+/** Operator messages still pending after olderThanMs (their request died mid-send) → failed. Returns how many. */
+export async function failAbandonedDeliveries(db: Db, olderThanMs: number, now = new Date()): Promise<number> {
+  const r = await db.message.updateMany({
+    where: { role: "operator", deliveryStatus: DELIVERY.pending, createdAt: { lt: new Date(now.getTime() - olderThanMs) } },
+    data: { deliveryStatus: DELIVERY.failed },
   });
+  return r.count;
 }

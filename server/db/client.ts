@@ -1,9 +1,6 @@
 // The database: a Prisma client over a driver adapter, either real PostgreSQL (DATABASE_URL) or
 // the embedded PGlite, plus a raw SQL runner for the migrator and hand-tuned queries.
-import { PGlite } from "@electric-sql/pglite";
-import { btree_gist } from "@electric-sql/pglite/contrib/btree_gist";
 import { PrismaPg } from "@prisma/adapter-pg";
-import { PrismaPGlite } from "pglite-prisma-adapter";
 import pg from "pg";
 import { PrismaClient } from "../../generated/prisma/client.js";
 
@@ -12,7 +9,8 @@ export type Prisma = PrismaClient;
 export type Db = Omit<PrismaClient, "$connect" | "$disconnect" | "$on" | "$transaction" | "$extends">;
 
 export interface SqlRunner {
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  /** `name`: prepare once per connection and reuse (PostgreSQL; PGlite ignores it) — for per-request statements. */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[], name?: string): Promise<T[]>;
   /** Runs a script of several statements (no parameters). */
   exec(sql: string): Promise<void>;
   /** Runs fn on one connection, holding it for the duration (a session for advisory locks). */
@@ -38,10 +36,11 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
   });
   // An idle client losing its connection (a PostgreSQL restart) must not crash the process.
   pool.on("error", () => {});
+  if (process.env.BENCH_COUNT_QUERIES === "1") countQueries(pool);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const runner = (c: pg.Pool | pg.PoolClient): SqlRunner => ({
-    async query<T>(sql: string, params: unknown[] = []) {
-      return (await c.query(sql, params)).rows as T[];
+    async query<T>(sql: string, params: unknown[] = [], name?: string) {
+      return (await (name ? c.query({ name, text: sql, values: params }) : c.query(sql, params))).rows as T[];
     },
     async exec(sql: string) {
       await c.query(sql);
@@ -70,8 +69,25 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
   };
 }
 
+/** Benchmark aid (off by default): counts statements sent to PostgreSQL; SIGUSR2 prints the count on stderr. */
+function countQueries(pool: pg.Pool): void {
+  let n = 0;
+  pool.on("connect", (c: any) => {
+    const query = c.query.bind(c);
+    c.query = (...args: unknown[]) => (n++, query(...args));
+  });
+  process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${n}\n`));
+}
+
 export async function openPglite(dataDir: string): Promise<Database> {
-  const lite = await PGlite.create({ dataDir: dataDir === "memory://" ? undefined : dataDir, extensions: { btree_gist } });
+  // Loaded only here: importing PGlite costs ~50 MB of RSS that a PostgreSQL deployment never uses.
+  const [{ PGlite }, { btree_gist }, { pg_trgm }, { PrismaPGlite }] = await Promise.all([
+    import("@electric-sql/pglite"),
+    import("@electric-sql/pglite/contrib/btree_gist"),
+    import("@electric-sql/pglite/contrib/pg_trgm"),
+    import("pglite-prisma-adapter"),
+  ]);
+  const lite = await PGlite.create({ dataDir: dataDir === "memory://" ? undefined : dataDir, extensions: { btree_gist, pg_trgm } });
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite), transactionOptions });
   const sql: SqlRunner = {
     async query<T>(q: string, params: unknown[] = []) {

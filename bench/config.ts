@@ -1,0 +1,52 @@
+// Benchmark settings, all from the environment (see bench/README.md).
+import os from "node:os";
+
+function num(name: string, fallback: number): number {
+  const v = process.env[name];
+  if (v === undefined || v === "") return fallback;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got "${v}"`);
+  return n;
+}
+
+const quick = process.env.BENCH_QUICK === "1";
+
+export const benchConfig = {
+  quick,
+  /** Measured seconds per (scenario, connections) run. */
+  duration: num("BENCH_DURATION", quick ? 2 : 8),
+  /** Warm-up seconds before each scenario's first measured run (at 8 connections, discarded). */
+  warmup: num("BENCH_WARMUP", quick ? 1 : 2),
+  connections: (process.env.BENCH_CONNECTIONS ?? (quick ? "1,32" : "1,8,32")).split(",").map(Number).filter((n) => n > 0),
+  /** Comma-separated scenario names to run (default: all). */
+  only: process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",").map((s) => s.trim())) : undefined,
+  /** Sequential requests per scenario used to count database round trips. */
+  countRequests: num("BENCH_COUNT_REQUESTS", quick ? 5 : 20),
+  /** Server of the benchmark database (a fresh database is created on it). */
+  pgBase: process.env.DATABASE_URL || "postgresql://postgres@127.0.0.1:5432/postgres",
+  dbName: process.env.BENCH_DB_NAME || "crm_bench",
+  redisUrl: process.env.REDIS_URL || "redis://127.0.0.1:6379",
+  servicePort: num("BENCH_SERVICE_PORT", 3901),
+  baselinePort: num("BENCH_BASELINE_PORT", 3902),
+  /** Keep the benchmark database afterwards (default: dropped). */
+  keepDb: process.env.BENCH_KEEP_DB === "1",
+  /** Reuse an already loaded benchmark database (development; needs BENCH_KEEP_DB=1 on the run that loaded it). */
+  reuseDb: process.env.BENCH_REUSE_DB === "1",
+  /** Run the service under node --cpu-prof and summarize the profile. */
+  profile: process.env.BENCH_PROFILE === "1",
+  /** Extra node flags for the service process (e.g. "--max-old-space-size=160"). */
+  nodeFlags: (process.env.BENCH_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean),
+  /** Size of the large tenant (BENCH_SCALE=0.1 for a tenth; default the issue's sizes). */
+  scale: num("BENCH_SCALE", 1),
+  /** Where the results file goes (default bench/results/<date>.md). */
+  out: process.env.BENCH_OUT,
+  cores: os.cpus().length,
+};
+
+export type BenchConfig = typeof benchConfig;
+
+export function dbUrl(base: string, name: string): string {
+  const u = new URL(base);
+  u.pathname = `/${name}`;
+  return u.toString();
+}

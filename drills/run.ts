@@ -1,0 +1,69 @@
+// `npm run drills [-- IDS...]`: runs the reliability and security drills (issue 9) one after the
+// other, each with its own service processes (and its own PostgreSQL/Redis where it breaks them),
+// prints one line per drill with its counts, and exits non-zero when any target is missed.
+//
+// Environment: DRILL_SCALE (default 1; multiplies load durations and counts), DRILL_FUZZ_COUNT
+// (default 10000), DRILL_FUZZ_SEED (default 20261122), DRILL_REDIS_OUTAGE_S (20), DRILL_PG_OUTAGE_S
+// (5), DRILL_LOG_LEVEL (debug), DRILL_TIMEOUT_S (per drill, default 300).
+import { drill1 } from "./drill1-instances.js";
+import { drill2 } from "./drill2-redis.js";
+import { drill3 } from "./drill3-postgres.js";
+import { drill4 } from "./drill4-providers.js";
+import { drill5 } from "./drill5-shutdown.js";
+import { drill6 } from "./drill6-fuzz.js";
+import { drill7 } from "./drill7-tenants.js";
+import { drill8 } from "./drill8-secrets.js";
+import type { Drill, DrillResult } from "./lib/result.js";
+import { closeAllScopes, Scope } from "./lib/scope.js";
+
+const DRILLS: Drill[] = [drill1, drill2, drill3, drill4, drill5, drill6, drill7, drill8];
+
+const scale = Number(process.env.DRILL_SCALE || 1);
+const perDrillTimeout = Number(process.env.DRILL_TIMEOUT_S || 300) * 1000;
+const wanted = process.argv.slice(2).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+const selected = wanted.length ? DRILLS.filter((d) => wanted.includes(d.id)) : DRILLS;
+
+let interrupted = false;
+for (const sig of ["SIGINT", "SIGTERM"] as const)
+  process.on(sig, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    process.stderr.write(`\n${sig}: cleaning up\n`);
+    void closeAllScopes().finally(() => process.exit(130));
+  });
+
+const fmt = (r: DrillResult) =>
+  `requests=${r.requests} failures=${r.failures} 5xx=${r.fiveXX} leaks=${r.leaks} recovery=${r.recoverySeconds === null ? "-" : `${r.recoverySeconds.toFixed(2)}s`}`;
+
+let failed = 0;
+const lines: string[] = [];
+const started = Date.now();
+for (const d of selected) {
+  const scope = new Scope(`drill${d.id}`);
+  const t0 = Date.now();
+  const log = (msg: string) => process.stderr.write(`  [drill ${d.id}] ${msg}\n`);
+  process.stderr.write(`== drill ${d.id}: ${d.name}\n`);
+  let result: DrillResult;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    result = await Promise.race([
+      d.run({ scale, scope, log }),
+      new Promise<never>((_, rej) => (timer = setTimeout(() => rej(new Error(`drill exceeded ${perDrillTimeout / 1000} s`)), perDrillTimeout))),
+    ]);
+  } catch (e) {
+    result = { requests: 0, failures: 1, fiveXX: 0, leaks: 0, recoverySeconds: null, figures: [], problems: [`aborted: ${(e as Error).stack ?? e}`] };
+  } finally {
+    clearTimeout(timer);
+  }
+  for (const p of await scope.close()) result.problems.push(p);
+  const ok = result.failures === 0 && result.fiveXX === 0 && result.leaks === 0 && result.problems.length === 0;
+  if (!ok) failed += 1;
+  const secs = ((Date.now() - t0) / 1000).toFixed(1);
+  const line = `drill ${d.id} ${d.name.padEnd(18)} ${fmt(result)} | ${result.figures.join("; ")} | ${secs}s ${ok ? "PASS" : "FAIL"}`;
+  lines.push(line);
+  process.stdout.write(`${line}\n`);
+  for (const p of result.problems.slice(0, 12)) process.stdout.write(`    - ${p}\n`);
+  if (result.problems.length > 12) process.stdout.write(`    - … and ${result.problems.length - 12} more\n`);
+}
+process.stdout.write(`\n${selected.length} drills in ${((Date.now() - started) / 1000).toFixed(0)} s\ndrills: ${lines.length - failed} passed, ${failed} failed\n`);
+process.exit(failed ? 1 : 0);
