@@ -33,7 +33,9 @@ export interface paths {
         };
         /**
          * List leads
-         * @description Scope: `tenant:leads.read`.
+         * @description Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more.
+         *
+         *     Scope: `tenant:leads.read`.
          */
         get: operations["leads-list"];
         put?: never;
@@ -171,7 +173,9 @@ export interface paths {
         };
         /**
          * List messages
-         * @description Scope: `tenant:conversations.read`.
+         * @description Newest first. Pass `pagination.nextCursor` back as the `cursor` query parameter for the next (older) page; it is opaque and stable under concurrent inserts. `limit` 1 to 200, default 50. An unknown conversation gives 404 before the cursor is read; a malformed cursor gives 422.
+         *
+         *     Scope: `tenant:conversations.read`.
          */
         get: operations["conversations-messages-list"];
         put?: never;
@@ -642,6 +646,7 @@ export interface operations {
                         items: components["schemas"]["Lead"][];
                         total: number;
                         pagination: components["schemas"]["Pagination"];
+                        /** @description The newest createdAt among all leads matching the filters (null when none): the dateFrom of the next incremental pull. */
                         cursor: string | null;
                     };
                 };

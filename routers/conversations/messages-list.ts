@@ -45,7 +45,9 @@ export function decodeCursor(cursor: string): Keyset | undefined {
 export const listMessages = scoped("tenant:conversations.read")
   .meta({
     errors: ["NOT_FOUND"],
-    openapi: { method: "GET", path: "/public/v1/conversations/{id}/messages", tags: ["conversations"], summary: "List messages", protect: true },
+    openapi: { method: "GET", path: "/public/v1/conversations/{id}/messages", tags: ["conversations"], summary: "List messages", protect: true,
+      description:
+        "Newest first. Pass `pagination.nextCursor` back as the `cursor` query parameter for the next (older) page; it is opaque and stable under concurrent inserts. `limit` 1 to 200, default 50. An unknown conversation gives 404 before the cursor is read; a malformed cursor gives 422." },
   })
   .input(ListMessagesQuery)
   .output(MessageList)

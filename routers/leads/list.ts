@@ -19,10 +19,16 @@ export const ListLeadsInput = z.object({
   ...PageQuery,
 });
 
-export const LeadList = OffsetList(LeadObject).extend({ cursor: Timestamp.nullable() });
+export const LeadList = OffsetList(LeadObject).extend({
+  cursor: Timestamp.nullable().describe(
+    "The newest createdAt among all leads matching the filters (null when none): the dateFrom of the next incremental pull.",
+  ),
+});
 
 export const listLeads = scoped("tenant:leads.read")
-  .meta({ openapi: { method: "GET", path: "/public/v1/leads", tags: ["leads"], summary: "List leads", protect: true } })
+  .meta({ openapi: { method: "GET", path: "/public/v1/leads", tags: ["leads"], summary: "List leads", protect: true,
+      description:
+        "Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more." } })
   .input(ListLeadsInput)
   .output(LeadList)
   .query(async ({ ctx, input }) => {
