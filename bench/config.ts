@@ -1,5 +1,6 @@
 // Benchmark settings, all from the environment (see bench/README.md).
 import os from "node:os";
+import { parseSize } from "./size.js";
 
 function num(name: string, fallback: number): number {
   const v = process.env[name];
@@ -14,7 +15,7 @@ const quick = process.env.BENCH_QUICK === "1";
 export const benchConfig = {
   quick,
   /** Measured seconds per (scenario, connections) run. */
-  duration: num("BENCH_DURATION", quick ? 2 : 8),
+  duration: num("BENCH_DURATION", quick ? 2 : 6),
   /** Warm-up seconds before each scenario's first measured run (at 8 connections, discarded). */
   warmup: num("BENCH_WARMUP", quick ? 1 : 2),
   connections: (process.env.BENCH_CONNECTIONS ?? (quick ? "1,32" : "1,8,32")).split(",").map(Number).filter((n) => n > 0),
@@ -32,12 +33,21 @@ export const benchConfig = {
   keepDb: process.env.BENCH_KEEP_DB === "1",
   /** Reuse an already loaded benchmark database (development; needs BENCH_KEEP_DB=1 on the run that loaded it). */
   reuseDb: process.env.BENCH_REUSE_DB === "1",
-  /** Run the service under node --cpu-prof and summarize the profile. */
-  profile: process.env.BENCH_PROFILE === "1",
+  /** The profiling phase after the measured runs (BENCH_PROFILE=0 skips it). */
+  profile: process.env.BENCH_PROFILE !== "0",
+  /** Seconds per scenario of the profiling phase. */
+  profileSeconds: num("BENCH_PROFILE_SECONDS", quick ? 1 : 3),
   /** Extra node flags for the service process (e.g. "--max-old-space-size=160"). */
   nodeFlags: (process.env.BENCH_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean),
-  /** Size of the large tenant (BENCH_SCALE=0.1 for a tenth; default the sizes). */
-  scale: num("BENCH_SCALE", 1),
+  /** Lead counts of the sized tenants (BENCH_SIZES=10k,100k,1m; BENCH_SCALE=1m adds a size). */
+  sizes: [...new Set([...(process.env.BENCH_SIZES ?? "10k,100k,1m").split(","), ...(process.env.BENCH_SCALE ? [process.env.BENCH_SCALE] : [])]
+    .filter((x) => x.trim() !== "").map(parseSize))].sort((a, b) => a - b),
+  /** The size of the tenant the service/baseline matrix runs on (default: the largest of BENCH_SIZES). */
+  matrixSize: process.env.BENCH_MATRIX_SIZE ? parseSize(process.env.BENCH_MATRIX_SIZE) : undefined,
+  /** Measured seconds per (scenario, size) run of the growth table. */
+  sizeDuration: num("BENCH_SIZE_DURATION", quick ? 2 : 5),
+  /** Connections of the growth table's runs. */
+  sizeConnections: num("BENCH_SIZE_CONNECTIONS", 8),
   /** Where the results file goes (default bench/results/<date>.md). */
   out: process.env.BENCH_OUT,
   cores: os.cpus().length,

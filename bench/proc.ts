@@ -3,6 +3,8 @@
 // counter that BENCH_COUNT_QUERIES=1 enables (SIGUSR2 → "bench:queries N" on stderr).
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
+import path from "node:path";
+import { ensureBuild, serviceCommand as compiledServiceCommand } from "../scripts/ensure-build.js";
 import { setTimeout as sleep } from "node:timers/promises";
 
 const TICK = 100; // USER_HZ on Linux
@@ -44,7 +46,7 @@ export function startProcess(opts: { name: string; args: string[]; env: NodeJS.P
     url: `http://127.0.0.1:${opts.port}`,
     queries: () =>
       new Promise<number>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`${opts.name}: no query count (is BENCH_COUNT_QUERIES=1 honoured?)`)), 5000);
+        const t = setTimeout(() => reject(new Error(`${opts.name}: no query count in 60 s (is BENCH_COUNT_QUERIES=1 honoured?)`)), 60_000);
         waiters.push((n) => (clearTimeout(t), resolve(n)));
         child.kill("SIGUSR2");
       }),
@@ -105,4 +107,16 @@ export function rssSampler(pid: number, everyMs = 200) {
       return Math.max(max, memory(pid).rss);
     },
   };
+}
+
+/**
+ * How the benchmark runs the service: what `npm start` runs (scripts/ensure-build.ts, the one place
+ * that decides it for the drills, the benchmark and the runtime test) — the compiled bundle with the
+ * production runtime flags, built first when dist/ is missing or stale.
+ */
+export async function serviceCommand(log: (s: string) => void = () => {}): Promise<{ args: string[]; label: string }> {
+  log("build dist/ if stale (scripts/ensure-build.ts)");
+  await ensureBuild();
+  const { args } = compiledServiceCommand();
+  return { args, label: `node ${args.join(" ")} (compiled: what npm start runs)` };
 }

@@ -15,10 +15,11 @@ import autocannon from "autocannon";
 import { Redis } from "ioredis";
 import pg from "pg";
 import { benchConfig as cfg } from "./config.js";
-import { createDataset, dropDataset, reuseDataset, type Dataset } from "./dataset.js";
-import { cpuSeconds, memory, rssSampler, startProcess, waitReady, type Proc } from "./proc.js";
+import { createDataset, dropDataset, reuseDataset, uidJs, type BenchTenant, type Dataset } from "./dataset.js";
+import { cpuSeconds, memory, rssSampler, serviceCommand, startProcess, waitReady, type Proc } from "./proc.js";
 import { profileMarkdown } from "./profile.js";
 import { buildScenarios, type Prepared, type Req, type Scenario } from "./scenarios.js";
+import { encodeSince } from "../routers/changes/schemas.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const started = Date.now();
@@ -95,7 +96,7 @@ async function dbCpuProbe(url: string) {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   const snapshot = async () => {
-    const rows = (await c.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)).rows;
+    const rows = (await c.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)).rows;
     return new Map(rows.map((r) => [r.pid, cpuSeconds(r.pid)]));
   };
   return {
@@ -203,36 +204,78 @@ async function load(
     timeouts: result.timeouts,
     statuses,
     rssMaxMiB: rss.stop(),
-    cpuMsPerReq: sent ? ((cpu1 - cpu0) * 1000) / sent : 0,
-    dbCpuMsPerReq: sent && db0 && db1 && db ? (db.delta(db0, db1) * 1000) / sent : 0,
-    roundTripsPerReq: sent ? (q1 - q0) / sent : 0,
+    // No request finished: no cost per request (NaN, shown as "–"), rather than a flattering 0.
+    cpuMsPerReq: sent ? ((cpu1 - cpu0) * 1000) / sent : NaN,
+    dbCpuMsPerReq: sent && db0 && db1 && db ? (db.delta(db0, db1) * 1000) / sent : NaN,
+    roundTripsPerReq: sent ? (q1 - q0) / sent : NaN,
   };
 }
 
 // ---- preparation and sanity -----------------------------------------------------------------------
 
-async function prepare(service: Proc, ds: Dataset): Promise<Prepared> {
+async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): Promise<Prepared> {
   const messageCursors = new Map<string, string>();
   // Every conversation has 50 messages, so a limit=50 first page has no second page: the cursors are
   // taken after the 25 newest messages (the second page then holds the 25 older ones).
-  for (const c of ds.big.conversationIds.slice(0, 100)) {
-    const r = await send(service, ds.big.key, { method: "GET", path: `/public/v1/conversations/${c}/messages?limit=25` });
+  for (const c of tenant.conversationIds.slice(0, 20)) {
+    const r = await send(service, tenant.key, { method: "GET", path: `/public/v1/conversations/${c}/messages?limit=25` });
     if (r.status !== 200) throw new Error(`messages of ${c}: ${r.status} ${r.text.slice(0, 300)}`);
     const cursor = JSON.parse(r.text).pagination?.nextCursor;
     if (cursor) messageCursors.set(c, cursor);
   }
-  return { messageCursors };
+  // Changes feed tokens (issue 15) of the tenant, made directly from its head (the feed was rebuilt
+  // by the dataset load): the head itself (nothing new), and 50 positions spread over it.
+  const c = new pg.Client({ connectionString: ds.url });
+  await c.connect();
+  const head = Number((await c.query<{ pos: string }>(`SELECT "pos"::text FROM "ChangeHead" WHERE "tenantId" = $1`, [tenant.id])).rows[0]?.pos ?? 0);
+  await c.end();
+  if (head < 1000) throw new Error(`the ${tenant.label} tenant's changes feed holds ${head} positions`);
+  const token = (pos: number) => encodeSince(tenant.id, { pos, skip: 0, at: Date.now() });
+  const pages = Array.from({ length: 50 }, (_, k) => token(Math.floor((k * (head - 500)) / 50)));
+  // Contacts with leads: every third lead i links contact (i mod contacts), so contacts 0, 3, 6, ….
+  const leadContacts = await Promise.all(
+    Array.from({ length: Math.min(50, Math.floor(tenant.size.contacts / 3)) }, (_, k) => uidJs(tenant.index, "contact", 3 * k)),
+  );
+  return { messageCursors, changes: { caughtUp: token(head), pages }, leadContacts };
 }
 
-/** The baseline must answer exactly what the service answers (else the ratio compares different work). */
-async function sameAnswers(service: Proc, baseline: Proc, key: string): Promise<string[]> {
-  const problems: string[] = [];
-  for (const p of ["/public/v1/me", "/public/v1/leads?limit=50", "/public/v1/leads?offset=50000&limit=50"]) {
-    const [a, b] = await Promise.all([send(service, key, { method: "GET", path: p }), send(baseline, key, { method: "GET", path: p })]);
-    if (a.status !== 200 || b.status !== 200) problems.push(`${p}: service ${a.status}, baseline ${b.status}`);
-    else if (JSON.stringify(JSON.parse(a.text)) !== JSON.stringify(JSON.parse(b.text))) problems.push(`${p}: bodies differ`);
+/** A body without what differs between two creations of the same thing (ids, clocks, the slot). */
+function comparable(text: string, ignore: string[]): string {
+  const drop = (v: unknown): unknown =>
+    Array.isArray(v) ? v.map(drop) : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).filter(([k]) => !ignore.includes(k)).map(([k, x]) => [k, drop(x)])) : v;
+  try {
+    return JSON.stringify(drop(JSON.parse(text)));
+  } catch {
+    return text;
   }
-  return problems;
+}
+
+/**
+ * The baseline must answer exactly what the service answers (else the ratio compares different work):
+ * for every scenario it covers, status and body — GETs byte for byte (as JSON), POSTs but for the
+ * created row's id and clocks (and an appointment's slot: two creations cannot share one).
+ */
+async function sameAnswers(service: Proc, baseline: Proc, key: string, scenarios: Scenario[]): Promise<{ checked: string[]; problems: string[] }> {
+  const problems: string[] = [];
+  const checked: string[] = [];
+  for (const sc of scenarios.filter((x) => x.baseline)) {
+    const ra = sc.next();
+    // The same lead body twice (its own Idempotency-Key each); an appointment needs another slot.
+    const rb = sc.name === "post-appointments" ? sc.next() : sc.write ? { ...ra, idempotencyKey: `${ra.idempotencyKey}-baseline` } : ra;
+    const a = await send(service, sc.key ?? key, ra);
+    const b = await send(baseline, sc.key ?? key, rb);
+    const ignore = !sc.write ? [] : sc.name === "post-appointments" ? ["id", "createdAt", "updatedAt", "startsAt", "endsAt", "title", "assignedUserId"] : ["id", "createdAt", "updatedAt"];
+    checked.push(sc.name);
+    if (a.status !== b.status) problems.push(`${sc.name}: service ${a.status}, baseline ${b.status} (${a.text.slice(0, 200)} | ${b.text.slice(0, 200)})`);
+    else if (comparable(a.text, ignore) !== comparable(b.text, ignore)) {
+      const x = comparable(a.text, ignore);
+      const y = comparable(b.text, ignore);
+      let i = 0;
+      while (i < x.length && x[i] === y[i]) i++;
+      problems.push(`${sc.name}: bodies differ at ${i}: service …${x.slice(Math.max(0, i - 60), i + 80)}… baseline …${y.slice(Math.max(0, i - 60), i + 80)}…`);
+    }
+  }
+  return { checked, problems };
 }
 
 // ---- report ---------------------------------------------------------------------------------------
@@ -240,12 +283,67 @@ async function sameAnswers(service: Proc, baseline: Proc, key: string): Promise<
 const f0 = (n: number) => (Number.isFinite(n) ? n.toFixed(0) : "–");
 const f1 = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "–");
 const f2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "–");
+const pf = (ok: boolean | undefined) => (ok === undefined ? "–" : ok ? "**PASS**" : "**FAIL**");
 
-function report(meta: Record<string, any>, results: ScenarioResult[], profile?: string): string {
+export interface GrowthRow {
+  name: string;
+  title: string;
+  /** Per size label: the service's run on that tenant. */
+  bySize: Record<string, Omit<Run, "target">>;
+  roundTrips: Record<string, number>;
+}
+
+/** The criteria of issue 13 ("Done when"), each with its measured value and PASS/FAIL. */
+function targets(meta: Record<string, any>, results: ScenarioResult[], growth: GrowthRow[]) {
+  const T: { criterion: string; measured: string; ok: boolean | undefined }[] = [];
+  const sizes: string[] = meta.sizeLabels;
+  const lo = sizes[0];
+  const hi = sizes[sizes.length - 1];
+  if (lo && hi && lo !== hi) {
+    for (const g of growth) {
+      const a = g.bySize[lo]?.dbCpuMsPerReq ?? NaN;
+      const b = g.bySize[hi]?.dbCpuMsPerReq ?? NaN;
+      // Below 0.05 ms/request the backends' CPU is within the clock's resolution: flat by any measure.
+      const ok = Number.isFinite(a) && Number.isFinite(b) ? b <= 1.5 * a || b < 0.05 : undefined;
+      T.push({ criterion: `${g.title}: database ms/request at ${hi} ≤ 1.5× at ${lo}`, measured: `${f2(b)} vs ${f2(a)} ms (${f2(b / a)}×)`, ok });
+    }
+  }
+  const run = (s: ScenarioResult, t: Run["target"], c: number) => s.runs.find((r) => r.target === t && r.connections === c);
+  for (const s of results.filter((x) => x.runs.some((r) => r.target === "baseline"))) {
+    const isList = s.title.startsWith("GET") && s.name !== "me";
+    const need = s.name === "me" || isList ? 0.8 : 0.7;
+    for (const c of meta.connections as number[]) {
+      const a = run(s, "service", c);
+      const b = run(s, "baseline", c);
+      if (!a || !b) continue;
+      // A run with failed requests (either side) measures something else: it cannot pass.
+      const clean = a.non2xx + a.errors + b.non2xx + b.errors === 0;
+      const dirty = clean ? "" : ` (non-2xx/errors: service ${a.non2xx}/${a.errors}, baseline ${b.non2xx}/${b.errors})`;
+      T.push({ criterion: `${s.title} @${c}: req/s ≥ ${need} of baseline`, measured: f2(a.rps / b.rps) + dirty, ok: clean && a.rps / b.rps >= need });
+      T.push({ criterion: `${s.title} @${c}: p99 ≤ 1.5× baseline p99`, measured: `${f1(a.p99)} vs ${f1(b.p99)} ms (${f2(a.p99 / b.p99)}×)${dirty}`, ok: clean && a.p99 <= 1.5 * b.p99 });
+      const nc = run(s, "baseline-no-count", c);
+      if (s.name === "leads" && nc)
+        T.push({ criterion: `GET /leads with exact totals @${c}: ≥ 0.7 of the baseline without count`, measured: f2(a.rps / nc.rps), ok: a.non2xx + nc.non2xx === 0 && a.rps / nc.rps >= 0.7 });
+    }
+  }
+  T.push({ criterion: `Service peak RSS under the ${Math.max(...(meta.connections as number[]))}-connection runs ≤ 200 MiB`, measured: `${f0(meta.servicePeak32)} MiB`, ok: meta.servicePeak32 <= 200 });
+  T.push({ criterion: "Service RSS idle after start ≤ 120 MiB", measured: `${f0(meta.startupRss.service)} MiB`, ok: meta.startupRss.service <= 120 });
+  T.push({ criterion: "Baseline answers equal the service's (every scenario it covers)", measured: meta.sanity.problems.length ? meta.sanity.problems.join("; ") : `${meta.sanity.checked.length} scenarios identical`, ok: meta.sanity.problems.length === 0 });
+  return T;
+}
+
+function report(meta: Record<string, any>, results: ScenarioResult[], growth: GrowthRow[], profile?: string): string {
   const v = meta.versions;
   const L: string[] = [];
-  L.push(`# Benchmark results — ${meta.date}`, "");
+  L.push(`# Benchmark results — ${meta.date}${meta.label ? ` (${meta.label})` : ""}`, "");
   L.push(`Generated by \`npm run bench\` (bench/run.ts) in ${f0(meta.elapsedSeconds)} s. Raw numbers: \`${meta.jsonFile}\`.`, "");
+  const T = targets(meta, results, growth);
+  const failed = T.filter((t) => t.ok === false).length;
+  L.push("## Targets (issue 13)", "");
+  L.push(`${T.length - failed} of ${T.length} criteria met. Sizes ${meta.sizeLabels.join(", ")}; the service/baseline matrix on the ${meta.matrixLabel} tenant.`, "");
+  L.push("| criterion | measured | result |", "|---|---|---|");
+  for (const t of T) L.push(`| ${t.criterion} | ${t.measured.replace(/\|/g, "\\|")} | ${pf(t.ok)} |`);
+  L.push("");
   L.push("## Machine and versions", "");
   L.push(`- ${v.cores} cores (${v.cpuModel}), ${v.memGiB} GiB, Linux ${v.kernel}`);
   L.push(`- Node ${v.node}; PostgreSQL ${v.postgres} (${Object.entries(v.pgSettings).map(([k, x]) => `${k}=${x}`).join(", ")}); Redis ${v.redis}`);
@@ -253,114 +351,125 @@ function report(meta: Record<string, any>, results: ScenarioResult[], profile?: 
   L.push(`- load average (1 min) at start ${f2(meta.loadStart)}, at end ${f2(meta.loadEnd)}`);
   L.push("");
   L.push(
-    "> **Noise.** The service, PostgreSQL, Redis and autocannon share these cores, and other developers were running test " +
-      "suites on the same machine during this run: absolute numbers are noisy. The service/baseline ratios (measured back " +
-      "to back), CPU milliseconds per request and round trips per request are the comparable figures.",
+    "> **Noise.** The service, PostgreSQL, Redis and autocannon share these cores: absolute numbers are noisy. The " +
+      "service/baseline ratios (measured back to back), CPU milliseconds per request and round trips per request are the comparable figures.",
     "",
   );
   L.push("## Setup", "");
-  L.push(`- Dataset (${f1(meta.loadSeconds)} s to create, migrate, load and VACUUM ANALYZE): ${Object.entries(meta.rows).map(([k, n]) => `${k} ${n}`).join(", ")}.`);
-  L.push(`  The large tenant: ${meta.bigSize.leads} leads, ${meta.bigSize.contacts} contacts, ${meta.bigSize.conversations} conversations × ${meta.bigSize.messagesPer} messages, ${meta.bigSize.appointments} appointments, ${meta.bigSize.tickets} tickets (0–3 comments each); plus 50 small tenants.`);
-  L.push(`- Each (scenario, connections) run: ${meta.duration} s measured after a ${meta.warmup} s warm-up per scenario; autocannon over loopback, pipelining 1.`);
-  L.push(`- Service: \`node ${meta.nodeFlags.length ? meta.nodeFlags.join(" ") + " " : ""}--import tsx server/main.ts\`, NODE_ENV=production, LOG_LEVEL=warn, pool of 10 connections, BENCH_COUNT_QUERIES=1.`);
-  L.push(`- Baseline: bench/baseline/server.ts (node:http + pg + ioredis, same SQL, pool of 10).`);
-  L.push(`- Round trips: statements sent to PostgreSQL per request (pg client query calls, BEGIN/COMMIT included), from ${meta.countRequests} sequential requests; Redis calls are not counted (one per request for quotas in both).`);
-  L.push(`- CPU ms/req: user+system CPU of the server process per request; DB ms/req: CPU of the benchmark database's backends per request.`);
+  L.push(
+    meta.loadSeconds > 0
+      ? `- Dataset: ${f1(meta.loadSeconds)} s to create, migrate, load (triggers off), rebuild the list counters and the changes feed, and VACUUM ANALYZE (${Object.entries(meta.phases).map(([k, x]) => `${k} ${f1(x as number)} s`).join(", ")}).`
+      : "- Dataset: a kept database, reused (BENCH_REUSE_DB=1).",
+  );
+  L.push(`  Rows: ${Object.entries(meta.rows).map(([k, n]) => `${k} ${n}`).join(", ")}.`);
+  for (const t of meta.tenants as { label: string; size: Record<string, number> }[])
+    L.push(`  - the ${t.label} tenant: ${t.size.leads} leads, ${t.size.contacts} contacts, ${t.size.conversations} conversations × ${t.size.messagesPer} messages, ${t.size.appointments} appointments, ${t.size.tickets} tickets (0–3 comments each), ${t.size.users} users`);
+  L.push(`  - the availability worst case (issue 12) and 50 small tenants.`);
+  L.push(`- Growth table: each list scenario on each sized tenant, ${meta.sizeDuration} s at ${meta.sizeConnections} connections after a 1 s warm-up.`);
+  L.push(`- Matrix: each (scenario, connections) run ${meta.duration} s after a ${meta.warmup} s warm-up per scenario; autocannon over loopback, pipelining 1; service, baseline and baseline without count back to back.`);
+  L.push(`- Service: \`${meta.serviceLabel}\`${meta.nodeFlags.length ? ` with \`${meta.nodeFlags.join(" ")}\`` : ""}, NODE_ENV=production, LOG_LEVEL=warn, BENCH_COUNT_QUERIES=1.`);
+  L.push(`- Baseline: bench/baseline/server.ts (node:http + pg + ioredis; one statement per request; exact totals by a plain count(*); pool of 10).`);
+  L.push(`- Round trips: statements sent to PostgreSQL per request, from ${meta.countRequests} sequential requests. CPU ms/req: user+system CPU of the server process per request; DB ms/req: CPU of the benchmark database's backends (from /proc) per request.`);
   L.push("");
-  if (meta.sanity.length) L.push(`**Baseline answers differ from the service's:** ${meta.sanity.join("; ")}`, "");
-  else L.push("Sanity: the baseline's GET /me and GET /leads (first and deep page) bodies are identical to the service's.", "");
-
-  L.push("## Service: all scenarios", "");
+  if (growth.length) {
+    L.push("## Growth with the tenant's size", "");
+    L.push(`Service, ${meta.sizeConnections} connections. DB = database backend CPU ms per request, CPU = service CPU ms per request.`, "");
+    const sizes: string[] = meta.sizeLabels;
+    L.push(`| scenario | ${sizes.map((x) => `DB ms ${x}`).join(" | ")} | ${sizes.map((x) => `CPU ms ${x}`).join(" | ")} | ${sizes.map((x) => `req/s ${x}`).join(" | ")} | DB ${sizes[sizes.length - 1]} / ${sizes[0]} | flat (≤ 1.5×) |`);
+    L.push(`|---|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|---:|---|`);
+    for (const g of growth) {
+      const a = g.bySize[sizes[0]!]?.dbCpuMsPerReq ?? NaN;
+      const b = g.bySize[sizes[sizes.length - 1]!]?.dbCpuMsPerReq ?? NaN;
+      L.push(
+        `| ${g.title} | ${sizes.map((x) => f2(g.bySize[x]?.dbCpuMsPerReq ?? NaN)).join(" | ")} | ${sizes.map((x) => f2(g.bySize[x]?.cpuMsPerReq ?? NaN)).join(" | ")} | ${sizes.map((x) => f0(g.bySize[x]?.rps ?? NaN)).join(" | ")} | ${f2(b / a)} | ${pf(b <= 1.5 * a || b < 0.05)} |`,
+      );
+    }
+    L.push("");
+  }
+  L.push(`## Service: all scenarios (${meta.matrixLabel} tenant)`, "");
   L.push("| scenario | conns | req/s | p50 ms | p90 ms | p99 ms | non-2xx | errors | CPU ms/req | DB ms/req | round trips/req | peak RSS MiB |");
   L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const s of results)
     for (const r of s.runs.filter((x) => x.target === "service"))
       L.push(`| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f1(r.p50)} | ${f1(r.p90)} | ${f1(r.p99)} | ${r.non2xx} | ${r.errors} | ${f2(r.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} | ${f1(s.roundTrips.service)} | ${f0(r.rssMaxMiB)} |`);
   L.push("");
-  L.push("## Service / baseline", "");
-  L.push("| scenario | conns | service req/s | baseline req/s | **ratio** | service p99 | baseline p99 | service CPU ms/req | baseline CPU ms/req | round trips service / baseline |");
-  L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  L.push(`## Service / baseline (${meta.matrixLabel} tenant)`, "");
+  L.push("| scenario | conns | service req/s | baseline req/s | **ratio** | no-count baseline req/s | ratio to no-count | service p99 | baseline p99 | p99 ratio | CPU ms/req service / baseline | DB ms/req service / baseline / no-count | round trips service / baseline |");
+  L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const s of results) {
     for (const r of s.runs.filter((x) => x.target === "service")) {
       const b = s.runs.find((x) => x.target === "baseline" && x.connections === r.connections);
       if (!b) continue;
-      L.push(`| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f0(b.rps)} | **${f2(r.rps / b.rps)}** | ${f1(r.p99)} | ${f1(b.p99)} | ${f2(r.cpuMsPerReq)} | ${f2(b.cpuMsPerReq)} | ${f1(s.roundTrips.service)} / ${f1(s.roundTrips.baseline ?? NaN)} |`);
+      const nc = s.runs.find((x) => x.target === "baseline-no-count" && x.connections === r.connections);
+      L.push(
+        `| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f0(b.rps)} | **${f2(r.rps / b.rps)}** | ${nc ? f0(nc.rps) : "–"} | ${nc ? f2(r.rps / nc.rps) : "–"} | ${f1(r.p99)} | ${f1(b.p99)} | ${f2(r.p99 / b.p99)} | ${f2(r.cpuMsPerReq)} / ${f2(b.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} / ${f2(b.dbCpuMsPerReq)} / ${nc ? f2(nc.dbCpuMsPerReq) : "–"} | ${f1(s.roundTrips.service)} / ${f1(s.roundTrips.baseline ?? NaN)} |`,
+      );
     }
-  }
-  const nc = results.flatMap((s) => s.runs.filter((x) => x.target === "baseline-no-count").map((r) => ({ s, r })));
-  for (const { s, r } of nc) {
-    const b = s.runs.find((x) => x.target === "baseline" && x.connections === r.connections);
-    L.push("");
-    L.push(
-      `What an exact \`count(*)\` costs: the baseline without the count (\`total\` not computed) serves ${s.title} at ${f0(r.rps)} req/s, ` +
-        `p99 ${f1(r.p99)} ms, DB ${f2(r.dbCpuMsPerReq)} ms/req at ${r.connections} connections, against ${f0(b?.rps ?? NaN)} req/s, p99 ${f1(b?.p99 ?? NaN)} ms, DB ${f2(b?.dbCpuMsPerReq ?? NaN)} ms/req with it.`,
-    );
   }
   L.push("");
   L.push("## Memory", "");
-  L.push(`- Service peak RSS (VmHWM over the whole run): **${f0(meta.serviceHwm)} MiB**; baseline: ${f0(meta.baselineHwm)} MiB.`);
-  L.push(`- RSS once ready, before any load: service ${f0(meta.startupRss.service)} MiB, baseline ${f0(meta.startupRss.baseline)} MiB (both under tsx).`);
-  L.push(`- Highest RSS sampled during each run: the \`peak RSS MiB\` column above.${meta.nodeFlags.length ? ` Service node flags: \`${meta.nodeFlags.join(" ")}\`.` : ""}`, "");
-
-  L.push("## Goals of issue 8 at 32 connections", "");
-  const at = (name: string, target: Run["target"] = "service") =>
-    results.find((s) => s.name === name)?.runs.find((r) => r.target === target && r.connections === 32);
-  const ratio = (name: string) => {
-    const a = at(name);
-    const b = at(name, "baseline");
-    return a && b ? a.rps / b.rps : NaN;
-  };
-  const lists = results.filter((s) => s.title.startsWith("GET") && s.name !== "me");
-  const worstList = lists.map((s) => ({ s, r: at(s.name) })).filter((x) => x.r).sort((a, b) => b.r!.p99 - a.r!.p99)[0];
-  const first = at("leads");
-  const deep = at("leads-deep");
-  const authTrips = results.find((s) => s.name === "me")?.roundTrips.service ?? NaN;
-  L.push("| goal | measured | met |", "|---|---|---|");
-  L.push(`| GET /leads?limit=50 ≥ 0.70 of baseline | ${f2(ratio("leads"))} | ${ratio("leads") >= 0.7 ? "yes" : "no"} |`);
-  L.push(`| POST /leads ≥ 0.70 of baseline | ${f2(ratio("post-leads"))} | ${ratio("post-leads") >= 0.7 ? "yes" : "no"} |`);
-  L.push(`| p99 ≤ 20 ms on every list scenario | worst: ${worstList ? `${worstList.s.title} ${f1(worstList.r!.p99)} ms` : "–"} | ${worstList && worstList.r!.p99 <= 20 ? "yes" : "no"} |`);
-  for (const s of lists) {
-    const r = at(s.name);
-    if (r) L.push(`| &nbsp;&nbsp;${s.title} p99 | ${f1(r.p99)} ms | ${r.p99 <= 20 ? "yes" : "no"} |`);
-  }
-  if (first && deep)
-    L.push(`| deep page ≤ 2× first page | p50 ${f1(deep.p50)} vs ${f1(first.p50)} ms (${f2(deep.p50 / first.p50)}×), req/s ${f0(deep.rps)} vs ${f0(first.rps)} | ${deep.p50 <= 2 * first.p50 ? "yes" : "no"} |`);
-  L.push(`| peak RSS < 250 MB | ${f0(meta.serviceHwm * 1.048576)} MB | ${meta.serviceHwm * 1.048576 < 250 ? "yes" : "no"} |`);
-  L.push(`| auth + plan + rate limit ≤ 1 DB round trip | GET /me: ${f1(authTrips)} | ${authTrips <= 1 ? "yes" : "no"} |`);
+  L.push(`- Service RSS once ready, before any load: **${f0(meta.startupRss.service)} MiB** (baseline ${f0(meta.startupRss.baseline)} MiB).`);
+  L.push(`- Service peak RSS sampled during the ${Math.max(...(meta.connections as number[]))}-connection runs: **${f0(meta.servicePeak32)} MiB**; VmHWM over the whole run ${f0(meta.serviceHwm)} MiB (baseline ${f0(meta.baselineHwm)} MiB).`);
   L.push("");
-  if (profile) L.push("## CPU profile of the service (node --cpu-prof, whole run)", "", profile, "");
+  if (profile) L.push("## Flame summary (node --cpu-prof, separate phase after the measured runs)", "", profile, "");
   return L.join("\n");
 }
 
 // ---- main -----------------------------------------------------------------------------------------
 
+function serviceEnv(url: string): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    DATABASE_URL: url,
+    REDIS_URL: cfg.redisUrl,
+    PORT: String(cfg.servicePort),
+    HOST: "127.0.0.1",
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL || "warn",
+    NODE_ENV: "production",
+    NO_DEMO: "1",
+    BENCH_COUNT_QUERIES: "1",
+  };
+}
+
+/** The profiling phase: a fresh service under --cpu-prof, the main scenarios for a few seconds each. */
+async function profilePhase(ds: Dataset, scenarios: Scenario[], svc: { args: string[] }): Promise<string | undefined> {
+  const profDir = path.join(ROOT, "bench/results/profiles", runId);
+  const main = ["me", "leads", "contacts", "tickets", "appointments", "conversations", "post-leads", "post-appointments"];
+  const profiled = scenarios.filter((x) => main.includes(x.name));
+  const spawned = Date.now();
+  let readyMs = 0;
+  const p = startProcess({ name: "service (profiled)", cwd: ROOT, port: cfg.servicePort, args: [...cfg.nodeFlags, "--cpu-prof", `--cpu-prof-dir=${profDir}`, ...svc.args], env: serviceEnv(ds.url) });
+  try {
+    await waitReady(p, "/readyz");
+    readyMs = Date.now() - spawned;
+    for (const sc of profiled) await load(p, sc.key ?? ds.big.key, sc, 8, cfg.profileSeconds, undefined);
+  } finally {
+    await p.stop();
+  }
+  if (!existsSync(profDir)) return undefined;
+  const file = readdirSync(profDir).filter((f) => f.endsWith(".cpuprofile")).map((f) => path.join(profDir, f))[0];
+  if (!file) return undefined;
+  log(`CPU profile: ${path.relative(ROOT, file)}`);
+  // The start (module loading, compilation) is left out: samples from the first readyMs of the process.
+  return profileMarkdown(
+    file,
+    `${cfg.profileSeconds} s at 8 connections of each of: ${profiled.map((x) => x.name).join(", ")} (${ds.big.label} tenant); the ${(readyMs / 1000).toFixed(1)} s until the service was ready are left out.`,
+    readyMs,
+  );
+}
+
 async function main() {
   const v = await versions();
   const loadStart = os.loadavg()[0]!;
   log(`${v.cores} cores, Node ${v.node}, PostgreSQL ${v.postgres}, Redis ${v.redis}; load ${loadStart.toFixed(2)}`);
-  const ds = cfg.reuseDb
-    ? await reuseDataset({ pgBase: cfg.pgBase, dbName: cfg.dbName, scale: cfg.scale })
-    : await createDataset({ pgBase: cfg.pgBase, dbName: cfg.dbName, scale: cfg.scale, log });
-  log(`dataset ready in ${ds.loadSeconds.toFixed(1)} s: ${JSON.stringify(ds.rows)}`);
+  const svc = await serviceCommand(log);
+  log(`service: ${svc.label}`);
+  const matrixSize = cfg.matrixSize ?? cfg.sizes[cfg.sizes.length - 1]!;
+  const dsOpts = { pgBase: cfg.pgBase, dbName: cfg.dbName, sizes: cfg.sizes, matrixSize, log };
+  const ds = cfg.reuseDb ? await reuseDataset(dsOpts) : await createDataset(dsOpts);
+  log(`dataset ready in ${ds.loadSeconds.toFixed(1)} s: ${JSON.stringify(ds.phases)} ${JSON.stringify(ds.rows)}`);
 
-  const profDir = path.join(ROOT, "bench/results/profiles", runId);
-  const service = startProcess({
-    name: "service",
-    cwd: ROOT,
-    port: cfg.servicePort,
-    args: [...cfg.nodeFlags, ...(cfg.profile ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : []), "--import", "tsx", "server/main.ts"],
-    env: {
-      ...process.env,
-      DATABASE_URL: ds.url,
-      REDIS_URL: cfg.redisUrl,
-      PORT: String(cfg.servicePort),
-      HOST: "127.0.0.1",
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL || "warn",
-      NODE_ENV: "production",
-      NO_DEMO: "1",
-      BENCH_COUNT_QUERIES: "1",
-    },
-  });
+  const service = startProcess({ name: "service", cwd: ROOT, port: cfg.servicePort, args: [...cfg.nodeFlags, ...svc.args], env: serviceEnv(ds.url) });
   const baseline = startProcess({
     name: "baseline",
     cwd: ROOT,
@@ -369,28 +478,49 @@ async function main() {
     env: { ...process.env, DATABASE_URL: ds.url, REDIS_URL: cfg.redisUrl, PORT: String(cfg.baselinePort), NODE_ENV: "production", BENCH_COUNT_QUERIES: "1" },
   });
   const results: ScenarioResult[] = [];
-  let sanity: string[] = [];
+  const growth: GrowthRow[] = [];
+  let sanity: { checked: string[]; problems: string[] } = { checked: [], problems: [] };
   let profile: string | undefined;
   let startupRss = { service: NaN, baseline: NaN };
+  let servicePeak32 = 0;
+  let serviceHwm = NaN;
+  let baselineHwm = NaN;
+  const maxConns = Math.max(...cfg.connections);
   const db = await dbCpuProbe(ds.url);
   try {
     await Promise.all([waitReady(service, "/readyz"), waitReady(baseline, "/healthz")]);
     await new Promise((r) => setTimeout(r, 1000));
     startupRss = { service: memory(service.pid).rss, baseline: memory(baseline.pid).rss };
     log(`service pid ${service.pid} and baseline pid ${baseline.pid} ready (RSS ${startupRss.service.toFixed(0)} / ${startupRss.baseline.toFixed(0)} MiB)`);
-    const prep = await prepare(service, ds);
-    sanity = await sameAnswers(service, baseline, ds.big.key);
-    if (sanity.length) log(`WARNING: ${sanity.join("; ")}`);
-
-    const all = buildScenarios(ds, prep, runId);
+    const prep = await prepare(service, ds, ds.big);
+    const all = buildScenarios(ds, ds.big, prep, runId);
     const chosen = all.filter((s) => !cfg.only || cfg.only.has(s.name));
+    sanity = await sameAnswers(service, baseline, ds.big.key, chosen);
+    log(sanity.problems.length ? `WARNING: ${sanity.problems.join("; ")}` : `baseline answers identical for ${sanity.checked.join(", ")}`);
+
+    // 1. Growth: the list scenarios on each sized tenant (reads only, before any write).
+    for (const t of ds.sized) {
+      const tp = t === ds.big ? prep : await prepare(service, ds, t);
+      for (const sc of buildScenarios(ds, t, tp, runId).filter((x) => x.growth && (!cfg.only || cfg.only.has(x.name)))) {
+        let g = growth.find((x) => x.name === sc.name);
+        if (!g) growth.push((g = { name: sc.name, title: sc.title.replace(/\(half the leads\)/, "(half)"), bySize: {}, roundTrips: {} }));
+        g.roundTrips[t.label] = (await countRoundTrips(service, t.key, sc, Math.min(5, cfg.countRequests))).perRequest;
+        await load(service, t.key, sc, cfg.sizeConnections, 1, undefined);
+        const r = await load(service, t.key, sc, cfg.sizeConnections, cfg.sizeDuration, db);
+        g.bySize[t.label] = r;
+        log(`growth ${t.label} ${sc.name}: db ${r.dbCpuMsPerReq.toFixed(2)} cpu ${r.cpuMsPerReq.toFixed(2)} ms/req, ${r.rps.toFixed(0)} req/s, non-2xx ${r.non2xx}`);
+      }
+    }
+
+    // 2. The matrix on the matrix tenant: service, baseline and (lists) baseline without count.
     const ordered = [...chosen.filter((s) => !s.write), ...chosen.filter((s) => s.write)];
     for (const sc of ordered) {
-      const key = ds.big.key;
+      const key = sc.key ?? ds.big.key;
       const rt = await countRoundTrips(service, key, sc, cfg.countRequests);
       const rtb = sc.baseline ? await countRoundTrips(baseline, key, sc, cfg.countRequests) : undefined;
       const res: ScenarioResult = { name: sc.name, title: sc.title, roundTrips: { service: rt.perRequest, baseline: rtb?.perRequest }, countStatuses: rt.statuses, runs: [] };
       log(`${sc.title}: ${rt.perRequest.toFixed(1)} round trips/request${rtb ? ` (baseline ${rtb.perRequest.toFixed(1)})` : ""}`);
+      const noCount = sc.baseline && sc.growth;
       if (cfg.warmup > 0) {
         await load(service, key, sc, 8, cfg.warmup, undefined);
         if (sc.baseline) await load(baseline, key, sc, 8, cfg.warmup, undefined);
@@ -398,76 +528,80 @@ async function main() {
       for (const c of cfg.connections) {
         const s = await load(service, key, sc, c, cfg.duration, db);
         res.runs.push({ target: "service", ...s });
+        if (c === maxConns) servicePeak32 = Math.max(servicePeak32, s.rssMaxMiB);
         let line = `  ${String(c).padStart(2)} conns: service ${s.rps.toFixed(0)} req/s p50 ${s.p50} p99 ${s.p99} ms non-2xx ${s.non2xx} cpu ${s.cpuMsPerReq.toFixed(2)} db ${s.dbCpuMsPerReq.toFixed(2)} ms/req`;
         if (sc.baseline) {
           const b = await load(baseline, key, sc, c, cfg.duration, db);
           res.runs.push({ target: "baseline", ...b });
           line += ` | baseline ${b.rps.toFixed(0)} req/s p99 ${b.p99} ms → ratio ${(s.rps / b.rps).toFixed(2)}`;
+          if (noCount) {
+            const n = await load(baseline, key, sc, c, cfg.duration, db, { "x-bench-no-count": "1" });
+            res.runs.push({ target: "baseline-no-count", ...n });
+            line += ` | no count ${n.rps.toFixed(0)} req/s → ${(s.rps / n.rps).toFixed(2)}`;
+          }
         }
         log(line);
         if (s.non2xx > 0) log(`  non-2xx statuses: ${JSON.stringify(s.statuses)}`);
       }
-      if (sc.name === "leads" && cfg.connections.includes(32)) {
-        const b = await load(baseline, key, sc, 32, cfg.duration, db, { "x-bench-no-count": "1" });
-        res.runs.push({ target: "baseline-no-count", ...b });
-        log(`  32 conns: baseline without count(*) ${b.rps.toFixed(0)} req/s p99 ${b.p99} ms`);
-      }
       results.push(res);
     }
+    serviceHwm = memory(service.pid).hwm;
+    baselineHwm = memory(baseline.pid).hwm;
+    await Promise.all([service.stop(), baseline.stop()]);
+    // 3. Profiling: a separate, short phase (it does not skew the measured runs).
+    if (cfg.profile) profile = await profilePhase(ds, chosen, svc).catch((e) => (log(`profile failed: ${(e as Error).message}`), undefined));
   } finally {
-    const serviceHwm = memory(service.pid).hwm;
-    const baselineHwm = memory(baseline.pid).hwm;
     await db.close().catch(() => {});
     await Promise.all([service.stop(), baseline.stop()]);
-    if (cfg.profile && existsSync(profDir)) {
-      const file = readdirSync(profDir).filter((f) => f.endsWith(".cpuprofile")).map((f) => path.join(profDir, f))[0];
-      if (file) {
-        profile = profileMarkdown(file);
-        log(`CPU profile: ${path.relative(ROOT, file)}`);
-      }
-    }
     if (!cfg.keepDb && !cfg.reuseDb) await dropDataset(cfg.pgBase, cfg.dbName).catch((e) => log(`drop failed: ${e.message}`));
-    if (results.length) {
+    if (results.length || growth.length) {
       const date = new Date().toISOString().slice(0, 10);
       const out = cfg.out ?? path.join(ROOT, "bench/results", `${date}.md`);
       const jsonFile = out.replace(/\.md$/, ".json");
       mkdirSync(path.dirname(out), { recursive: true });
       const meta = {
         date,
+        label: process.env.BENCH_LABEL,
         runId,
         elapsedSeconds: (Date.now() - started) / 1000,
         versions: v,
         loadStart,
         loadEnd: os.loadavg()[0]!,
         loadSeconds: ds.loadSeconds,
+        phases: ds.phases,
         rows: ds.rows,
-        bigSize: ds.big.size,
+        tenants: ds.sized.map((t) => ({ label: t.label, size: t.size })),
+        sizeLabels: ds.sized.map((t) => t.label),
+        matrixLabel: ds.big.label,
+        sizeDuration: cfg.sizeDuration,
+        sizeConnections: cfg.sizeConnections,
         duration: cfg.duration,
         warmup: cfg.warmup,
         countRequests: cfg.countRequests,
         connections: cfg.connections,
+        serviceLabel: svc.label,
         serviceHwm,
         baselineHwm,
+        servicePeak32,
         startupRss,
         nodeFlags: cfg.nodeFlags,
         sanity,
         jsonFile: path.relative(ROOT, jsonFile),
       };
-      writeFileSync(jsonFile, JSON.stringify({ meta, results }, null, 2) + "\n");
+      writeFileSync(jsonFile, JSON.stringify({ meta, growth, results }, null, 2) + "\n");
       // Hand-written notes below the marker survive a re-run on the same day.
       const MARK = "<!-- notes: hand-written below this line, kept by re-runs -->";
       const previous = existsSync(out) ? readFileSync(out, "utf8") : "";
       const notes = previous.includes(MARK) ? previous.slice(previous.indexOf(MARK)) : `${MARK}\n`;
-      writeFileSync(out, `${report(meta, results, profile)}\n${notes}`);
+      writeFileSync(out, `${report(meta, results, growth, profile)}\n${notes}`);
       log(`results: ${path.relative(ROOT, out)} (${((Date.now() - started) / 1000).toFixed(0)} s in all)`);
     }
   }
 }
 
 main().then(
-  () => process.exit(0),
+  () => process.stdout.write("", () => process.exit(0)),
   (e) => {
-    process.stderr.write(`bench failed: ${(e as Error).stack}\n`);
-    process.exit(1);
+    process.stderr.write(`bench failed: ${(e as Error).stack}\n`, () => process.exit(1));
   },
 );

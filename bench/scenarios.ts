@@ -1,7 +1,9 @@
-// The scenarios of issue 8. Each one yields request after request (rotating over ids and search
-// terms, fresh Idempotency-Keys, never-overlapping appointment slots), used alike by autocannon and
-// by the sequential round-trip count.
-import type { Dataset } from "./dataset.js";
+// The scenarios of issues 8 and 13. Each one yields request after request (rotating over ids and
+// search terms, fresh Idempotency-Keys, never-overlapping appointment slots), used alike by
+// autocannon and by the sequential round-trip count. buildScenarios() makes them for one tenant: the
+// matrix tenant (every scenario, service against baseline) and each sized tenant (the `growth` ones:
+// the lists, whose cost per request must not grow with the tenant).
+import { availabilityWorstCase, type BenchTenant, type Dataset } from "./dataset.js";
 
 export interface Req {
   method: "GET" | "POST";
@@ -15,8 +17,12 @@ export interface Scenario {
   title: string;
   /** Also run against the raw baseline (same request). */
   baseline: boolean;
+  /** A list: also measured on every sized tenant (growth table), and against the baseline without its count. */
+  growth?: boolean;
   /** Writes rows (run after the reads so that they see the loaded dataset). */
   write: boolean;
+  /** API key to send (default: the large tenant's). */
+  key?: string;
   next(): Req;
 }
 
@@ -26,10 +32,13 @@ const P = "/public/v1";
 export interface Prepared {
   /** nextCursor of the first message page of each conversation used. */
   messageCursors: Map<string, string>;
+  /** Changes feed tokens of the large tenant: at its head (a caught-up poll), and spread over its feed (500-item pages). */
+  changes: { caughtUp: string; pages: string[] };
+  /** Ids of contacts of the tenant that have leads. */
+  leadContacts: string[];
 }
 
-export function buildScenarios(ds: Dataset, prep: Prepared, runId: string): Scenario[] {
-  const big = ds.big;
+export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, runId: string): Scenario[] {
   const convs = big.conversationIds.slice(0, 100);
   const withCursor = convs.filter((c) => prep.messageCursors.has(c));
   if (withCursor.length === 0) throw new Error("no message cursors prepared");
@@ -41,6 +50,11 @@ export function buildScenarios(ds: Dataset, prep: Prepared, runId: string): Scen
   const since = new Date(ds.anchor.getTime() - 24 * 3600_000).toISOString();
   const from = new Date(ds.anchor.getTime() + 24 * 3600_000);
   const to = new Date(from.getTime() + 6 * 24 * 3600_000);
+  // The availability worst-case tenant is booked from the day after the anchor: ask from that day on.
+  const availFrom = new Date(ds.anchor.getTime() + 24 * 3600_000);
+  const availTo = new Date(availFrom.getTime() + (availabilityWorstCase.days - 1) * 24 * 3600_000);
+  // Contacts that have leads (every third lead links contact (i mod contacts)).
+  const leadContacts = prep.leadContacts.length ? prep.leadContacts : [big.userIds[0]!];
   const terms = ["moreno", "lucia", "garcia", "600 012", "martina.1", "Ruiz", "zzz-nobody", "Santos"];
   // Appointment slots far beyond the loaded ones (those end ~250 days after the anchor): slot k of
   // user u starts 600 days + k × 30 minutes after the anchor's midnight — never two alike.
@@ -52,25 +66,38 @@ export function buildScenarios(ds: Dataset, prep: Prepared, runId: string): Scen
 
   const scenarios: Scenario[] = [
     { name: "me", title: "GET /me", baseline: true, write: false, next: () => ({ method: "GET", path: `${P}/me` }) },
-    { name: "leads", title: "GET /leads?limit=50", baseline: true, write: false, next: () => ({ method: "GET", path: `${P}/leads?limit=50` }) },
+    { name: "leads", title: "GET /leads?limit=50", baseline: true, growth: true, write: false, next: () => ({ method: "GET", path: `${P}/leads?limit=50` }) },
     {
       name: "leads-since",
       title: "GET /leads?dateFrom=(24 h ago)&limit=50",
       baseline: false,
+      growth: true,
       write: false,
       next: () => ({ method: "GET", path: `${P}/leads?dateFrom=${encodeURIComponent(since)}&limit=50` }),
     },
     {
+      // Half-way down the tenant's leads: 5,000 at 10k, 50,000 at 100k, 500,000 at 1M.
       name: "leads-deep",
-      title: "GET /leads?offset=50000&limit=50",
-      baseline: false,
+      title: "GET /leads?offset=(half the leads)&limit=50",
+      baseline: true,
+      growth: true,
       write: false,
-      next: () => ({ method: "GET", path: `${P}/leads?offset=50000&limit=50` }),
+      next: () => ({ method: "GET", path: `${P}/leads?offset=${Math.floor(big.size.leads / 2)}&limit=50` }),
     },
+    {
+      name: "leads-customer",
+      title: "GET /leads?customerId=(rotating contacts)&limit=50",
+      baseline: false,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/leads?customerId=${rot(leadContacts)}&limit=50` }),
+    },
+    { name: "contacts", title: "GET /contacts?limit=50", baseline: true, growth: true, write: false, next: () => ({ method: "GET", path: `${P}/contacts?limit=50` }) },
     {
       name: "contacts-search",
       title: "GET /contacts?search=(8 rotating terms)",
       baseline: false,
+      growth: true,
       write: false,
       next: () => ({ method: "GET", path: `${P}/contacts?search=${encodeURIComponent(rot(terms))}` }),
     },
@@ -78,6 +105,7 @@ export function buildScenarios(ds: Dataset, prep: Prepared, runId: string): Scen
       name: "messages",
       title: "GET /conversations/{id}/messages?limit=50",
       baseline: false,
+      growth: true,
       write: false,
       next: () => ({ method: "GET", path: `${P}/conversations/${rot(convs)}/messages?limit=50` }),
     },
@@ -98,7 +126,48 @@ export function buildScenarios(ds: Dataset, prep: Prepared, runId: string): Scen
       write: false,
       next: () => ({ method: "GET", path: `${P}/availability?from=${day(from)}&to=${day(to)}&userId=${rot(users)}` }),
     },
-    { name: "tickets", title: "GET /tickets?limit=50", baseline: false, write: false, next: () => ({ method: "GET", path: `${P}/tickets?limit=50` }) },
+    {
+      // Issue 12: the worst case allowed — every bookable user swept over 31 days of 5-minute slots.
+      name: "availability-any",
+      title: `GET /availability (31 days, no userId: ${availabilityWorstCase.users} bookable users × ${availabilityWorstCase.appointmentsPerUser} appointments, 5-min slots)`,
+      baseline: false,
+      write: false,
+      key: ds.availability.key,
+      next: () => ({ method: "GET", path: `${P}/availability?from=${day(availFrom)}&to=${day(availTo)}` }),
+    },
+    { name: "tickets", title: "GET /tickets?limit=50", baseline: true, growth: true, write: false, next: () => ({ method: "GET", path: `${P}/tickets?limit=50` }) },
+    {
+      name: "appointments",
+      title: "GET /appointments?limit=50",
+      baseline: true,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/appointments?limit=50` }),
+    },
+    {
+      name: "conversations",
+      title: "GET /conversations?limit=50",
+      baseline: true,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/conversations?limit=50` }),
+    },
+    {
+      name: "changes",
+      title: "GET /changes?since=(caught up)",
+      baseline: false,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/changes?since=${prep.changes.caughtUp}` }),
+    },
+    {
+      name: "changes-page",
+      title: "GET /changes?limit=500&since=(50 positions spread over the feed)",
+      baseline: false,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/changes?limit=500&since=${rot(prep.changes.pages)}` }),
+    },
     {
       name: "post-leads",
       title: "POST /leads (fresh Idempotency-Key)",
@@ -121,7 +190,7 @@ export function buildScenarios(ds: Dataset, prep: Prepared, runId: string): Scen
     {
       name: "post-appointments",
       title: "POST /appointments (non-overlapping slots)",
-      baseline: false,
+      baseline: true,
       write: true,
       next: () => {
         const k = slot++;

@@ -47,3 +47,47 @@ export type TicketComment = Ticket["comments"][number];
 /** The error envelope of every /public/v1 error: program against `error` only. */
 export type ApiError = components["schemas"]["Error"];
 export type ErrorCode = ApiError["error"];
+export type ChangePage = Ok<"changes-list", 200>;
+export type Change = ChangePage["items"][number];
+export type ChangeType = Change["type"];
+
+/** An error answer of the API, thrown by the helpers below (the calls themselves return `error`). */
+export class CrmError extends Error {
+  constructor(
+    readonly status: number,
+    readonly envelope: ApiError,
+  ) {
+    super(`${status} ${envelope.error}: ${envelope.message}`);
+    this.name = "CrmError";
+  }
+  /** The `since` token is too old (or ahead of the feed): start again without it and rebuild the mirror. */
+  get sinceExpired(): boolean {
+    return this.envelope.error === "VALIDATION_ERROR" && (this.envelope.details as { code?: unknown }).code === "since_expired";
+  }
+}
+
+/**
+ * Follows the changes feed (GET /public/v1/changes) from `since` — absent: from the beginning, every
+ * live object once — until it has caught up, yielding each page. Persist the last page's `nextSince`
+ * (after applying its items) and pass it next time. Throws CrmError on an error answer
+ * (`err.sinceExpired`: start again without `since`).
+ *
+ *   for await (const page of followChanges(crm, { since })) {
+ *     for (const c of page.items) c.action === "delete" ? remove(c.type, c.id) : upsert(c.type, c.id, c.data);
+ *     since = page.nextSince;
+ *   }
+ */
+export async function* followChanges(
+  client: CrmClient,
+  opts: { since?: string; types?: ChangeType[]; limit?: number } = {},
+): AsyncGenerator<ChangePage, void, undefined> {
+  let since = opts.since;
+  const types = opts.types?.join(",");
+  for (;;) {
+    const { data, error, response } = await client.GET("/public/v1/changes", { params: { query: { since, types, limit: opts.limit } } });
+    if (error !== undefined || data === undefined) throw new CrmError(response.status, error as ApiError);
+    yield data;
+    since = data.nextSince;
+    if (!data.hasMore) return;
+  }
+}

@@ -315,11 +315,39 @@ export interface paths {
         put?: never;
         /**
          * Add a comment to a ticket
-         * @description Adds a comment (`body`, 1 to 10000 characters) authored by the API key's owner and returns the full refreshed ticket with its whole thread, oldest first. Valid on any status, including resolved and closed: the status is never changed (a comment does not reopen a ticket). The ticket's `updatedAt` advances to the comment's time. An unknown or foreign ticket gives 404 with nothing persisted. Accepts an `Idempotency-Key` header.
+         * @description Adds a comment (`body`, 1 to 10000 characters) authored by the API key's owner and returns the full refreshed ticket with its whole thread, oldest first. Valid on any status, including resolved and closed: the status is never changed (a comment does not reopen a ticket). The ticket's `updatedAt` advances to the comment's time. An unknown or foreign ticket gives 404 with nothing persisted. A ticket holds at most 500 comments of at most 150000 characters in total: a comment past either bound gives 409 `TICKET_COMMENT_LIMIT_REACHED` (`details.limit`: `comments` or `characters`) with nothing persisted. Accepts an `Idempotency-Key` header.
          *
          *     Scope: `tenant:tickets.manage`.
          */
         post: operations["tickets-comment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/public/v1/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Changes feed
+         * @description A feed of every change of the tenant's leads, contacts, conversations, appointments and tickets, for mirroring without re-reading everything.
+         *
+         *     Follow `nextSince` (as `since`) until `hasMore` is false, then ask again later with the last `nextSince`. Without `since` the feed starts from the beginning and returns every live object once, so one loop both bootstraps and follows. Guarantees: every object's latest state is delivered at least once after each of its changes — also under concurrent writers and long-running transactions (a change gets its place when its transaction commits, after everything delivered before); items come in commit order; several changes of one object between two polls may be compacted into its latest state; a poll with nothing new returns `items: []` and an equivalent `nextSince`.
+         *
+         *     Each item: `type`, `id`, `action` and `changedAt`; `data` is exactly what the object's own GET/list returns at that moment (a ticket with its thread); `delete` (a soft-deleted contact) carries `data: null`. A new message is a change of its conversation, a new ticket comment a change of its ticket.
+         *
+         *     `types` defaults to every type the key can read (`tenant:<resource>.read`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's `since` gives 422 VALIDATION_ERROR (`details.fields[0].field` = `since`). Tokens are valid for 30 days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with `details.code` = `since_expired` — start again without `since` and rebuild the mirror. A page holds at most `limit` items (1–500, default 100) and about 4 MiB.
+         *
+         *     Scope: at least one of `tenant:leads.read`, `tenant:contacts.read`, `tenant:conversations.read`, `tenant:appointments.read`, `tenant:tickets.read` (see above).
+         */
+        get: operations["changes-list"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -475,13 +503,113 @@ export interface components {
             /** Format: date-time */
             createdAt: string;
         };
+        LeadChange: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "lead";
+            /** @description The object's id */
+            id: string;
+            /**
+             * @description `upsert`: `data` is the object as its own GET/list returns it now; `delete`: it is gone (a soft-deleted contact), `data` is null
+             * @enum {string}
+             */
+            action: "upsert" | "delete";
+            /**
+             * Format: date-time
+             * @description When the object last changed (database clock)
+             */
+            changedAt: string;
+            data: components["schemas"]["Lead"] | null;
+        };
+        ContactChange: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "contact";
+            /** @description The object's id */
+            id: string;
+            /**
+             * @description `upsert`: `data` is the object as its own GET/list returns it now; `delete`: it is gone (a soft-deleted contact), `data` is null
+             * @enum {string}
+             */
+            action: "upsert" | "delete";
+            /**
+             * Format: date-time
+             * @description When the object last changed (database clock)
+             */
+            changedAt: string;
+            data: components["schemas"]["Contact"] | null;
+        };
+        ConversationChange: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "conversation";
+            /** @description The object's id */
+            id: string;
+            /**
+             * @description `upsert`: `data` is the object as its own GET/list returns it now; `delete`: it is gone (a soft-deleted contact), `data` is null
+             * @enum {string}
+             */
+            action: "upsert" | "delete";
+            /**
+             * Format: date-time
+             * @description When the object last changed (database clock)
+             */
+            changedAt: string;
+            data: components["schemas"]["Conversation"] | null;
+        };
+        AppointmentChange: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "appointment";
+            /** @description The object's id */
+            id: string;
+            /**
+             * @description `upsert`: `data` is the object as its own GET/list returns it now; `delete`: it is gone (a soft-deleted contact), `data` is null
+             * @enum {string}
+             */
+            action: "upsert" | "delete";
+            /**
+             * Format: date-time
+             * @description When the object last changed (database clock)
+             */
+            changedAt: string;
+            data: components["schemas"]["Appointment"] | null;
+        };
+        TicketChange: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "ticket";
+            /** @description The object's id */
+            id: string;
+            /**
+             * @description `upsert`: `data` is the object as its own GET/list returns it now; `delete`: it is gone (a soft-deleted contact), `data` is null
+             * @enum {string}
+             */
+            action: "upsert" | "delete";
+            /**
+             * Format: date-time
+             * @description When the object last changed (database clock)
+             */
+            changedAt: string;
+            data: components["schemas"]["Ticket"] | null;
+        };
         /** @description The error envelope of every /public/v1 error. */
         Error: {
             /**
              * @description Stable code; the only field for program logic
              * @enum {string}
              */
-            error: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "PERMISSION_DENIED" | "PLAN_NOT_ELIGIBLE" | "NOT_FOUND" | "MESSAGING_SESSION_WINDOW_CLOSED" | "APPOINTMENT_OVERLAP" | "ALREADY_EXISTS" | "PAYLOAD_TOO_LARGE" | "RATE_LIMIT_EXCEEDED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            error: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "PERMISSION_DENIED" | "PLAN_NOT_ELIGIBLE" | "NOT_FOUND" | "MESSAGING_SESSION_WINDOW_CLOSED" | "APPOINTMENT_OVERLAP" | "ALREADY_EXISTS" | "TICKET_COMMENT_LIMIT_REACHED" | "PAYLOAD_TOO_LARGE" | "RATE_LIMIT_EXCEEDED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
             /** @description English text for debugging; wording may change */
             message: string;
             /** @description Identifies the request, for support (also in X-Request-Id) */
@@ -3544,6 +3672,22 @@ export interface operations {
                     } & components["schemas"]["Error"];
                 };
             };
+            /** @description Conflict: TICKET_COMMENT_LIMIT_REACHED */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "TICKET_COMMENT_LIMIT_REACHED";
+                    } & components["schemas"]["Error"];
+                };
+            };
             /** @description Request body too large: PAYLOAD_TOO_LARGE */
             413: {
                 headers: {
@@ -3573,6 +3717,138 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "changes-list": {
+        parameters: {
+            query?: {
+                since?: string;
+                types?: string;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description In feed order (the order in which the changes were committed) */
+                        items: (components["schemas"]["LeadChange"] | components["schemas"]["ContactChange"] | components["schemas"]["ConversationChange"] | components["schemas"]["AppointmentChange"] | components["schemas"]["TicketChange"])[];
+                        /** @description Opaque token: pass it as `since` in the next request (also when `items` is empty); persist it between runs */
+                        nextSince: string;
+                        /** @description More changes are available right now: ask again at once with `nextSince` */
+                        hasMore: boolean;
+                    };
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
                     } & components["schemas"]["Error"];
                 };
             };

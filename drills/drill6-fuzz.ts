@@ -3,7 +3,11 @@
 // wrong types, missing and extra fields, huge and empty strings, unicode and control characters,
 // deep nesting, huge numbers, arrays for objects, malformed and oversized Idempotency-Keys, malformed
 // UUIDs and path traversal in path ids, another tenant's ids, bodies over the size limit, SQL and
-// regex metacharacters in `search`, odd Content-Types and keys.
+// regex metacharacters in `search`, odd Content-Types and keys; and (issue 12) dates outside years
+// 0001–9999 after UTC conversion (years 0000 and 10000, extreme offsets), phone numbers of 16–25
+// digits, bodies of tiny unknown keys near 1 MiB, deeply nested objects, ids in upper case, and
+// case variants of the paths (/PUBLIC/V1/…, and the same operation over /TRPC/…); then long comment
+// threads (longThreads).
 // Targets: zero 5xx (and no dropped connection); every error is the exact envelope with the status
 // of its code; a body over the limit is 413 PAYLOAD_TOO_LARGE; the second tenant's data is
 // byte-for-byte unchanged (full dump before/after).
@@ -33,6 +37,23 @@ const BAD_IDS = [
   "ffffffff-ffff-ffff-ffff-ffffffffffff", "FFFFFFFF-FFFF-4FFF-BFFF-FFFFFFFFFFFF", "%20", "me", ";", "%0d%0aX-Injected:%201",
 ];
 
+/** Date-times and dates the database cannot store (years 0000, 10000, offsets that cross a bound). */
+const OUT_OF_RANGE_DATES = [
+  "0000-01-01T00:00:00Z", "0000-12-31T23:59:59.999Z", "0001-01-01T00:00:00+14:00", "0001-01-01T13:59:59+23:59", "9999-12-31T23:59:59-00:01",
+  "9999-12-31T12:00:00-14:00", "9999-12-31T00:00:00-23:59", "10000-01-01T00:00:00Z", "+010000-01-01T00:00:00.000Z", "-000001-01-01T00:00:00Z",
+  "0000-01-01", "0000-02-29", "9999-12-31", "10000-01-01", "0001-01-01", "9999-12-31T23:59:59.999Z", "0001-01-01T00:00:00Z",
+];
+const outOfRangeDate = fc.oneof(
+  fc.constantFrom(...OUT_OF_RANGE_DATES),
+  fc
+    .record({ year: fc.constantFrom("0000", "0001", "9999", "10000"), md: fc.constantFrom("01-01", "12-31", "06-15"), sign: fc.constantFrom("+", "-"), h: fc.integer({ min: 0, max: 23 }), m: fc.constantFrom(0, 30, 59) })
+    .map(({ year, md, sign, h, m }) => `${year}-${md}T${String(h).padStart(2, "0")}:00:00${sign}${String(h).padStart(2, "0")}:${String(m).padStart(2, "0")}`),
+);
+/** Phone numbers longer than E.164's 15 digits (16–25 digits), with and without +. */
+const overLongPhone = fc
+  .tuple(fc.integer({ min: 16, max: 25 }), fc.boolean(), fc.nat())
+  .map(([digits, plus, n]) => `${plus ? "+" : ""}${"49" + String(n).padEnd(digits, "7")}`.slice(0, digits + (plus ? 1 : 0)));
+
 const deep = (d: number, kind: number): unknown => {
   let v: unknown = kind % 2 ? "x" : 1;
   for (let i = 0; i < d; i++) v = kind % 3 === 0 ? [v] : { a: v };
@@ -55,20 +76,25 @@ const weirdValue: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: fc.array(weirdString, { maxLength: 5 }) },
   { weight: 1, arbitrary: fc.dictionary(fc.string({ maxLength: 8 }), weirdString, { maxKeys: 4 }) },
   { weight: 1, arbitrary: fc.tuple(fc.integer({ min: 10, max: 3000 }), fc.nat()).map(([d, k]) => deep(d, k)) },
+  { weight: 1, arbitrary: outOfRangeDate },
+  { weight: 1, arbitrary: overLongPhone },
 );
 const queryValue = fc.oneof(
   { weight: 3, arbitrary: weirdString.map((s) => s.slice(0, 3000)) },
   { weight: 1, arbitrary: fc.constantFrom("1.5", "1e2", "-1", "0", "201", "99999999999999999999", "2026-02-30", "2026-11-20T08:00:00", "2026-11-20", "true", "[]", "{}") },
+  { weight: 1, arbitrary: outOfRangeDate },
 );
 
 interface Plan {
   op: number;
   key: "full" | "read" | "none" | "bobkey" | "missing" | "malformed" | "revoked" | "foreign-format";
-  pathId: { kind: "own" | "random" | "foreign" | "bad"; bad: number };
-  query: { param: number; value: string | "valid"; repeat: boolean }[];
+  pathId: { kind: "own" | "random" | "foreign" | "bad" | "upper"; bad: number };
+  /** Spelling of the path: as documented, the prefix in upper/mixed case, or the same operation over /trpc (any case). */
+  pathCase: null | "upper" | "mixed" | "trpc" | "TRPC";
+  query: { param: number; value: string | "valid" | "valid-upper"; repeat: boolean }[];
   unknownQuery: boolean;
-  body: { kind: "drop" | "extra" | "replace" | "foreign-id" | "null"; field: number; value: unknown }[];
-  whole: null | "array" | "string" | "number" | "null" | "invalid-json" | "empty" | "oversize" | "deep" | "bom" | "duplicate-keys";
+  body: { kind: "drop" | "extra" | "replace" | "foreign-id" | "null" | "upper-ids" | "date" | "phone"; field: number; value: unknown }[];
+  whole: null | "array" | "string" | "number" | "null" | "invalid-json" | "empty" | "oversize" | "deep" | "bom" | "duplicate-keys" | "many-keys" | "deep-object";
   contentType: null | "text/plain" | "none" | "application/json; charset=utf-8" | "application/vnd.api+json" | "application/x-www-form-urlencoded";
   idem: null | "valid" | "long" | "space" | "latin1" | "empty" | "tab";
   n: number;
@@ -80,16 +106,30 @@ const planArb: fc.Arbitrary<Plan> = fc.record({
     { weight: 30, arbitrary: fc.constant("full" as const) },
     { weight: 1, arbitrary: fc.constantFrom("read", "none", "bobkey", "missing", "malformed", "revoked", "foreign-format") as fc.Arbitrary<Plan["key"]> },
   ),
-  pathId: fc.record({ kind: fc.constantFrom("own", "own", "random", "foreign", "bad", "bad") as fc.Arbitrary<Plan["pathId"]["kind"]>, bad: fc.nat({ max: BAD_IDS.length - 1 }) }),
-  query: fc.array(fc.record({ param: fc.nat(), value: fc.oneof(fc.constant("valid" as const), queryValue), repeat: fc.integer({ min: 0, max: 11 }).map((x) => x === 0) }), { maxLength: 4 }),
+  pathId: fc.record({ kind: fc.constantFrom("own", "own", "random", "foreign", "bad", "bad", "upper") as fc.Arbitrary<Plan["pathId"]["kind"]>, bad: fc.nat({ max: BAD_IDS.length - 1 }) }),
+  pathCase: fc.oneof(
+    { weight: 24, arbitrary: fc.constant(null) },
+    { weight: 1, arbitrary: fc.constantFrom("upper", "mixed", "trpc", "TRPC") as fc.Arbitrary<Plan["pathCase"]> },
+  ),
+  query: fc.array(
+    fc.record({ param: fc.nat(), value: fc.oneof(fc.constant("valid" as const), fc.constant("valid-upper" as const), queryValue), repeat: fc.integer({ min: 0, max: 11 }).map((x) => x === 0) }),
+    { maxLength: 4 },
+  ),
   unknownQuery: fc.boolean(),
   body: fc.array(
-    fc.record({ kind: fc.constantFrom("drop", "extra", "replace", "replace", "foreign-id", "null") as fc.Arbitrary<Plan["body"][number]["kind"]>, field: fc.nat(), value: weirdValue }),
+    fc.record({
+      kind: fc.constantFrom("drop", "extra", "replace", "replace", "foreign-id", "null", "upper-ids", "date", "phone") as fc.Arbitrary<Plan["body"][number]["kind"]>,
+      field: fc.nat(),
+      value: weirdValue,
+    }),
     { maxLength: 3 },
   ),
   whole: fc.oneof(
     { weight: 20, arbitrary: fc.constant(null) },
-    { weight: 1, arbitrary: fc.constantFrom("array", "string", "number", "null", "invalid-json", "empty", "oversize", "deep", "bom", "duplicate-keys") as fc.Arbitrary<Plan["whole"]> },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom("array", "string", "number", "null", "invalid-json", "empty", "oversize", "deep", "bom", "duplicate-keys", "many-keys", "deep-object") as fc.Arbitrary<Plan["whole"]>,
+    },
   ),
   contentType: fc.oneof(
     { weight: 25, arbitrary: fc.constant(null) },
@@ -109,6 +149,43 @@ interface Built {
   headers: Record<string, string>;
   raw?: Buffer;
   expect413: boolean;
+  /** The answer is tRPC's shape (the envelope in error.data.envelope). */
+  trpc: boolean;
+  /** Sent without a usable key on a case variant of a guarded prefix: the guard's 401 with quota headers. */
+  expectGuard401: boolean;
+  /** A body beyond the shape limits (nesting, members) with the full key: 422 VALIDATION_ERROR. */
+  expect422: boolean;
+}
+
+/** The tRPC procedure of each operation, and the input field its path id goes in. */
+const TRPC: Record<string, { proc: string; idField?: string }> = {
+  me: { proc: "me.get" }, "leads.list": { proc: "leads.list" }, "leads.create": { proc: "leads.create" }, "leads.get": { proc: "leads.get", idField: "lead_id" },
+  "leads.update": { proc: "leads.update", idField: "lead_id" }, "contacts.list": { proc: "contacts.list" }, "contacts.create": { proc: "contacts.create" },
+  "contacts.update": { proc: "contacts.update", idField: "contact_id" }, "conversations.list": { proc: "conversations.list" },
+  "conversations.start": { proc: "conversations.start" }, "messages.list": { proc: "conversations.messages.list", idField: "id" },
+  "messages.send": { proc: "conversations.messages.send", idField: "id" }, "appointments.list": { proc: "appointments.list" },
+  "appointments.create": { proc: "appointments.create" }, "appointments.update": { proc: "appointments.update", idField: "appointment_id" },
+  "availability.get": { proc: "availability.get" }, "tickets.list": { proc: "tickets.list" }, "tickets.create": { proc: "tickets.create" },
+  "tickets.update": { proc: "tickets.update", idField: "ticket_id" }, "tickets.comment": { proc: "tickets.comment", idField: "ticket_id" },
+  "changes.list": { proc: "changes.list" },
+};
+// Every operation the drill generates has its tRPC procedure here (a new one fails at once, not mid-run).
+for (const op of OPERATIONS) if (!TRPC[op.name]) throw new Error(`drill 6: no tRPC procedure for operation ${op.name}`);
+
+const DATE_FIELDS = new Set(["startsAt", "endsAt"]);
+const PHONE_FIELDS = new Set(["phone", "customerPhone"]);
+const pick = <T>(items: T[], n: number): T | undefined => (items.length ? items[n % items.length] : undefined);
+
+/** A JSON object of tiny keys, `bytes` long (a valid body's fields first). */
+function manyKeys(body: Record<string, unknown>, bytes: number): string {
+  const parts = [JSON.stringify(body).slice(0, -1)];
+  let length = parts[0]!.length;
+  for (let i = 0; length < bytes; i++) {
+    const part = `${length > 1 ? "," : ""}"${i.toString(36)}":1`;
+    parts.push(part);
+    length += part.length;
+  }
+  return parts.join("") + "}";
 }
 
 function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
@@ -121,24 +198,32 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
   const key = keys[plan.key];
   if (key !== undefined) headers["X-API-Key"] = key;
   let path = op.path;
+  let pathId: string | undefined;
   if (op.pathId) {
-    const id =
-      plan.pathId.kind === "own" ? idOf(a, op.pathId) : plan.pathId.kind === "foreign" ? idOf(b, op.pathId) : plan.pathId.kind === "random" ? crypto.randomUUID() : BAD_IDS[plan.pathId.bad]!;
-    path = path.replace("{id}", id);
+    const k = plan.pathId.kind;
+    pathId =
+      k === "own" ? idOf(a, op.pathId) : k === "upper" ? idOf(a, op.pathId).toUpperCase() : k === "foreign" ? idOf(b, op.pathId) : k === "random" ? crypto.randomUUID() : BAD_IDS[plan.pathId.bad]!;
+    path = path.replace("{id}", pathId);
   }
   const params = Object.keys(op.query ?? {});
   const qs = new URLSearchParams();
+  const queryInput: Record<string, string> = {};
   for (const q of plan.query) {
     if (!params.length) break;
     const name = params[q.param % params.length]!;
     const idKind = op.query![name];
-    const value = q.value === "valid" ? (idKind ? idOf(a, idKind) : validQuery(name)) : q.value;
-    qs.append(name, value);
-    if (q.repeat) qs.append(name, value);
+    const value = q.value === "valid" || q.value === "valid-upper" ? (idKind ? idOf(a, idKind) : validQuery(name)) : q.value;
+    const spelled = q.value === "valid-upper" ? value.toUpperCase() : value;
+    qs.append(name, spelled);
+    queryInput[name] = spelled;
+    if (q.repeat) qs.append(name, spelled);
   }
   if (plan.unknownQuery) qs.append("unknown", "1");
   const query = qs.toString();
   if (query) path += `?${query}`;
+  const trpc = plan.pathCase === "trpc" || plan.pathCase === "TRPC";
+  if (plan.pathCase === "upper") path = path.replace("/public/v1/", "/PUBLIC/V1/");
+  else if (plan.pathCase === "mixed") path = path.replace("/public/v1/", "/Public/V1/");
 
   let raw: Buffer | undefined;
   let expect413 = false;
@@ -156,8 +241,17 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
           const [field, kind] = idFields[m.field % idFields.length]!;
           body[field] = idOf(b, kind);
         }
+      } else if (m.kind === "upper-ids") {
+        for (const field of Object.keys(op.bodyIds ?? {})) if (typeof body[field] === "string") body[field] = (body[field] as string).toUpperCase();
+      } else if (m.kind === "date") {
+        const field = pick(fields.filter((x) => DATE_FIELDS.has(x)), m.field);
+        if (field) body[field] = OUT_OF_RANGE_DATES[m.field % OUT_OF_RANGE_DATES.length];
+      } else if (m.kind === "phone") {
+        const field = pick(fields.filter((x) => PHONE_FIELDS.has(x)), m.field);
+        if (field) body[field] = `+49${"3".repeat(13 + (m.field % 10))}`; // 16–25 digits
       } else body[f] = m.value;
     }
+    if (trpc && pathId !== undefined && TRPC[op.name]!.idField) body[TRPC[op.name]!.idField!] = pathId;
     let text = JSON.stringify(body);
     switch (plan.whole) {
       case "array": text = JSON.stringify([body]); break;
@@ -170,6 +264,8 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
       case "bom": text = "\ufeff" + text; break;
       case "duplicate-keys": text = text.replace(/^\{/, `{"notes":"a","notes":"b",`); break;
       case "oversize": text = JSON.stringify({ ...body, notes: "x".repeat(BODY_LIMIT + (plan.n % 3) * 1_000_000) }); expect413 = key === a.apiKeys.full!.key; break;
+      case "many-keys": text = manyKeys(body, BODY_LIMIT - 64 - (plan.n % 100_000)); break;
+      case "deep-object": text = `{"a":${'{"a":'.repeat(33 + (plan.n % 20_000))}1${"}".repeat(34 + (plan.n % 20_000))}`; break;
     }
     raw = Buffer.from(text);
     if (plan.contentType !== "none") headers["Content-Type"] = plan.contentType ?? "application/json";
@@ -179,7 +275,93 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
       valid: `fz-${plan.n}`, long: "k".repeat(256 + (plan.n % 1000)), space: "has space", latin1: "cl\u00e9", empty: "", tab: "a\tb",
     }[plan.idem];
   }
-  return { method: op.method, path, headers, raw, expect413 };
+  if (trpc) {
+    // The same operation over the internal tRPC API, under a case variant of its prefix.
+    const prefix = plan.pathCase === "TRPC" ? "/TRPC" : "/Trpc";
+    const { proc, idField } = TRPC[op.name]!;
+    if (op.method === "GET") {
+      const input = { ...queryInput, ...(idField && pathId !== undefined ? { [idField]: pathId } : {}) };
+      path = `${prefix}/${proc}?input=${encodeURIComponent(JSON.stringify(input))}`;
+    } else path = `${prefix}/${proc}`;
+  }
+  const usableKey = plan.key === "full" || plan.key === "read" || plan.key === "none" || plan.key === "bobkey";
+  const fullKey = plan.key === "full" && (trpc || plan.pathCase === null);
+  const shapeBeyondLimits = plan.whole === "many-keys" || plan.whole === "deep" || plan.whole === "deep-object";
+  return {
+    method: trpc && op.method === "PATCH" ? "POST" : op.method,
+    path,
+    headers,
+    raw,
+    expect413,
+    trpc,
+    expectGuard401: plan.pathCase !== null && (plan.key === "missing" || plan.key === "malformed" || plan.key === "foreign-format"),
+    // Refused with 422 after the scope check, whatever else is wrong (a bad path id changes the route).
+    expect422: fullKey && shapeBeyondLimits && op.method !== "GET" && plan.contentType !== "text/plain" && plan.contentType !== "none" &&
+      plan.contentType !== "application/x-www-form-urlencoded" && (plan.pathId.kind !== "bad" || !op.pathId) && usableKey,
+  };
+}
+
+// Long comment threads (issue 12), a generator of its own: two fresh tickets driven past their
+// bounds by 8 concurrent commenters — one with short bodies (to the comment count), one with bodies
+// of 1,000 to 10,000 characters (to the thread's characters), among them control characters (6 bytes
+// of JSON each) and astral ones (4 bytes of UTF-8); some requests reuse Idempotency-Keys. Each answer
+// must be 201 with a ticket under 1 MB (replays of a key identical), 409 TICKET_COMMENT_LIMIT_REACHED
+// or a 422, never 5xx, and the threads end within their bounds.
+const THREAD_MAX_COMMENTS = 500;
+const THREAD_MAX_CHARS = 150_000;
+const shortBody = fc.fullUnicodeString({ minLength: 1, maxLength: 60 });
+const longBody = fc.tuple(fc.constantFrom("\u0001", "😀", "x", '"', "\\", "é"), fc.integer({ min: 1_000, max: 10_000 })).map(([c, n]) => c.repeat(n));
+const threadKey = fc.oneof({ weight: 9, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.nat({ max: 30 }) });
+/** n comments; every use of one Idempotency-Key sends the body of its first use (a retry, replayed). */
+const threadArb = (body: fc.Arbitrary<string>, n: number) =>
+  fc.array(fc.record({ body, key: threadKey }), { minLength: n, maxLength: n }).map((plan) => {
+    const first = new Map<number, string>();
+    return plan.map((p) => (p.key === undefined ? p : { ...p, body: first.get(p.key) ?? (first.set(p.key, p.body), p.body) }));
+  });
+
+async function longThreads(client: Client, a: TenantIds, seed: number): Promise<{ requests: number; problems: string[]; figure: string }> {
+  const key = a.apiKeys.full!.key;
+  const problems: string[] = [];
+  let requests = 0;
+  const figures: string[] = [];
+  for (const [name, body, n] of [["count", shortBody, 600], ["chars", longBody, 60]] as const) {
+    const created = await client.request("POST", "/public/v1/tickets", { key, body: { subject: `long thread ${name}`, customerId: a.contacts.bea } });
+    requests++;
+    if (created.status !== 201) {
+      problems.push(`long thread ${name}: ticket not created (${created.status})`);
+      continue;
+    }
+    const id = created.body.id as string;
+    const plan = fc.sample(threadArb(body, n), { seed: seed + n, numRuns: 1 })[0]!;
+    const byKey = new Map<string, Set<string>>();
+    const statuses = new Map<number, number>();
+    await pool(plan.length, 8, async (i) => {
+      const p = plan[i]!;
+      const idem = p.key === undefined ? undefined : `thread-${name}-${seed}-${p.key}`;
+      const res = await client.request("POST", `/public/v1/tickets/${id}/comments`, {
+        key, body: { body: p.body }, headers: idem ? { "Idempotency-Key": idem } : {}, timeoutMs: 30_000,
+      });
+      requests++;
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      const where = `long thread ${name} #${i}`;
+      if (res.status === 201) {
+        if (Buffer.byteLength(res.text) >= 1_000_000) problems.push(`${where}: a ticket of ${Buffer.byteLength(res.text)} bytes`);
+        if (idem) byKey.set(idem, (byKey.get(idem) ?? new Set()).add(res.text));
+      } else if (res.status === 409) problems.push(...envelopeProblems(res, { status: 409, error: "TICKET_COMMENT_LIMIT_REACHED" }).map((x) => `${where}: ${x}`));
+      else if (res.status !== 422) problems.push(`${where}: ${res.status} ${res.body?.error ?? res.text.slice(0, 80)}`);
+      else problems.push(...envelopeProblems(res).map((x) => `${where}: ${x}`));
+    });
+    for (const [k, texts] of byKey) if (texts.size > 1) problems.push(`long thread ${name}: ${texts.size} different 201 bodies for Idempotency-Key ${k}`);
+    const final = await client.request("PATCH", `/public/v1/tickets/${id}`, { key, body: {} });
+    requests++;
+    const comments: { body: string }[] = final.body?.comments ?? [];
+    const chars = comments.reduce((sum, c) => sum + [...c.body].length, 0);
+    if (final.status !== 200) problems.push(`long thread ${name}: final read ${final.status}`);
+    else if (comments.length > THREAD_MAX_COMMENTS || chars > THREAD_MAX_CHARS) problems.push(`long thread ${name}: ${comments.length} comments, ${chars} characters`);
+    if (!statuses.has(409)) problems.push(`long thread ${name}: the bound was never reached`);
+    figures.push(`${name}: ${comments.length} comments/${chars} chars/${Buffer.byteLength(final.text)} B, ${[...statuses].sort((x, y) => x[0] - y[0]).map(([st, c]) => `${st}:${c}`).join(" ")}`);
+  }
+  return { requests, problems, figure: `long threads ${figures.join("; ")}` };
 }
 
 export const drill6: Drill = {
@@ -208,6 +390,8 @@ export const drill6: Drill = {
     const opsSeen = new Set<string>();
     const statuses = new Map<number, number>();
     let oversize = 0;
+    let shapeRefused = 0;
+    let guardChecked = 0;
     const serverErrors: string[] = [];
     await pool(plans.length, 8, async (i) => {
       if (only !== undefined && i !== only) return;
@@ -222,18 +406,29 @@ export const drill6: Drill = {
         problems.push(`${res.status} ${res.body?.error ?? res.text.slice(0, 80)}`);
         if (res.body?.request_id) serverErrors.push(res.body.request_id);
       }
-      if (res.status >= 400) {
-        problems.push(...envelopeProblems(res));
-        const code = res.body?.error as keyof typeof ERROR_STATUS | undefined;
+      // Over /trpc the envelope is error.data.envelope (a 404 for an unknown spelling is Express's own).
+      const env: Res = req.trpc && res.body?.error?.data?.envelope ? { ...res, body: res.body.error.data.envelope } : res;
+      if (res.status >= 400 && !(req.trpc && res.status === 404 && !res.body?.error)) {
+        problems.push(...envelopeProblems(env));
+        const code = env.body?.error as keyof typeof ERROR_STATUS | undefined;
         if (code && ERROR_STATUS[code] !== undefined && ERROR_STATUS[code] !== res.status) problems.push(`status ${res.status} for ${code}`);
       } else if (res.status >= 200 && (typeof res.body !== "object" || res.body === null)) problems.push("2xx without a JSON body");
       if (req.expect413) {
         oversize += 1;
-        problems.push(...envelopeProblems(res, { status: 413, error: "PAYLOAD_TOO_LARGE" }));
+        problems.push(...envelopeProblems(env, { status: 413, error: "PAYLOAD_TOO_LARGE" }));
+      } else if (req.expect422) {
+        shapeRefused += 1;
+        problems.push(...envelopeProblems(env, { status: 422, error: "VALIDATION_ERROR" }));
+      }
+      if (req.expectGuard401) {
+        guardChecked += 1;
+        if (res.status !== 401 || !res.headers["x-ratelimit-limit"]) problems.push(`case-variant path without a key answered ${res.status} (quota headers ${res.headers["x-ratelimit-limit"] ? "present" : "missing"})`);
       }
       if (problems.length)
-        failures.push(`#${i} ${req.method} ${req.path.slice(0, 120)} [${plan.key}${plan.whole ? `, ${plan.whole}` : ""}] ${only !== undefined ? (req.raw?.toString().slice(0, 300) ?? "") : ""}: ${problems.join("; ")}`);
+        failures.push(`#${i} ${req.method} ${req.path.slice(0, 120)} [${plan.key}${plan.whole ? `, ${plan.whole}` : ""}${plan.pathCase ? `, ${plan.pathCase}` : ""}] ${only !== undefined ? (req.raw?.toString().slice(0, 300) ?? "") : ""}: ${problems.join("; ")}`);
     });
+    const threads = only === undefined ? await longThreads(client, a, seed) : undefined;
+    if (threads) failures.push(...threads.problems);
     for (const f of failures.slice(0, 8)) report.fail(f);
     await sleep(500); // the service's log lines arrive through a pipe
     for (const id of serverErrors.slice(0, 3)) report.fail(`server log of ${id}: ${logsOf([svc], id).join(" | ").slice(0, 600)}`);
@@ -245,7 +440,8 @@ export const drill6: Drill = {
     report.check(same, `tenant b changed: ${diff(before, after).join("; ")}`);
     const ready = await client.request("GET", "/readyz");
     report.check(ready.status === 200, `instance not ready after the fuzz (${ready.status})`);
-    report.figure(`seed ${seed}, ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413 checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
+    if (threads) report.figure(threads.figure);
+    report.figure(`seed ${seed}, ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
     return report.result();
   },
 };

@@ -53,7 +53,7 @@ export const drill8: Drill = {
     for (const op of OPERATIONS) {
       const pathId = op.pathId ? idOf(s, op.pathId) : "";
       const query: Record<string, string> = {};
-      for (const [q, kind] of Object.entries(op.query ?? {})) if (!["cursor", "offset"].includes(q)) query[q] = kind ? idOf(s, kind) : validQuery(q);
+      for (const [q, kind] of Object.entries(op.query ?? {})) if (!["cursor", "offset", "since"].includes(q)) query[q] = kind ? idOf(s, kind) : validQuery(q);
       if (op.name === "availability.get") Object.assign(query, { from: today, to: today });
       if (op.name === "contacts.list") delete query.listId;
       const r = await client.request(op.method, op.path.replace("{id}", pathId), {

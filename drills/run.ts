@@ -1,10 +1,13 @@
-// `npm run drills [-- IDS...]`: runs the reliability and security drills (issue 9) one after the
-// other, each with its own service processes (and its own PostgreSQL/Redis where it breaks them),
-// prints one line per drill with its counts, and exits non-zero when any target is missed.
+// `npm run drills [-- IDS or NAMES...]`: runs the reliability and security drills (issue 9) and the
+// scale drill (issue 14) one after the other, each with its own service processes (and its own
+// PostgreSQL/Redis/PgBouncer where it breaks them), prints one line per drill with its counts, and
+// exits non-zero when any target is missed. A drill is selected by number or by name:
+// `npm run drills -- scale`, `npm run drills -- 2 postgres`.
 //
 // Environment: DRILL_SCALE (default 1; multiplies load durations and counts), DRILL_FUZZ_COUNT
 // (default 10000), DRILL_FUZZ_SEED (default 20261122), DRILL_REDIS_OUTAGE_S (20), DRILL_PG_OUTAGE_S
 // (5), DRILL_LOG_LEVEL (debug), DRILL_TIMEOUT_S (per drill, default 300).
+import { writeFileSync } from "node:fs";
 import { drill1 } from "./drill1-instances.js";
 import { drill2 } from "./drill2-redis.js";
 import { drill3 } from "./drill3-postgres.js";
@@ -13,14 +16,22 @@ import { drill5 } from "./drill5-shutdown.js";
 import { drill6 } from "./drill6-fuzz.js";
 import { drill7 } from "./drill7-tenants.js";
 import { drill8 } from "./drill8-secrets.js";
+import { drill9 } from "./drill9-scale.js";
 import type { Drill, DrillResult } from "./lib/result.js";
 import { closeAllScopes, Scope } from "./lib/scope.js";
 
-const DRILLS: Drill[] = [drill1, drill2, drill3, drill4, drill5, drill6, drill7, drill8];
+const DRILLS: Drill[] = [drill1, drill2, drill3, drill4, drill5, drill6, drill7, drill8, drill9];
+const NAMES: Record<string, number> = { instances: 1, redis: 2, postgres: 3, providers: 4, shutdown: 5, fuzz: 6, tenants: 7, secrets: 8, scale: 9 };
 
 const scale = Number(process.env.DRILL_SCALE || 1);
 const perDrillTimeout = Number(process.env.DRILL_TIMEOUT_S || 300) * 1000;
-const wanted = process.argv.slice(2).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+const args = process.argv.slice(2);
+const unknown = args.filter((a) => !(a in NAMES) && !DRILLS.some((d) => String(d.id) === a));
+if (unknown.length) {
+  process.stderr.write(`unknown drill ${unknown.join(", ")}; drills: ${Object.entries(NAMES).map(([n, id]) => `${id} ${n}`).join(", ")}\n`);
+  process.exit(2);
+}
+const wanted = args.map((a) => NAMES[a] ?? Number(a));
 const selected = wanted.length ? DRILLS.filter((d) => wanted.includes(d.id)) : DRILLS;
 
 let interrupted = false;
@@ -66,4 +77,8 @@ for (const d of selected) {
   if (result.problems.length > 12) process.stdout.write(`    - … and ${result.problems.length - 12} more\n`);
 }
 process.stdout.write(`\n${selected.length} drills in ${((Date.now() - started) / 1000).toFixed(0)} s\ndrills: ${lines.length - failed} passed, ${failed} failed\n`);
-process.exit(failed ? 1 : 0);
+// Machine-readable result for CI's closing `tests:` line (scripts/ci-summary.mjs): DRILLS_JSON=FILE.
+if (process.env.DRILLS_JSON)
+  writeFileSync(process.env.DRILLS_JSON, JSON.stringify({ numPassedTests: lines.length - failed, numFailedTests: failed, numPendingTests: 0, lines }));
+// Exit once stdout has drained (a pipe would otherwise cut the output).
+process.stdout.write("", () => process.exit(failed ? 1 : 0));

@@ -29,7 +29,7 @@ const STATUS_TEXT: Record<number, string> = {
 /** Error codes an operation can give: the common ones by its shape, plus its own (meta.errors). */
 export function operationErrors(method: string, meta: Meta): ErrorCode[] {
   const codes: ErrorCode[] = ["INVALID_CREDENTIALS", "TOKEN_EXPIRED", "PLAN_NOT_ELIGIBLE", "RATE_LIMIT_EXCEEDED", "INTERNAL_ERROR", "SERVICE_UNAVAILABLE"];
-  if (meta.scope) codes.push("PERMISSION_DENIED", "VALIDATION_ERROR");
+  if (meta.scope || meta.anyScope?.length) codes.push("PERMISSION_DENIED", "VALIDATION_ERROR");
   if (method === "post" || method === "patch") codes.push("PAYLOAD_TOO_LARGE");
   if (method === "post") codes.push("IDEMPOTENCY_KEY_REUSE_MISMATCH");
   for (const c of meta.errors ?? []) if (!codes.includes(c)) codes.push(c);
@@ -103,7 +103,11 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       const meta = metaByOperation.get(`${method} ${path}`);
       if (!meta) continue;
       op.security = [{ ApiKey: [] }];
-      const scopeLine = meta.scope ? `Scope: \`${meta.scope}\`.` : "Scope: none (a valid key of a tenant on an eligible plan).";
+      const scopeLine = meta.scope
+        ? `Scope: \`${meta.scope}\`.`
+        : meta.anyScope?.length
+          ? `Scope: at least one of ${meta.anyScope.map((s) => `\`${s}\``).join(", ")} (see above).`
+          : "Scope: none (a valid key of a tenant on an eligible plan).";
       op.description = [op.description, scopeLine].filter(Boolean).join("\n\n");
       if (method === "post") (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
       const body = op.requestBody?.content?.["application/json"]?.schema;

@@ -16,15 +16,12 @@ import { createAdminContext, internalTokenMatches } from "../routers/admin/trpc.
 import type { AppRouter } from "../routers/index.js";
 import { createContext, trpcErrorShape } from "../routers/trpc.js";
 import { guard } from "../server/auth/guard.js";
-import { AppError, ERROR_STATUS, toAppError, type ErrorCode } from "../server/errors.js";
+import { jsonBodyReader, jsonShapeProblem, shapeProblem } from "../server/body.js";
+import { AppError, ERROR_STATUS, logFailure, type ErrorCode } from "../server/errors.js";
 import type { Services } from "../server/services.js";
 
 export const TRPC_PREFIX = "/trpc";
 export const ADMIN_TRPC_PREFIX = "/trpc-admin";
-
-const JSON_TYPE = /^application\/json\s*(?:;.*)?$/i;
-
-const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
 
 /**
  * A tRPC error response written outside tRPC (the guard's and the admin gate's answers), so that
@@ -72,24 +69,22 @@ function trpcGuard(services: Services): RequestHandler {
 /**
  * The transport rules of /trpc, checked after the guard so that 401/403/429 come first:
  * - one call per request (batching would count N calls as one request against the quota) → 422;
- * - a POST body must be JSON: otherwise it is recorded as the request's body problem, exactly as the
- *   facade's body reader does, and reported as 422 by scoped() after the scope check.
- * (tRPC itself would refuse both before building the context, i.e. without the request id.)
+ * - a POST body is read by the facade's body reader (server/body.ts: JSON media types, size, nesting
+ *   depth, member count, NUL): a body it cannot use is recorded as the request's body problem and
+ *   reported as 422 by scoped() after the scope check; too large → 413 at once;
+ * - a query's `input` parameter (JSON in the URL) has the same depth and member limits (else 422).
+ * (tRPC itself would refuse these before building the context, i.e. without the request id.)
  */
-function transportRules(): RequestHandler {
+function transportRules(limitBytes: number): RequestHandler {
+  const readBody = jsonBodyReader(limitBytes, (req, res, err) => sendTrpcError(req, res, err.status, trpcErrorShape(err, req.id)));
   return (req, res, next) => {
     if (req.query.batch !== undefined)
       return sendTrpcError(req, res, 422, trpcErrorShape(new AppError("VALIDATION_ERROR", "Batching is not supported on /trpc: send one call per request"), req.id));
-    if (req.method === "POST") {
-      if (!JSON_TYPE.test(req.headers["content-type"] ?? "")) {
-        req.bodyProblem = new AppError("VALIDATION_ERROR", "Content-Type must be application/json", {
-          fields: [{ field: "Content-Type", code: "invalid_header", message: "must be application/json" }],
-        });
-        req.body = {};
-      }
-      req.headers["content-type"] = "application/json";
+    for (const input of [req.query.input].flat()) {
+      const shape = typeof input === "string" ? jsonShapeProblem(input) : null;
+      if (shape) return sendTrpcError(req, res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), req.id));
     }
-    next();
+    readBody(req, res, next);
   };
 }
 
@@ -99,25 +94,19 @@ function adminErrorShape(key: TRPC_ERROR_CODE_KEY, status: number, message: stri
 
 export function internalTrpc(services: Services, router: AppRouter): express.Router {
   const api = express.Router();
-  // Server-side failures only (an AppError, a protocol refusal or bad input is the client's).
-  const logFailure = ({ error, req }: { error: TRPCError; req: Request }) => {
-    if (error.code === "INTERNAL_SERVER_ERROR" && toAppError(error).status >= 500)
-      services.logger.error({ reqId: req.id, err: error.cause ?? error }, "request failed");
-  };
-
-  // The guard sees the full path (this router is mounted at the root), so nothing under /trpc is
-  // exempt from it — not even /trpc/openapi.json.
-  const g = trpcGuard(services);
-  api.use((req, res, next) => (under(req.path, TRPC_PREFIX) ? g(req, res, next) : next()));
+  // The guard is mounted on the same prefix, with the same (Express, case-insensitive) path matching,
+  // as the handler: whatever spelling of /trpc reaches tRPC (/TRPC/…, /Trpc/…, /trpc//…) passed the
+  // guard first. Nothing under /trpc is exempt — not even /trpc/openapi.json.
   api.use(
     TRPC_PREFIX,
-    transportRules(),
+    trpcGuard(services),
+    transportRules(services.config.bodyLimitBytes),
     createExpressMiddleware({
       router,
       createContext: ({ req, res }) => createContext(services, req, res),
       allowBatching: false,
       maxBodySize: services.config.bodyLimitBytes,
-      onError: logFailure,
+      onError: ({ error, req }: { error: TRPCError; req: Request }) => logFailure(services.logger, req.id, error),
     }),
   );
 

@@ -1,6 +1,7 @@
 // The app router: every public operation, one procedure file each, grouped by resource.
 import { appointmentsRouter } from "./appointments/_router.js";
 import { availabilityRouter } from "./availability/_router.js";
+import { changesRouter } from "./changes/_router.js";
 import { contactsRouter } from "./contacts/_router.js";
 import { conversationsRouter } from "./conversations/_router.js";
 import { leadsRouter } from "./leads/_router.js";
@@ -16,6 +17,7 @@ export const appRouter = router({
   appointments: appointmentsRouter,
   availability: availabilityRouter,
   tickets: ticketsRouter,
+  changes: changesRouter,
 });
 
 export type AppRouter = typeof appRouter;

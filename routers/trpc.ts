@@ -1,8 +1,10 @@
 // initTRPC, the context, and the procedure builders every operation starts from:
 //   authed            valid key of an eligible tenant (checked by server/auth before the procedure)
 //   scoped(scope)     + the exact scope of the endpoint (403 PERMISSION_DENIED) and a usable body
+//   scopedAny(scopes) + at least one of several scopes (an operation over several resources, e.g.
+//                     GET /changes, which then narrows to what the key can read), and a usable body
 // Check order over the whole request: 401 → plan 403 → 429 → scope 403 → 422 → 404 → 409.
-import { initTRPC, type TRPCError } from "@trpc/server";
+import { initTRPC } from "@trpc/server";
 import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
 import type { Request, Response } from "express";
 import type { OpenApiMeta } from "trpc-to-openapi";
@@ -32,6 +34,8 @@ export type Meta = OpenApiMeta<{
   successStatus?: number;
   /** The exact scope the operation needs (null: none, e.g. /me). Set by scoped(). */
   scope?: Scope | null;
+  /** Set by scopedAny(): the operation needs at least one of these scopes (and narrows itself). */
+  anyScope?: Scope[];
   idempotent?: boolean;
   /** Operation-specific error codes (404/409 …) for the OpenAPI document; the common ones are added there. */
   errors?: ErrorCode[];
@@ -68,26 +72,12 @@ export function trpcErrorShape(app: AppError, requestId: string, path?: string) 
   };
 }
 
-/**
- * The AppError of a failure. tRPC's own refusals of a /trpc request carry no AppError and would read
- * as 500: a query called with POST or a mutation with GET (the procedure does not exist for that
- * method → 404 NOT_FOUND, as in the facade) and a malformed `input` (→ 422 VALIDATION_ERROR). The
- * REST facade calls procedures directly and never meets these.
- */
-function appErrorOf(error: TRPCError): AppError {
-  const app = toAppError(error);
-  if (app.code !== "INTERNAL_ERROR") return app;
-  if (error.code === "METHOD_NOT_SUPPORTED") return new AppError("NOT_FOUND", error.message);
-  if (error.code === "BAD_REQUEST") return new AppError("VALIDATION_ERROR", error.cause instanceof SyntaxError ? "Malformed JSON input" : error.message);
-  return app;
-}
-
 const t = initTRPC
   .context<Context>()
   .meta<Meta>()
   .create({
     errorFormatter({ error, ctx, path }) {
-      return trpcErrorShape(appErrorOf(error), ctx?.requestId ?? "", path);
+      return trpcErrorShape(toAppError(error), ctx?.requestId ?? "", path);
     },
   });
 
@@ -101,9 +91,24 @@ export const authed = t.procedure.use(({ ctx, next }) => {
 });
 
 export function scoped(scope: Scope) {
-  return authed.meta({ scope }).use(({ ctx, next }) => {
+  return authed.meta({ scope }).use(async ({ ctx, next }) => {
     if (!ctx.caller.scopes.includes(scope))
       throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
+    if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
+    const result = await next();
+    // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts
+    // zodDetails caps the field list): otherwise the REST adapter would also serialize zod's raw
+    // issues (one per unknown key) into a response body that is then thrown away.
+    if (!result.ok && result.error.code === "BAD_REQUEST" && (result.error.cause as any)?.name === "ZodError") throw toAppError(result.error);
+    return result;
+  });
+}
+
+/** Like scoped(), for an operation that needs any one of `scopes` (403 PERMISSION_DENIED when the key has none). */
+export function scopedAny(scopes: readonly Scope[]) {
+  return authed.meta({ anyScope: [...scopes] }).use(({ ctx, next }) => {
+    if (!scopes.some((s) => ctx.caller.scopes.includes(s)))
+      throw new AppError("PERMISSION_DENIED", `This key has none of the scopes ${scopes.join(", ")}`, { requiredScopes: [...scopes] });
     if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
     return next();
   });

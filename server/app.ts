@@ -4,9 +4,12 @@ import { randomUUID } from "node:crypto";
 import express from "express";
 import { docsPage } from "../rest/docs.js";
 import { publicApi } from "../rest/facade.js";
+import { routeTemplates } from "../rest/routes.js";
 import { adminTrpc, internalTrpc } from "../rest/trpc.js";
 import { appRouter } from "../routers/index.js";
+import { loadColumnTypes } from "./db/insert.js";
 import "./http-types.js";
+import { pingRedis } from "./redis.js";
 import type { Services } from "./services.js";
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -25,6 +28,9 @@ export function createApp(services: Services): express.Express {
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("query parser", "simple");
+  const routeOf = routeTemplates(appRouter);
+  // Column types for the one-statement creates (server/db/insert.ts), read now rather than by a request.
+  loadColumnTypes(services.db.prisma).catch(() => {});
 
   app.use((req, res, next) => {
     const given = req.header("x-request-id");
@@ -33,10 +39,10 @@ export function createApp(services: Services): express.Express {
     services.logger.debug({ reqId: req.id, method: req.method, path: req.originalUrl.split("?")[0] }, "request received");
     const started = process.hrtime.bigint();
     res.on("finish", () => {
-      services.logger.info(
-        { reqId: req.id, method: req.method, path: req.originalUrl.split("?")[0], status: res.statusCode, ms: Number(process.hrtime.bigint() - started) / 1e6 },
-        "request",
-      );
+      const path = req.originalUrl.split("?")[0]!;
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      services.logger.info({ reqId: req.id, method: req.method, path, status: res.statusCode, ms }, "request");
+      services.metrics.observeRequest(req.method, routeOf(req.method, path), res.statusCode, ms / 1000, res.getHeader("Idempotent-Replayed") === "true");
     });
     next();
   });
@@ -54,7 +60,7 @@ export function createApp(services: Services): express.Express {
     }
     if (services.redis) {
       try {
-        await withTimeout(services.redis.ping(), 1000);
+        await withTimeout(pingRedis(services.redis), 1000);
         checks.redis = "ok";
       } catch {
         checks.redis = "unavailable";

@@ -1,27 +1,64 @@
-// Builds the services from configuration: database (migrated), Redis, quotas, logger, providers.
+// Builds the services from configuration: database (migrated through DIRECT_DATABASE_URL), Redis
+// (one server or a cluster), quotas, metrics, logger, providers.
 import type { Config } from "./config.js";
 import { openDatabase, type Database } from "./db/client.js";
-import { migrate } from "./db/migrate.js";
+import { migrateDirect } from "./db/migrate.js";
 import { Quotas } from "./limits/quotas.js";
 import { createLogger, type Logger } from "./logger.js";
-import { connectRedis } from "./redis.js";
+import { Metrics } from "./metrics.js";
+import { openRedis, type RedisClient } from "./redis.js";
 import { createProviders } from "./channels/providers.js";
 import type { Services } from "./services.js";
 
-export async function createServices(config: Config, opts: { db?: Database; logger?: Logger; now?: () => Date } = {}): Promise<Services> {
+export async function createServices(config: Config, opts: { db?: Database; logger?: Logger; now?: () => Date; redisReadyMs?: number } = {}): Promise<Services> {
   const logger = opts.logger ?? createLogger(config.logLevel);
   const db = opts.db ?? (await openDatabase(config));
-  await migrate(db.sql);
-  const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : undefined;
+  await migrateDirect(config, db);
+  if (db.kind === "postgres" && config.directDatabaseUrl !== config.databaseUrl) await reportPooledTimeout(db, logger);
+  const redis = await openRedis(config, logger, opts.redisReadyMs);
+  if (config.databaseUrl && !redis)
+    logger.warn(
+      "DATABASE_URL is set without REDIS_URL or REDIS_CLUSTER_NODES: rate limits are counted in this process only, so N instances admit up to N times each key's ceiling; set one of them when running more than one instance",
+    );
+  const quotas = new Quotas(redis);
+  const metrics = instanceMetrics(db, redis, quotas, { processMetrics: true });
   return {
     config,
     db,
     redis,
-    quotas: new Quotas(redis),
+    quotas,
     logger,
-    providers: createProviders({ timeoutMs: config.providerTimeoutMs, logger }),
+    metrics,
+    providers: createProviders({ timeoutMs: config.providerTimeoutMs, logger, metrics }),
     now: opts.now ?? (() => new Date()),
   };
+}
+
+/** The metrics of one instance, reading the database pool and the quotas' Redis fallback state. */
+export function instanceMetrics(db: Database, redis: RedisClient | undefined, quotas: Quotas, opts: { processMetrics?: boolean } = {}): Metrics {
+  return new Metrics(
+    {
+      pool: () => db.poolStats?.(),
+      quotas: () => ({ redis: Boolean(redis), fallback: quotas.fallback, fallbackCount: quotas.fallbackCount }),
+    },
+    opts,
+  );
+}
+
+/**
+ * Behind a pooler (DATABASE_URL ≠ DIRECT_DATABASE_URL) a statement timeout cannot come from this
+ * process's connection settings (PgBouncer 1.18 refuses or ignores startup parameters): it is the
+ * pooler's (connect_query) or the role's. Say at start which one the server connections carry.
+ */
+async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> {
+  try {
+    const [row] = await db.sql.query<{ statement_timeout: string }>("SHOW statement_timeout");
+    const value = row?.statement_timeout ?? "unknown";
+    if (value === "0") logger.warn({ statementTimeout: value }, "no statement_timeout on the pooled connections: set it in PgBouncer's connect_query or on the role");
+    else logger.info({ statementTimeout: value }, "statement_timeout on the pooled connections");
+  } catch (err) {
+    logger.warn({ err: (err as Error).message }, "could not read statement_timeout through the pooler");
+  }
 }
 
 export async function closeServices(s: Services): Promise<void> {

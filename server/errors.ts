@@ -1,6 +1,8 @@
 // AppError, the stable error codes with their HTTP statuses, and the one error envelope.
 import { TRPCError } from "@trpc/server";
 import { ZodError } from "zod";
+import { dbViolation } from "./db/errors.js";
+import type { Logger } from "./logger.js";
 
 export const ERROR_STATUS = {
   VALIDATION_ERROR: 422,
@@ -13,6 +15,7 @@ export const ERROR_STATUS = {
   MESSAGING_SESSION_WINDOW_CLOSED: 409,
   APPOINTMENT_OVERLAP: 409,
   ALREADY_EXISTS: 409,
+  TICKET_COMMENT_LIMIT_REACHED: 409,
   PAYLOAD_TOO_LARGE: 413,
   RATE_LIMIT_EXCEEDED: 429,
   INTERNAL_ERROR: 500,
@@ -30,6 +33,8 @@ export interface Envelope {
 
 export class AppError extends Error {
   readonly status: number;
+  /** Set when the database refused a value (the backstop in toAppError): logged at warn. */
+  sqlState?: string;
   constructor(
     readonly code: ErrorCode,
     message: string,
@@ -45,19 +50,42 @@ export const notFound = (what = "Resource") => new AppError("NOT_FOUND", `${what
 export const validation = (message: string, details: Record<string, unknown> = {}) =>
   new AppError("VALIDATION_ERROR", message, details);
 
-/** Zod issues → `details.fields`: one entry per failing field, with its dotted path. */
-export function zodDetails(err: ZodError): Record<string, unknown> {
-  const at = (path: PropertyKey[]) => (path.length ? path.map(String).join(".") : "(body)");
-  return {
-    fields: err.issues.flatMap((i) =>
-      i.code === "unrecognized_keys"
-        ? i.keys.map((k) => ({ field: at([...i.path, k]), code: "unknown_field", message: "Unknown field" }))
-        : [{ field: at(i.path), code: i.code, message: i.message }],
-    ),
-  };
+/** Most entries listed in `details.fields`; `fieldCount` counts them all, `truncated` says some were left out. */
+export const MAX_DETAIL_FIELDS = 50;
+
+export interface FieldProblem {
+  field: string;
+  code: string;
+  message: string;
 }
 
-const UNAVAILABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "P1001", "P1017", "P2024", "53300"]);
+/**
+ * Zod issues → `details`: `fields` lists one entry per failing field (dotted path; every unknown key
+ * is one entry, code `unknown_field`), at most MAX_DETAIL_FIELDS of them; `fieldCount` is the number
+ * of all problems and `truncated` whether some were left out. Work is bounded by the cap: unknown
+ * keys beyond it are counted, not turned into entries (a 1 MiB body holds ~120,000 tiny keys).
+ * A custom issue may carry its own code in `params.code`.
+ */
+export function zodDetails(err: ZodError): Record<string, unknown> {
+  const at = (path: PropertyKey[]) => (path.length ? path.map(String).join(".") : "(body)");
+  const fields: FieldProblem[] = [];
+  let count = 0;
+  for (const i of err.issues) {
+    if (i.code === "unrecognized_keys") {
+      for (let k = 0; k < i.keys.length && fields.length < MAX_DETAIL_FIELDS; k++)
+        fields.push({ field: at([...i.path, i.keys[k]!]), code: "unknown_field", message: "Unknown field" });
+      count += i.keys.length;
+    } else {
+      const code = i.code === "custom" && typeof i.params?.code === "string" ? i.params.code : i.code;
+      if (fields.length < MAX_DETAIL_FIELDS) fields.push({ field: at(i.path), code, message: i.message });
+      count += 1;
+    }
+  }
+  return { fields, fieldCount: count, truncated: count > fields.length };
+}
+
+// 57014: a statement cancelled by statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS) — the database is too slow right now.
+const UNAVAILABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "P1001", "P1017", "P2024", "53300", "57014"]);
 // Driver-adapter error kinds (@prisma/adapter-pg) for a lost or unreachable server.
 const UNAVAILABLE_KINDS = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
 const UNAVAILABLE_MESSAGE =
@@ -87,7 +115,7 @@ function isUnavailable(err: unknown): boolean {
 }
 
 /** The SQLSTATEs found in an error chain (driver, adapter and Prisma wrappers). */
-function sqlStates(err: unknown): string[] {
+export function sqlStates(err: unknown): string[] {
   const out: string[] = [];
   const seen = new Set<unknown>();
   const queue: any[] = [err];
@@ -101,8 +129,20 @@ function sqlStates(err: unknown): string[] {
   return out;
 }
 
-/** Anything thrown → AppError. Unknown failures become INTERNAL_ERROR without leaking internals. */
+const built = new WeakMap<object, AppError>();
+
+/**
+ * Anything thrown → AppError. Unknown failures become INTERNAL_ERROR without leaking internals.
+ * Built once per thrown error: the transports ask several times (status, log, envelope).
+ */
 export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError || !err || typeof err !== "object") return convert(err);
+  let app = built.get(err);
+  if (!app) built.set(err, (app = convert(err)));
+  return app;
+}
+
+function convert(err: unknown): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof TRPCError) {
     const cause = err.cause as unknown;
@@ -113,16 +153,53 @@ export function toAppError(err: unknown): AppError {
     if (err.code === "UNSUPPORTED_MEDIA_TYPE") return validation("Content-Type must be application/json");
     if (err.code === "PAYLOAD_TOO_LARGE") return new AppError("PAYLOAD_TOO_LARGE", "Request body too large");
     if (err.code === "NOT_FOUND") return notFound();
+    // tRPC's own protocol refusals on /trpc: a query called with POST or a mutation with GET (the
+    // procedure does not exist for that method → 404, as in the facade); a malformed `input` → 422.
+    if (err.code === "METHOD_NOT_SUPPORTED") return new AppError("NOT_FOUND", err.message);
+    if (err.code === "BAD_REQUEST") return validation(cause instanceof SyntaxError ? "Malformed JSON input" : err.message);
     if (cause !== undefined && cause !== err) return toAppError(cause);
   }
   if (err instanceof ZodError) return validation("Request validation failed", zodDetails(err));
   if (isUnavailable(err)) return new AppError("SERVICE_UNAVAILABLE", "A backing service is temporarily unavailable; retry shortly");
-  // A value PostgreSQL text cannot hold (U+0000, e.g. ?search=%00) reached a query: the input's fault.
-  if (sqlStates(err).includes("22021"))
-    return validation("Text must not contain NUL (U+0000) characters", {
-      fields: [{ field: "(query)", code: "invalid_string", message: "must not contain NUL (U+0000) characters" }],
-    });
+  const states = sqlStates(err);
+  // A deadlock or serialization failure: the transaction was rolled back whole; retrying helps.
+  if (states.some((c) => TRANSIENT_STATES.has(c)))
+    return new AppError("SERVICE_UNAVAILABLE", "The request conflicted with a concurrent one and was rolled back; retry shortly");
+  // Backstop: a value the database refused (class 22 data exception, 23514 check violation) can only
+  // come from input that the schemas let through. It is the client's: 422, logged at warn.
+  const refused = states.find((c) => c.startsWith("22") || c === "23514");
+  if (refused) {
+    const app =
+      refused === "22021" // U+0000, which PostgreSQL text cannot hold (e.g. ?search=%00)
+        ? validation("Text must not contain NUL (U+0000) characters", {
+            fields: [{ field: "(query)", code: "invalid_string", message: "must not contain NUL (U+0000) characters" }],
+          })
+        : validation("A value is outside what the service can store", {
+            fields: [{ field: "(input)", code: refused === "23514" ? "check_violation" : "invalid_value", message: "refused by the database" }],
+          });
+    app.sqlState = refused;
+    return app;
+  }
   return new AppError("INTERNAL_ERROR", "Internal server error");
+}
+
+/** SQLSTATEs of a transaction PostgreSQL rolled back to resolve a conflict: deadlock, serialization failure. */
+const TRANSIENT_STATES = new Set(["40P01", "40001"]);
+
+/** What an error log needs: the innermost cause tRPC or the adapter wrapped. */
+const causeOf = (err: unknown) => ((err as any)?.cause instanceof Error ? (err as any).cause : err);
+
+/**
+ * The one place request failures are logged (facade, /trpc, the guard): a 5xx at error level with
+ * the error chain (a bug or an outage), input the database refused (the toAppError backstop) at
+ * warn with its SQLSTATE, anything else (the client's 4xx) not at all.
+ */
+export function logFailure(logger: Logger, reqId: string, err: unknown, app: AppError = toAppError(err)): void {
+  if (app.status >= 500) logger.error({ reqId, err: causeOf(err) }, "request failed");
+  else if (app.sqlState) {
+    const v = dbViolation(causeOf(err));
+    logger.warn({ reqId, sqlState: app.sqlState, constraint: v?.constraint }, "input refused by the database");
+  }
 }
 
 export function envelope(err: AppError, requestId: string): Envelope {

@@ -11,6 +11,8 @@ declare global {
       /** A body that could not be used (malformed JSON, not an object, wrong Content-Type); reported as 422 after the scope check. */
       bodyProblem?: AppError;
       quota?: QuotaState;
+      /** The failure of this request, kept by the REST facade's onError and written by it as the envelope. */
+      appError?: AppError;
     }
   }
 }

@@ -1,13 +1,18 @@
 // Idempotency-Key for create endpoints (common rule 4), built once.
-// The key is claimed by inserting a unique row (API key + endpoint + Idempotency-Key) in the same
+// The key is claimed by inserting a unique row (tenant + API key + endpoint + Idempotency-Key) in the same
 // transaction as the write: a concurrent duplicate blocks on that row until the first commits, then
 // replays; if the first fails, its transaction (and claim) rolls back and the duplicate runs.
 // Only successful responses are stored; records expire after IDEMPOTENCY_TTL_SECONDS and are purged.
 // A create that ends with a provider call (AfterCommit) commits its claim unfinished (statusCode 0),
 // calls the provider outside the transaction, then stores the response: duplicates wait for it.
+// A one-row create may first try the one-statement path (OneStatement: claim + stored response + row
+// in one autocommit statement); anything it does not write runs the transactional path below.
 import { createHash } from "node:crypto";
+import { Prisma } from "../generated/prisma/client.js";
 import type { Database, Db } from "./db/client.js";
-import { AppError } from "./errors.js";
+import { readRaw, rowSql, type PlannedRow, type Read } from "./db/insert.js";
+import { transaction } from "./db/transaction.js";
+import { AppError, sqlStates } from "./errors.js";
 
 const KEY_RE = /^[\x21-\x7e]{1,255}$/;
 
@@ -34,6 +39,8 @@ export function fingerprint(value: unknown): string {
 }
 
 export interface IdempotencyClaim {
+  /** The API key's tenant: every statement on the record is scoped by it (the distribution column). */
+  tenantId: string;
   apiKeyId: string;
   endpoint: string;
   key: string;
@@ -68,82 +75,187 @@ export interface Finishing<T> {
   recover: (db: Db, note: any) => Promise<T>;
 }
 
-type Step<T> = { kind: "done"; body: T; replayed: boolean } | { kind: "finish"; id: string; after: AfterCommit<T> } | { kind: "wait" };
+/**
+ * How a create may store its response more compactly than the body itself (a ticket comment stores
+ * the ticket's scalars and its thread length, not the thread). `store` runs on the body when it is
+ * recorded; `rebuild` gives the byte-identical body back, from the stored value, on every replay.
+ */
+export interface RecordCodec<T> {
+  store(body: T): unknown;
+  rebuild(db: Db, stored: any): Promise<T>;
+}
+/** A stored response written through a codec is {"$rebuild": <stored>}; anything else is the body itself. */
+const REBUILD = "$rebuild";
+
+/**
+ * A create that is one row, planned before anything is written: the row (every column, the id and
+ * timestamps included), the response body it makes, and optionally SQL that must hold for the row to
+ * be written in one statement — `with`: CTEs evaluated first (e.g. a transaction-scoped lock and the
+ * lookup of a blocker), `gate`: a boolean expression over them. When the gate is false, or the
+ * statement is refused by a constraint, nothing is written and the create runs its transactional
+ * path instead, which reports the precise error (or succeeds): so the one-statement path only ever
+ * answers successes, and every failure is exactly the transactional path's.
+ */
+export interface OneStatement<T> extends PlannedRow {
+  body: T;
+  with?: Prisma.Sql;
+  gate?: Prisma.Sql;
+}
+
+/** Database refusals after which the transactional path runs instead (integrity, data, conflicts). */
+const FALL_BACK_STATES = /^(22|23|40)/;
+
+/**
+ * The one-statement create: the Idempotency-Key claim (with the response already stored, status 201),
+ * the row, and whatever `with` holds, in ONE statement and its implicit transaction — one round trip,
+ * no BEGIN/COMMIT. The row is inserted only from the claim's RETURNING, so a duplicate key (live,
+ * unfinished or expired) writes nothing: a concurrent duplicate waits on the claim's unique index
+ * until the first commits, then finds the key taken. Returns false when nothing was written.
+ */
+async function writeInOneStatement<T>(db: Database, claim: IdempotencyClaim | undefined, plan: OneStatement<T>, stored: string): Promise<boolean> {
+  const { table, columns, values } = await rowSql(db.prisma, plan);
+  const gate = plan.gate ?? Prisma.sql`true`;
+  const withs = plan.with ? Prisma.sql`WITH ${plan.with}` : Prisma.empty;
+  // Sent through the raw runner (one unnamed statement, autocommit), not Prisma: see readRaw.
+  const statement = claim
+    ? Prisma.sql`
+        WITH ${plan.with ? Prisma.sql`${plan.with},` : Prisma.empty} "claim" AS (
+          INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "expiresAt")
+          SELECT ${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}::text, ${claim.key}::text, ${claim.fingerprint}::text, 201, ${stored}::jsonb,
+                 now() + make_interval(secs => ${claim.ttlSeconds}::double precision)
+           WHERE ${gate}
+          ON CONFLICT ("tenantId", "apiKeyId", "endpoint", "key") DO NOTHING
+          RETURNING "id")
+        INSERT INTO ${table} ${columns} SELECT ${values} FROM "claim" RETURNING 1 AS "written"`
+    : Prisma.sql`${withs} INSERT INTO ${table} ${columns} SELECT ${values} WHERE ${gate} RETURNING 1 AS "written"`;
+  const rows = await readRaw(db)(statement);
+  return rows.length === 1;
+}
+
+type Step<T> =
+  | { kind: "done"; body: T; replayed: boolean }
+  | { kind: "finish"; id: string; after: AfterCommit<T> }
+  | { kind: "wait" }
+  | { kind: "retry" };
 
 const POLL_MS = 100;
+/** Claim attempts that found the record gone or lost a take-over race, before giving up with 503. */
+const MAX_CLAIM_RETRIES = 5;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Runs `write` in a transaction together with the claim of the key. Without a key, `write` still
  * runs in one transaction. A repeat with the same fingerprint returns the stored body; a duplicate of
  * a write that is still finishing (an AfterCommit) waits for it, polling, and then replays it.
+ * An expired record is taken over with a conditional UPDATE (only while it is still expired), so of
+ * concurrent requests reusing an expired key exactly one takes it over and the others replay it; a
+ * record purged between the claim's INSERT and its SELECT makes the claim start again.
+ * Every transaction goes through db/transaction.ts (retried on deadlock / serialization failure).
  */
 export async function withIdempotency<T>(
   db: Database,
   claim: IdempotencyClaim | undefined,
   write: (tx: Db) => Promise<T | AfterCommit<T>>,
   finishing?: Finishing<T>,
+  codec?: RecordCodec<T>,
+  plan?: (read: Read) => Promise<OneStatement<T>>,
 ): Promise<Replayable<T>> {
+  if (plan) {
+    // The one-statement path first; anything it does not answer goes to the transactional path.
+    let planned: OneStatement<T> | undefined;
+    try {
+      planned = await plan(readRaw(db));
+    } catch (err) {
+      // A refusal while planning (404 …) is final without a key; with one, the key may hold a
+      // response to replay (or a mismatch to report) first: the transactional path decides.
+      if (!claim || !(err instanceof AppError)) throw err;
+    }
+    if (planned) {
+      try {
+        const stored = JSON.stringify(codec ? { [REBUILD]: codec.store(planned.body) } : planned.body);
+        if (await writeInOneStatement(db, claim, planned, stored)) return { body: planned.body, replayed: false };
+      } catch (err) {
+        if (!sqlStates(err).some((c) => FALL_BACK_STATES.test(c))) throw err;
+      }
+    }
+  }
   if (!claim) {
-    const out = await db.prisma.$transaction((tx) => write(tx));
+    const out = await transaction(db.prisma, (tx) => write(tx));
     return { body: out instanceof AfterCommit ? await out.finish(db.prisma) : out, replayed: false };
   }
+  const encode = (body: T) => JSON.stringify(codec ? { [REBUILD]: codec.store(body) } : body);
+  const decode = async (conn: Db, stored: any): Promise<T> =>
+    codec && stored && typeof stored === "object" && REBUILD in stored ? codec.rebuild(conn, stored[REBUILD]) : stored;
   const staleAfterMs = finishing?.staleAfterMs ?? 60_000;
   const deadline = Date.now() + staleAfterMs + 30_000;
+  let retries = 0;
   for (;;) {
-    const step = await db.prisma.$transaction(async (tx): Promise<Step<T>> => {
+    const step = await transaction(db.prisma, async (tx): Promise<Step<T>> => {
       const claimed = await tx.$queryRaw<{ id: string }[]>`
-        INSERT INTO "IdempotencyRecord" ("apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "expiresAt")
-        VALUES (${claim.apiKeyId}::uuid, ${claim.endpoint}, ${claim.key}, ${claim.fingerprint}, 0, '{}'::jsonb,
+        INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "expiresAt")
+        VALUES (${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}, ${claim.key}, ${claim.fingerprint}, 0, '{}'::jsonb,
                 now() + make_interval(secs => ${claim.ttlSeconds}))
-        ON CONFLICT ("apiKeyId", "endpoint", "key") DO NOTHING
+        ON CONFLICT ("tenantId", "apiKeyId", "endpoint", "key") DO NOTHING
         RETURNING "id"`;
       if (claimed.length === 0) {
-        const [existing] = await tx.$queryRaw<{ id: string; fingerprint: string; statusCode: number; responseBody: T; expiresAt: Date; stale: boolean }[]>`
-          SELECT "id", "fingerprint", "statusCode", "responseBody", "expiresAt",
+        const [existing] = await tx.$queryRaw<{ id: string; fingerprint: string; statusCode: number; responseBody: unknown; expired: boolean; stale: boolean }[]>`
+          SELECT "id", "fingerprint", "statusCode", "responseBody", "expiresAt" <= now() AS "expired",
                  "createdAt" <= now() - make_interval(secs => ${staleAfterMs / 1000}) AS "stale"
             FROM "IdempotencyRecord"
-           WHERE "apiKeyId" = ${claim.apiKeyId}::uuid AND "endpoint" = ${claim.endpoint} AND "key" = ${claim.key}`;
-        if (!existing) throw new Error("idempotency record vanished");
-        if (new Date(existing.expiresAt).getTime() > Date.now()) {
+           WHERE "tenantId" = ${claim.tenantId}::uuid AND "apiKeyId" = ${claim.apiKeyId}::uuid AND "endpoint" = ${claim.endpoint} AND "key" = ${claim.key}`;
+        // Purged since the INSERT saw it: claim again.
+        if (!existing) return { kind: "retry" };
+        if (!existing.expired) {
           if (existing.fingerprint !== claim.fingerprint)
             throw new AppError("IDEMPOTENCY_KEY_REUSE_MISMATCH", "This Idempotency-Key was used with a different request body");
-          if (existing.statusCode !== 0) return { kind: "done", body: existing.responseBody, replayed: true };
+          if (existing.statusCode !== 0) return { kind: "done", body: await decode(tx, existing.responseBody), replayed: true };
           // Unfinished: still being finished elsewhere (wait), or abandoned (finish it here, once).
           if (!finishing || !existing.stale) return { kind: "wait" };
           const [locked] = await tx.$queryRaw<{ statusCode: number; responseBody: any }[]>`
-            SELECT "statusCode", "responseBody" FROM "IdempotencyRecord" WHERE "id" = ${existing.id}::uuid FOR UPDATE`;
-          if (!locked) throw new Error("idempotency record vanished");
-          if (locked.statusCode !== 0) return { kind: "done", body: locked.responseBody, replayed: true };
+            SELECT "statusCode", "responseBody" FROM "IdempotencyRecord" WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${existing.id}::uuid FOR UPDATE`;
+          if (!locked) return { kind: "retry" };
+          if (locked.statusCode !== 0) return { kind: "done", body: await decode(tx, locked.responseBody), replayed: true };
           const body = await finishing.recover(tx, locked.responseBody?.pending ?? {});
-          await tx.$executeRaw`UPDATE "IdempotencyRecord" SET "statusCode" = 201, "responseBody" = ${JSON.stringify(body)}::jsonb
-            WHERE "id" = ${existing.id}::uuid`;
+          await tx.$executeRaw`UPDATE "IdempotencyRecord" SET "statusCode" = 201, "responseBody" = ${encode(body)}::jsonb
+            WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${existing.id}::uuid`;
           return { kind: "done", body, replayed: true };
         }
-        // Expired but not yet purged: take the key over.
-        await tx.$executeRaw`UPDATE "IdempotencyRecord" SET "fingerprint" = ${claim.fingerprint}, "statusCode" = 0, "responseBody" = '{}'::jsonb,
-          "createdAt" = now(), "expiresAt" = now() + make_interval(secs => ${claim.ttlSeconds}) WHERE "id" = ${existing.id}::uuid`;
-        claimed.push({ id: existing.id });
+        // Expired but not yet purged: take the key over — only while it is still expired. A concurrent
+        // take-over holds the row until it commits; this UPDATE then re-reads it, finds it live and
+        // matches nothing, and the claim starts again (and replays or waits for that request).
+        const taken = await tx.$queryRaw<{ id: string }[]>`
+          UPDATE "IdempotencyRecord" SET "fingerprint" = ${claim.fingerprint}, "statusCode" = 0, "responseBody" = '{}'::jsonb,
+                 "createdAt" = now(), "expiresAt" = now() + make_interval(secs => ${claim.ttlSeconds})
+           WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${existing.id}::uuid AND "expiresAt" <= now()
+          RETURNING "id"`;
+        if (taken.length === 0) return { kind: "retry" };
+        claimed.push(taken[0]!);
       }
       const id = claimed[0]!.id;
       const out = await write(tx);
       if (out instanceof AfterCommit) {
-        await tx.$executeRaw`UPDATE "IdempotencyRecord" SET "responseBody" = ${JSON.stringify({ pending: out.note })}::jsonb WHERE "id" = ${id}::uuid`;
+        await tx.$executeRaw`UPDATE "IdempotencyRecord" SET "responseBody" = ${JSON.stringify({ pending: out.note })}::jsonb
+          WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${id}::uuid`;
         return { kind: "finish", id, after: out };
       }
-      await tx.$executeRaw`UPDATE "IdempotencyRecord" SET "statusCode" = 201, "responseBody" = ${JSON.stringify(out)}::jsonb WHERE "id" = ${id}::uuid`;
+      await tx.$executeRaw`UPDATE "IdempotencyRecord" SET "statusCode" = 201, "responseBody" = ${encode(out)}::jsonb WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${id}::uuid`;
       return { kind: "done", body: out, replayed: false };
     });
     if (step.kind === "done") return { body: step.body, replayed: step.replayed };
+    if (step.kind === "retry") {
+      if (++retries > MAX_CLAIM_RETRIES)
+        throw new AppError("SERVICE_UNAVAILABLE", "The Idempotency-Key could not be claimed because of concurrent use; retry shortly");
+      continue;
+    }
     if (step.kind === "finish") {
       const body = await step.after.finish(db.prisma);
       const stored = await db.prisma.$queryRaw<{ id: string }[]>`
-        UPDATE "IdempotencyRecord" SET "statusCode" = 201, "responseBody" = ${JSON.stringify(body)}::jsonb
-         WHERE "id" = ${step.id}::uuid AND "statusCode" = 0 RETURNING "id"`;
+        UPDATE "IdempotencyRecord" SET "statusCode" = 201, "responseBody" = ${encode(body)}::jsonb
+         WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${step.id}::uuid AND "statusCode" = 0 RETURNING "id"`;
       if (stored.length === 0) {
         // A duplicate finished it first (this request outlived staleAfterMs): answer what it stored.
-        const [rec] = await db.prisma.$queryRaw<{ responseBody: T }[]>`SELECT "responseBody" FROM "IdempotencyRecord" WHERE "id" = ${step.id}::uuid`;
-        if (rec) return { body: rec.responseBody, replayed: false };
+        const [rec] = await db.prisma.$queryRaw<{ responseBody: unknown }[]>`SELECT "responseBody" FROM "IdempotencyRecord" WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${step.id}::uuid`;
+        if (rec) return { body: await decode(db.prisma, rec.responseBody), replayed: false };
       }
       return { body, replayed: false };
     }
@@ -152,7 +264,7 @@ export async function withIdempotency<T>(
   }
 }
 
-/** Deletes expired records; returns how many. */
+/** Deletes expired records of every tenant (a maintenance sweep, not a request path); returns how many. */
 export async function purgeExpiredIdempotencyRecords(db: Database): Promise<number> {
   return db.prisma.$executeRaw`DELETE FROM "IdempotencyRecord" WHERE "expiresAt" <= now()`;
 }

@@ -1,5 +1,5 @@
 // Process entry: configuration, database (migrated), demo data on an empty embedded database,
-// listen, graceful shutdown on SIGTERM/SIGINT.
+// listen (and the /metrics listener on METRICS_PORT), graceful shutdown on SIGTERM/SIGINT.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Server as NetServer } from "node:net";
 import { createApp } from "./app.js";
@@ -9,6 +9,8 @@ import { loadFixture } from "./admin/fixture.js";
 import { demoFixture } from "./admin/demo.js";
 import { purgeExpiredIdempotencyRecords } from "./idempotency.js";
 import { failAbandonedDeliveries } from "./channels/messages.js";
+import { purgeTombstones, sequencePending } from "./changes.js";
+import { startMetricsServer } from "./metrics.js";
 
 const config = loadConfig();
 const services = await createServices(config);
@@ -43,8 +45,15 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
 });
 server.keepAliveTimeout = 5_000;
 server.listen(config.port, config.host, () => {
-  logger.info({ host: config.host, port: config.port, database: services.db.kind, redis: Boolean(services.redis) }, "listening");
+  logger.info(
+    { host: config.host, port: config.port, database: services.db.kind, redis: config.redisClusterNodes ? "cluster" : Boolean(services.redis) },
+    "listening",
+  );
 });
+// Prometheus metrics on a listener of their own (METRICS_PORT; off when unset): never on the public port.
+const metricsServer =
+  config.metricsPort === undefined ? undefined : await startMetricsServer(services.metrics, config.metricsHost, config.metricsPort);
+if (metricsServer) logger.info({ url: `${metricsServer.url}/metrics` }, "metrics listening");
 
 const purge = setInterval(() => {
   purgeExpiredIdempotencyRecords(services.db).catch((err) => logger.warn({ err: err.message }, "idempotency purge failed"));
@@ -62,6 +71,36 @@ void sweepDeliveries();
 const sweep = setInterval(sweepDeliveries, 15_000);
 sweep.unref();
 
+// The changes feed (issue 15): every second, place the committed changes of every tenant (a poll
+// places its own tenant's itself; this keeps the backlog small); hourly, purge expired tombstones.
+// One step at a time per instance; instances serialise on the sequencer's advisory lock.
+// A failure (the database away) is logged once, and so is the recovery.
+let sequencing = false;
+let sequencerFailing = false;
+const sequenceFeed = () => {
+  if (sequencing) return;
+  sequencing = true;
+  sequencePending(services.db.prisma)
+    .then(() => {
+      if (sequencerFailing) logger.info("changes sequencer recovered");
+      sequencerFailing = false;
+    })
+    .catch((err) => {
+      if (!sequencerFailing) logger.warn({ err: err.message }, "changes sequencer failed (retrying every second)");
+      sequencerFailing = true;
+    })
+    .finally(() => (sequencing = false));
+};
+const sequencer = setInterval(sequenceFeed, 1_000);
+sequencer.unref();
+const purgeFeed = () =>
+  purgeTombstones(services.db.prisma, services.now())
+    .then((n) => n && logger.info({ tombstones: n }, "expired change tombstones purged"))
+    .catch((err) => logger.warn({ err: err.message }, "change tombstone purge failed"));
+void purgeFeed();
+const feedPurge = setInterval(purgeFeed, 3_600_000);
+feedPurge.unref();
+
 /**
  * Graceful shutdown (SIGTERM/SIGINT): stop accepting connections (new ones are refused, so a load
  * balancer retries them elsewhere; /readyz answers 503 meanwhile), answer every request already
@@ -78,6 +117,10 @@ async function shutdown(signal: string) {
   logger.info({ signal, inProgress: inProgress.size }, "shutting down: finishing in-flight requests");
   clearInterval(purge);
   clearInterval(sweep);
+  clearInterval(sequencer);
+  clearInterval(feedPurge);
+  metricsServer?.close();
+  metricsServer?.closeAllConnections();
   for (const res of inProgress) if (!res.headersSent) res.setHeader("Connection", "close");
   const force = setTimeout(() => {
     logger.warn({ inProgress: inProgress.size }, "shutdown: requests still running, closing their connections");

@@ -1,18 +1,22 @@
 // What every request can reach: built once at startup, passed to the app and the tRPC context.
-import type { Redis } from "ioredis";
 import type { Config } from "./config.js";
 import type { Database } from "./db/client.js";
 import type { Quotas } from "./limits/quotas.js";
 import type { Logger } from "./logger.js";
 import type { Providers } from "./channels/index.js";
+import type { Metrics } from "./metrics.js";
+import type { RedisClient } from "./redis.js";
 
 export interface Services {
   config: Config;
   db: Database;
-  redis?: Redis;
+  /** One Redis (REDIS_URL) or a Redis Cluster (REDIS_CLUSTER_NODES); unset: in-process quotas. */
+  redis?: RedisClient;
   quotas: Quotas;
   logger: Logger;
   providers: Providers;
+  /** Prometheus metrics of this instance (served on METRICS_PORT by server/main.ts). */
+  metrics: Metrics;
   /** The clock; tests inject a fixed one. */
   now: () => Date;
 }

@@ -90,7 +90,7 @@ const count = () => app.db.prisma.appointment.count();
 const post = (body: unknown, k: string = key, headers?: Record<string, string>) => app.request("POST", APPT, { key: k, body, headers });
 const patch = (id: string, body: unknown, k: string = key) => app.request("PATCH", `${APPT}/${id}`, { key: k, body });
 const list = (query: Record<string, string | number | undefined> = {}, k: string = key) => app.request("GET", APPT, { key: k, query });
-const row = (id: string) => app.db.prisma.appointment.findUnique({ where: { id } });
+const row = (id: string) => app.db.prisma.appointment.findFirst({ where: { id } });
 
 function body(over: Record<string, unknown> = {}) {
   return {
@@ -327,7 +327,7 @@ describe("POST /appointments", () => {
       ).catch((e) => e);
       expect(reversed.code).toBe("VALIDATION_ERROR");
       expect((await row(mover.id))?.startsAt.toISOString()).toBe(at(9, 12));
-      await app.db.prisma.appointment.delete({ where: { id: mover.id } });
+      await app.db.prisma.appointment.deleteMany({ where: { id: mover.id } });
     });
 
     it("concurrent overlapping (not identical) creates → exactly one succeeds", async () => {

@@ -2,10 +2,11 @@
 // end to end against the real app, walking the spec's typical uses (item 7): pull new leads
 // incrementally with dateFrom, create a contact from a form (Idempotency-Key), check availability
 // then book the first slot, mirror a ticket and its comments, send a message on a web conversation
-// and start a WhatsApp template conversation (against the local provider stand-in).
+// and start a WhatsApp template conversation (against the local provider stand-in); mirror the
+// tenant with the changes feed (followChanges).
 // Every response the client receives is checked against the OpenAPI document, as in app.request().
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCrmClient, type CrmClient, type Lead } from "../client/index.js";
+import { createCrmClient, CrmError, followChanges, type Change, type CrmClient, type Lead } from "../client/index.js";
 import { startApp, type TestApp } from "./helpers/app.js";
 import { assertConforms } from "./helpers/conformance.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
@@ -264,6 +265,56 @@ describe("typed client: the spec's typical uses", () => {
 
     const list = ok(await crm.GET("/public/v1/conversations", { params: { query: { channel: "whatsapp" } } }), 200);
     expect(list.items.map((c) => c.id)).toContain(conversation.id);
+  });
+
+  it("mirrors the tenant with the changes feed: bootstrap, follow, and restart when the token expires", async () => {
+    const mirror = new Map<string, Change["data"]>();
+    const apply = (items: Change[]) => {
+      for (const c of items) {
+        if (c.action === "delete") mirror.delete(`${c.type}:${c.id}`);
+        else mirror.set(`${c.type}:${c.id}`, c.data);
+      }
+    };
+    const follow = async (since?: string) => {
+      for await (const page of followChanges(crm, { since, limit: 3 })) {
+        apply(page.items);
+        since = page.nextSince;
+      }
+      return since!;
+    };
+    /** What the resources' own lists say now (each list is small here: one page). */
+    const fresh = async () => {
+      const m = new Map<string, unknown>();
+      const put = (type: string, items: { id: string }[]) => items.forEach((o) => m.set(`${type}:${o.id}`, o));
+      put("lead", ok(await crm.GET("/public/v1/leads", { params: { query: { limit: 200 } } }), 200).items);
+      put("contact", ok(await crm.GET("/public/v1/contacts", { params: { query: { limit: 200 } } }), 200).items);
+      put("conversation", ok(await crm.GET("/public/v1/conversations", { params: { query: { limit: 200 } } }), 200).items);
+      put("appointment", ok(await crm.GET("/public/v1/appointments", { params: { query: { limit: 200 } } }), 200).items);
+      put("ticket", ok(await crm.GET("/public/v1/tickets", { params: { query: { limit: 200 } } }), 200).items);
+      return m;
+    };
+
+    let since = await follow();
+    expect(new Map([...mirror].sort())).toEqual(new Map([...(await fresh())].sort()));
+
+    tick();
+    const lead = ok(await crm.GET("/public/v1/leads", { params: { query: { limit: 1 } } }), 200).items[0]!;
+    ok(await crm.PATCH("/public/v1/leads/{lead_id}", { params: { path: { lead_id: lead.id } }, body: { notes: "mirrored" } }), 200);
+    ok(await crm.POST("/public/v1/conversations/{id}/messages", { params: { path: { id: acme.conversations.webchat! } }, body: { content: "Mirror me" } }), 201);
+    since = await follow(since);
+    expect((mirror.get(`lead:${lead.id}`) as Lead).notes).toBe("mirrored");
+    expect(new Map([...mirror].sort())).toEqual(new Map([...(await fresh())].sort()));
+
+    // 31 days later the token is refused with a "restart from the beginning" code.
+    app.setNow(new Date(clock.getTime() + 31 * 24 * H));
+    try {
+      await expect(follow(since)).rejects.toSatisfy((e: unknown) => e instanceof CrmError && e.status === 422 && e.sinceExpired);
+      mirror.clear();
+      await follow();
+      expect(new Map([...mirror].sort())).toEqual(new Map([...(await fresh())].sort()));
+    } finally {
+      app.setNow(clock);
+    }
   });
 
   it("errors are typed envelopes: a wrong key gives INVALID_CREDENTIALS", async () => {

@@ -97,7 +97,7 @@ beforeAll(async () => {
 afterAll(() => app.close());
 
 const count = (t: { id: string }) => app.db.prisma.contact.count({ where: { tenantId: t.id } });
-const row = (id: string) => app.db.prisma.contact.findUniqueOrThrow({ where: { id } });
+const row = (id: string) => app.db.prisma.contact.findFirstOrThrow({ where: { id } });
 const post = (body: unknown, k = key(acme), headers: Record<string, string> = {}) =>
   app.request("POST", "/public/v1/contacts", { key: k, body, headers });
 const list = (query: Record<string, string | number | undefined> = {}, k = key(finder)) =>

@@ -132,7 +132,7 @@ describe("GET /conversations", () => {
       expect(Object.keys(item.customer).sort()).toEqual(["customerId", "email", "id", "name", "phone"]);
     }
     const c1 = r.body.items.find((i: any) => i.id === c("c1"));
-    const customer1 = await app.db.prisma.conversation.findUniqueOrThrow({ where: { id: c("c1") }, select: { customerId: true } });
+    const customer1 = await app.db.prisma.conversation.findFirstOrThrow({ where: { id: c("c1") }, select: { customerId: true } });
     expect(c1).toEqual({
       id: c("c1"),
       channel: "whatsapp",
@@ -310,7 +310,7 @@ describe("POST /conversations/start", () => {
     expect(stub.requests).toHaveLength(1);
     expect(stub.requests[0]!.body.to).toBe("34611222333");
     const identity = await app.db.prisma.channelIdentity.findFirstOrThrow({ where: { tenantId: acme.id, channelId: acme.channels.wa, externalId: "34611222333" } });
-    const conv = await app.db.prisma.conversation.findUniqueOrThrow({ where: { id: r.body.id } });
+    const conv = await app.db.prisma.conversation.findFirstOrThrow({ where: { id: r.body.id } });
     expect(conv.identityId).toBe(identity.id);
     expect(conv.customerId).toBe(r.body.customer.id);
     const msgs = await app.request("GET", `/public/v1/conversations/${r.body.id}/messages`, { key });
@@ -363,8 +363,8 @@ describe("POST /conversations/start", () => {
     expect(r.body.id).not.toBe(c("c3"));
     expect(r.body.status).toBe("active");
     const [c3, fresh] = await Promise.all([
-      app.db.prisma.conversation.findUniqueOrThrow({ where: { id: c("c3") } }),
-      app.db.prisma.conversation.findUniqueOrThrow({ where: { id: r.body.id } }),
+      app.db.prisma.conversation.findFirstOrThrow({ where: { id: c("c3") } }),
+      app.db.prisma.conversation.findFirstOrThrow({ where: { id: r.body.id } }),
     ]);
     expect(fresh.identityId).toBe(c3.identityId);
     expect(fresh.customerId).toBe(c3.customerId);
@@ -379,10 +379,10 @@ describe("POST /conversations/start", () => {
   it("links the lead when it has no conversation yet, and leaves a linked lead alone", async () => {
     const r = await start({ ...valid(), phone: "+34611000001", leadId: acme.leads.l1 });
     expect(r.status).toBe(201);
-    expect((await app.db.prisma.lead.findUniqueOrThrow({ where: { id: acme.leads.l1 } })).conversationId).toBe(r.body.id);
+    expect((await app.db.prisma.lead.findFirstOrThrow({ where: { id: acme.leads.l1 } })).conversationId).toBe(r.body.id);
     const r2 = await start({ ...valid(), phone: "+34611000002", leadId: acme.leads.l2 });
     expect(r2.status).toBe(201);
-    expect((await app.db.prisma.lead.findUniqueOrThrow({ where: { id: acme.leads.l2 } })).conversationId).toBe(c("c2"));
+    expect((await app.db.prisma.lead.findFirstOrThrow({ where: { id: acme.leads.l2 } })).conversationId).toBe(c("c2"));
   });
 
   it("a template without placeholders takes no variables", async () => {

@@ -18,7 +18,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.drop());
 
-const claim = (key: string, body: unknown, ttlSeconds = 3600) => ({ apiKeyId, endpoint: "test.create", key, fingerprint: fingerprint(body), ttlSeconds });
+const claim = (key: string, body: unknown, ttlSeconds = 3600) => ({ tenantId, apiKeyId, endpoint: "test.create", key, fingerprint: fingerprint(body), ttlSeconds });
 const countLists = async (name: string) => t.db.prisma.contactList.count({ where: { tenantId, name } });
 
 function createList(name: string) {
@@ -128,8 +128,8 @@ describe("Idempotency-Key", () => {
     expect(r).toEqual({ body: { seen: 1 }, replayed: false });
   });
   it("an abandoned unfinished claim is finished by the next duplicate with recover(), once", async () => {
-    await t.db.prisma.$executeRaw`INSERT INTO "IdempotencyRecord" ("apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "createdAt", "expiresAt")
-      VALUES (${apiKeyId}::uuid, 'test.create', 'k-abandoned', ${fingerprint({ b: 1 })}, 0, '{"pending":{"n":7}}'::jsonb, now() - interval '1 minute', now() + interval '1 hour')`;
+    await t.db.prisma.$executeRaw`INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "createdAt", "expiresAt")
+      VALUES (${tenantId}::uuid, ${apiKeyId}::uuid, 'test.create', 'k-abandoned', ${fingerprint({ b: 1 })}, 0, '{"pending":{"n":7}}'::jsonb, now() - interval '1 minute', now() + interval '1 hour')`;
     const notes: unknown[] = [];
     const attempt = () =>
       withIdempotency<unknown>(t.db, claim("k-abandoned", { b: 1 }), async () => ({ ran: true }), {
@@ -144,5 +144,42 @@ describe("Idempotency-Key", () => {
     expect(y).toEqual(x);
     expect(notes).toEqual([{ n: 7 }]);
   });
+  it("one statement: a row the database refuses (a foreign key) falls back to the transactional path; nothing persists", async () => {
+    const k = "k-one-statement-refused";
+    const stageId = crypto.randomUUID();
+    const row = { id: crypto.randomUUID(), tenantId, customerName: "Refused", stageId };
+    let transactional = 0;
+    const err = await withIdempotency(
+      t.db,
+      claim(k, { stageId }),
+      async () => {
+        transactional++;
+        throw new AppError("NOT_FOUND", "Stage not found");
+      },
+      undefined,
+      undefined,
+      async () => ({ table: "Lead", row, body: { id: row.id } }),
+    ).catch((e) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect(err.code).toBe("NOT_FOUND");
+    expect(transactional).toBe(1);
+    expect(await t.db.prisma.idempotencyRecord.count({ where: { tenantId, key: k } })).toBe(0);
+    expect(await t.db.prisma.lead.count({ where: { tenantId, id: row.id } })).toBe(0);
+  });
+  it("one statement: a key that is taken is answered by the transactional path (replay), the plan's row is not written", async () => {
+    const first = await createList("one-statement-taken");
+    const stage = await t.db.prisma.pipelineStage.findFirstOrThrow({ where: { tenantId }, select: { id: true } });
+    const row = { id: crypto.randomUUID(), tenantId, customerName: "Never", stageId: stage.id };
+    const again = await withIdempotency(
+      t.db,
+      claim("k-one-statement-taken", { name: "one-statement-taken" }),
+      async () => ({ id: "other", name: "x" }),
+      undefined,
+      undefined,
+      async () => ({ table: "Lead", row, body: { id: row.id, name: "x" } }),
+    );
+    expect(again.replayed).toBe(true);
+    expect(again.body).toEqual(first.body);
+    expect(await t.db.prisma.lead.count({ where: { tenantId, id: row.id } })).toBe(0);
+  });
 });
-

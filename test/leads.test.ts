@@ -92,7 +92,7 @@ const listLeads = (query: Record<string, string | number | undefined> = {}, key 
   app.request("GET", "/public/v1/leads", { key, query });
 const leadCount = (t: TenantIds = acme) => app.db.prisma.lead.count({ where: { tenantId: t.id } });
 const contactCount = (t: TenantIds = acme) => app.db.prisma.contact.count({ where: { tenantId: t.id } });
-const leadRow = (id: string) => app.db.prisma.lead.findUniqueOrThrow({ where: { id } });
+const leadRow = (id: string) => app.db.prisma.lead.findFirstOrThrow({ where: { id } });
 
 /** Asserts a 4xx/5xx envelope and that the tenant's lead count did not move. */
 async function expectRejected(call: () => Promise<any>, status: number, code: string, t: TenantIds = acme) {

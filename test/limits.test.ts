@@ -144,7 +144,7 @@ describe("day window", () => {
   });
 });
 
-describe.skipIf(!process.env.REDIS_URL)("two instances on one Redis", () => {
+describe.skipIf(!process.env.REDIS_URL && !process.env.REDIS_CLUSTER_NODES)("two instances on one Redis", () => {
   it("share one minute quota", async () => {
     const second = await startApp({ db: app.testDb, quotaNamespace: app.quotaNamespace });
     try {

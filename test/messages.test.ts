@@ -97,7 +97,7 @@ const list = (id: string, query: Record<string, string | number | undefined> = {
 const send = (id: string, body: unknown, k = key, headers: Record<string, string> = {}) =>
   app.request("POST", `/public/v1/conversations/${id}/messages`, { key: k, body, headers });
 const messageCount = () => app.db.prisma.message.count({ where: { tenantId: acme.id } });
-const conversationRow = (id: string) => app.db.prisma.conversation.findUniqueOrThrow({ where: { id } });
+const conversationRow = (id: string) => app.db.prisma.conversation.findFirstOrThrow({ where: { id } });
 
 /** Asserts status, error code, no provider call and no new message row. */
 async function expectRejected(p: () => Promise<any>, status: number, code: string) {
@@ -223,7 +223,7 @@ describe("POST /conversations/{id}/messages", () => {
     expect(r.body).toMatchObject({ conversationId: conv("web"), role: "operator", content: "Hello from the API", deliveryStatus: "sent", createdAt: T0.toISOString() });
     expect(stub.requests).toHaveLength(0);
     expect(await messageCount()).toBe(before + 1);
-    const row = await app.db.prisma.message.findUniqueOrThrow({ where: { id: r.body.id } });
+    const row = await app.db.prisma.message.findFirstOrThrow({ where: { id: r.body.id } });
     expect(row.authorUserId).toBe(acme.users.ana);
     const c = await conversationRow(conv("web"));
     expect(c.lastMessagePreview).toBe("Hello from the API");
@@ -236,7 +236,7 @@ describe("POST /conversations/{id}/messages", () => {
   it("the author is the key owner", async () => {
     const r = await send(conv("web"), { content: "from bob" }, bobKey);
     expect(r.status).toBe(201);
-    const row = await app.db.prisma.message.findUniqueOrThrow({ where: { id: r.body.id } });
+    const row = await app.db.prisma.message.findFirstOrThrow({ where: { id: r.body.id } });
     expect(row.authorUserId).toBe(acme.users.bob);
   });
 
@@ -265,7 +265,7 @@ describe("POST /conversations/{id}/messages", () => {
     expect(req.path).toBe("/1001/messages");
     expect(req.headers.authorization).toBe("Bearer t0k");
     expect(req.body).toEqual({ messaging_product: "whatsapp", to: "34600000001", type: "text", text: { body: "Your viewing is confirmed" } });
-    const row = await app.db.prisma.message.findUniqueOrThrow({ where: { id: r.body.id } });
+    const row = await app.db.prisma.message.findFirstOrThrow({ where: { id: r.body.id } });
     expect(row.providerMessageId).toMatch(/^wamid\./);
     expect(r.text).not.toContain("t0k");
   });

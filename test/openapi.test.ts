@@ -30,6 +30,8 @@ const SPEC_OPERATIONS = [
   "POST /public/v1/tickets",
   "PATCH /public/v1/tickets/{ticket_id}",
   "POST /public/v1/tickets/{ticket_id}/comments",
+  // Additive (issue 15).
+  "GET /public/v1/changes",
 ];
 
 let app: TestApp;
@@ -46,7 +48,7 @@ describe("OpenAPI document", () => {
   it("is a valid OpenAPI 3.1 document", async () => {
     await expect(SwaggerParser.validate(doc())).resolves.toBeTruthy();
   });
-  it("has exactly the spec's 20 operations and no DELETE", () => {
+  it("has exactly the spec's 20 operations plus the changes feed, and no DELETE", () => {
     expect(documentedOperations().sort()).toEqual([...SPEC_OPERATIONS].sort());
   });
   it("every operation: X-API-Key security, scope in the description, envelope errors, rate-limit headers", () => {

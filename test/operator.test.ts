@@ -19,9 +19,11 @@ let env: NodeJS.ProcessEnv;
 beforeAll(async () => {
   env = { ...process.env, LOG_LEVEL: "silent" };
   delete env.DATABASE_URL;
+  delete env.DIRECT_DATABASE_URL;
   if (process.env.DATABASE_URL) {
     pgDb = await freshDatabase();
     env.DATABASE_URL = pgDb.url;
+    env.DIRECT_DATABASE_URL = pgDb.directUrl;
   } else env.PGLITE_DATA_DIR = path.join(dir, "db");
 });
 afterAll(async () => {
@@ -95,7 +97,7 @@ describe("admin CLI", { timeout: 180_000 }, () => {
     expect(r.code, r.stderr).toBe(0);
     expect(Object.keys(r.json).sort()).toEqual(["id", "key", "prefix"]);
     expect(r.json.key.startsWith(r.json.prefix)).toBe(true);
-    const stored = await withDb((db) => db.prisma.apiKey.findUnique({ where: { id: r.json.id } }));
+    const stored = await withDb((db) => db.prisma.apiKey.findFirst({ where: { id: r.json.id } }));
     expect(stored!.scopes).toEqual(["tenant:leads.read", "tenant:tickets.manage"]);
     expect(stored!.expiresAt!.toISOString()).toBe("2030-01-01T00:00:00.000Z");
     const v = await adminInProcess("revoke-key", r.json.id);
@@ -122,7 +124,7 @@ describe("admin CLI", { timeout: 180_000 }, () => {
     expect(Object.keys(r.json).sort()).toEqual(["content", "conversationId", "createdAt", "deliveryStatus", "id", "role"]);
     expect(r.json).toMatchObject({ conversationId: ids.conversations.c1, role: "user", content: "Still there?" });
     expect(Math.abs(new Date(r.json.createdAt).getTime() - Date.now())).toBeLessThan(60_000);
-    const conv = await withDb((db) => db.prisma.conversation.findUnique({ where: { id: ids.conversations.c1 } }));
+    const conv = await withDb((db) => db.prisma.conversation.findFirst({ where: { id: ids.conversations.c1 } }));
     expect(conv!.lastMessagePreview).toBe("Still there?");
     expect((await adminInProcess("inbound-message", "00000000-0000-4000-8000-000000000000", "x")).code).not.toBe(0);
   });
@@ -144,8 +146,7 @@ describe.skipIf(!!process.env.DATABASE_URL)("npm start on the embedded default",
   it("loads the demo tenant, prints a working key and curl line, stops on SIGTERM", async () => {
     const port = await freePort();
     const startEnv: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), PGLITE_DATA_DIR: path.join(dir, "start"), LOG_LEVEL: "silent" };
-    delete startEnv.DATABASE_URL;
-    delete startEnv.REDIS_URL;
+    for (const v of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "METRICS_PORT"]) delete startEnv[v];
     const child = spawn("npm", ["start"], { env: startEnv, stdio: ["ignore", "pipe", "pipe"], detached: true });
     let out = "";
     child.stdout.on("data", (d) => (out += d));

@@ -92,7 +92,7 @@ async function send(ref: string, content: string) {
   const res = await app.request("POST", `/public/v1/conversations/${acme.conversations[ref]}/messages`, { key, body: { content } });
   expect(res.status).toBe(201);
   for (const s of SECRETS) expect(res.text).not.toContain(s);
-  const row = await app.db.prisma.message.findUniqueOrThrow({ where: { id: res.body.id } });
+  const row = await app.db.prisma.message.findFirstOrThrow({ where: { id: res.body.id } });
   expect(res.body.deliveryStatus).toBe(row.deliveryStatus);
   expect(row.content).toBe(content);
   expect(row.role).toBe("operator");

@@ -106,7 +106,7 @@ async function expectNothingPersisted<T>(fn: () => Promise<T>): Promise<T> {
   return out;
 }
 async function ticketRow(id: string) {
-  return app.db.prisma.ticket.findUniqueOrThrow({ where: { id }, include: { comments: true } });
+  return app.db.prisma.ticket.findFirstOrThrow({ where: { id }, include: { comments: true } });
 }
 
 function expectTicketShape(t: any) {

@@ -1,11 +1,15 @@
-// The raw baseline: the smallest honest server for GET /me, GET /leads and POST /leads on node:http +
-// pg (+ ioredis for the quotas), doing the same work as the service without framework or ORM:
+// The raw baseline (issue 13: the physical limit): the smallest honest server for GET /me, the lists
+// (leads, contacts, tickets, appointments, conversations), POST /leads and POST /appointments on
+// node:http + pg (+ ioredis for the quotas), giving the same answers as the service (checked before
+// every run) with the fewest statements a careful engineer would write by hand — not the service's SQL:
 //   auth    one SQL round trip (the same named LOOKUP as server/auth/authenticate.ts: key by prefix, owner
 //           grant, tenant plan and limits), SHA-256 of the presented key compared in constant time,
 //           revoked / expired / plan gate, effective scopes
 //   quotas  the minute and day windows of the key counted in Redis (one round trip: both windows in
 //           one Lua script), X-RateLimit-* headers, 429 over a ceiling
-//   op      the same SQL statements the service sends (see the comments per route), JSON out
+//   op      one SQL statement per route (see the comments per route), JSON out; the lists compute the
+//           exact total with a plain count(*) — the header x-bench-no-count: 1 leaves it out (the
+//           reference for list throughput: what the page alone costs)
 // It is the practical ceiling on this machine: the service's throughput is reported as a ratio to it.
 // Env: PORT, DATABASE_URL, REDIS_URL; BENCH_COUNT_QUERIES=1 counts statements (SIGUSR2 prints them).
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
@@ -183,11 +187,11 @@ async function listLeads(c: Caller, url: URL, noCount: boolean) {
   const sql = noCount
     ? `SELECT NULL::int AS "total", NULL::timestamptz AS "newest", p.* FROM (SELECT 1) one LEFT JOIN LATERAL (
          SELECT ${LEAD_COLS} FROM (SELECT "id" FROM "Lead" WHERE ${where} ORDER BY "createdAt" DESC, "id" DESC LIMIT $${n - 1} OFFSET $${n}) ids
-           JOIN "Lead" l ON l."id" = ids."id") p ON true ORDER BY p."createdAt" DESC, p."id" DESC`
+           JOIN "Lead" l ON l."tenantId" = $1 AND l."id" = ids."id") p ON true ORDER BY p."createdAt" DESC, p."id" DESC`
     : `SELECT (SELECT count(*)::int FROM "Lead" WHERE ${where}) AS "total", (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest", p.*
          FROM (SELECT 1) one LEFT JOIN LATERAL (
          SELECT ${LEAD_COLS} FROM (SELECT "id" FROM "Lead" WHERE ${where} ORDER BY "createdAt" DESC, "id" DESC LIMIT $${n - 1} OFFSET $${n}) ids
-           JOIN "Lead" l ON l."id" = ids."id") p ON true ORDER BY p."createdAt" DESC, p."id" DESC`;
+           JOIN "Lead" l ON l."tenantId" = $1 AND l."id" = ids."id") p ON true ORDER BY p."createdAt" DESC, p."id" DESC`;
   const { rows } = await pool.query(sql, params);
   const items = rows.filter((r) => r.id !== null).map(toLead);
   const total: number = noCount ? offset + items.length : rows[0].total;
@@ -229,12 +233,12 @@ const str = (v: unknown, max: number, what: string, optional = true): string | n
   return v;
 };
 
-// POST /leads — the same statements as routers/leads/create.ts inside server/idempotency.ts's
-// transaction: claim the Idempotency-Key, default-entry stage, contact by phone then by email,
-// insert, store the response, commit.
-async function createLead(c: Caller, req: IncomingMessage) {
-  need(c, "tenant:leads.manage");
-  const text = await readBody(req);
+// POST /leads — ONE statement in the common case: the default-entry stage and the matching contact
+// (phone, then email) as subqueries, the INSERT of the lead, and the INSERT of the idempotency record
+// holding the response (the lead row as jsonb), all in one implicit transaction. A key already used
+// makes the record's INSERT fail on its unique index (the lead's INSERT goes with it); the stored
+// response is then read back (the replay path: a second statement).
+function parseJsonBody(req: IncomingMessage, text: string): any {
   if (!/^application\/json/i.test(String(req.headers["content-type"] ?? ""))) throw new HttpError(422, "VALIDATION_ERROR", "Content-Type");
   let body: any;
   try {
@@ -243,6 +247,40 @@ async function createLead(c: Caller, req: IncomingMessage) {
     throw new HttpError(422, "VALIDATION_ERROR", "Malformed JSON body");
   }
   if (!body || typeof body !== "object" || Array.isArray(body)) throw new HttpError(422, "VALIDATION_ERROR", "not an object");
+  return body;
+}
+
+const idemKeyOf = (req: IncomingMessage) => {
+  const key = req.headers["idempotency-key"];
+  return typeof key === "string" && /^[\x21-\x7e]{1,255}$/.test(key) ? key : null;
+};
+const fingerprintOf = (body: object) => createHash("sha256").update(JSON.stringify(Object.fromEntries(Object.entries(body).sort()))).digest("hex");
+
+/** The stored response of an Idempotency-Key already used (after the unique violation). */
+async function replay(c: Caller, endpoint: string, key: string, fingerprint: string) {
+  const ex = await pool.query(
+    `SELECT "fingerprint","statusCode","responseBody" FROM "IdempotencyRecord"
+      WHERE "tenantId" = $1::uuid AND "apiKeyId" = $2::uuid AND "endpoint" = $3 AND "key" = $4`,
+    [c.tenantId, c.keyId, endpoint, key],
+  );
+  if (ex.rows[0].fingerprint !== fingerprint) throw new HttpError(409, "IDEMPOTENCY_KEY_REUSE_MISMATCH", "mismatch");
+  return { status: ex.rows[0].statusCode as number, row: ex.rows[0].responseBody, replayed: true };
+}
+
+const isUnique = (e: unknown, constraint?: string) =>
+  (e as { code?: string }).code === "23505" && (!constraint || (e as { constraint?: string }).constraint === constraint);
+
+/** A jsonb row (timestamps as text) back to the row shape (Dates). */
+const revive = <T>(row: Record<string, unknown>, dates: string[]): T =>
+  ({ ...row, ...Object.fromEntries(dates.map((k) => [k, row[k] === null ? null : new Date(row[k] as string)])) }) as T;
+
+const IDEM_INSERT = (endpoint: string, from: string) => `
+  INSERT INTO "IdempotencyRecord" ("tenantId","apiKeyId","endpoint","key","fingerprint","statusCode","responseBody","expiresAt")
+  SELECT $1::uuid, $2::uuid, '${endpoint}', $3::text, $4::text, 201, to_jsonb(x), now() + interval '1 day' FROM ${from} x WHERE $3::text IS NOT NULL`;
+
+async function createLead(c: Caller, req: IncomingMessage) {
+  need(c, "tenant:leads.manage");
+  const body = parseJsonBody(req, await readBody(req));
   const allowed = new Set(["customerName", "customerEmail", "customerPhone", "intent", "quality", "notes"]);
   for (const k of Object.keys(body)) if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
   const name = str(body.customerName, 255, "customerName", false)!;
@@ -251,69 +289,269 @@ async function createLead(c: Caller, req: IncomingMessage) {
   const intent = str(body.intent, 50, "intent") ?? "unknown";
   const quality = str(body.quality, 50, "quality") ?? "unknown";
   const notes = body.notes === undefined || body.notes === null ? null : String(body.notes);
-  const key = req.headers["idempotency-key"];
-  const idemKey = typeof key === "string" && /^[\x21-\x7e]{1,255}$/.test(key) ? key : undefined;
-  const fingerprint = createHash("sha256").update(JSON.stringify(Object.fromEntries(Object.entries(body).sort()))).digest("hex");
-
-  const client = await pool.connect();
+  const idemKey = idemKeyOf(req);
+  const fingerprint = fingerprintOf(body);
+  const e164 = phoneForMatching(phone, c.defaultCountry);
+  const mail = email?.trim() || null;
   try {
-    await client.query("BEGIN");
-    let claimId: string | undefined;
-    if (idemKey) {
-      const claimed = await client.query(
-        `INSERT INTO "IdempotencyRecord" ("apiKeyId","endpoint","key","fingerprint","statusCode","responseBody","expiresAt")
-         VALUES ($1::uuid, 'baseline.leads.create', $2, $3, 0, '{}'::jsonb, now() + make_interval(secs => 86400))
-         ON CONFLICT ("apiKeyId","endpoint","key") DO NOTHING RETURNING "id"`,
-        [c.keyId, idemKey, fingerprint],
-      );
-      if (claimed.rows.length === 0) {
-        const ex = await client.query(
-          `SELECT "fingerprint","responseBody" FROM "IdempotencyRecord" WHERE "apiKeyId" = $1::uuid AND "endpoint" = 'baseline.leads.create' AND "key" = $2`,
-          [c.keyId, idemKey],
-        );
-        await client.query("COMMIT");
-        if (ex.rows[0].fingerprint !== fingerprint) throw new HttpError(409, "IDEMPOTENCY_KEY_REUSE_MISMATCH", "mismatch");
-        return { status: 201, body: ex.rows[0].responseBody, replayed: true };
-      }
-      claimId = claimed.rows[0].id;
-    }
-    const stage = await client.query(
-      `SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1 ORDER BY "defaultEntry" DESC, "position" ASC, "createdAt" ASC, "id" ASC LIMIT 1`,
-      [c.tenantId],
+    const { rows } = await pool.query(
+      `WITH ins AS (
+         INSERT INTO "Lead" ("tenantId","customerId","conversationId","customerName","customerEmail","customerPhone","intent","quality",
+           "stageId","budgetMin","budgetMax","zones","rooms","assignedOperatorId","source","notes","createdAt","updatedAt")
+         VALUES ($1::uuid,
+           coalesce((SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "phone" = $5::text AND "deletedAt" IS NULL LIMIT 1),
+                    (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND lower("email") = lower($6::text) AND "deletedAt" IS NULL LIMIT 1)),
+           NULL, $7::text, $8::text, $9::text, $10::text, $11::text,
+           (SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid ORDER BY "defaultEntry" DESC, "position", "createdAt", "id" LIMIT 1),
+           NULL, NULL, '{}', NULL, NULL, 'api', $12::text, $13::timestamptz, $13::timestamptz)
+         RETURNING ${LEAD_COLS.replace(/l\./g, "")}),
+       rec AS (${IDEM_INSERT("baseline.leads.create", "ins")})
+       SELECT * FROM ins`,
+      [c.tenantId, c.keyId, idemKey, fingerprint, e164, mail, name, email, phone, intent, quality, notes, new Date()],
     );
-    let customerId: string | null = null;
-    const e164 = phoneForMatching(phone, c.defaultCountry);
-    if (e164) {
-      const r = await client.query(`SELECT "id" FROM "Contact" WHERE "tenantId" = $1 AND "phone" = $2 AND "deletedAt" IS NULL LIMIT 1`, [c.tenantId, e164]);
-      customerId = r.rows[0]?.id ?? null;
-    }
-    if (!customerId && email?.trim()) {
-      const r = await client.query(
-        `SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND lower("email") = lower($2) AND "deletedAt" IS NULL LIMIT 1`,
-        [c.tenantId, email.trim()],
-      );
-      customerId = r.rows[0]?.id ?? null;
-    }
-    const now = new Date();
-    const ins = await client.query(
-      `INSERT INTO "Lead" ("tenantId","customerId","conversationId","customerName","customerEmail","customerPhone","intent","quality",
-         "stageId","budgetMin","budgetMax","zones","rooms","assignedOperatorId","source","notes","createdAt","updatedAt")
-       VALUES ($1,$2,NULL,$3,$4,$5,$6,$7,$8,NULL,NULL,'{}',NULL,NULL,'api',$9,$10,$10)
-       RETURNING ${LEAD_COLS.replace(/l\./g, "")}`,
-      [c.tenantId, customerId, name, email, phone, intent, quality, stage.rows[0].id, notes, now],
-    );
-    const lead = toLead(ins.rows[0]);
-    if (claimId)
-      await client.query(`UPDATE "IdempotencyRecord" SET "statusCode" = 201, "responseBody" = $1::jsonb WHERE "id" = $2::uuid`, [JSON.stringify(lead), claimId]);
-    await client.query("COMMIT");
-    return { status: 201, body: lead, replayed: false };
+    return { status: 201, body: toLead(rows[0]), replayed: false };
   } catch (e) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw e;
-  } finally {
-    client.release();
+    if (!idemKey || !isUnique(e, "IdempotencyRecord_tenantId_apiKeyId_endpoint_key_key")) throw e;
+    const r = await replay(c, "baseline.leads.create", idemKey, fingerprint);
+    return { status: r.status, body: toLead(revive<LeadRow>(r.row, ["createdAt", "updatedAt"])), replayed: true };
   }
 }
+
+// POST /appointments — ONE statement: the bookable-user check, the INSERT (the exclusion constraint
+// "Appointment_no_overlap" is the overlap check) and the idempotency record. An overlap is 409, with
+// the blocker read afterwards (error path only).
+const APPT_COLS = `"id","assignedUserId","customerId","conversationId","leadId","title","appointmentType","startsAt","endsAt","status","source","notes","createdAt","updatedAt"`;
+interface AppointmentRow {
+  id: string;
+  assignedUserId: string;
+  customerId: string | null;
+  conversationId: string | null;
+  leadId: string | null;
+  title: string;
+  appointmentType: string;
+  startsAt: Date;
+  endsAt: Date;
+  status: string;
+  source: string;
+  notes: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+const toAppointment = (a: AppointmentRow) => ({
+  id: a.id,
+  assignedUserId: a.assignedUserId,
+  customerId: a.customerId,
+  conversationId: a.conversationId,
+  leadId: a.leadId,
+  title: a.title,
+  appointmentType: a.appointmentType,
+  startsAt: a.startsAt.toISOString(),
+  endsAt: a.endsAt.toISOString(),
+  status: a.status,
+  source: a.source,
+  notes: a.notes,
+  createdAt: a.createdAt.toISOString(),
+  updatedAt: a.updatedAt.toISOString(),
+});
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const instant = (v: unknown, what: string) => {
+  const d = typeof v === "string" ? new Date(v) : new Date(NaN);
+  if (Number.isNaN(d.getTime())) throw new HttpError(422, "VALIDATION_ERROR", `bad ${what}`);
+  return d;
+};
+
+async function createAppointment(c: Caller, req: IncomingMessage) {
+  need(c, "tenant:appointments.manage");
+  const body = parseJsonBody(req, await readBody(req));
+  const allowed = new Set(["assignedUserId", "title", "appointmentType", "startsAt", "endsAt", "notes"]);
+  for (const k of Object.keys(body)) if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
+  const userId = str(body.assignedUserId, 36, "assignedUserId", false)!;
+  if (!UUID_RE.test(userId)) throw new HttpError(422, "VALIDATION_ERROR", "bad assignedUserId");
+  const title = str(body.title, 255, "title", false)!;
+  const type = str(body.appointmentType, 50, "appointmentType", false)!;
+  const startsAt = instant(body.startsAt, "startsAt");
+  const endsAt = instant(body.endsAt, "endsAt");
+  if (endsAt <= startsAt) throw new HttpError(422, "VALIDATION_ERROR", "endsAt must be after startsAt");
+  const notes = body.notes === undefined || body.notes === null ? null : String(body.notes);
+  const idemKey = idemKeyOf(req);
+  const fingerprint = fingerprintOf(body);
+  const now = new Date();
+  try {
+    const { rows } = await pool.query(
+      `WITH ins AS (
+         INSERT INTO "Appointment" ("tenantId","assignedUserId","customerId","conversationId","leadId","title","appointmentType",
+           "startsAt","endsAt","status","source","notes","createdAt","updatedAt")
+         SELECT $1::uuid, u."id", NULL, NULL, NULL, $6::text, $7::text, $8::timestamptz, $9::timestamptz, 'scheduled', 'manual', $10::text,
+                $11::timestamptz, $11::timestamptz
+           FROM "User" u WHERE u."tenantId" = $1::uuid AND u."id" = $5::uuid AND u."bookable"
+         RETURNING ${APPT_COLS}),
+       rec AS (${IDEM_INSERT("baseline.appointments.create", "ins")})
+       SELECT * FROM ins`,
+      [c.tenantId, c.keyId, idemKey, fingerprint, userId, title, type, startsAt, endsAt, notes, now],
+    );
+    if (!rows[0]) throw new HttpError(404, "NOT_FOUND", "User not found");
+    return { status: 201, body: toAppointment(rows[0]), replayed: false };
+  } catch (e) {
+    if ((e as { code?: string }).code === "23P01") throw new HttpError(409, "APPOINTMENT_OVERLAP", "overlap");
+    if (!idemKey || !isUnique(e, "IdempotencyRecord_tenantId_apiKeyId_endpoint_key_key")) throw e;
+    const r = await replay(c, "baseline.appointments.create", idemKey, fingerprint);
+    return { status: r.status, body: toAppointment(revive<AppointmentRow>(r.row, ["startsAt", "endsAt", "createdAt", "updatedAt"])), replayed: true };
+  }
+}
+
+// ---- the other lists: one statement each — a plain count(*) of the filter (omitted without count)
+// and the page by LIMIT/OFFSET over the list's order index.
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+const page = (items: unknown[], total: number, offset: number, limit: number) => ({
+  items,
+  total,
+  pagination: {
+    page: Math.floor(offset / limit) + 1,
+    pageSize: limit,
+    totalItems: total,
+    totalPages: Math.ceil(total / limit),
+    hasNext: offset + limit < total,
+    hasPrev: offset > 0,
+  },
+});
+
+async function listOf(
+  c: Caller,
+  url: URL,
+  noCount: boolean,
+  spec: { table: string; where: string; select: string; order: string; join?: string; extra?: number },
+) {
+  const offset = int(url.searchParams.get("offset"), 0, 2_147_483_647, 0);
+  const limit = int(url.searchParams.get("limit"), 1, 200, 50);
+  const take = limit + (spec.extra ?? 0);
+  const total = noCount ? `NULL::int` : `(SELECT count(*)::int FROM "${spec.table}" x WHERE x."tenantId" = $1 AND ${spec.where})`;
+  const { rows } = await pool.query(
+    `SELECT ${total} AS "total", p.* FROM (SELECT 1) one LEFT JOIN LATERAL (
+       ${spec.select} FROM (SELECT * FROM "${spec.table}" x WHERE x."tenantId" = $1 AND ${spec.where} ORDER BY ${spec.order} LIMIT $2 OFFSET $3) x
+       ${spec.join ?? ""}
+     ) p ON true ORDER BY ${spec.order.replace(/x\./g, "p.")}`,
+    [c.tenantId, take, offset],
+  );
+  const items = rows.filter((r) => r.id !== null);
+  return { items, total: noCount ? offset + items.length : (rows[0].total as number), offset, limit };
+}
+
+async function listContacts(c: Caller, url: URL, noCount: boolean) {
+  need(c, "tenant:contacts.read");
+  const r = await listOf(c, url, noCount, {
+    table: "Contact",
+    where: `x."deletedAt" IS NULL`,
+    order: `x."createdAt" DESC, x."id" DESC`,
+    select: `SELECT x."id", x."fullName", x."phone", x."email", x."country", x."phoneVerifiedAt", x."emailVerifiedAt", x."marketingOptOut",
+                    x."marketingOptOutAt", x."origin", x."createdAt"`,
+    extra: 1,
+  });
+  const more = r.items.length > r.limit;
+  const items = r.items.slice(0, r.limit);
+  const last = items[items.length - 1];
+  return {
+    ...page(
+      items.map((x) => ({
+        id: x.id,
+        fullName: x.fullName,
+        phone: x.phone,
+        email: x.email,
+        country: x.country,
+        phoneVerifiedAt: iso(x.phoneVerifiedAt),
+        emailVerifiedAt: iso(x.emailVerifiedAt),
+        marketingOptOut: x.marketingOptOut,
+        marketingOptOutAt: iso(x.marketingOptOutAt),
+        origin: x.origin,
+        createdAt: iso(x.createdAt),
+      })),
+      r.total,
+      r.offset,
+      r.limit,
+    ),
+    nextCursor: more && last ? Buffer.from(`${last.createdAt.toISOString()}|${last.id}`, "utf8").toString("base64url") : null,
+  };
+}
+
+async function listTickets(c: Caller, url: URL, noCount: boolean) {
+  need(c, "tenant:tickets.read");
+  const r = await listOf(c, url, noCount, {
+    table: "Ticket",
+    where: "true",
+    order: `x."createdAt" DESC, x."id" DESC`,
+    select: `SELECT x."id", x."customerId", x."leadId", x."conversationId", x."subject", x."status", x."createdById", x."assignedToId",
+                    x."createdAt", x."updatedAt",
+                    (SELECT coalesce(json_agg(json_build_object('id', m."id", 'authorUserId', m."authorUserId", 'body', m."body",
+                                                                'createdAt', m."createdAt") ORDER BY m."createdAt", m."id"), '[]')
+                       FROM "TicketComment" m WHERE m."tenantId" = $1 AND m."ticketId" = x."id") AS "comments"`,
+  });
+  return page(
+    r.items.map((t) => ({
+      id: t.id,
+      customerId: t.customerId,
+      leadId: t.leadId,
+      conversationId: t.conversationId,
+      subject: t.subject,
+      status: t.status,
+      createdBy: t.createdById,
+      assignedTo: t.assignedToId,
+      createdAt: iso(t.createdAt),
+      updatedAt: iso(t.updatedAt),
+      comments: (t.comments as { id: string; authorUserId: string | null; body: string; createdAt: string }[]).map((m) => ({
+        id: m.id,
+        authorUserId: m.authorUserId,
+        body: m.body,
+        createdAt: new Date(m.createdAt).toISOString(),
+      })),
+    })),
+    r.total,
+    r.offset,
+    r.limit,
+  );
+}
+
+async function listAppointments(c: Caller, url: URL, noCount: boolean) {
+  need(c, "tenant:appointments.read");
+  const r = await listOf(c, url, noCount, { table: "Appointment", where: "true", order: `x."startsAt", x."id"`, select: `SELECT x.*` });
+  return page(r.items.map((a) => toAppointment(a as AppointmentRow)), r.total, r.offset, r.limit);
+}
+
+async function listConversations(c: Caller, url: URL, noCount: boolean) {
+  need(c, "tenant:conversations.read");
+  const r = await listOf(c, url, noCount, {
+    table: "Conversation",
+    where: "true",
+    order: `x."lastMessageAt" DESC, x."id" DESC`,
+    select: `SELECT x."id", x."channelId", x."status", x."subject", x."assignedOperatorId", x."lastMessagePreview", x."lastMessageAt",
+                    x."createdAt", ch."kind", cu."id" AS "cuId", cu."name" AS "cuName", cu."email" AS "cuEmail", cu."phone" AS "cuPhone",
+                    cu."contactId" AS "cuContactId"`,
+    join: `JOIN "Channel" ch ON ch."tenantId" = $1 AND ch."id" = x."channelId" JOIN "Customer" cu ON cu."tenantId" = $1 AND cu."id" = x."customerId"`,
+  });
+  return page(
+    r.items.map((v) => ({
+      id: v.id,
+      channel: v.kind,
+      channelId: v.channelId,
+      status: v.status,
+      subject: v.subject,
+      customer: { id: v.cuId, name: v.cuName, email: v.cuEmail, phone: v.cuPhone, customerId: v.cuContactId },
+      assignedOperatorId: v.assignedOperatorId,
+      lastMessagePreview: v.lastMessagePreview,
+      lastMessageAt: iso(v.lastMessageAt),
+      createdAt: iso(v.createdAt),
+    })),
+    r.total,
+    r.offset,
+    r.limit,
+  );
+}
+
+const LISTS: Record<string, (c: Caller, url: URL, noCount: boolean) => Promise<unknown>> = {
+  "/public/v1/contacts": listContacts,
+  "/public/v1/tickets": listTickets,
+  "/public/v1/appointments": listAppointments,
+  "/public/v1/conversations": listConversations,
+};
 
 const server = createServer(async (req, res) => {
   const reqId = randomUUID();
@@ -327,11 +565,13 @@ const server = createServer(async (req, res) => {
       const noCount = process.env.BASELINE_LEADS_NO_COUNT === "1" || req.headers["x-bench-no-count"] === "1";
       return send(res, 200, await listLeads(caller, url, noCount), reqId);
     }
-    if (req.method === "POST" && url.pathname === "/public/v1/leads") {
-      const r = await createLead(caller, req);
+    if (req.method === "POST" && (url.pathname === "/public/v1/leads" || url.pathname === "/public/v1/appointments")) {
+      const r = url.pathname === "/public/v1/leads" ? await createLead(caller, req) : await createAppointment(caller, req);
       if (r.replayed) res.setHeader("Idempotent-Replayed", "true");
       return send(res, r.status, r.body, reqId);
     }
+    const list = req.method === "GET" ? LISTS[url.pathname] : undefined;
+    if (list) return send(res, 200, await list(caller, url, req.headers["x-bench-no-count"] === "1"), reqId);
     throw new HttpError(404, "NOT_FOUND", "No operation");
   } catch (e) {
     const err = e instanceof HttpError ? e : new HttpError(500, "INTERNAL_ERROR", "Internal error");

@@ -1,4 +1,4 @@
-// The 20 operations of /public/v1 as the drills drive them: method, path with its id parameter,
+// The operations of /public/v1 (the spec's 20 and GET /changes) as the drills drive them: method, path with its id parameter,
 // query parameters, and a valid body built from a tenant's ids (what the fuzzer mutates and the
 // cross-tenant matrix fills with another tenant's ids).
 import type { TenantIds } from "../../server/admin/fixture.js";
@@ -86,6 +86,7 @@ export const OPERATIONS: Operation[] = [
     body: (ids) => ({ status: "pending", assignedTo: ids.users.ana, subject: "Updated" }),
   },
   { name: "tickets.comment", method: "POST", path: "/public/v1/tickets/{id}/comments", pathId: "ticket", create: true, body: () => ({ body: "a comment" }) },
+  { name: "changes.list", method: "GET", path: "/public/v1/changes", query: { since: null, types: null, limit: null } },
 ];
 
 /** An id of the given kind in a tenant (the richTenant fixture). */
@@ -115,6 +116,7 @@ export function validQuery(param: string): string {
     case "status": return "active";
     case "channel": return "whatsapp";
     case "search": return "Bea";
+    case "types": return "lead,ticket";
     default: return "x";
   }
 }

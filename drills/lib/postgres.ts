@@ -37,7 +37,7 @@ export interface OwnPostgres {
   log(): Promise<string>;
 }
 
-export async function startPostgres(scope: Scope): Promise<OwnPostgres> {
+export async function startPostgres(scope: Scope, opts: { maxConnections?: number } = {}): Promise<OwnPostgres> {
   const bin = pgBin();
   const asRoot = process.getuid?.() === 0;
   const dir = await mkdtemp(path.join(tmpdir(), "crm-drill-pg-"));
@@ -55,7 +55,7 @@ export async function startPostgres(scope: Scope): Promise<OwnPostgres> {
 
   await exec("initdb", ["-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"]);
   const port = await freePort();
-  const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c fsync=off -c max_connections=200`;
+  const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c fsync=off -c max_connections=${opts.maxConnections ?? 200}`;
   let running = false;
   const self: OwnPostgres = {
     port,

@@ -1,7 +1,9 @@
-// Service instances as child processes: `node --import tsx server/main.ts` with their own PORT, the
+// Service instances as child processes: the compiled service (`node --enable-source-maps
+// dist/server/main.js`, built first when missing or stale: scripts/ensure-build.ts) with their own PORT, the
 // drill's DATABASE_URL/REDIS_URL, NO_DEMO=1 and LOG_LEVEL (debug by default, so that drill 8 can
 // check the most verbose logs for secrets). Every output line is kept (observe.ts).
 import { spawn, type ChildProcess } from "node:child_process";
+import { ensureBuild, serviceCommand } from "../../scripts/ensure-build.js";
 import { addLogLine } from "./observe.js";
 import { exitOf, freePort, lines, ROOT, type Exit } from "./proc.js";
 import { sleep, type Scope } from "./scope.js";
@@ -17,14 +19,16 @@ export interface Service {
   stop(signal?: NodeJS.Signals, killAfterMs?: number): Promise<Exit>;
 }
 
-const INHERITED_OUT = ["DATABASE_URL", "REDIS_URL", "PORT", "HOST", "LOG_LEVEL", "PROVIDER_TIMEOUT_MS", "NO_DEMO", "PGLITE_DATA_DIR", "BODY_LIMIT_BYTES"];
+const INHERITED_OUT = ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "METRICS_PORT", "METRICS_HOST", "PORT", "HOST", "LOG_LEVEL", "PROVIDER_TIMEOUT_MS", "NO_DEMO", "PGLITE_DATA_DIR", "BODY_LIMIT_BYTES"];
 
 export const DEFAULT_LOG_LEVEL = process.env.DRILL_LOG_LEVEL || "debug";
 
 export async function startService(scope: Scope, name: string, env: Record<string, string | undefined>): Promise<Service> {
   const port = await freePort();
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !INHERITED_OUT.includes(k)));
-  const child = spawn(process.execPath, ["--import", "tsx", "server/main.ts"], {
+  await ensureBuild();
+  const { command, args } = serviceCommand();
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { ...base, PORT: String(port), HOST: "127.0.0.1", NO_DEMO: "1", LOG_LEVEL: DEFAULT_LOG_LEVEL, ...env } as NodeJS.ProcessEnv,
     stdio: ["ignore", "pipe", "pipe"],

@@ -2,24 +2,36 @@
 // `idempotent(async ({ ctx, input }) => ...)` and runs its writes on ctx.db, which is the
 // transaction that also holds the Idempotency-Key claim. A resolver whose last step is a provider
 // call returns `new AfterCommit(note, finish)` (the call then happens after the commit) and passes
-// `recover`, which finishes an abandoned write from its note for a duplicate.
+// `recover`, which finishes an abandoned write from its note for a duplicate. A create whose response
+// embeds more than it wrote (a comment answers with the whole thread) passes `record`: what to store
+// under the key instead of the body, and how to rebuild the identical body from it on a replay.
+// A create that writes one row passes `plan`: the row and its response, computed with reads only
+// (on ctx.db, the root client), written with the key's claim and stored response in ONE statement
+// (server/idempotency.ts writeInOneStatement); the resolver stays the transactional path that runs
+// whenever the plan does not answer (a replay, a mismatch, an expired key, a 404/409, a refusal).
 import type { Db } from "../../server/db/client.js";
-import { AfterCommit, fingerprint, readIdempotencyKey, withIdempotency } from "../../server/idempotency.js";
+import type { Read } from "../../server/db/insert.js";
+import { AfterCommit, fingerprint, readIdempotencyKey, withIdempotency, type OneStatement } from "../../server/idempotency.js";
 import type { AuthedContext } from "../trpc.js";
 
-export { AfterCommit };
+export { AfterCommit, type OneStatement };
 
 /** How long an unfinished send (an AfterCommit claim, a pending message) is given before it counts as abandoned. */
 export const unfinishedAfterMs = (ctx: { services: { config: { providerTimeoutMs: number } } }) => ctx.services.config.providerTimeoutMs + 10_000;
 
 export function idempotent<I, O>(
   resolve: (opts: { ctx: AuthedContext; input: I }) => Promise<O | AfterCommit<O>>,
-  opts: { recover?: (db: Db, note: any) => Promise<O> } = {},
+  opts: {
+    recover?: (db: Db, note: any, ctx: AuthedContext) => Promise<O>;
+    record?: { store: (body: O) => unknown; rebuild: (ctx: AuthedContext, stored: any) => Promise<O> };
+    plan?: (opts: { ctx: AuthedContext; input: I; read: Read }) => Promise<OneStatement<O>>;
+  } = {},
 ) {
   return async ({ ctx, input, path }: { ctx: AuthedContext; input: I; path: string }): Promise<O> => {
     const key = readIdempotencyKey(ctx.req.headers["idempotency-key"]);
     const claim = key
       ? {
+          tenantId: ctx.tenantId,
           apiKeyId: ctx.caller.keyId,
           endpoint: path,
           key,
@@ -27,8 +39,13 @@ export function idempotent<I, O>(
           ttlSeconds: ctx.services.config.idempotencyTtlSeconds,
         }
       : undefined;
-    const finishing = opts.recover ? { staleAfterMs: unfinishedAfterMs(ctx), recover: opts.recover } : undefined;
-    const { body, replayed } = await withIdempotency(ctx.services.db, claim, (tx) => resolve({ ctx: { ...ctx, db: tx }, input }), finishing);
+    const recover = opts.recover;
+    const finishing = recover ? { staleAfterMs: unfinishedAfterMs(ctx), recover: (db: Db, note: any) => recover(db, note, ctx) } : undefined;
+    const record = opts.record;
+    const codec = record && { store: record.store, rebuild: (db: Db, stored: unknown) => record.rebuild({ ...ctx, db }, stored) };
+    const plan = opts.plan;
+    const oneStatement = plan && ((read: Read) => plan({ ctx, input, read }));
+    const { body, replayed } = await withIdempotency(ctx.services.db, claim, (tx) => resolve({ ctx: { ...ctx, db: tx }, input }), finishing, codec, oneStatement);
     if (replayed) ctx.res.setHeader("Idempotent-Replayed", "true");
     return body;
   };

@@ -4,18 +4,55 @@
 // (The adapter drops empty query values, so `?limit=` counts as absent.)
 import { z } from "zod";
 
-/** A UUID in the 8-4-4-4-12 hex form (any version), as every id in the API. */
-export const Id = z.guid({ message: "must be a UUID" });
+/**
+ * A UUID in the 8-4-4-4-12 hex form (any version), as every id in the API, normalised to lower case
+ * here, once, for every operation and transport: everything downstream (queries, the calendar lock
+ * key, Idempotency-Key fingerprints, comparisons) sees one spelling. `overwrite` keeps it a string
+ * schema, so the OpenAPI document is unchanged.
+ */
+export const Id = z.guid({ message: "must be a UUID" }).overwrite((s) => s.toLowerCase());
 
 /** Output date-time (always UTC, ISO 8601 with milliseconds). */
 export const Timestamp = z.iso.datetime();
 export const iso = (d: Date) => d.toISOString();
 export const isoOrNull = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
-/** Input date-time with an explicit offset or Z → Date. */
+// Instants the database stores and returns, and that serialize as ISO 8601 with a 4-digit year:
+// years 0001–9999 in UTC. PostgreSQL refuses year 0 ("0000-…", 22008) and JavaScript writes years
+// after 9999 as "+010000-…", so every date and date-time input is checked against these bounds after
+// its offset is applied, and derived instants (e.g. availability's local midnights) are clamped to them.
+export const MIN_INSTANT = new Date("0001-01-01T00:00:00.000Z");
+export const MAX_INSTANT = new Date("9999-12-31T23:59:59.999Z");
+export const INSTANT_RANGE = "between 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z (UTC)";
+
+/** Whether a Date is a real instant within [MIN_INSTANT, MAX_INSTANT]. */
+export const isStorableInstant = (d: Date) => {
+  const t = d.getTime();
+  return t >= MIN_INSTANT.getTime() && t <= MAX_INSTANT.getTime();
+};
+
+/** `d` moved into [MIN_INSTANT, MAX_INSTANT]. */
+export const clampInstant = (d: Date) =>
+  d.getTime() < MIN_INSTANT.getTime() ? MIN_INSTANT : d.getTime() > MAX_INSTANT.getTime() ? MAX_INSTANT : d;
+
+/** Input date-time with an explicit offset or Z → Date, within the storable range after UTC conversion. */
 export const DateTimeInput = z.iso
   .datetime({ offset: true, message: "must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z)" })
-  .transform((s) => new Date(s));
+  .transform((s, ctx) => {
+    const d = new Date(s);
+    if (isStorableInstant(d)) return d;
+    ctx.addIssue({ code: "custom", message: `must be ${INSTANT_RANGE}`, params: { code: "out_of_range" } });
+    return z.NEVER;
+  });
+
+/** Input calendar date YYYY-MM-DD that exists (2026-02-30 is rejected), years 0001–9999. */
+export const DateInput = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, "must be a date in the form YYYY-MM-DD")
+  .refine((s) => !s.startsWith("0000-") && !Number.isNaN(Date.parse(`${s}T00:00:00Z`)) && new Date(`${s}T00:00:00Z`).toISOString().startsWith(s), {
+    message: "must be a real calendar date between 0001-01-01 and 9999-12-31",
+    params: { code: "invalid_date" },
+  });
 
 /**
  * An integer query parameter: digits only over REST, or a number from an internal tRPC caller.

@@ -4,12 +4,12 @@
 // (date-times: the appointments intersecting [from, to), i.e. endsAt > from and startsAt < to;
 // either bound alone is allowed; from after to → 422).
 import { z } from "zod";
-import type { Prisma } from "../../generated/prisma/client.js";
+import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { owned } from "../_lib/tenant.js";
+import { eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { AppointmentObject, isAppointmentStatus, toAppointment } from "./schemas.js";
+import { AppointmentObject, isAppointmentStatus, toAppointment, type AppointmentRow } from "./schemas.js";
 
 export const ListAppointmentsQuery = z.object({
   userId: Id.optional(),
@@ -36,22 +36,38 @@ export const listAppointments = scoped("tenant:appointments.read")
     // A status that no appointment can have matches nothing (common rule 2), without a query.
     if (input.status !== undefined && !isAppointmentStatus(input.status)) return offsetList([], 0, page);
 
-    const where: Prisma.AppointmentWhereInput = owned(ctx, {
-      ...(input.userId ? { assignedUserId: input.userId } : {}),
-      ...(input.customerId ? { customerId: input.customerId } : {}),
-      ...(input.leadId ? { leadId: input.leadId } : {}),
-      ...(input.status !== undefined && isAppointmentStatus(input.status) ? { status: input.status } : {}),
-      ...(input.from ? { endsAt: { gt: input.from } } : {}),
-      ...(input.to ? { startsAt: { lt: input.to } } : {}),
-    });
-    const [rows, total] = await Promise.all([
-      ctx.db.appointment.findMany({
-        where,
-        orderBy: [{ startsAt: "asc" }, { id: "asc" }],
-        skip: input.offset,
-        take: input.limit,
+    // One statement: the total (a counter for no filter or one equality filter, else an index count),
+    // and the page; a deep offset of the unfiltered list starts at the startsAt day bucket holding it.
+    const filters: Filter[] = [];
+    if (input.userId) filters.push(eq(ctx.tenantId, "Appointment", "userId", "assignedUserId", input.userId, "uuid"));
+    if (input.customerId) filters.push(eq(ctx.tenantId, "Appointment", "customerId", "customerId", input.customerId, "uuid"));
+    if (input.leadId) filters.push(eq(ctx.tenantId, "Appointment", "leadId", "leadId", input.leadId, "uuid"));
+    if (input.status !== undefined) filters.push(eq(ctx.tenantId, "Appointment", "status", "status", input.status, "AppointmentStatus"));
+    if (input.from !== undefined || input.to !== undefined) {
+      const t = (d?: Date) => (d ? sqlTime(d) : Prisma.sql`NULL::timestamptz`);
+      const exact = [
+        ...(input.from ? [Prisma.sql`"endsAt" > ${sqlTime(input.from)}`] : []),
+        ...(input.to ? [Prisma.sql`"startsAt" < ${sqlTime(input.to)}`] : []),
+      ];
+      // The overlap (&&) with the closed range is what the GiST index answers; the exact rule follows.
+      filters.push({
+        cond: Prisma.sql`tstzrange("startsAt", "endsAt", '[)') && tstzrange(${t(input.from)}, ${t(input.to)}, '[]') AND ${Prisma.join(exact, " AND ")}`,
+      });
+    }
+    const where = whereOf(ctx.tenantId, filters);
+    const rows = await ctx.db.$queryRaw<ListRows<AppointmentRow>>(
+      listStatement({
+        tenantId: ctx.tenantId,
+        offset: input.offset,
+        total: exactTotal(ctx.tenantId, "Appointment", filters),
+        seek: filters.length === 0 ? { entity: "Appointment", column: Prisma.sql`"startsAt"`, desc: false } : undefined,
+        page: (at) => Prisma.sql`
+          SELECT "id", "assignedUserId", "customerId", "conversationId", "leadId", "title", "appointmentType", "startsAt", "endsAt",
+                 "status", "source", "notes", "createdAt", "updatedAt"
+            FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
+        order: Prisma.sql`p."startsAt", p."id"`,
       }),
-      ctx.db.appointment.count({ where }),
-    ]);
-    return offsetList(rows.map(toAppointment), total, page);
+    );
+    const { total: count, items } = splitList(rows);
+    return offsetList(items.map(toAppointment), count, page);
   });

@@ -2,6 +2,7 @@
 // database-held invariants (the "Appointment_no_overlap" exclusion constraint and the
 // "Appointment_ends_after_starts" CHECK) to their API errors.
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
 import { dbViolation, isExclusionViolation } from "../../server/db/errors.js";
 import { AppError, validation } from "../../server/errors.js";
 import type { Db } from "../../server/db/client.js";
@@ -110,7 +111,12 @@ export async function guardAppointmentWrite<T>(write: () => Promise<T>, details:
  * The exclusion constraint stays the guard. Must run inside a transaction.
  */
 export async function lockUserCalendar(db: Db, tenantId: string, userId: string): Promise<void> {
-  await db.$queryRaw`SELECT 1 AS locked FROM pg_advisory_xact_lock(hashtext('appointments'), hashtext(${`${tenantId}:${userId}`}))`;
+  await db.$queryRaw`SELECT 1 AS locked FROM ${calendarLockSql(tenantId, userId)}`;
+}
+
+/** The calendar lock as a FROM item (`pg_advisory_xact_lock(…)`), for lockUserCalendar and one-statement writes. */
+export function calendarLockSql(tenantId: string, userId: string): Prisma.Sql {
+  return Prisma.sql`pg_advisory_xact_lock(hashtext('appointments'), hashtext(${`${tenantId}:${userId}`}))`;
 }
 
 /**

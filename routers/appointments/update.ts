@@ -6,6 +6,7 @@
 // appointment of the same user (no change; the exclusion constraint is the guard) → write.
 // An empty body returns the object unchanged (updatedAt untouched); any write advances updatedAt.
 import { z } from "zod";
+import { transaction } from "../../server/db/transaction.js";
 import { DateTimeInput, Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
@@ -54,8 +55,9 @@ export const updateAppointment = scoped("tenant:appointments.manage")
     const given = Object.values(changes).some((v) => v !== undefined);
     if (!given) return toAppointment(found);
 
-    // One transaction per write, holding the assigned user's calendar lock (see lockUserCalendar).
-    const row = await ctx.services.db.prisma.$transaction(async (tx) => {
+    // One transaction per write, holding the assigned user's calendar lock (see lockUserCalendar);
+    // run again as a whole if PostgreSQL picks it as a deadlock victim (server/db/transaction.ts).
+    const row = await transaction(ctx.services.db.prisma, async (tx) => {
       await lockUserCalendar(tx, ctx.tenantId, found.assignedUserId);
       // Re-read under the lock: a concurrent PATCH may have moved it meanwhile.
       const current = await mustExist(tx.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");

@@ -8,6 +8,9 @@
 // Without userId the chosen user is the bookable user with the earliest free slot in the range;
 // ties (and the case where nobody has a free slot) by fewest scheduled appointments intersecting
 // the range, then by id ascending.
+// Work is linear in users + working hours + appointments + slots: rows are grouped by user once,
+// users with the same weekly hours share one computation of their working intervals, each user is
+// swept only up to their first free slot, and only the chosen user's slots are listed.
 import { DateTime, IANAZone } from "luxon";
 import { z } from "zod";
 import { notFound } from "../../server/errors.js";
@@ -15,7 +18,7 @@ import { Id } from "../_lib/schemas.js";
 import { owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
 import { AvailabilityObject, CalendarDate, MAX_RANGE_DAYS, type DegradedReason } from "./schemas.js";
-import { freeSlots, rangeBounds, type Interval, type WorkingHoursEntry } from "./slots.js";
+import { firstFreeSlot, freeSlots, rangeBounds, workingIntervals, type Interval, type WorkingHoursEntry } from "./slots.js";
 
 export const AvailabilityQuery = z
   .object({
@@ -35,9 +38,22 @@ export const AvailabilityQuery = z
 
 interface Candidate {
   userId: string;
-  slots: Interval[];
-  appointments: number;
+  intervals: Interval[];
+  busy: Interval[];
+  firstFree: number;
   hasWorkingHours: boolean;
+}
+
+/** Rows grouped by their user id, in one pass. */
+function byUser<T>(rows: T[], userOf: (row: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const row of rows) {
+    const key = userOf(row);
+    const list = out.get(key);
+    if (list) list.push(row);
+    else out.set(key, [row]);
+  }
+  return out;
 }
 
 export const getAvailability = scoped("tenant:appointments.read")
@@ -83,33 +99,51 @@ export const getAvailability = scoped("tenant:appointments.read")
     ]);
 
     const now = ctx.services.now();
+    const slotMinutes = ctx.caller.tenant.slotMinutes;
+    const hoursOf = byUser(hours, (h) => h.userId);
+    const busyOf = byUser(busy, (b) => b.assignedUserId);
+    // Working intervals depend only on the weekly hours: computed once per distinct schedule.
+    const intervalsBySchedule = new Map<string, Interval[]>();
+    const intervalsOf = (workingHours: WorkingHoursEntry[]) => {
+      const schedule = JSON.stringify(workingHours.map((h) => [h.weekday, h.start, h.end]).sort());
+      let intervals = intervalsBySchedule.get(schedule);
+      if (!intervals) {
+        intervals = workingIntervals({ zone, fromDay: input.from, toDay: input.to, workingHours });
+        intervalsBySchedule.set(schedule, intervals);
+      }
+      return intervals;
+    };
     const candidates: Candidate[] = userIds.map((userId) => {
-      const workingHours: WorkingHoursEntry[] = hours.filter((h) => h.userId === userId);
-      const mine = busy.filter((b) => b.assignedUserId === userId);
+      const workingHours: WorkingHoursEntry[] = hoursOf.get(userId) ?? [];
+      const mine = busyOf.get(userId) ?? [];
+      const intervals = intervalsOf(workingHours);
+      const first = firstFreeSlot({ zone, fromDay: input.from, toDay: input.to, slotMinutes, workingHours, busy: mine, now, intervals });
       return {
         userId,
+        intervals,
+        busy: mine,
         hasWorkingHours: workingHours.length > 0,
-        appointments: mine.length,
-        slots: freeSlots({
-          zone,
-          fromDay: input.from,
-          toDay: input.to,
-          slotMinutes: ctx.caller.tenant.slotMinutes,
-          workingHours,
-          busy: mine,
-          now,
-        }),
+        firstFree: first?.startsAt.getTime() ?? Number.POSITIVE_INFINITY,
       };
     });
 
-    const firstFree = (c: Candidate) => c.slots[0]?.startsAt.getTime() ?? Number.POSITIVE_INFINITY;
     candidates.sort(
       (a, b) =>
-        firstFree(a) - firstFree(b) ||
-        a.appointments - b.appointments ||
+        a.firstFree - b.firstFree ||
+        a.busy.length - b.busy.length ||
         (a.userId < b.userId ? -1 : a.userId > b.userId ? 1 : 0),
     );
     const chosen = candidates[0]!;
+    const slots = freeSlots({
+      zone,
+      fromDay: input.from,
+      toDay: input.to,
+      slotMinutes,
+      workingHours: hoursOf.get(chosen.userId) ?? [],
+      busy: chosen.busy,
+      now,
+      intervals: chosen.intervals,
+    });
 
     const degradedReason: DegradedReason | null = !chosen.hasWorkingHours
       ? "no_working_hours"
@@ -117,7 +151,7 @@ export const getAvailability = scoped("tenant:appointments.read")
         ? "invalid_timezone"
         : null;
     return {
-      slots: chosen.slots.map((s) => ({ startsAt: s.startsAt.toISOString(), endsAt: s.endsAt.toISOString(), userId: chosen.userId })),
+      slots: slots.map((s) => ({ startsAt: s.startsAt.toISOString(), endsAt: s.endsAt.toISOString(), userId: chosen.userId })),
       degraded: degradedReason !== null,
       degradedReason,
     };

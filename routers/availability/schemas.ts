@@ -1,7 +1,6 @@
 // The availability response and its query pieces.
 import { z } from "zod";
-import { DateTime } from "luxon";
-import { Timestamp } from "../_lib/schemas.js";
+import { DateInput, Timestamp } from "../_lib/schemas.js";
 
 /** Longest range, in calendar days (from and to inclusive). */
 export const MAX_RANGE_DAYS = 31;
@@ -15,11 +14,8 @@ export const MAX_RANGE_DAYS = 31;
 export const DEGRADED_REASONS = ["no_working_hours", "invalid_timezone"] as const;
 export type DegradedReason = (typeof DEGRADED_REASONS)[number];
 
-/** A calendar date YYYY-MM-DD that exists (2026-02-30 is rejected). */
-export const CalendarDate = z
-  .string()
-  .regex(/^\d{4}-\d{2}-\d{2}$/, "must be a date in the form YYYY-MM-DD")
-  .refine((s) => DateTime.fromISO(s, { zone: "utc" }).isValid, "must be a real calendar date");
+/** A calendar date YYYY-MM-DD that exists, years 0001–9999 (the shared input piece). */
+export const CalendarDate = DateInput;
 
 export const SlotObject = z.object({
   startsAt: Timestamp,

@@ -6,7 +6,11 @@
 // one day that overlap or touch are merged. Each interval is cut into slots of `slotMinutes` real
 // minutes aligned to the interval's start; a slot is kept when it lies entirely inside the interval,
 // does not intersect any busy interval (half-open [start, end)) and does not start before `now`.
+// Linear: the slots come in time order, so one sweep over the busy intervals sorted by start decides
+// every slot (O(slots + busy · log busy), never slot × busy), and a caller that needs only the first
+// free slot stops there (slotsOf is a generator).
 import { DateTime } from "luxon";
+import { clampInstant, MAX_INSTANT } from "../_lib/schemas.js";
 
 export interface WorkingHoursEntry {
   weekday: number;
@@ -57,11 +61,15 @@ function atLocalMinutes(day: DateTime, minutes: number): DateTime {
   return day.set({ hour: Math.floor(minutes / 60), minute: minutes % 60, second: 0, millisecond: 0 });
 }
 
-/** The instants [start, end) of the whole range: local midnight of fromDay to local midnight after toDay. */
+/**
+ * The instants [start, end) of the whole range: local midnight of fromDay to local midnight after
+ * toDay, clamped to the storable instants (0001-01-01 in a zone east of UTC starts in year 0;
+ * midnight after 9999-12-31 west of UTC is in year 10000).
+ */
 export function rangeBounds(fromDay: string, toDay: string, zone: string): Interval {
   const from = startOfLocalDay(fromDay, zone)!;
   const to = startOfLocalDay(toDay, zone)!.plus({ days: 1 }).startOf("day");
-  return { startsAt: from.toJSDate(), endsAt: to.toJSDate() };
+  return { startsAt: clampInstant(from.toJSDate()), endsAt: clampInstant(to.toJSDate()) };
 }
 
 /** Working intervals of the range as instants, merged per day, in time order. */
@@ -94,22 +102,38 @@ export function workingIntervals(q: Pick<SlotQuery, "zone" | "fromDay" | "toDay"
 }
 
 /** The free slots, in time order. */
-export function freeSlots(q: SlotQuery): Interval[] {
+export function freeSlots(q: SlotQuery & { intervals?: Interval[] }): Interval[] {
+  return [...slotsOf(q)];
+}
+
+/** The first free slot, or undefined: only as much of the range is looked at as needed. */
+export function firstFreeSlot(q: SlotQuery & { intervals?: Interval[] }): Interval | undefined {
+  for (const slot of slotsOf(q)) return slot;
+  return undefined;
+}
+
+/**
+ * The free slots in time order, lazily. `intervals` (workingIntervals of the query) may be passed in
+ * when several users share the same weekly hours.
+ */
+export function* slotsOf(q: SlotQuery & { intervals?: Interval[] }): Generator<Interval> {
   const stepMs = q.slotMinutes * 60_000;
-  if (!Number.isFinite(stepMs) || stepMs <= 0) return [];
+  if (!Number.isFinite(stepMs) || stepMs <= 0) return;
   const busy = q.busy
     .map((b) => ({ s: b.startsAt.getTime(), e: b.endsAt.getTime() }))
     .sort((a, b) => a.s - b.s);
   const now = q.now.getTime();
-  const slots: Interval[] = [];
-  for (const w of workingIntervals(q)) {
-    const end = w.endsAt.getTime();
+  // Sweep: slots only move forward in time, so the busy intervals starting before a slot's end are
+  // a growing prefix of `busy`; the slot is taken iff the latest end among them is after its start.
+  let next = 0;
+  let latestEnd = Number.NEGATIVE_INFINITY;
+  for (const w of q.intervals ?? workingIntervals(q)) {
+    const end = Math.min(w.endsAt.getTime(), MAX_INSTANT.getTime()); // a slot must end at a storable instant
     for (let s = w.startsAt.getTime(); s + stepMs <= end; s += stepMs) {
       const e = s + stepMs;
-      if (s < now) continue;
-      if (busy.some((b) => b.s < e && s < b.e)) continue;
-      slots.push({ startsAt: new Date(s), endsAt: new Date(e) });
+      while (next < busy.length && busy[next]!.s < e) latestEnd = Math.max(latestEnd, busy[next++]!.e);
+      if (s < now || latestEnd > s) continue;
+      yield { startsAt: new Date(s), endsAt: new Date(e) };
     }
   }
-  return slots;
 }

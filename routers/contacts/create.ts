@@ -1,12 +1,12 @@
 // POST /public/v1/contacts — create a contact.
 //   1. body strict (unknown fields, `origin` included → 422); phone 1–40 characters, required
-//   2. phone → E.164 with the region of `country`, else the tenant's default country (else 422)
+//   2. phone → E.164 with the region of `country`, else the tenant's default country (else 422,
+//      also beyond E.164's 15 digits: server/phone.ts)
 //   3. origin stamped `api`
 //   4. phone / email (case-insensitive) already used by a live or soft-deleted contact of the tenant
 //      → 409 ALREADY_EXISTS, held by the unique indexes (so concurrent creates cannot both win)
 import { z } from "zod";
-import { toE164 } from "../../server/phone.js";
-import { validation } from "../../server/errors.js";
+import { requirePhone } from "../../server/phone.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { scoped } from "../trpc.js";
 import { ContactObject, Country, duplicateContact, Email, FullName, RawPhone, toContact } from "./schemas.js";
@@ -41,11 +41,7 @@ export const createContact = scoped("tenant:contacts.manage")
   .output(ContactObject)
   .mutation(
     idempotent<CreateContactInput, ContactObject>(async ({ ctx, input }) => {
-      const phone = toE164(input.phone, input.country ?? ctx.caller.tenant.defaultCountry);
-      if (!phone)
-        throw validation("Request validation failed", {
-          fields: [{ field: "phone", code: "invalid_phone", message: "not a valid phone number for the region" }],
-        });
+      const phone = requirePhone(input.phone, input.country ?? ctx.caller.tenant.defaultCountry, "phone");
       const now = ctx.services.now();
       const row = await ctx.db.contact
         .create({

@@ -8,9 +8,9 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { owned } from "../_lib/tenant.js";
+import { counted, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, CursorInput, encodeCursor, toContact, type ContactCursor, type ContactRow } from "./schemas.js";
+import { ContactObject, CursorInput, encodeCursor, toContact, type ContactRow } from "./schemas.js";
 
 export const ListContactsQuery = z.object({
   search: z
@@ -34,48 +34,30 @@ export const ContactList = OffsetList(ContactObject).extend({
 /** LIKE metacharacters escaped with the default escape character (backslash). */
 const escapeLike = (s: string) => s.replace(/[\\%_]/g, "\\$&");
 
-function searchWhere(search: string): Prisma.ContactWhereInput {
-  const like = { contains: escapeLike(search), mode: "insensitive" as const };
-  const or: Prisma.ContactWhereInput[] = [{ fullName: like }, { email: like }, { phone: like }];
-  // "612 345", "(612) 345-678", "+34 612": also match the digits against the stored E.164 phone.
-  const digits = search.replace(/\D/g, "");
-  if (digits && digits !== search && /^[\d\s().+-]+$/.test(search)) or.push({ phone: { contains: digits } });
-  return { OR: or };
-}
-
-/**
- * The same filters as SQL, for the page of a search with few matches (see SMALL_SEARCH): the matches
- * are read through the trigram index first and only then sorted. Left to itself the planner often
- * walks the (tenantId, createdAt) index instead and, when the matches are few or all old, reads
- * every contact of the tenant to fill a page.
- */
-function searchSql(ctx: { tenantId: string }, input: { search: string; listId?: string }, cursor: ContactCursor | undefined): Prisma.Sql {
-  const like = escapeLike(input.search);
+/** The search as SQL: a case-insensitive substring of fullName, email or phone (trigram GIN index). */
+function searchCond(search: string): Prisma.Sql {
+  const like = escapeLike(search);
   const or = [
     Prisma.sql`"fullName" ILIKE ('%' || ${like} || '%')`,
     Prisma.sql`"email" ILIKE ('%' || ${like} || '%')`,
     Prisma.sql`"phone" ILIKE ('%' || ${like} || '%')`,
   ];
-  const digits = input.search.replace(/\D/g, "");
-  if (digits && digits !== input.search && /^[\d\s().+-]+$/.test(input.search)) or.push(Prisma.sql`"phone" LIKE ('%' || ${digits} || '%')`);
-  const and = [Prisma.sql`c."tenantId" = ${ctx.tenantId}::uuid`, Prisma.sql`c."deletedAt" IS NULL`, Prisma.sql`(${Prisma.join(or, " OR ")})`];
-  if (input.listId !== undefined)
-    and.push(Prisma.sql`EXISTS (SELECT 1 FROM "ContactListMember" m
-      WHERE m."tenantId" = c."tenantId" AND m."contactId" = c."id" AND m."listId" = ${input.listId}::uuid)`);
-  if (cursor) {
-    const at = cursor.createdAt.toISOString();
-    and.push(Prisma.sql`(c."createdAt" < ${at}::timestamptz OR (c."createdAt" = ${at}::timestamptz AND c."id" < ${cursor.id}::uuid))`);
-  }
-  return Prisma.join(and, " AND ");
+  // "612 345", "(612) 345-678", "+34 612": also match the digits against the stored E.164 phone.
+  const digits = search.replace(/\D/g, "");
+  if (digits && digits !== search && /^[\d\s().+-]+$/.test(search)) or.push(Prisma.sql`"phone" LIKE ('%' || ${digits} || '%')`);
+  return Prisma.sql`(${Prisma.join(or, " OR ")})`;
 }
 
-/** Up to this many matches, a search page is read through searchSql (all matches, then sorted). */
+/**
+ * Up to this many matches left to list, a search page reads all of them through the trigram index
+ * first and only then sorts them. Left to itself the planner often walks the (tenantId, createdAt)
+ * index instead and, when the matches are few or all old, reads every contact of the tenant to fill
+ * a page; with many matches that walk is the cheaper plan.
+ */
 const SMALL_SEARCH = 2000;
 
-/** Rows strictly after the cursor in (createdAt desc, id desc) order. */
-const after = (c: ContactCursor): Prisma.ContactWhereInput => ({
-  OR: [{ createdAt: { lt: c.createdAt } }, { createdAt: c.createdAt, id: { lt: c.id } }],
-});
+const COLUMNS = Prisma.sql`"id", "fullName", "phone", "email", "country", "phoneVerifiedAt", "emailVerifiedAt", "marketingOptOut",
+  "marketingOptOutAt", "origin", "createdAt"`;
 
 export const listContacts = scoped("tenant:contacts.read")
   .meta({
@@ -95,43 +77,64 @@ export const listContacts = scoped("tenant:contacts.read")
   .input(ListContactsQuery)
   .output(ContactList)
   .query(async ({ ctx, input }) => {
-    const where: Prisma.ContactWhereInput = owned(ctx, {
-      deletedAt: null,
-      AND: [
-        ...(input.search !== undefined ? [searchWhere(input.search)] : []),
-        ...(input.listId !== undefined ? [{ memberships: { some: { listId: input.listId } } }] : []),
-      ],
-    });
+    // One statement (routers/_lib/totals.ts): the total (the live-contact counter, the list's counter,
+    // or a trigram count of a search), the position of a cursor and the page. Without search and
+    // listId, a cursor's position and a deep offset come from the createdAt day buckets.
+    const t = ctx.tenantId;
+    const live = Prisma.sql`"deletedAt" IS NULL`;
+    const filters: Filter[] = [];
+    if (input.search !== undefined) filters.push({ cond: searchCond(input.search) });
+    if (input.listId !== undefined)
+      filters.push({
+        cond: Prisma.sql`EXISTS (SELECT 1 FROM "ContactListMember" m
+          WHERE m."tenantId" = ${t}::uuid AND m."contactId" = "Contact"."id" AND m."listId" = ${input.listId}::uuid)`,
+        counter: counted(t, "Contact", "listId", input.listId),
+      });
+    const where = whereOf(t, filters, [live]);
+    const seek: Seek | undefined = filters.length === 0 ? { entity: "Contact", column: Prisma.sql`"createdAt"`, desc: true } : undefined;
     const cursor = input.cursor;
-    const [total, before] = await Promise.all([
-      ctx.db.contact.count({ where }),
-      // With a cursor, the page's offset is the number of rows at or before the cursor position.
-      cursor ? ctx.db.contact.count({ where: { AND: [where, { NOT: after(cursor) }] } }) : Promise.resolve(input.offset),
-    ]);
-    const skip = cursor ? 0 : input.offset;
-    // Rows left after the cursor (or the offset): none → no page query at all.
-    const left = total - (cursor ? before : input.offset);
-    const rows: ContactRow[] =
-      left <= 0
-        ? []
-        : input.search !== undefined && left <= SMALL_SEARCH
-          ? await ctx.db.$queryRaw<ContactRow[]>`
-              SELECT "id", "fullName", "phone", "email", "country", "phoneVerifiedAt", "emailVerifiedAt", "marketingOptOut",
-                     "marketingOptOutAt", "origin", "createdAt"
-                FROM (SELECT * FROM "Contact" c WHERE ${searchSql(ctx, { search: input.search, listId: input.listId }, cursor)} OFFSET 0) m
-               ORDER BY "createdAt" DESC, "id" DESC
-               LIMIT ${input.limit + 1} OFFSET ${skip}`
-          : await ctx.db.contact.findMany({
-              where: cursor ? { AND: [where, after(cursor)] } : where,
-              orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-              skip,
-              take: input.limit + 1,
-            });
+    let after = Prisma.sql`true`;
+    // The page's offset: with a cursor, the number of rows at or before the cursor position.
+    let before = Prisma.sql`${input.offset}`;
+    if (cursor) {
+      const at = sqlTime(cursor.createdAt);
+      after = Prisma.sql`("createdAt" < ${at} OR ("createdAt" = ${at} AND "id" < ${cursor.id}::uuid))`;
+      const tied = Prisma.sql`"createdAt" = ${at} AND "id" >= ${cursor.id}::uuid`;
+      before = seek
+        ? // createdAt has millisecond precision: "newer than the cursor" is the range from 1 ms after it.
+          Prisma.sql`${countedRange(t, { ...seek, lo: new Date(cursor.createdAt.getTime() + 1) })}
+            + (SELECT count(*) FROM "Contact" WHERE ${where} AND ${tied})`
+        : Prisma.sql`(SELECT count(*) FROM "Contact" WHERE ${where} AND NOT ${after})`;
+    }
+    const take = input.limit + 1;
+    const result = await ctx.db.$queryRaw<ListRows<ContactRow, { before: number }>>(
+      listStatement({
+        tenantId: t,
+        offset: cursor ? 0 : input.offset,
+        total: exactTotal(t, "Contact", filters, [live]),
+        seek,
+        extra: Prisma.sql`, (${before})::int AS "before"`,
+        page: (at) => {
+          const plain = Prisma.sql`SELECT ${COLUMNS} FROM "Contact" WHERE ${where} AND ${after} AND ${at.where}
+            ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}`;
+          if (input.search === undefined) return plain;
+          // Only one branch runs: the gate is a constant of the row of s.
+          return Prisma.sql`
+            SELECT * FROM (SELECT ${COLUMNS} FROM (SELECT * FROM "Contact" WHERE ${where} AND ${after} AND ${at.where} OFFSET 0) m
+                            ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}) small
+             WHERE s."total" - s."before" <= ${SMALL_SEARCH}
+            UNION ALL
+            SELECT * FROM (${plain}) large WHERE s."total" - s."before" > ${SMALL_SEARCH}`;
+        },
+        order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
+      }),
+    );
+    const { total, extra, items: rows } = splitList(result);
     const more = rows.length > input.limit;
     const page = rows.slice(0, input.limit);
     const last = page[page.length - 1];
     return {
-      ...offsetList(page.map(toContact), total, { offset: before, limit: input.limit }),
+      ...offsetList(page.map(toContact), total, { offset: extra.before, limit: input.limit }),
       nextCursor: more && last ? encodeCursor(last) : null,
     };
   });

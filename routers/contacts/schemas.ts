@@ -4,7 +4,7 @@ import { isSupportedCountry } from "libphonenumber-js/max";
 import { z } from "zod";
 import { isUniqueViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
-import { iso, isoOrNull, Timestamp } from "../_lib/schemas.js";
+import { iso, isoOrNull, isStorableInstant, Timestamp } from "../_lib/schemas.js";
 
 export const ContactObject = z.object({
   id: z.string(),
@@ -97,7 +97,7 @@ export function decodeCursor(raw: string): ContactCursor | null {
   const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)\|(.+)$/.exec(text);
   if (!m || !UUID_RE.test(m[2]!)) return null;
   const createdAt = new Date(m[1]!);
-  if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== m[1]) return null;
+  if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== m[1] || !isStorableInstant(createdAt)) return null;
   return { createdAt, id: m[2]!.toLowerCase() };
 }
 

@@ -2,10 +2,21 @@
 // Filters: status (raw value), channel (channel kind), customerId (the linked contact). An unknown
 // status or channel kind matches nothing (200 empty, never 422); a malformed customerId is 422.
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { owned } from "../_lib/tenant.js";
+import { countedAny, eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { CHANNEL_KINDS, conversationInclude, ConversationObject, CONVERSATION_STATUSES, toConversation } from "./schemas.js";
+import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "./schemas.js";
+
+/** A page row: the conversation with its channel's kind and its customer's fields. */
+type ConversationListRow = Omit<ConversationRow, "channel" | "customer"> & {
+  channelKind: string;
+  customerRowId: string;
+  customerName: string | null;
+  customerEmail: string | null;
+  customerPhone: string | null;
+  customerContactId: string | null;
+};
 
 export const ListConversationsQuery = z.object({
   status: z.string().optional(),
@@ -27,20 +38,56 @@ export const listConversations = scoped("tenant:conversations.read")
       (input.channel !== undefined && !isOneOf(CHANNEL_KINDS, input.channel))
     )
       return offsetList([], 0, page);
-    const where = owned(ctx, {
-      ...(input.status !== undefined ? { status: input.status as (typeof CONVERSATION_STATUSES)[number] } : {}),
-      ...(input.channel !== undefined ? { channel: { kind: input.channel as (typeof CHANNEL_KINDS)[number] } } : {}),
-      ...(input.customerId !== undefined ? { customer: { contactId: input.customerId } } : {}),
-    });
-    const [total, rows] = await Promise.all([
-      ctx.db.conversation.count({ where }),
-      ctx.db.conversation.findMany({
-        where,
-        include: conversationInclude,
-        orderBy: [{ lastMessageAt: "desc" }, { id: "desc" }],
-        skip: input.offset,
-        take: input.limit,
+    // One statement: the total (a counter for no filter or one filter, else an index count) and the
+    // page with each conversation's channel kind and customer; a deep offset of the unfiltered list
+    // starts at the lastMessageAt day bucket holding it. The channel filter (a kind) and the customer
+    // filter (a contact) are read as the sum of the counters of the tenant's channels of that kind and
+    // of the customers linked to that contact.
+    const t = ctx.tenantId;
+    const filters: Filter[] = [];
+    if (input.status !== undefined) filters.push(eq(t, "Conversation", "status", "status", input.status, "ConversationStatus"));
+    if (input.channel !== undefined) {
+      const ids = Prisma.sql`SELECT ch."id" FROM "Channel" ch WHERE ch."tenantId" = ${t}::uuid AND ch."kind" = ${input.channel}::"ChannelKind"`;
+      filters.push({
+        cond: Prisma.sql`"channelId" IN (${ids})`,
+        counter: countedAny(t, "Conversation", "channelId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
+      });
+    }
+    if (input.customerId !== undefined) {
+      const ids = Prisma.sql`SELECT cu."id" FROM "Customer" cu WHERE cu."tenantId" = ${t}::uuid AND cu."contactId" = ${input.customerId}::uuid`;
+      filters.push({
+        cond: Prisma.sql`"customerId" IN (${ids})`,
+        counter: countedAny(t, "Conversation", "customerId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
+      });
+    }
+    const where = whereOf(t, filters);
+    const rows = await ctx.db.$queryRaw<ListRows<ConversationListRow>>(
+      listStatement({
+        tenantId: t,
+        offset: input.offset,
+        total: exactTotal(t, "Conversation", filters),
+        seek: filters.length === 0 ? { entity: "Conversation", column: Prisma.sql`"lastMessageAt"`, desc: true } : undefined,
+        page: (at) => Prisma.sql`
+          SELECT v."id", v."channelId", v."status", v."subject", v."assignedOperatorId", v."lastMessagePreview", v."lastMessageAt",
+                 v."createdAt", ch."kind" AS "channelKind", cu."id" AS "customerRowId", cu."name" AS "customerName",
+                 cu."email" AS "customerEmail", cu."phone" AS "customerPhone", cu."contactId" AS "customerContactId"
+            FROM (SELECT * FROM "Conversation" WHERE ${where} AND ${at.where} ORDER BY "lastMessageAt" DESC, "id" DESC
+                   LIMIT ${input.limit} OFFSET ${at.offset}) v
+            JOIN "Channel" ch ON ch."tenantId" = ${t}::uuid AND ch."id" = v."channelId"
+            JOIN "Customer" cu ON cu."tenantId" = ${t}::uuid AND cu."id" = v."customerId"`,
+        order: Prisma.sql`p."lastMessageAt" DESC, p."id" DESC`,
       }),
-    ]);
-    return offsetList(rows.map(toConversation), total, page);
+    );
+    const { total, items } = splitList(rows);
+    return offsetList(
+      items.map((r) =>
+        toConversation({
+          ...r,
+          channel: { kind: r.channelKind },
+          customer: { id: r.customerRowId, name: r.customerName, email: r.customerEmail, phone: r.customerPhone, contactId: r.customerContactId },
+        }),
+      ),
+      total,
+      page,
+    );
   });

@@ -4,7 +4,7 @@
 // so pages stay gap- and duplicate-free while new messages arrive.
 import { z } from "zod";
 import { validation } from "../../server/errors.js";
-import { DEFAULT_LIMIT, Id, MAX_LIMIT, queryIntDefault } from "../_lib/schemas.js";
+import { DEFAULT_LIMIT, Id, isStorableInstant, MAX_LIMIT, queryIntDefault } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
 import { MessageList, toMessage } from "./schemas.js";
@@ -35,7 +35,7 @@ export function decodeCursor(cursor: string): Keyset | undefined {
     if (!v || typeof v !== "object" || Array.isArray(v) || Object.keys(v).length !== 2) return undefined;
     if (typeof v.t !== "string" || !ISO.test(v.t) || typeof v.i !== "string" || !UUID.test(v.i)) return undefined;
     const createdAt = new Date(v.t);
-    if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== v.t) return undefined;
+    if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== v.t || !isStorableInstant(createdAt)) return undefined;
     return { createdAt, id: v.i.toLowerCase() };
   } catch {
     return undefined;

@@ -80,5 +80,5 @@ export const sendMessage = scoped("tenant:conversations.manage")
         at: now,
       });
       return new AfterCommit({ messageId }, async (db) => toMessage(await send(db)));
-    }, { recover: async (db, note: { messageId: string }) => toMessage(await abandonDelivery(db, note.messageId)) }),
+    }, { recover: async (db, note: { messageId: string }, ctx) => toMessage(await abandonDelivery(db, ctx.tenantId, note.messageId)) }),
   );

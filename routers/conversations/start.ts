@@ -13,7 +13,7 @@ import { z } from "zod";
 import type { Db } from "../../server/db/client.js";
 import { abandonDelivery, prepareDelivery } from "../../server/channels/messages.js";
 import { validation } from "../../server/errors.js";
-import { toE164 } from "../../server/phone.js";
+import { requirePhone } from "../../server/phone.js";
 import { AfterCommit, idempotent } from "../_lib/idempotent.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
@@ -68,11 +68,11 @@ async function identityFor(ctx: AuthedContext, channelId: string, e164: string) 
       VALUES (${ctx.tenantId}::uuid, ${customer.id}::uuid, ${channelId}::uuid, ${externalId})
       ON CONFLICT ("tenantId", "channelId", "externalId") DO NOTHING
       RETURNING "id"`;
-    if (inserted.length === 0) await ctx.db.customer.delete({ where: { id: customer.id } });
+    if (inserted.length === 0) await ctx.db.customer.delete({ where: { tenantId_id: { tenantId: ctx.tenantId, id: customer.id } } });
     identity = await ctx.db.channelIdentity.findFirstOrThrow({ where: owned(ctx, { channelId, externalId }), select: { id: true, customerId: true } });
   }
   // Serializes concurrent starts to one number, so they resume one conversation rather than open two.
-  await ctx.db.$queryRaw`SELECT 1 FROM "ChannelIdentity" WHERE "id" = ${identity.id}::uuid FOR UPDATE`;
+  await ctx.db.$queryRaw`SELECT 1 FROM "ChannelIdentity" WHERE "tenantId" = ${ctx.tenantId}::uuid AND "id" = ${identity.id}::uuid FOR UPDATE`;
   return { ...identity, externalId };
 }
 
@@ -108,8 +108,7 @@ export const startConversation = scoped("tenant:conversations.manage")
         select: { body: true },
       });
       if (!template) throw fail("templateName", "template_not_approved", "No approved template with this name and language on the channel");
-      const e164 = toE164(input.phone, ctx.caller.tenant.defaultCountry);
-      if (!e164) throw fail("phone", "invalid_phone", "phone is not a valid phone number");
+      const e164 = requirePhone(input.phone, ctx.caller.tenant.defaultCountry, "phone");
       const expected = highestPlaceholder(template.body);
       if (input.variables.length !== expected)
         throw fail("variables", "variables_count", `The template takes ${expected} variable(s), ${input.variables.length} given`);
@@ -124,7 +123,7 @@ export const startConversation = scoped("tenant:conversations.manage")
       const conversationId = open
         ? (
             await ctx.db.conversation.update({
-              where: { id: open.id },
+              where: { tenantId_id: { tenantId: ctx.tenantId, id: open.id } },
               data: { assignedOperatorId: ctx.caller.ownerId, updatedAt: now },
               select: { id: true },
             })
@@ -163,16 +162,16 @@ export const startConversation = scoped("tenant:conversations.manage")
       // The template is sent after the commit (no transaction held while the provider answers).
       return new AfterCommit({ messageId, conversationId }, async (db) => {
         await send(db);
-        return readConversation(db, conversationId);
+        return readConversation(db, ctx.tenantId, conversationId);
       });
     }, {
-      recover: async (db, note: { messageId: string; conversationId: string }) => {
-        await abandonDelivery(db, note.messageId);
-        return readConversation(db, note.conversationId);
+      recover: async (db, note: { messageId: string; conversationId: string }, ctx) => {
+        await abandonDelivery(db, ctx.tenantId, note.messageId);
+        return readConversation(db, ctx.tenantId, note.conversationId);
       },
     }),
   );
 
-async function readConversation(db: Db, id: string) {
-  return toConversation(await db.conversation.findUniqueOrThrow({ where: { id }, include: conversationInclude }));
+async function readConversation(db: Db, tenantId: string, id: string) {
+  return toConversation(await db.conversation.findUniqueOrThrow({ where: { tenantId_id: { tenantId, id } }, include: conversationInclude }));
 }

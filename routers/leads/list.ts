@@ -8,7 +8,7 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
-import { owned } from "../_lib/tenant.js";
+import { countedRange, eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { LeadObject, toLead, type LeadRow } from "./schemas.js";
 
@@ -36,32 +36,40 @@ export const listLeads = scoped("tenant:leads.read")
       throw validation("dateFrom must not be after dateTo", {
         fields: [{ field: "dateFrom", code: "invalid_range", message: "must not be after dateTo" }],
       });
-    // One statement (one round trip): the page, then the total and the newest createdAt of every
-    // lead matching the filters. The page takes its ids from the narrow (tenantId, createdAt, id)
-    // index first and reads only those rows, so a deep offset skips index entries, not table rows;
-    // the total is an index-only count (Lead_tenantId_idx for the unfiltered list) and the newest
-    // createdAt one index probe.
-    const conds = [Prisma.sql`"tenantId" = ${ctx.tenantId}::uuid`];
-    if (input.dateFrom) conds.push(Prisma.sql`"createdAt" >= ${input.dateFrom.toISOString()}::timestamptz`);
-    if (input.dateTo) conds.push(Prisma.sql`"createdAt" < ${input.dateTo.toISOString()}::timestamptz`);
-    if (input.customerId) conds.push(Prisma.sql`"customerId" = ${input.customerId}::uuid`);
-    const where = Prisma.join(conds, " AND ");
-    const rows = await ctx.db.$queryRaw<(Nullable<LeadRow> & { total: number; newest: Date | null })[]>`
-      SELECT s."total", s."newest", p.*
-        FROM (SELECT (SELECT count(*)::int FROM "Lead" WHERE ${where}) AS "total",
-                     (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest") s
-        LEFT JOIN LATERAL (
+    // One statement (one round trip, one snapshot): the total, the newest createdAt of every lead
+    // matching the filters and the page (routers/_lib/totals.ts). The total is a counter (unfiltered,
+    // customerId), the day/month/year buckets plus the two partial days (a date range), or an index
+    // count over (tenantId, customerId, createdAt) (customerId with dates: that contact's leads). The
+    // page takes its ids from the narrow (tenantId, createdAt, id) index first and reads only those
+    // rows; a deep offset without customerId starts at the day bucket that holds it.
+    const filters: Filter[] = [];
+    if (input.dateFrom) filters.push({ cond: Prisma.sql`"createdAt" >= ${sqlTime(input.dateFrom)}` });
+    if (input.dateTo) filters.push({ cond: Prisma.sql`"createdAt" < ${sqlTime(input.dateTo)}` });
+    if (input.customerId) filters.push(eq(ctx.tenantId, "Lead", "customerId", "customerId", input.customerId, "uuid"));
+    const where = whereOf(ctx.tenantId, filters);
+    const seek: Seek | undefined = input.customerId
+      ? undefined
+      : { entity: "Lead", column: Prisma.sql`"createdAt"`, desc: true, lo: input.dateFrom, hi: input.dateTo };
+    const dated = input.dateFrom !== undefined || input.dateTo !== undefined;
+    const total = seek && dated ? countedRange(ctx.tenantId, seek) : exactTotal(ctx.tenantId, "Lead", filters);
+    const rows = await ctx.db.$queryRaw<ListRows<LeadRow, { newest: Date | null }>>(
+      listStatement({
+        tenantId: ctx.tenantId,
+        offset: input.offset,
+        total,
+        seek,
+        extra: Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
+        page: (at) => Prisma.sql`
           SELECT l."id", l."customerId", l."conversationId", l."customerName", l."customerEmail", l."customerPhone",
                  l."intent", l."quality", l."stageId", l."budgetMin", l."budgetMax", l."zones", l."rooms",
                  l."assignedOperatorId", l."source", l."notes", l."createdAt", l."updatedAt"
-            FROM (SELECT "id" FROM "Lead" WHERE ${where} ORDER BY "createdAt" DESC, "id" DESC
-                   LIMIT ${input.limit} OFFSET ${input.offset}) ids
-            JOIN "Lead" l ON l."id" = ids."id") p ON true
-       ORDER BY p."createdAt" DESC, p."id" DESC`;
-    const first = rows[0]!;
-    const items = rows.filter((r): r is LeadRow & { total: number; newest: Date | null } => r.id !== null).map(toLead);
-    const newest = first.newest === null ? null : new Date(first.newest);
-    return { ...offsetList(items, first.total, input), cursor: newest ? newest.toISOString() : null };
+            FROM (SELECT "id" FROM "Lead" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
+                   LIMIT ${input.limit} OFFSET ${at.offset}) ids
+            JOIN "Lead" l ON l."tenantId" = ${ctx.tenantId}::uuid AND l."id" = ids."id"`,
+        order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
+      }),
+    );
+    const { total: count, extra, items } = splitList(rows);
+    const newest = extra.newest === null ? null : new Date(extra.newest);
+    return { ...offsetList(items.map(toLead), count, input), cursor: newest ? newest.toISOString() : null };
   });
-
-type Nullable<T> = { [K in keyof T]: T[K] | null };

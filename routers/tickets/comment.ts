@@ -5,19 +5,30 @@
 //   2. an unknown or foreign ticket → 404, nothing persisted.
 //   3. the comment is authored by the key owner; the ticket's status is never changed (a closed or
 //      resolved ticket stays so); the ticket's `updatedAt` advances (a comment is activity on it).
-//   4. returns the full refreshed ticket with its whole thread, oldest first.
+//   4. the thread is bounded (TICKET_COMMENTS_MAX comments, TICKET_THREAD_CHARS_MAX characters, held
+//      by the database): a comment past either → 409 TICKET_COMMENT_LIMIT_REACHED, nothing stored.
+//   5. returns the full refreshed ticket with its whole thread, oldest first; an Idempotency-Key
+//      stores the ticket's scalars and thread length only (ticketRecord), a replay rebuilds it.
 import { z } from "zod";
 import { Id } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { CommentBody, loadTicket, TicketObject } from "./schemas.js";
+import {
+  CommentBody,
+  commentLimitError,
+  loadTicket,
+  TICKET_COMMENTS_MAX,
+  TICKET_THREAD_CHARS_MAX,
+  TicketObject,
+  ticketRecord,
+} from "./schemas.js";
 
 export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody }).strict();
 
 export const addTicketComment = scoped("tenant:tickets.manage")
   .meta({
-    errors: ["NOT_FOUND"],
+    errors: ["NOT_FOUND", "TICKET_COMMENT_LIMIT_REACHED"],
     openapi: {
       method: "POST",
       path: "/public/v1/tickets/{ticket_id}/comments",
@@ -27,7 +38,10 @@ export const addTicketComment = scoped("tenant:tickets.manage")
         "Adds a comment (`body`, 1 to 10000 characters) authored by the API key's owner and returns the full refreshed " +
         "ticket with its whole thread, oldest first. Valid on any status, including resolved and closed: the status is " +
         "never changed (a comment does not reopen a ticket). The ticket's `updatedAt` advances to the comment's time. " +
-        "An unknown or foreign ticket gives 404 with nothing persisted. Accepts an `Idempotency-Key` header.",
+        "An unknown or foreign ticket gives 404 with nothing persisted. A ticket holds at most " +
+        `${TICKET_COMMENTS_MAX} comments of at most ${TICKET_THREAD_CHARS_MAX} characters in total: a comment past either bound gives ` +
+        "409 `TICKET_COMMENT_LIMIT_REACHED` (`details.limit`: `comments` or `characters`) with nothing persisted. " +
+        "Accepts an `Idempotency-Key` header.",
       protect: true,
     },
     successStatus: 201,
@@ -36,13 +50,20 @@ export const addTicketComment = scoped("tenant:tickets.manage")
   .input(AddTicketCommentInput)
   .output(TicketObject)
   .mutation(
-    idempotent(async ({ ctx, input }) => {
-      await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: input.ticket_id }), select: { id: true } }), "Ticket");
-      const now = ctx.services.now();
-      await ctx.db.ticketComment.create({
-        data: { tenantId: ctx.tenantId, ticketId: input.ticket_id, authorUserId: ctx.caller.ownerId, body: input.body, createdAt: now },
-      });
-      await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: now } });
-      return loadTicket(ctx, input.ticket_id);
-    }),
+    idempotent(
+      async ({ ctx, input }) => {
+        await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: input.ticket_id }), select: { id: true } }), "Ticket");
+        const now = ctx.services.now();
+        await ctx.db.ticketComment
+          .create({
+            data: { tenantId: ctx.tenantId, ticketId: input.ticket_id, authorUserId: ctx.caller.ownerId, body: input.body, createdAt: now },
+          })
+          .catch((err) => {
+            throw commentLimitError(err) ?? err;
+          });
+        await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: now } });
+        return loadTicket(ctx, input.ticket_id);
+      },
+      { record: ticketRecord },
+    ),
   );

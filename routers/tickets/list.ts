@@ -4,12 +4,16 @@
 //   assignedTo  uuid of a user; customerId uuid of a contact (malformed → 422; unknown/foreign → empty)
 //   offset, limit (1–200, default 50)
 // Newest first (createdAt desc, id desc); each ticket embeds its thread oldest first, loaded for the
-// whole page in one batched query (never one per ticket).
+// whole page in the same statement (never one query per ticket).
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { owned } from "../_lib/tenant.js";
+import { eq, exactTotal, jsonRows, listStatement, splitList, whereOf, type Filter, type ListRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { isTicketStatus, TicketObject, toTicket, withComments } from "./schemas.js";
+import { isTicketStatus, TicketObject, toTicket, type TicketCommentRow, type TicketRow } from "./schemas.js";
+
+type TicketCommentJson = Omit<TicketCommentRow, "createdAt"> & { createdAt: string };
+const commentRow = (c: TicketCommentJson): TicketCommentRow => ({ ...c, createdAt: new Date(c.createdAt) });
 
 export const ListTicketsInput = z.object({
   status: z.string().meta({ description: "open, pending, resolved or closed; any other value matches nothing" }).optional(),
@@ -37,21 +41,30 @@ export const listTickets = scoped("tenant:tickets.read")
   .query(async ({ ctx, input }) => {
     const page = { offset: input.offset, limit: input.limit };
     if (input.status !== undefined && !isTicketStatus(input.status)) return offsetList([], 0, page);
-    const where = owned(ctx, {
-      ...(input.status !== undefined && { status: input.status }),
-      ...(input.assignedTo !== undefined && { assignedToId: input.assignedTo }),
-      ...(input.customerId !== undefined && { customerId: input.customerId }),
-    });
-    // The count and the page (with its comments) run side by side: one round trip of latency less.
-    const [total, rows] = await Promise.all([
-      ctx.db.ticket.count({ where }),
-      ctx.db.ticket.findMany({
-        where,
-        orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-        skip: page.offset,
-        take: page.limit,
-        include: withComments,
+    // One statement: the total (a counter for no filter or one filter, else an index count over the
+    // most selective filter's index), the page and each ticket's thread (routers/_lib/totals.ts).
+    const filters: Filter[] = [];
+    if (input.status !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "status", "status", input.status, "TicketStatus"));
+    if (input.assignedTo !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "assignedTo", "assignedToId", input.assignedTo, "uuid"));
+    if (input.customerId !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "customerId", "customerId", input.customerId, "uuid"));
+    const where = whereOf(ctx.tenantId, filters);
+    const rows = await ctx.db.$queryRaw<ListRows<TicketRow & { comments: unknown }>>(
+      listStatement({
+        tenantId: ctx.tenantId,
+        offset: page.offset,
+        total: exactTotal(ctx.tenantId, "Ticket", filters),
+        seek: filters.length === 0 ? { entity: "Ticket", column: Prisma.sql`"createdAt"`, desc: true } : undefined,
+        page: (at) => Prisma.sql`
+          SELECT t."id", t."customerId", t."leadId", t."conversationId", t."subject", t."status", t."createdById", t."assignedToId",
+                 t."createdAt", t."updatedAt",
+                 (SELECT coalesce(json_agg(json_build_object('id', c."id", 'authorUserId', c."authorUserId", 'body', c."body",
+                                                             'createdAt', c."createdAt") ORDER BY c."createdAt", c."id"), '[]'::json)
+                    FROM "TicketComment" c WHERE c."tenantId" = ${ctx.tenantId}::uuid AND c."ticketId" = t."id") AS "comments"
+            FROM (SELECT * FROM "Ticket" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
+                   LIMIT ${page.limit} OFFSET ${at.offset}) t`,
+        order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
-    ]);
-    return offsetList(rows.map(toTicket), total, page);
+    );
+    const { total: count, items } = splitList(rows);
+    return offsetList(items.map((t) => toTicket({ ...t, comments: jsonRows<TicketCommentJson>(t.comments).map(commentRow) })), count, page);
   });

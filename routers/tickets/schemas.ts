@@ -2,6 +2,8 @@
 // the ticket operations (status values, subject and comment bounds, the row shape with its thread).
 import { z } from "zod";
 import type { Db } from "../../server/db/client.js";
+import { dbViolation } from "../../server/db/errors.js";
+import { AppError } from "../../server/errors.js";
 import { iso, Timestamp } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 
@@ -11,6 +13,13 @@ export const isTicketStatus = (s: string): s is TicketStatus => (TICKET_STATUSES
 
 export const SUBJECT_MAX = 500;
 export const COMMENT_MAX = 10_000;
+/**
+ * Bounds of one ticket's thread, held by the database (the TicketComment_admit trigger of migration
+ * 20261123100000_bounded_work; these constants restate them for messages and tests). A character
+ * is at most 6 bytes of JSON (U+0000–U+001F as \u00XX), so a whole ticket stays under 1 MB.
+ */
+export const TICKET_COMMENTS_MAX = 500;
+export const TICKET_THREAD_CHARS_MAX = 150_000;
 
 /** Length in characters (Unicode code points, as PostgreSQL counts them), not UTF-16 units. */
 const chars = (s: string) => [...s].length;
@@ -98,6 +107,57 @@ export const toTicket = (t: TicketRow & { comments: TicketCommentRow[] }): Ticke
   updatedAt: iso(t.updatedAt),
   comments: t.comments.map(toTicketComment),
 });
+
+/** 409 TICKET_COMMENT_LIMIT_REACHED for a comment the database refused as past a thread bound, else undefined. */
+export function commentLimitError(err: unknown): AppError | undefined {
+  const v = dbViolation(err);
+  if (v?.sqlState !== "23514") return undefined;
+  if (v.constraint === "Ticket_comment_count_limit")
+    return new AppError("TICKET_COMMENT_LIMIT_REACHED", `A ticket holds at most ${TICKET_COMMENTS_MAX} comments`, {
+      limit: "comments",
+      max: TICKET_COMMENTS_MAX,
+    });
+  if (v.constraint === "Ticket_comment_chars_limit")
+    return new AppError("TICKET_COMMENT_LIMIT_REACHED", `The comments of a ticket hold at most ${TICKET_THREAD_CHARS_MAX} characters in total`, {
+      limit: "characters",
+      max: TICKET_THREAD_CHARS_MAX,
+    });
+  return undefined;
+}
+
+/**
+ * What an Idempotency-Key stores for a comment response (routers/_lib/idempotent.ts `record`): the
+ * ticket's scalars at that moment and its thread length, not the thread. Comments are immutable and
+ * numbered per ticket in commit order (`seq`), and the thread a comment response showed is exactly
+ * the comments with seq <= its length (concurrent commenters of one ticket serialize on its row), so
+ * the replay rebuilds the identical body. Storage per record: under 4 KB whatever the thread.
+ */
+export const ticketRecord = {
+  store: ({ comments, ...ticket }: TicketObject) => ({ ticket, comments: comments.length }),
+  async rebuild(
+    ctx: { db: Db; tenantId: string },
+    stored: { ticket: Omit<TicketObject, "comments">; comments: number },
+  ): Promise<TicketObject> {
+    const t = stored.ticket;
+    const rows = await ctx.db.ticketComment.findMany({
+      where: owned(ctx, { ticketId: t.id, seq: { lte: stored.comments } }),
+      orderBy: COMMENT_ORDER,
+    });
+    return {
+      id: t.id,
+      customerId: t.customerId,
+      leadId: t.leadId,
+      conversationId: t.conversationId,
+      subject: t.subject,
+      status: t.status,
+      createdBy: t.createdBy,
+      assignedTo: t.assignedTo,
+      createdAt: t.createdAt,
+      updatedAt: t.updatedAt,
+      comments: rows.map(toTicketComment),
+    };
+  },
+};
 
 /** The tenant's ticket with its thread, or 404. */
 export async function loadTicket(ctx: { db: Db; tenantId: string }, id: string): Promise<TicketObject> {

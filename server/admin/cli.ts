@@ -1,10 +1,11 @@
 // The platform-admin CLI: `npm run --silent admin -- <verb> ...` (shared/contracts/operations.md).
 // Prints exactly one JSON document on stdout and exits 0; on failure a one-line reason on stderr,
-// a non-zero exit, and nothing changed.
+// a non-zero exit, and nothing changed. The process exits only once that output has been written
+// out (a pipe takes 64 KiB at a time: process.exit() right after write() would cut a large id map).
 import { readFile } from "node:fs/promises";
 import { loadConfig } from "../config.js";
 import { openDatabase, type Database } from "../db/client.js";
-import { migrate } from "../db/migrate.js";
+import { migrateDirect } from "../db/migrate.js";
 import { loadFixture } from "./fixture.js";
 import * as ops from "./operations.js";
 
@@ -70,22 +71,36 @@ export async function run(db: Database, argv: string[]): Promise<unknown> {
   }
 }
 
+/** Writes `text` and resolves once it has been handed to the OS (all of it, whatever the stream is). */
+export function writeFully(stream: NodeJS.WritableStream, text: string): Promise<void> {
+  return new Promise((resolve) => {
+    stream.once("error", () => resolve()); // the reader went away (EPIPE): nothing more to write
+    stream.write(text, () => resolve());
+  });
+}
+
 async function main() {
-  const config = loadConfig();
+  // No statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS is for API requests): a fixture is loaded
+  // in one transaction of large statements.
+  const config = { ...loadConfig(), databaseStatementTimeoutMs: 0 };
   let db: Database | undefined;
   let code = 0;
+  let out = "";
+  let err = "";
   try {
     db = await openDatabase(config);
-    await migrate(db.sql);
-    const out = await run(db, process.argv.slice(2));
-    process.stdout.write(`${JSON.stringify(out)}\n`);
+    await migrateDirect(config, db);
+    out = `${JSON.stringify(await run(db, process.argv.slice(2)))}\n`;
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
-    process.stderr.write(`${msg.split("\n")[0]!.replace(/\s+/g, " ").trim() || "failed"}\n`);
+    err = `${msg.split("\n")[0]!.replace(/\s+/g, " ").trim() || "failed"}\n`;
     code = 1;
   } finally {
     await db?.close().catch(() => {});
   }
+  if (out) await writeFully(process.stdout, out);
+  if (err) await writeFully(process.stderr, err);
+  // Exit explicitly (a driver may keep a handle open) but only after the output has flushed.
   process.exit(code);
 }
 

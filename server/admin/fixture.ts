@@ -1,13 +1,21 @@
 // The fixture document of `admin load` (shared/contracts/operations.md): validated with zod, then
 // created in one transaction; returns the id map by ref and the raw API keys.
+// The bulky kinds (contacts and list memberships, leads, appointments, tickets and comments) are
+// inserted in batches — one INSERT … SELECT FROM jsonb_to_recordset per INSERT_BATCH rows, ids made
+// here — so a fixture of 100,000 leads loads in seconds; the few users, keys and channels one by one.
+import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { Database, Db } from "../db/client.js";
+import { transaction } from "../db/transaction.js";
 import { generateKey } from "../auth/keys.js";
 import { parseScopes } from "../auth/scopes.js";
-import { toE164 } from "../phone.js";
+import { DateTimeInput } from "../../routers/_lib/schemas.js";
+import { MAX_JSON_DEPTH, valueDepthExceeds } from "../body.js";
+import { parsePhone } from "../phone.js";
 
 const Ref = z.string().min(1).max(200);
-const When = z.iso.datetime({ offset: true }).transform((s) => new Date(s));
+/** A timestamp: the API's date-time input (ISO 8601 with an offset, years 0001–9999 in UTC). */
+const When = DateTimeInput;
 const ScopeList = z.union([z.literal("all"), z.array(z.string())]);
 const HHMM = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$|^24:00$/, "expected HH:MM");
 
@@ -234,6 +242,8 @@ const isTimeZone = (tz: string) => {
 
 /** Validates and loads a fixture document in one transaction. Throws FixtureError (or a database error) and persists nothing on failure. */
 export async function loadFixture(db: Database, document: unknown): Promise<LoadResult> {
+  // Free-form parts (channel config) are stored as JSON, which Prisma serializes recursively.
+  if (valueDepthExceeds(document)) throw new FixtureError(`invalid fixture: nested deeper than ${MAX_JSON_DEPTH} levels`);
   const parsed = Fixture.safeParse(document);
   if (!parsed.success) {
     const i = parsed.error.issues[0]!;
@@ -241,12 +251,41 @@ export async function loadFixture(db: Database, document: unknown): Promise<Load
   }
   const fixture = parsed.data;
   refs("tenant", fixture.tenants);
-  return db.prisma.$transaction(async (tx) => {
-    const out: LoadResult = { tenants: {} };
-    for (const t of fixture.tenants) out.tenants[t.ref] = await loadTenant(tx, t);
-    return out;
-  });
+  // One transaction for the whole document, allowed to run long (Prisma's default is 30 s), without
+  // the pool's statement_timeout (also when loaded through /trpc-admin inside the service).
+  return transaction(
+    db.prisma,
+    async (tx) => {
+      await tx.$executeRawUnsafe("SET LOCAL statement_timeout = 0");
+      const out: LoadResult = { tenants: {} };
+      for (const t of fixture.tenants) out.tenants[t.ref] = await loadTenant(tx, t);
+      return out;
+    },
+    { timeoutMs: LOAD_TIMEOUT_MS },
+  );
 }
+
+const INSERT_BATCH = 5_000;
+const LOAD_TIMEOUT_MS = 15 * 60_000;
+
+/**
+ * Inserts rows into `table` with one statement per INSERT_BATCH rows: the rows travel as one JSON
+ * parameter, typed by `columns` (column → SQL type) in jsonb_to_recordset. Rows carry their ids.
+ */
+async function insertRows(tx: Db, table: string, columns: Record<string, string>, rows: Record<string, unknown>[]): Promise<void> {
+  if (rows.length === 0) return;
+  const names = Object.keys(columns).map((c) => `"${c}"`).join(", ");
+  const types = Object.entries(columns).map(([c, type]) => `"${c}" ${type}`).join(", ");
+  const sql = `INSERT INTO "${table}" (${names}) SELECT ${names} FROM jsonb_to_recordset($1::jsonb) AS r(${types})`;
+  for (let i = 0; i < rows.length; i += INSERT_BATCH) await tx.$executeRawUnsafe(sql, JSON.stringify(rows.slice(i, i + INSERT_BATCH)));
+}
+
+/**
+ * createdAt of rows loaded without one: the time of the load, a millisecond apart in fixture order
+ * (the last one at `at`), so that newest-first lists show them in reverse fixture order and none lies
+ * in the future.
+ */
+const loadedAt = (at: Date, i: number, count: number) => new Date(at.getTime() - (count - 1 - i));
 
 async function loadTenant(tx: Db, t: z.output<typeof Tenant>): Promise<TenantIds> {
   const at = `tenant "${t.ref}"`;
@@ -345,35 +384,47 @@ async function loadTenant(tx: Db, t: z.output<typeof Tenant>): Promise<TenantIds
     ids.contactLists[l.ref] = row.id;
   }
 
-  for (const c of t.contacts) {
+  const loadStart = new Date();
+  const contactRows: Record<string, unknown>[] = [];
+  const memberRows: Record<string, unknown>[] = [];
+  for (const [i, c] of t.contacts.entries()) {
     const where = `${at} contact "${c.ref}"`;
     let phone: string | null = null;
     if (c.phone !== null) {
-      phone = toE164(c.phone, c.country ?? t.defaultCountry);
-      if (!phone) throw new FixtureError(`${where}: invalid phone "${c.phone}"`);
+      const parsed = parsePhone(c.phone, c.country ?? t.defaultCountry);
+      if (!parsed.ok) throw new FixtureError(`${where}: invalid phone "${c.phone}" (${parsed.problem})`);
+      phone = parsed.e164;
     }
-    const row = await tx.contact.create({
-      data: {
-        tenantId,
-        fullName: c.fullName,
-        phone,
-        email: c.email,
-        country: c.country?.toUpperCase() ?? null,
-        phoneVerifiedAt: c.phoneVerifiedAt,
-        emailVerifiedAt: c.emailVerifiedAt,
-        marketingOptOut: c.marketingOptOut,
-        marketingOptOutAt: c.marketingOptOut ? (c.createdAt ?? new Date()) : null,
-        origin: c.origin,
-        deletedAt: c.deleted ? new Date() : null,
-        ...(c.createdAt ? { createdAt: c.createdAt, updatedAt: c.createdAt } : {}),
-      },
+    const id = randomUUID();
+    const createdAt = c.createdAt ?? loadedAt(loadStart, i, t.contacts.length);
+    contactRows.push({
+      id,
+      tenantId,
+      fullName: c.fullName,
+      phone,
+      email: c.email,
+      country: c.country?.toUpperCase() ?? null,
+      phoneVerifiedAt: c.phoneVerifiedAt,
+      emailVerifiedAt: c.emailVerifiedAt,
+      marketingOptOut: c.marketingOptOut,
+      marketingOptOutAt: c.marketingOptOut ? (c.createdAt ?? loadStart) : null,
+      origin: c.origin,
+      deletedAt: c.deleted ? loadStart : null,
+      createdAt,
+      updatedAt: createdAt,
     });
-    ids.contacts[c.ref] = row.id;
+    ids.contacts[c.ref] = id;
     for (const list of c.lists) {
       const listId = lookup(ids.contactLists, "contactList", list, where)!;
-      await tx.contactListMember.create({ data: { tenantId, listId, contactId: row.id } });
+      memberRows.push({ tenantId, listId, contactId: id });
     }
   }
+  await insertRows(tx, "Contact", {
+    id: "uuid", tenantId: "uuid", fullName: "text", phone: "text", email: "text", country: "char(2)", phoneVerifiedAt: "timestamptz",
+    emailVerifiedAt: "timestamptz", marketingOptOut: "boolean", marketingOptOutAt: "timestamptz", origin: "text", deletedAt: "timestamptz",
+    createdAt: "timestamptz", updatedAt: "timestamptz",
+  }, contactRows);
+  await insertRows(tx, "ContactListMember", { tenantId: "uuid", listId: "uuid", contactId: "uuid" }, memberRows);
 
   const identityByAddress = new Map<string, { identityId: string; customerId: string }>();
   for (const c of t.conversations) {
@@ -440,91 +491,117 @@ async function loadTenant(tx: Db, t: z.output<typeof Tenant>): Promise<TenantIds
       });
   }
 
-  for (const l of t.leads) {
+  const leadRows: Record<string, unknown>[] = [];
+  for (const [i, l] of t.leads.entries()) {
     const where = `${at} lead "${l.ref}"`;
     if (l.budget && l.budget.min !== null && l.budget.max !== null && l.budget.min > l.budget.max)
       throw new FixtureError(`${where}: budget.min is greater than budget.max`);
-    const row = await tx.lead.create({
-      data: {
-        tenantId,
-        customerName: l.customerName,
-        customerEmail: l.customerEmail,
-        customerPhone: l.customerPhone,
-        stageId: l.stage ? lookup(ids.stages, "stage", l.stage, where)! : ids.stages[defaultRef]!,
-        customerId: lookup(ids.contacts, "contact", l.contact, where),
-        conversationId: lookup(ids.conversations, "conversation", l.conversation, where),
-        intent: l.intent,
-        quality: l.quality,
-        budgetMin: l.budget?.min ?? null,
-        budgetMax: l.budget?.max ?? null,
-        zones: l.zones,
-        rooms: l.rooms,
-        assignedOperatorId: lookup(ids.users, "user", l.assignedTo, where),
-        source: l.source,
-        notes: l.notes,
-        ...(l.createdAt ? { createdAt: l.createdAt, updatedAt: l.createdAt } : {}),
-      },
+    const id = randomUUID();
+    const createdAt = l.createdAt ?? loadedAt(loadStart, i, t.leads.length);
+    leadRows.push({
+      id,
+      tenantId,
+      customerName: l.customerName,
+      customerEmail: l.customerEmail,
+      customerPhone: l.customerPhone,
+      stageId: l.stage ? lookup(ids.stages, "stage", l.stage, where)! : ids.stages[defaultRef]!,
+      customerId: lookup(ids.contacts, "contact", l.contact, where),
+      conversationId: lookup(ids.conversations, "conversation", l.conversation, where),
+      intent: l.intent,
+      quality: l.quality,
+      budgetMin: l.budget?.min ?? null,
+      budgetMax: l.budget?.max ?? null,
+      zones: l.zones,
+      rooms: l.rooms,
+      assignedOperatorId: lookup(ids.users, "user", l.assignedTo, where),
+      source: l.source,
+      notes: l.notes,
+      createdAt,
+      updatedAt: createdAt,
     });
-    ids.leads[l.ref] = row.id;
+    ids.leads[l.ref] = id;
   }
+  await insertRows(tx, "Lead", {
+    id: "uuid", tenantId: "uuid", customerName: "text", customerEmail: "text", customerPhone: "text", stageId: "uuid", customerId: "uuid",
+    conversationId: "uuid", intent: "text", quality: "text", budgetMin: "integer", budgetMax: "integer", zones: "text[]", rooms: "integer",
+    assignedOperatorId: "uuid", source: "text", notes: "text", createdAt: "timestamptz", updatedAt: "timestamptz",
+  }, leadRows);
 
-  for (const a of t.appointments) {
+  const appointmentRows: Record<string, unknown>[] = [];
+  for (const [i, a] of t.appointments.entries()) {
     const where = `${at} appointment "${a.ref}"`;
     if (a.endsAt <= a.startsAt) throw new FixtureError(`${where}: endsAt must be after startsAt`);
-    const row = await tx.appointment.create({
-      data: {
-        tenantId,
-        assignedUserId: lookup(ids.users, "user", a.assignedTo, where)!,
-        title: a.title,
-        appointmentType: a.appointmentType,
-        startsAt: a.startsAt,
-        endsAt: a.endsAt,
-        status: a.status,
-        customerId: lookup(ids.contacts, "contact", a.contact, where),
-        leadId: lookup(ids.leads, "lead", a.lead, where),
-        conversationId: lookup(ids.conversations, "conversation", a.conversation, where),
-        source: a.source,
-        notes: a.notes,
-        ...(a.createdAt ? { createdAt: a.createdAt, updatedAt: a.createdAt } : {}),
-      },
+    const id = randomUUID();
+    const createdAt = a.createdAt ?? loadedAt(loadStart, i, t.appointments.length);
+    appointmentRows.push({
+      id,
+      tenantId,
+      assignedUserId: lookup(ids.users, "user", a.assignedTo, where)!,
+      title: a.title,
+      appointmentType: a.appointmentType,
+      startsAt: a.startsAt,
+      endsAt: a.endsAt,
+      status: a.status,
+      customerId: lookup(ids.contacts, "contact", a.contact, where),
+      leadId: lookup(ids.leads, "lead", a.lead, where),
+      conversationId: lookup(ids.conversations, "conversation", a.conversation, where),
+      source: a.source,
+      notes: a.notes,
+      createdAt,
+      updatedAt: createdAt,
     });
-    ids.appointments[a.ref] = row.id;
+    ids.appointments[a.ref] = id;
   }
+  await insertRows(tx, "Appointment", {
+    id: "uuid", tenantId: "uuid", assignedUserId: "uuid", title: "text", appointmentType: "text", startsAt: "timestamptz", endsAt: "timestamptz",
+    status: '"AppointmentStatus"', customerId: "uuid", leadId: "uuid", conversationId: "uuid", source: "text", notes: "text",
+    createdAt: "timestamptz", updatedAt: "timestamptz",
+  }, appointmentRows);
 
-  for (const tk of t.tickets) {
+  const ticketRows: Record<string, unknown>[] = [];
+  const commentRows: Record<string, unknown>[] = [];
+  for (const [n, tk] of t.tickets.entries()) {
     const where = `${at} ticket "${tk.ref}"`;
     const customerId = lookup(ids.contacts, "contact", tk.contact, where);
     const leadId = lookup(ids.leads, "lead", tk.lead, where);
     const conversationId = lookup(ids.conversations, "conversation", tk.conversation, where);
     if (!customerId && !leadId && !conversationId) throw new FixtureError(`${where}: needs a contact, lead or conversation`);
-    const createdAt = tk.createdAt ?? new Date();
-    const row = await tx.ticket.create({
-      data: {
-        tenantId,
-        subject: tk.subject,
-        status: tk.status,
-        createdById: lookup(ids.users, "user", tk.createdBy, where)!,
-        assignedToId: lookup(ids.users, "user", tk.assignedTo, where),
-        customerId,
-        leadId,
-        conversationId,
-        createdAt,
-        updatedAt: createdAt,
-      },
+    const id = randomUUID();
+    const createdAt = tk.createdAt ?? loadedAt(loadStart, n, t.tickets.length);
+    ticketRows.push({
+      id,
+      tenantId,
+      subject: tk.subject,
+      status: tk.status,
+      createdById: lookup(ids.users, "user", tk.createdBy, where)!,
+      assignedToId: lookup(ids.users, "user", tk.assignedTo, where),
+      customerId,
+      leadId,
+      conversationId,
+      createdAt,
+      updatedAt: createdAt,
     });
-    ids.tickets[tk.ref] = row.id;
+    ids.tickets[tk.ref] = id;
     for (const [i, cm] of tk.comments.entries()) {
-      await tx.ticketComment.create({
-        data: {
-          tenantId,
-          ticketId: row.id,
-          authorUserId: lookup(ids.users, "user", cm.author, where)!,
-          body: cm.body,
-          createdAt: cm.createdAt ?? new Date(createdAt.getTime() + i + 1),
-        },
+      commentRows.push({
+        id: randomUUID(),
+        tenantId,
+        ticketId: id,
+        authorUserId: lookup(ids.users, "user", cm.author, where)!,
+        body: cm.body,
+        createdAt: cm.createdAt ?? new Date(createdAt.getTime() + i + 1),
       });
     }
   }
+  await insertRows(tx, "Ticket", {
+    id: "uuid", tenantId: "uuid", subject: "text", status: '"TicketStatus"', createdById: "uuid", assignedToId: "uuid", customerId: "uuid",
+    leadId: "uuid", conversationId: "uuid", createdAt: "timestamptz", updatedAt: "timestamptz",
+  }, ticketRows);
+  // In fixture order: the TicketComment_admit trigger numbers each ticket's comments (seq) and
+  // refuses a thread past its bounds (the load then fails as a whole).
+  await insertRows(tx, "TicketComment", {
+    id: "uuid", tenantId: "uuid", ticketId: "uuid", authorUserId: "uuid", body: "text", createdAt: "timestamptz",
+  }, commentRows);
   return ids;
 }
 

@@ -1,9 +1,11 @@
 // Platform-admin operations (the admin CLI's verbs). Each validates its arguments, changes nothing
 // on failure and returns the JSON document the CLI prints.
 import type { Database } from "../db/client.js";
+import { transaction } from "../db/transaction.js";
 import { generateKey } from "../auth/keys.js";
 import { parseScopes } from "../auth/scopes.js";
 import { DELIVERY, storeMessage } from "../channels/messages.js";
+import { INSTANT_RANGE, isStorableInstant } from "../../routers/_lib/schemas.js";
 import { toMessage, type MessageObject } from "../../routers/conversations/schemas.js";
 
 export class AdminError extends Error {}
@@ -38,7 +40,7 @@ export async function createKey(db: Database, tenantId: string, ownerId: string,
   let expiry: Date | null = null;
   if (expiresAt !== undefined) {
     expiry = new Date(expiresAt);
-    if (Number.isNaN(expiry.getTime())) throw new AdminError("--expires-at must be an ISO 8601 date-time");
+    if (!isStorableInstant(expiry)) throw new AdminError(`--expires-at must be an ISO 8601 date-time ${INSTANT_RANGE}`);
   }
   const owner = await db.prisma.user.findFirst({ where: { id: oId, tenantId: tId }, select: { id: true } });
   if (!owner) throw new AdminError("no such user in that tenant");
@@ -51,9 +53,13 @@ export async function createKey(db: Database, tenantId: string, ownerId: string,
 
 export async function revokeKey(db: Database, keyId: string) {
   const id = uuid(keyId, "KEY_ID");
-  const existing = await db.prisma.apiKey.findUnique({ where: { id }, select: { revokedAt: true } });
+  // The contract names a key by its id alone; ApiKey is a reference table (docs/decisions.md, issue 14),
+  // so this lookup reads one replicated table, and the update then uses the full key.
+  const existing = await db.prisma.apiKey.findFirst({ where: { id }, select: { tenantId: true, revokedAt: true } });
   if (!existing) throw new AdminError("no such key");
-  const revokedAt = existing.revokedAt ?? (await db.prisma.apiKey.update({ where: { id }, data: { revokedAt: new Date() } })).revokedAt!;
+  const revokedAt =
+    existing.revokedAt ??
+    (await db.prisma.apiKey.update({ where: { tenantId_id: { tenantId: existing.tenantId, id } }, data: { revokedAt: new Date() } })).revokedAt!;
   return { id, revokedAt: revokedAt.toISOString() };
 }
 
@@ -87,8 +93,10 @@ export async function setTenantLimits(db: Database, tenantId: string, perMinute:
 export async function inboundMessage(db: Database, conversationId: string, text: string, now = new Date()): Promise<MessageObject> {
   const id = uuid(conversationId, "CONVERSATION_ID");
   if (text === undefined || text === "") throw new AdminError("TEXT must not be empty");
-  return db.prisma.$transaction(async (tx) => {
-    const conv = await tx.conversation.findUnique({ where: { id }, select: { id: true, tenantId: true } });
+  return transaction(db.prisma, async (tx) => {
+    // The contract names the conversation by its id alone: finding its tenant is the one lookup
+    // without "tenantId" (on Citus a query of every shard; an operator command, not the API).
+    const conv = await tx.conversation.findFirst({ where: { id }, select: { id: true, tenantId: true } });
     if (!conv) throw new AdminError("no such conversation");
     const message = await storeMessage(tx, {
       tenantId: conv.tenantId, conversationId: id, role: "user", content: text, deliveryStatus: DELIVERY.received, at: now,

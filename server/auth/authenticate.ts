@@ -37,7 +37,13 @@ interface Row {
   perDay: number;
 }
 
-const LOOKUP = `
+/**
+ * The key lookup's query: by the key's globally unique prefix (ApiKey, User, Tenant, PlanLimit are
+ * reference tables). It runs inside the PL/pgSQL function "ApiKey_lookup" (migration
+ * 20261123600000_auth_lookup, with `p_prefix` for `$1`), whose plan the server connection caches;
+ * test/tenant-queries.test.ts checks that the function's body is this query.
+ */
+export const LOOKUP = `
   SELECT k."id", k."keyHash", k."expiresAt", k."revokedAt", k."scopes", k."tenantId", k."ownerId",
          u."apiGrant", t."plan", t."timezone", t."defaultCountry", t."slotMinutes",
          COALESCE(t."rateLimitPerMinute", p."perMinute") AS "perMinute",
@@ -48,6 +54,9 @@ const LOOKUP = `
     JOIN "PlanLimit" p ON p."plan" = t."plan"
    WHERE k."prefix" = $1`;
 
+/** The statement every request sends (unnamed: PgBouncer-safe; the plan is cached inside the function). */
+export const LOOKUP_CALL = `SELECT * FROM "ApiKey_lookup"($1)`;
+
 /**
  * Resolves the presented key. Throws 401 INVALID_CREDENTIALS / TOKEN_EXPIRED or 403 PLAN_NOT_ELIGIBLE.
  * `hash` is returned for a well-formed presented key even when authentication fails, so that the
@@ -57,8 +66,9 @@ export async function authenticate(db: Database, presented: string | undefined, 
   const raw = presented?.trim() ?? "";
   const prefix = raw ? keyPrefix(raw) : null;
   if (!prefix) throw new AppError("INVALID_CREDENTIALS", raw ? "Invalid API key" : "Missing X-API-Key header");
-  // A named statement: parsed and planned once per pooled connection, not on every request.
-  const rows = await db.sql.query<Row>(LOOKUP, [prefix], "auth_lookup");
+  // An unnamed statement (a named one would outlive the transaction on a PgBouncer server
+  // connection) calling a function, so that the join is not parsed and planned on every request.
+  const rows = await db.sql.query<Row>(LOOKUP_CALL, [prefix]);
   const row = rows[0];
   const hash = hashKey(raw);
   if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");

@@ -81,28 +81,33 @@ export async function prepareDelivery(db: Db, providers: Providers, d: Delivery)
         : await providers.send(d.channel, d.to ?? "", d.payload);
     // Only a still-pending message is updated: one given up meanwhile (abandonDelivery) keeps "failed".
     await root.message.updateMany({
-      where: { id: stored.id, deliveryStatus: DELIVERY.pending },
+      where: { tenantId: d.tenantId, id: stored.id, deliveryStatus: DELIVERY.pending },
       data: {
         deliveryStatus: result.ok ? DELIVERY.sent : DELIVERY.failed,
         providerMessageId: result.ok ? (result.providerMessageId ?? null) : null,
       },
     });
-    return root.message.findUniqueOrThrow({ where: { id: stored.id } });
+    return root.message.findUniqueOrThrow({ where: { tenantId_id: { tenantId: d.tenantId, id: stored.id } } });
   };
   return { messageId: stored.id, send };
 }
 
 /** Gives up on a delivery whose request never finished (a crash, a lost database): pending → failed. */
-export async function abandonDelivery(db: Db, messageId: string) {
-  await db.message.updateMany({ where: { id: messageId, deliveryStatus: DELIVERY.pending }, data: { deliveryStatus: DELIVERY.failed } });
-  return db.message.findUniqueOrThrow({ where: { id: messageId } });
+export async function abandonDelivery(db: Db, tenantId: string, messageId: string) {
+  await db.message.updateMany({ where: { tenantId, id: messageId, deliveryStatus: DELIVERY.pending }, data: { deliveryStatus: DELIVERY.failed } });
+  return db.message.findUniqueOrThrow({ where: { tenantId_id: { tenantId, id: messageId } } });
 }
+
+/**
+ * The abandoned-send sweep. Its predicate restates, with literals, the one of the partial index
+ * "Message_pending_operator_idx" (role = 'operator' AND deliveryStatus = 'pending'), so that the
+ * planner can always use that index — however many messages the table holds, the sweep reads only
+ * the few pending ones. It spans every tenant on purpose (a maintenance job of each instance).
+ */
+export const ABANDONED_DELIVERY_SWEEP = `UPDATE "Message" SET "deliveryStatus" = 'failed'
+ WHERE "role" = 'operator' AND "deliveryStatus" = 'pending' AND "createdAt" < $1::timestamptz`;
 
 /** Operator messages still pending after olderThanMs (their request died mid-send) → failed. Returns how many. */
 export async function failAbandonedDeliveries(db: Db, olderThanMs: number, now = new Date()): Promise<number> {
-  const r = await db.message.updateMany({
-    where: { role: "operator", deliveryStatus: DELIVERY.pending, createdAt: { lt: new Date(now.getTime() - olderThanMs) } },
-    data: { deliveryStatus: DELIVERY.failed },
-  });
-  return r.count;
+  return db.$executeRawUnsafe(ABANDONED_DELIVERY_SWEEP, new Date(now.getTime() - olderThanMs).toISOString());
 }

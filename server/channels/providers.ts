@@ -2,13 +2,14 @@
 // "Messaging providers"): one small module per kind, dispatched on the channel kind. Failures are
 // logged with the channel kind and a reason only — never a URL, header or config value.
 import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics.js";
 import { sendGraph } from "./graph.js";
 import type { ChannelRef, OutboundTemplate, OutboundText, Providers, SendResult } from "./index.js";
 import { sendTelegram } from "./telegram.js";
 import { sendWhatsapp } from "./whatsapp.js";
 
-export function createProviders(opts: { timeoutMs: number; logger: Logger }): Providers {
-  const { timeoutMs, logger } = opts;
+export function createProviders(opts: { timeoutMs: number; logger: Logger; metrics?: Metrics }): Providers {
+  const { timeoutMs, logger, metrics } = opts;
   return {
     async send(channel: ChannelRef, to: string, message: OutboundText | OutboundTemplate): Promise<SendResult> {
       let result: SendResult;
@@ -35,6 +36,7 @@ export function createProviders(opts: { timeoutMs: number; logger: Logger }): Pr
       } catch {
         result = { ok: false, reason: "provider adapter error" };
       }
+      metrics?.providerSends.inc({ channel: channel.kind, outcome: result.ok ? "sent" : "failed" });
       if (!result.ok) logger.warn({ channelKind: channel.kind, messageKind: message.kind, reason: result.reason }, "outbound send failed");
       return result;
     },

@@ -1,5 +1,12 @@
 // The database: a Prisma client over a driver adapter, either real PostgreSQL (DATABASE_URL) or
 // the embedded PGlite, plus a raw SQL runner for the migrator and hand-tuned queries.
+//
+// DATABASE_URL may point at PgBouncer in transaction pooling mode (docs/scaling.md): a server
+// connection then belongs to this client only for one transaction (or one statement outside a
+// transaction), so nothing here keeps state on a connection beyond that: every statement is an
+// unnamed one (pg's Parse/Bind/Execute/Sync in one go; @prisma/adapter-pg names statements only
+// when given `statementNameGenerator`, which we never pass), no session SET, no session advisory
+// lock, no LISTEN, no temporary table.
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaClient } from "../../generated/prisma/client.js";
@@ -9,11 +16,11 @@ export type Prisma = PrismaClient;
 export type Db = Omit<PrismaClient, "$connect" | "$disconnect" | "$on" | "$transaction" | "$extends">;
 
 export interface SqlRunner {
-  /** `name`: prepare once per connection and reuse (PostgreSQL; PGlite ignores it) — for per-request statements. */
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[], name?: string): Promise<T[]>;
+  /** One statement, unnamed (a named prepared statement would outlive its transaction behind PgBouncer). */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
   /** Runs a script of several statements (no parameters). */
   exec(sql: string): Promise<void>;
-  /** Runs fn on one connection, holding it for the duration (a session for advisory locks). */
+  /** Runs fn on one connection, holding it for the duration (a transaction script: BEGIN … COMMIT). */
   session<T>(fn: (s: SqlRunner) => Promise<T>): Promise<T>;
 }
 
@@ -22,25 +29,53 @@ export interface Database {
   prisma: PrismaClient;
   sql: SqlRunner;
   ping(): Promise<void>;
+  /** Pool connections (PostgreSQL only): opened, idle, and queries waiting for one. */
+  poolStats?(): { total: number; idle: number; waiting: number };
   close(): Promise<void>;
 }
 
 const transactionOptions = { maxWait: 15_000, timeout: 30_000 };
 
-export async function openPostgres(url: string, opts: { max?: number } = {}): Promise<Database> {
+/**
+ * Sees every statement sent to the database (SQL text and parameters), from Prisma and from the raw
+ * runner alike, before it is sent. A test aid (test/tenant-queries.test.ts); off unless given.
+ */
+export type StatementObserver = (sql: string, params: readonly unknown[]) => void;
+
+/**
+ * Per-connection settings of the pool: `statement_timeout` (ms, 0 = none), sent by node-postgres as
+ * a startup parameter of every connection, so it needs no SET (nothing that a transaction-mode
+ * PgBouncer would lose between transactions). The one place to adapt should a pooler in front of
+ * PostgreSQL refuse the startup parameter (PgBouncer: `ignore_startup_parameters`, or the setting on
+ * the database/role there instead).
+ */
+export function connectionSettings(opts: { statementTimeoutMs?: number }): Pick<pg.PoolConfig, "statement_timeout"> {
+  return opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {};
+}
+
+export interface PostgresOptions {
+  max?: number;
+  /** statement_timeout in ms; unset or 0: none (PostgreSQL's default). */
+  statementTimeoutMs?: number;
+  observe?: StatementObserver;
+}
+
+export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
     connectionTimeoutMillis: 3_000,
     idleTimeoutMillis: 30_000,
+    ...connectionSettings(opts),
   });
   // An idle client losing its connection (a PostgreSQL restart) must not crash the process.
   pool.on("error", () => {});
   if (process.env.BENCH_COUNT_QUERIES === "1") countQueries(pool);
+  if (opts.observe) observePool(pool, opts.observe);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const runner = (c: pg.Pool | pg.PoolClient): SqlRunner => ({
-    async query<T>(sql: string, params: unknown[] = [], name?: string) {
-      return (await (name ? c.query({ name, text: sql, values: params }) : c.query(sql, params))).rows as T[];
+    async query<T>(sql: string, params: unknown[] = []) {
+      return (await c.query(sql, params)).rows as T[];
     },
     async exec(sql: string) {
       await c.query(sql);
@@ -62,6 +97,7 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
     async ping() {
       await pool.query("SELECT 1");
     },
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await prisma.$disconnect();
       await pool.end().catch(() => {});
@@ -79,7 +115,48 @@ function countQueries(pool: pg.Pool): void {
   process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${n}\n`));
 }
 
-export async function openPglite(dataDir: string): Promise<Database> {
+/** pg's query(text | {text, values}, values?) → (text, values). */
+function statementOf(args: unknown[]): [string, readonly unknown[]] {
+  const [first, second] = args as [unknown, unknown];
+  if (typeof first === "string") return [first, Array.isArray(second) ? second : []];
+  const config = (first ?? {}) as { text?: string; values?: unknown[] };
+  return [config.text ?? "", config.values ?? (Array.isArray(second) ? second : [])];
+}
+
+function observePool(pool: pg.Pool, observe: StatementObserver): void {
+  pool.on("connect", (c: any) => {
+    const query = c.query.bind(c);
+    c.query = (...args: unknown[]) => {
+      observe(...statementOf(args));
+      return query(...args);
+    };
+  });
+}
+
+/**
+ * The PGlite instance as the adapter and the raw runner use it, with query() (also inside
+ * transactions) reporting to the observer. Everything else is the instance's own, bound to it.
+ */
+function observedPglite<T extends object>(lite: T, observe: StatementObserver): T {
+  const wrap = <O extends object>(target: O, inner: boolean): O =>
+    new Proxy(target, {
+      get(t, key) {
+        const value = Reflect.get(t, key, t);
+        if (typeof value !== "function") return value;
+        if (key === "query") return (...args: unknown[]) => (observe(...statementOf(args)), value.apply(t, args));
+        if (key === "exec") return (...args: unknown[]) => (observe(String(args[0]), []), value.apply(t, args));
+        if (key === "transaction" && !inner) return (fn: (tx: object) => unknown) => value.call(t, (tx: object) => fn(wrap(tx, true)));
+        return value.bind(t);
+      },
+    });
+  return wrap(lite, false);
+}
+
+/**
+ * `sharedBuffers`: PostgreSQL's shared_buffers for this instance (e.g. "16MB"); unset: PGlite's
+ * default (128 MB). openDatabase (the service, the CLI) passes PGLITE_SHARED_BUFFERS.
+ */
+export async function openPglite(dataDir: string, opts: { observe?: StatementObserver; sharedBuffers?: string } = {}): Promise<Database> {
   // Loaded only here: importing PGlite costs ~50 MB of RSS that a PostgreSQL deployment never uses.
   const [{ PGlite }, { btree_gist }, { pg_trgm }, { PrismaPGlite }] = await Promise.all([
     import("@electric-sql/pglite"),
@@ -87,7 +164,15 @@ export async function openPglite(dataDir: string): Promise<Database> {
     import("@electric-sql/pglite/contrib/pg_trgm"),
     import("pglite-prisma-adapter"),
   ]);
-  const lite = await PGlite.create({ dataDir: dataDir === "memory://" ? undefined : dataDir, extensions: { btree_gist, pg_trgm } });
+  // shared_buffers lives in this process's WebAssembly memory and is touched as pages are read:
+  // the service's 16 MB (instead of 128 MB) keeps it ~100 MiB smaller (docs/decisions.md,
+  // "Compiled runtime and memory"). Tests keep PGlite's default.
+  const instance = await PGlite.create({
+    dataDir: dataDir === "memory://" ? undefined : dataDir,
+    extensions: { btree_gist, pg_trgm },
+    ...(opts.sharedBuffers ? { startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${opts.sharedBuffers}`] } : {}),
+  });
+  const lite = opts.observe ? observedPglite(instance, opts.observe) : instance;
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite), transactionOptions });
   const sql: SqlRunner = {
     async query<T>(q: string, params: unknown[] = []) {
@@ -114,6 +199,15 @@ export async function openPglite(dataDir: string): Promise<Database> {
   };
 }
 
-export function openDatabase(cfg: { databaseUrl?: string; dataDir: string }): Promise<Database> {
-  return cfg.databaseUrl ? openPostgres(cfg.databaseUrl) : openPglite(cfg.dataDir);
+/** shared_buffers of the embedded database of the service and the CLI. */
+export const PGLITE_SHARED_BUFFERS = "16MB";
+
+/**
+ * The configured database. `databaseStatementTimeoutMs` applies to PostgreSQL only: PGlite runs in
+ * this process, one statement at a time, and has no way to interrupt one (no statement_timeout).
+ */
+export function openDatabase(cfg: { databaseUrl?: string; dataDir: string; databaseStatementTimeoutMs?: number }): Promise<Database> {
+  return cfg.databaseUrl
+    ? openPostgres(cfg.databaseUrl, { statementTimeoutMs: cfg.databaseStatementTimeoutMs })
+    : openPglite(cfg.dataDir, { sharedBuffers: PGLITE_SHARED_BUFFERS });
 }

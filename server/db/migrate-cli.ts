@@ -1,11 +1,14 @@
-// `npm run db:migrate`: applies pending migrations to DATABASE_URL (or the embedded database).
+// `npm run db:migrate`: applies pending migrations to DIRECT_DATABASE_URL (default DATABASE_URL),
+// or the embedded database.
 import { loadConfig } from "../config.js";
 import { openDatabase } from "./client.js";
-import { migrate } from "./migrate.js";
+import { migrateDirect } from "./migrate.js";
 
-const db = await openDatabase(loadConfig());
+// No statement_timeout: a migration may build an index on a large table.
+const config = { ...loadConfig(), databaseStatementTimeoutMs: 0 };
+const db = await openDatabase(config);
 try {
-  const applied = await migrate(db.sql);
+  const applied = await migrateDirect(config, db);
   process.stdout.write(`${JSON.stringify({ applied })}\n`);
 } catch (e) {
   process.stderr.write(`${(e as Error).message}\n`);

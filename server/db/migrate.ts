@@ -1,13 +1,15 @@
 // The project's own migrator for Prisma Migrate's folder layout
 // (prisma/migrations/<ts>_<name>/migration.sql): applies pending migrations in order, each in its
-// own transaction, under an advisory lock so that concurrent runs are safe, and records them.
+// own transaction, and records them. Concurrent runs are serialized by a transaction-level advisory
+// lock taken first in every migration transaction (no session state: it also works through a
+// transaction-pooling PgBouncer, although migrations are meant to go through DIRECT_DATABASE_URL).
 import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import type { SqlRunner } from "./client.js";
+import { openPostgres, type Database, type SqlRunner } from "./client.js";
+import { fromRoot } from "../root.js";
 
-export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../prisma/migrations");
+export const MIGRATIONS_DIR = fromRoot("prisma", "migrations");
 const LOCK_ID = 7_245_001; // arbitrary, constant for this application
 
 export interface Migration {
@@ -38,36 +40,64 @@ export async function migrate(sql: SqlRunner, dir = MIGRATIONS_DIR): Promise<str
   return run;
 }
 
+/**
+ * Applies the migrations through the direct database URL (DIRECT_DATABASE_URL, which defaults to
+ * DATABASE_URL) when it differs from the one `db` was opened with: DDL does not belong in a
+ * transaction-pooling PgBouncer (its server connections may carry a statement timeout, and a
+ * migration may need to run outside a transaction).
+ */
+export async function migrateDirect(cfg: { databaseUrl?: string; directDatabaseUrl?: string }, db: Database): Promise<string[]> {
+  if (db.kind !== "postgres" || !cfg.directDatabaseUrl || cfg.directDatabaseUrl === cfg.databaseUrl) return migrate(db.sql);
+  const direct = await openPostgres(cfg.directDatabaseUrl, { max: 1 });
+  try {
+    return await migrate(direct.sql);
+  } finally {
+    await direct.close();
+  }
+}
+
+/**
+ * One transaction per migration, each starting with the lock: BEGIN → pg_advisory_xact_lock →
+ * read what is applied → apply the next pending migration and record it → COMMIT, until none is
+ * pending. A concurrent run waits on the lock and then sees the migration as applied.
+ */
 async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
   const migrations = await readMigrations(dir);
-  return sql.session(async (s) => {
-    await s.query("SELECT pg_advisory_lock($1)", [LOCK_ID]);
-    try {
-      await s.exec(`CREATE TABLE IF NOT EXISTS "_app_migrations" (
-        "name" TEXT PRIMARY KEY, "checksum" TEXT NOT NULL, "appliedAt" TIMESTAMPTZ NOT NULL DEFAULT now())`);
-      const rows = await s.query<{ name: string; checksum: string }>(`SELECT "name", "checksum" FROM "_app_migrations"`);
-      const applied = new Map(rows.map((r) => [r.name, r.checksum]));
-      const done: string[] = [];
-      for (const m of migrations) {
-        const seen = applied.get(m.name);
-        if (seen !== undefined) {
-          if (seen !== m.checksum) throw new Error(`migration ${m.name} was changed after it was applied`);
-          continue;
+  const done: string[] = [];
+  for (let i = 0; i <= migrations.length; i++) {
+    const applied = await sql.session(async (s) => {
+      await s.exec("BEGIN");
+      try {
+        // No statement_timeout while migrating (the service's pool has one): waiting for another
+        // migrator's lock and building an index on a large table may take longer.
+        await s.exec("SET LOCAL statement_timeout = 0");
+        await s.query("SELECT pg_advisory_xact_lock($1)", [LOCK_ID]);
+        await s.exec(`CREATE TABLE IF NOT EXISTS "_app_migrations" (
+          "name" TEXT PRIMARY KEY, "checksum" TEXT NOT NULL, "appliedAt" TIMESTAMPTZ NOT NULL DEFAULT now())`);
+        const rows = await s.query<{ name: string; checksum: string }>(`SELECT "name", "checksum" FROM "_app_migrations"`);
+        const seen = new Map(rows.map((r) => [r.name, r.checksum]));
+        for (const m of migrations) {
+          const checksum = seen.get(m.name);
+          if (checksum !== undefined && checksum !== m.checksum) throw new Error(`migration ${m.name} was changed after it was applied`);
         }
-        await s.exec("BEGIN");
-        try {
-          await s.exec(m.sql);
-          await s.query(`INSERT INTO "_app_migrations" ("name", "checksum") VALUES ($1, $2)`, [m.name, m.checksum]);
-          await s.exec("COMMIT");
-        } catch (err) {
-          await s.exec("ROLLBACK");
-          throw new Error(`migration ${m.name} failed: ${(err as Error).message}`);
+        const next = migrations.find((m) => !seen.has(m.name));
+        if (next) {
+          try {
+            await s.exec(next.sql);
+          } catch (err) {
+            throw new Error(`migration ${next.name} failed: ${(err as Error).message}`);
+          }
+          await s.query(`INSERT INTO "_app_migrations" ("name", "checksum") VALUES ($1, $2)`, [next.name, next.checksum]);
         }
-        done.push(m.name);
+        await s.exec("COMMIT");
+        return next?.name;
+      } catch (err) {
+        await s.exec("ROLLBACK").catch(() => {});
+        throw err;
       }
-      return done;
-    } finally {
-      await s.query("SELECT pg_advisory_unlock($1)", [LOCK_ID]);
-    }
-  });
+    });
+    if (!applied) return done;
+    done.push(applied);
+  }
+  return done;
 }

@@ -6,8 +6,11 @@
 // script, keys and expiry, twice in one call). Redis down: the in-process windows (the limiters'
 // insurance) count, i.e. quotas fall back to per-instance limits until Redis answers again
 // (documented in docs/decisions.md).
-import type { Redis } from "ioredis";
+// Redis Cluster: both windows of a key are in one script call, so their Redis keys carry the key
+// hash as a hash tag ("rl:m:{<hash>}", "rl:d:{<hash>}"): one slot per API key, never CROSSSLOT, and
+// different keys spread over the cluster.
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from "rate-limiter-flexible";
+import type { RedisClient } from "../redis.js";
 
 export interface QuotaState {
   /** The per-minute ceiling (X-RateLimit-Limit). */
@@ -17,11 +20,19 @@ export interface QuotaState {
   reset: number;
   /** Seconds to wait, set when the request is over a ceiling. */
   retryAfter?: number;
+  /** The window that refused the request (with retryAfter). */
+  window?: "minute" | "day";
 }
+
+/** The limiter key of an API key hash: the hash as a Redis Cluster hash tag (one slot for both windows). */
+export const quotaKey = (keyHash: string) => `{${keyHash}}`;
+
+/** The Redis keys of both windows of an API key, as stored (rate-limiter-flexible's `<prefix>:<key>`). */
+export const redisQuotaKeys = (namespace: string, keyHash: string) => [`${namespace}:m:${quotaKey(keyHash)}`, `${namespace}:d:${quotaKey(keyHash)}`] as const;
 
 const UNBOUNDED = 2 ** 31 - 1;
 
-function limiter(redis: Redis | undefined, keyPrefix: string, duration: number, memory: RateLimiterMemory): RateLimiterAbstract {
+function limiter(redis: RedisClient | undefined, keyPrefix: string, duration: number, memory: RateLimiterMemory): RateLimiterAbstract {
   if (!redis) return memory;
   return new RateLimiterRedis({ storeClient: redis, keyPrefix, points: UNBOUNDED, duration, insuranceLimiter: memory });
 }
@@ -54,9 +65,13 @@ export class Quotas {
   private readonly memoryMinute: RateLimiterMemory;
   private readonly memoryDay: RateLimiterMemory;
   private readonly consumeBoth?: ConsumeBoth;
+  /** True while the last Redis call failed and requests are counted in process memory. */
+  fallback = false;
+  /** Requests counted in process memory because Redis did not answer. */
+  fallbackCount = 0;
 
   constructor(
-    redis?: Redis,
+    redis?: RedisClient,
     private readonly namespace = "rl",
   ) {
     this.memoryMinute = new RateLimiterMemory({ keyPrefix: `${namespace}:m`, points: UNBOUNDED, duration: 60 });
@@ -71,17 +86,22 @@ export class Quotas {
 
   /** Counts one request of the key against both windows. */
   async consume(keyHash: string, limits: { perMinute: number; perDay: number }, now = Date.now()): Promise<QuotaState> {
+    const key = quotaKey(keyHash);
     if (this.consumeBoth) {
       let r: number[] | undefined;
       try {
-        r = await this.consumeBoth(`${this.namespace}:m:${keyHash}`, `${this.namespace}:d:${keyHash}`, String(limits.perMinute));
+        const [minuteKey, dayKey] = redisQuotaKeys(this.namespace, keyHash);
+        r = await this.consumeBoth(minuteKey, dayKey, String(limits.perMinute));
+        this.fallback = false;
       } catch {
         r = undefined; // Redis unavailable: the in-process windows, as rate-limiter-flexible's insurance does.
+        this.fallback = true;
+        this.fallbackCount += 1;
       }
       if (r) return state(limits, now, { consumed: Number(r[0]), ms: Number(r[1]) }, r.length > 2 ? { consumed: Number(r[2]), ms: Number(r[3]) } : undefined);
-      return this.consumeWith(this.memoryMinute, this.memoryDay, keyHash, limits, now);
+      return this.consumeWith(this.memoryMinute, this.memoryDay, key, limits, now);
     }
-    return this.consumeWith(this.minute, this.day, keyHash, limits, now);
+    return this.consumeWith(this.minute, this.day, key, limits, now);
   }
 
   private async consumeWith(
@@ -101,7 +121,7 @@ export class Quotas {
   async peek(keyHash: string, perMinute: number, now = Date.now()): Promise<QuotaState> {
     let res: RateLimiterRes | null = null;
     try {
-      res = await this.minute.get(keyHash);
+      res = await this.minute.get(quotaKey(keyHash));
     } catch {
       res = null;
     }
@@ -120,8 +140,8 @@ interface Window {
 /** The quota state after counting: over the minute ceiling (day not counted), over the day ceiling, or within both. */
 function state(limits: { perMinute: number; perDay: number }, now: number, m: Window, d?: Window): QuotaState {
   const minuteReset = resetAt(m.ms, now);
-  if (m.consumed > limits.perMinute || !d) return { limit: limits.perMinute, remaining: 0, reset: minuteReset, retryAfter: waitSeconds(m.ms) };
-  if (d.consumed > limits.perDay) return { limit: limits.perMinute, remaining: 0, reset: resetAt(d.ms, now), retryAfter: waitSeconds(d.ms) };
+  if (m.consumed > limits.perMinute || !d) return { limit: limits.perMinute, remaining: 0, reset: minuteReset, retryAfter: waitSeconds(m.ms), window: "minute" };
+  if (d.consumed > limits.perDay) return { limit: limits.perMinute, remaining: 0, reset: resetAt(d.ms, now), retryAfter: waitSeconds(d.ms), window: "day" };
   const remaining = Math.max(0, Math.min(limits.perMinute - m.consumed, limits.perDay - d.consumed));
   return { limit: limits.perMinute, remaining, reset: minuteReset };
 }

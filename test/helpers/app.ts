@@ -1,55 +1,77 @@
 // One app per test file: a fresh database (in-memory PGlite by default; with DATABASE_URL a new
-// PostgreSQL database created for the file and dropped afterwards), Redis when REDIS_URL is set
-// (with a namespace of the file's own), the real Express app on an ephemeral port, and a small
-// HTTP client.
+// PostgreSQL database created for the file and dropped afterwards — created, dropped and migrated
+// through DIRECT_DATABASE_URL when DATABASE_URL points at PgBouncer), Redis when REDIS_URL or
+// REDIS_CLUSTER_NODES is set (with a namespace of the file's own), the real Express app on an
+// ephemeral port, and a small HTTP client.
 import { randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
 import { createApp } from "../../server/app.js";
+import { instanceMetrics } from "../../server/bootstrap.js";
 import { loadConfig, type Config } from "../../server/config.js";
-import { openPglite, openPostgres, type Database } from "../../server/db/client.js";
-import { migrate } from "../../server/db/migrate.js";
+import { openPglite, openPostgres, type Database, type StatementObserver } from "../../server/db/client.js";
+import { migrate, migrateDirect } from "../../server/db/migrate.js";
 import { loadFixture, type FixtureInput, type LoadResult } from "../../server/admin/fixture.js";
 import { Quotas } from "../../server/limits/quotas.js";
 import { createLogger } from "../../server/logger.js";
-import { connectRedis } from "../../server/redis.js";
+import { startMetricsServer } from "../../server/metrics.js";
+import { openRedis } from "../../server/redis.js";
 import { createProviders } from "../../server/channels/providers.js";
 import type { Services } from "../../server/services.js";
 import { assertConforms } from "./conformance.js";
 
 export interface TestDb {
   db: Database;
+  /** The database's URL as the service uses it (through PgBouncer in the PgBouncer leg). */
   url?: string;
+  /** The same database on PostgreSQL itself (DIRECT_DATABASE_URL's server). */
+  directUrl?: string;
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database for one test file. */
-export async function freshDatabase(): Promise<TestDb> {
+/** The server's URL for CREATE/DROP DATABASE and migrations: DIRECT_DATABASE_URL, else DATABASE_URL. */
+export const directBaseUrl = () => process.env.DIRECT_DATABASE_URL || process.env.DATABASE_URL;
+
+/** `base` with another database name. */
+export function withDatabase(base: string, name: string): string {
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** Runs one statement on the server itself (CREATE/DROP DATABASE never go through the pooler). */
+export async function onServer(sql: string): Promise<void> {
+  const c = new pg.Client({ connectionString: directBaseUrl() });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+/** A fresh, migrated database for one test file (`observe`: see every statement sent to it). */
+export async function freshDatabase(opts: { observe?: StatementObserver } = {}): Promise<TestDb> {
   const base = process.env.DATABASE_URL;
   if (!base) {
-    const db = await openPglite("memory://");
+    const db = await openPglite("memory://", opts);
     await migrate(db.sql);
     return { db, drop: () => db.close() };
   }
   const name = `test_${randomBytes(6).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  const db = await openPostgres(url.toString(), { max: 20 });
-  await migrate(db.sql);
+  await onServer(`CREATE DATABASE ${name}`);
+  const url = withDatabase(base, name);
+  const directUrl = withDatabase(directBaseUrl()!, name);
+  const db = await openPostgres(url, { max: 20, observe: opts.observe });
+  await migrateDirect({ databaseUrl: url, directDatabaseUrl: directUrl }, db);
   return {
     db,
-    url: url.toString(),
+    url,
+    directUrl,
     async drop() {
       await db.close();
-      const c = new pg.Client({ connectionString: base });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
+      await onServer(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
 }
@@ -72,6 +94,8 @@ export interface RequestOptions {
 
 export interface TestApp {
   url: string;
+  /** The /metrics listener's base URL (when started with config.metricsPort). */
+  metricsUrl?: string;
   services: Services;
   db: Database;
   load(fixture: FixtureInput): Promise<LoadResult>;
@@ -88,31 +112,41 @@ export interface StartOptions {
   quotaNamespace?: string;
   /** Validate every response against the OpenAPI document (default true). */
   conformance?: boolean;
+  /** How long to wait for Redis to be ready at start (server/redis.ts openRedis; default 3000 ms). */
+  redisReadyMs?: number;
 }
 
 export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quotaNamespace: string; testDb: TestDb }> {
   const testDb = opts.db ?? (await freshDatabase());
   const config: Config = { ...loadConfig(), logLevel: process.env.LOG_LEVEL ?? "silent", providerTimeoutMs: 1500, ...opts.config };
   const logger = createLogger(config.logLevel);
-  const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : undefined;
+  const redis = await openRedis(config, logger, opts.redisReadyMs);
   const quotaNamespace = opts.quotaNamespace ?? `rl-test-${randomBytes(6).toString("hex")}`;
   let now: Date | undefined;
   const conformance = opts.conformance ?? true;
+  const quotas = new Quotas(redis, quotaNamespace);
+  const metrics = instanceMetrics(testDb.db, redis, quotas);
   const services: Services = {
     config,
     db: testDb.db,
     redis,
-    quotas: new Quotas(redis, quotaNamespace),
+    quotas,
     logger,
-    providers: createProviders({ timeoutMs: config.providerTimeoutMs, logger }),
+    metrics,
+    providers: createProviders({ timeoutMs: config.providerTimeoutMs, logger, metrics }),
     now: () => now ?? new Date(),
   };
   const server: Server = createServer(createApp(services));
+  // PGlite runs in this thread: a long statement blocks the event loop past Node's 5 s keep-alive,
+  // and fetch's coarse idle timer could then reuse a socket the server had just closed (ECONNRESET).
+  server.keepAliveTimeout = 120_000;
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const metricsServer = config.metricsPort === undefined ? undefined : await startMetricsServer(metrics, "127.0.0.1", config.metricsPort);
 
   return {
     url,
+    metricsUrl: metricsServer?.url,
     services,
     db: testDb.db,
     testDb,
@@ -143,6 +177,7 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
     },
     async close() {
       await new Promise<void>((r) => server.close(() => r()));
+      if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
       redis?.disconnect();
       if (!opts.db) await testDb.drop();
     },

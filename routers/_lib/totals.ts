@@ -1,0 +1,145 @@
+// Exact list totals at a cost independent of the tenant's size, and deep offsets at the cost of a first
+// page (issue 13; docs/architecture.md, "List totals"). The counters are kept by the "ListCounter_apply"
+// trigger of migration 20261123200000_list_counters; this module only reads them. Every list answers
+// with ONE SQL statement built by listStatement(): the total and the page come from one snapshot.
+import { Prisma } from "../../generated/prisma/client.js";
+import { ownedSql } from "./tenant.js";
+
+/** A list table (the counters' "entity"). */
+export type ListEntity = "Lead" | "Contact" | "Conversation" | "Appointment" | "Ticket";
+
+/**
+ * From this offset on, a page of an unfiltered list (or of a lead date range) is found through the UTC
+ * day buckets ("ListCounter_seek": a few dozen counter rows) instead of by skipping `offset` rows.
+ */
+export const DEEP_OFFSET = 500;
+
+/** SQL: the exact count of a counter key — the unfiltered list (dim "all") or one equality filter. */
+export function counted(tenantId: string, entity: ListEntity, dim = "all", value = ""): Prisma.Sql {
+  return Prisma.sql`(SELECT coalesce(sum(c."n"), 0) FROM "ListCounter" c
+    WHERE c."tenantId" = ${tenantId}::uuid AND c."entity" = ${entity} AND c."dim" = ${dim} AND c."value" = ${value})`;
+}
+
+/** SQL: the sum of the counters of a filter over a set of values (`values`: a subquery of text). */
+export function countedAny(tenantId: string, entity: ListEntity, dim: string, values: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`(SELECT coalesce(sum(c."n"), 0) FROM "ListCounter" c
+    WHERE c."tenantId" = ${tenantId}::uuid AND c."entity" = ${entity} AND c."dim" = ${dim} AND c."value" IN (${values}))`;
+}
+
+/**
+ * A Date as a SQL timestamptz, exact for every Date: ISO text needs a 4-digit year, which an instant
+ * derived from an input may not have (the contacts cursor's "1 ms later" at 9999-12-31T23:59:59.999Z).
+ * Whole seconds and milliseconds are added separately: one float of microseconds since 1970 is inexact
+ * beyond 2^53 µs (about year 2255).
+ */
+export function sqlTime(d: Date): Prisma.Sql {
+  const seconds = Math.floor(d.getTime() / 1000);
+  return Prisma.sql`(timestamptz 'epoch' + ${seconds}::bigint * interval '1 second' + ${d.getTime() - seconds * 1000}::integer * interval '1 millisecond')`;
+}
+
+/** A list filter: its SQL condition and, when a counter holds its count, that count's SQL. */
+export interface Filter {
+  cond: Prisma.Sql;
+  counter?: Prisma.Sql;
+}
+
+/** An equality filter on `column` (SQL type `type`) whose count is the counter (entity, dim, value). */
+export function eq(tenantId: string, entity: ListEntity, dim: string, column: string, value: string, type: string): Filter {
+  return {
+    cond: Prisma.sql`${Prisma.raw(`"${column}"`)} = ${value}::${Prisma.raw(`"${type}"`)}`,
+    counter: counted(tenantId, entity, dim, value),
+  };
+}
+
+/**
+ * The WHERE conditions of a list: its tenant, the conditions every row of the list meets (`always`,
+ * which its counters respect too: live contacts) and every filter.
+ */
+export function whereOf(tenantId: string, filters: Filter[], always: Prisma.Sql[] = []): Prisma.Sql {
+  return Prisma.join([ownedSql({ tenantId }), ...always, ...filters.map((f) => f.cond)], " AND ");
+}
+
+/**
+ * The exact total of a list: the unfiltered counter, the counter of its only filter, or else (combined
+ * filters, a filter without a counter) a count of the matching rows over the best index.
+ */
+export function exactTotal(tenantId: string, entity: ListEntity, filters: Filter[], always: Prisma.Sql[] = []): Prisma.Sql {
+  if (filters.length === 0) return counted(tenantId, entity);
+  if (filters.length === 1 && filters[0]!.counter) return filters[0]!.counter;
+  return Prisma.sql`SELECT count(*) FROM ${Prisma.raw(`"${entity}"`)} WHERE ${whereOf(tenantId, filters, always)}`;
+}
+
+/** A walk through a list's buckets: the rows whose order column lies in [lo, hi) (unbounded when absent). */
+export interface Seek {
+  entity: ListEntity;
+  /** The order column, as the page's SQL names it (e.g. `"createdAt"`). */
+  column: Prisma.Sql;
+  desc: boolean;
+  lo?: Date;
+  hi?: Date;
+}
+
+/** SQL: "ListCounter_seek" for a seek at `offset` (NULL: the total only). */
+function seekCall(tenantId: string, s: Seek, offset: number | null): Prisma.Sql {
+  const ts = (d?: Date) => (d ? sqlTime(d) : Prisma.sql`NULL::timestamptz`);
+  return Prisma.sql`"ListCounter_seek"(${tenantId}::uuid, ${s.entity}, ${ts(s.lo)}, ${ts(s.hi)}, ${offset}::bigint, ${s.desc})`;
+}
+
+/** SQL: the exact number of rows of a bucket range (year, month and day counters plus the two partial days). */
+export function countedRange(tenantId: string, s: Seek): Prisma.Sql {
+  return Prisma.sql`(SELECT k."total" FROM ${seekCall(tenantId, s, null)} k)`;
+}
+
+export interface ListStatement {
+  tenantId: string;
+  offset: number;
+  /** The exact total (a counter or an index count). With a deep seek, the seek's own total is used. */
+  total: Prisma.Sql;
+  /** When the list can be walked through its buckets (its only filter is a range of the order column). */
+  seek?: Seek;
+  /** Extra columns computed once next to the total, e.g. Prisma.sql`, (SELECT max(…) FROM …) AS "newest"`. */
+  extra?: Prisma.Sql;
+  /**
+   * The page: a SELECT of the rows (alias-free columns) that must add `where` to its conditions and end
+   * with `ORDER BY … LIMIT … OFFSET ${offset}` — `where` and `offset` place it on the right rows.
+   */
+  page: (at: { where: Prisma.Sql; offset: Prisma.Sql }) => Prisma.Sql;
+  /** ORDER BY of the outer statement over the page's columns (alias p), e.g. Prisma.sql`p."createdAt" DESC, p."id" DESC`. */
+  order: Prisma.Sql;
+}
+
+/**
+ * ONE statement: s (total and extras) LEFT JOIN LATERAL the page. Every row carries "total"; when
+ * the page is empty a single row of NULL columns carries it. A deep offset of a seekable list
+ * starts the page at the bucket that holds row number `offset` and skips only inside that day.
+ */
+export function listStatement(l: ListStatement): Prisma.Sql {
+  const extra = l.extra ?? Prisma.empty;
+  if (l.seek && l.offset >= DEEP_OFFSET) {
+    const before = l.seek.desc ? Prisma.sql`${l.seek.column} < s."bound"` : Prisma.sql`${l.seek.column} >= s."bound"`;
+    return Prisma.sql`
+      SELECT s.*, p.*
+        FROM (SELECT k."total"::int AS "total", k."bound", k."skip" ${extra} FROM ${seekCall(l.tenantId, l.seek, l.offset)} k) s
+        LEFT JOIN LATERAL (${l.page({ where: before, offset: Prisma.sql`s."skip"` })}) p ON true
+       ORDER BY ${l.order}`;
+  }
+  return Prisma.sql`
+    SELECT s.*, p.*
+      FROM (SELECT (${l.total})::int AS "total" ${extra}) s
+      LEFT JOIN LATERAL (${l.page({ where: Prisma.sql`true`, offset: Prisma.sql`${l.offset}` })}) p ON true
+     ORDER BY ${l.order}`;
+}
+
+/** The rows of a listStatement(): page rows of type R (or one row of NULLs), each with the total and the extras M. */
+export type ListRows<R, M = object> = ((R | { [K in keyof R]: null }) & { total: number } & M)[];
+
+/** The total, the extras and the page's rows of a listStatement() result. */
+export function splitList<R extends { id: string }, M = object>(rows: ListRows<R, M>): { total: number; extra: M; items: R[] } {
+  const first = rows[0]!;
+  return { total: first.total, extra: first, items: rows.filter((r) => r.id !== null) as unknown as R[] };
+}
+
+/** A json column of rows (json_agg): parsed by some drivers, a string with others. */
+export function jsonRows<T>(v: unknown): T[] {
+  return (typeof v === "string" ? JSON.parse(v) : v) as T[];
+}

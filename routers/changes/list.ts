@@ -1,0 +1,240 @@
+// GET /public/v1/changes — the gapless changes feed (issue 15; docs/architecture.md, "Changes feed").
+//   since   opaque token from a previous answer (`nextSince`); absent = from the beginning: every
+//           live object once, so one loop both bootstraps and follows
+//   types   comma list of lead, contact, conversation, appointment, ticket (default: every type the
+//           key can read)
+//   limit   1–500, default 100
+// Check order: no read scope at all → 403; parameters (422); a requested type the key cannot read →
+// 403; the token: malformed or another tenant's → 422 (field `since`), older than the retention or
+// ahead of the feed → 422 with details.code "since_expired" (restart from the beginning).
+// The page: the tenant's pending changes are placed first (one sequencer step, only when it has
+// some), then one statement reads the head and the positions after `since` (index range scans
+// only); the objects are loaded with one query per type present and serialised exactly as their own
+// GET/list does. The response is bounded to PAGE_BYTES (at least one item).
+import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
+import { CHANGES_RETENTION_DAYS, CHANGES_RETENTION_MS, sequenceChanges } from "../../server/changes.js";
+import { AppError, validation } from "../../server/errors.js";
+import { toAppointment } from "../appointments/schemas.js";
+import { toContact } from "../contacts/schemas.js";
+import { conversationInclude, toConversation } from "../conversations/schemas.js";
+import { toLead } from "../leads/schemas.js";
+import { iso, queryIntDefault } from "../_lib/schemas.js";
+import { toTicket, withComments } from "../tickets/schemas.js";
+import { scopedAny, type AuthedContext } from "../trpc.js";
+import {
+  CHANGE_TYPES,
+  ChangePage,
+  decodeSince,
+  encodeSince,
+  MAX_SINCE_LENGTH,
+  READ_SCOPE,
+  TypesInput,
+  type ChangeAction,
+  type ChangeItem,
+  type ChangeType,
+  type SinceToken,
+} from "./schemas.js";
+
+export const MAX_CHANGES_LIMIT = 500;
+export const DEFAULT_CHANGES_LIMIT = 100;
+/** A page stops growing past this many bytes of JSON (a ticket's thread can be large). */
+export const PAGE_BYTES = 4 * 1024 * 1024;
+
+export const ListChangesInput = z.object({
+  since: z
+    .string()
+    .max(MAX_SINCE_LENGTH)
+    .meta({ description: "The `nextSince` of the previous answer. Absent: from the beginning (every live object once)." })
+    .optional(),
+  types: TypesInput.optional(),
+  limit: queryIntDefault("limit", 1, MAX_CHANGES_LIMIT, DEFAULT_CHANGES_LIMIT),
+});
+
+const DESCRIPTION = `A feed of every change of the tenant's leads, contacts, conversations, appointments and tickets, for mirroring without re-reading everything.
+
+Follow \`nextSince\` (as \`since\`) until \`hasMore\` is false, then ask again later with the last \`nextSince\`. Without \`since\` the feed starts from the beginning and returns every live object once, so one loop both bootstraps and follows. Guarantees: every object's latest state is delivered at least once after each of its changes — also under concurrent writers and long-running transactions (a change gets its place when its transaction commits, after everything delivered before); items come in commit order; several changes of one object between two polls may be compacted into its latest state; a poll with nothing new returns \`items: []\` and an equivalent \`nextSince\`.
+
+Each item: \`type\`, \`id\`, \`action\` and \`changedAt\`; \`data\` is exactly what the object's own GET/list returns at that moment (a ticket with its thread); \`delete\` (a soft-deleted contact) carries \`data: null\`. A new message is a change of its conversation, a new ticket comment a change of its ticket.
+
+\`types\` defaults to every type the key can read (\`tenant:<resource>.read\`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's \`since\` gives 422 VALIDATION_ERROR (\`details.fields[0].field\` = \`since\`). Tokens are valid for ${CHANGES_RETENTION_DAYS} days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with \`details.code\` = \`since_expired\` — start again without \`since\` and rebuild the mirror. A page holds at most \`limit\` items (1–500, default 100) and about 4 MiB.`;
+
+export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
+  .meta({ openapi: { method: "GET", path: "/public/v1/changes", tags: ["changes"], summary: "Changes feed", description: DESCRIPTION, protect: true } })
+  .input(ListChangesInput)
+  .output(ChangePage)
+  .query(async ({ ctx, input }) => {
+    const readable = CHANGE_TYPES.filter((t) => ctx.caller.scopes.includes(READ_SCOPE[t]));
+    const types = input.types ?? readable;
+    const denied = types.filter((t) => !readable.includes(t));
+    if (denied.length)
+      throw new AppError("PERMISSION_DENIED", `This key cannot read ${denied.join(", ")}`, { requiredScopes: denied.map((t) => READ_SCOPE[t]) });
+
+    const now = ctx.services.now().getTime();
+    const token = input.since === undefined ? undefined : checkSince(input.since, ctx.tenantId, now);
+
+    // Place this tenant's committed changes first (only when it has any), so that the page holds
+    // everything committed before the request.
+    let read = await readPositions(ctx, types, token, input.limit, true);
+    if (read.pending) {
+      await sequenceChanges(ctx.services.db.prisma, { tenantId: ctx.tenantId });
+      read = await readPositions(ctx, types, token, input.limit, false);
+    }
+    const { head, rows } = read;
+    if (token && (token.pos > head || token.skip > head)) throw sinceExpired("since is ahead of this feed (was the data restored?): start again without since");
+
+    let more = rows.length > input.limit;
+    let page = rows.slice(0, input.limit);
+    // Ticket threads are unbounded: cut the page before loading what cannot fit.
+    const cutAt = await ticketCut(ctx, page);
+    if (cutAt < page.length) {
+      page = page.slice(0, cutAt);
+      more = true;
+    }
+    const objects = await loadObjects(ctx, page);
+    const items: ChangeItem[] = [];
+    let bytes = 0;
+    for (const row of page) {
+      const data = row.action === "delete" ? null : (objects.get(row.type)?.get(row.objectId) ?? null);
+      const action: ChangeAction = data === null ? "delete" : "upsert";
+      const item = { type: row.type, id: row.objectId, action, changedAt: iso(row.changedAt), data } as ChangeItem;
+      bytes += Buffer.byteLength(JSON.stringify(item));
+      if (items.length > 0 && bytes > PAGE_BYTES) {
+        more = true;
+        break;
+      }
+      items.push(item);
+    }
+
+    // Caught up: everything of these types up to the head (same snapshot) was read; positions at or
+    // below it can never be handed out again, so the next poll starts there.
+    const last = page[items.length - 1];
+    const pos = more ? last!.pos : head;
+    const skip = token ? token.skip : head;
+    const next: SinceToken = {
+      pos,
+      skip: pos >= skip ? 0 : skip,
+      // The retention clock restarts each time a page catches up (and at the start of a chain).
+      at: more && token ? token.at : now,
+    };
+    return { items, nextSince: encodeSince(ctx.tenantId, next), hasMore: more };
+  });
+
+// ---- the token ------------------------------------------------------------------------------------
+
+function sinceExpired(message: string) {
+  return validation(message, { code: "since_expired", fields: [{ field: "since", code: "since_expired", message }] });
+}
+
+function checkSince(raw: string, tenantId: string, now: number): SinceToken {
+  const t = decodeSince(raw, tenantId);
+  if (t === "malformed" || t === "foreign") {
+    const message = t === "foreign" ? "since belongs to another tenant's feed" : "since is not a token of this feed";
+    throw validation(message, { fields: [{ field: "since", code: "invalid_token", message }] });
+  }
+  if (t.at < now - CHANGES_RETENTION_MS)
+    throw sinceExpired(`since is older than the feed's retention (${CHANGES_RETENTION_DAYS} days): start again without since`);
+  return t;
+}
+
+// ---- reading --------------------------------------------------------------------------------------
+
+interface Position {
+  type: ChangeType;
+  objectId: string;
+  pos: number;
+  action: ChangeAction;
+  changedAt: Date;
+}
+
+interface RawPosition {
+  head: bigint | number | null;
+  pending: boolean;
+  type: ChangeType | null;
+  objectId: string | null;
+  pos: bigint | number | null;
+  action: ChangeAction | null;
+  changedAt: Date | string | null;
+}
+
+/**
+ * One statement: the tenant's head, whether it has pending changes of these types, and up to
+ * limit + 1 positions after the token's (tombstones at or below `skip` left out; from the beginning,
+ * `skip` is the head itself). With `unlessPending`, the positions are not read when changes are
+ * pending (the caller places them and asks again). Index range scans only: ("tenantId", "pos") for
+ * every type, else one ("tenantId", "type", "pos") range per type, merged.
+ */
+async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], token: SinceToken | undefined, limit: number, unlessPending: boolean) {
+  const t = ctx.tenantId;
+  const since = token?.pos ?? 0;
+  const skip = token ? Prisma.sql`${token.skip}::bigint` : Prisma.sql`h."head"`;
+  const gate = unlessPending ? Prisma.sql`AND NOT h."pending"` : Prisma.empty;
+  const n = limit + 1;
+  const range = (typeCond: Prisma.Sql) => Prisma.sql`
+    SELECT "type", "objectId", "pos", "action", "changedAt" FROM "ChangeLog"
+     WHERE "tenantId" = ${t}::uuid ${typeCond} AND "pos" > ${since}::bigint
+       AND NOT ("action" = 'delete' AND "pos" <= ${skip}) ${gate}
+     ORDER BY "pos" LIMIT ${n}`;
+  const all = types.length === CHANGE_TYPES.length;
+  const positions = all
+    ? range(Prisma.empty)
+    : Prisma.sql`SELECT * FROM (${Prisma.join(types.map((ty) => Prisma.sql`(${range(Prisma.sql`AND "type" = ${ty}`)})`), " UNION ALL ")}) u ORDER BY "pos" LIMIT ${n}`;
+  const typeFilter = all ? Prisma.empty : Prisma.sql`AND "type" IN (${Prisma.join(types)})`;
+  const raw = await ctx.db.$queryRaw<RawPosition[]>`
+    WITH h AS (
+      SELECT COALESCE((SELECT "pos" FROM "ChangeHead" WHERE "tenantId" = ${t}::uuid), 0) AS "head",
+             EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = ${t}::uuid AND "pos" IS NULL ${typeFilter}) AS "pending")
+    SELECT h."head", h."pending", p.* FROM h LEFT JOIN LATERAL (${positions}) p ON true
+     ORDER BY p."pos"`;
+  const first = raw[0]!;
+  const rows: Position[] = raw
+    .filter((r) => r.pos !== null)
+    .map((r) => ({ type: r.type!, objectId: r.objectId!, pos: Number(r.pos), action: r.action!, changedAt: new Date(r.changedAt!) }));
+  return { head: Number(first.head ?? 0), pending: first.pending === true, rows };
+}
+
+/** Estimated JSON bytes of a ticket besides its comments, and per comment besides its body. */
+const TICKET_BYTES = 1_000;
+const COMMENT_BYTES = 200;
+
+/**
+ * How many leading items of the page can be loaded within PAGE_BYTES, judging tickets by the size of
+ * their threads (summed in the database, without reading them here); other objects are small and
+ * measured exactly once serialised. At least one.
+ */
+async function ticketCut(ctx: AuthedContext, page: Position[]): Promise<number> {
+  const ids = page.filter((r) => r.type === "ticket" && r.action === "upsert").map((r) => r.objectId);
+  if (ids.length === 0) return page.length;
+  const sizes = await ctx.db.$queryRaw<{ id: string; bytes: bigint | number }[]>`
+    SELECT "ticketId" AS "id", (count(*) * ${COMMENT_BYTES} + COALESCE(sum(octet_length("body")), 0))::bigint AS "bytes"
+      FROM "TicketComment"
+     WHERE "tenantId" = ${ctx.tenantId}::uuid AND "ticketId" IN (${Prisma.join(ids.map((id) => Prisma.sql`${id}::uuid`))})
+     GROUP BY "ticketId"`;
+  const thread = new Map(sizes.map((s) => [s.id, Number(s.bytes)]));
+  let total = 0;
+  for (let i = 0; i < page.length; i++) {
+    const r = page[i]!;
+    if (r.type === "ticket" && r.action === "upsert") total += TICKET_BYTES + (thread.get(r.objectId) ?? 0);
+    if (i > 0 && total > PAGE_BYTES) return i;
+  }
+  return page.length;
+}
+
+type Loaded = Map<ChangeType, Map<string, ChangeItem["data"]>>;
+
+/** The public objects of the page's upserts: one query per type present; a contact now deleted (or a row gone) maps to null. */
+async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded> {
+  const ids = new Map<ChangeType, string[]>();
+  for (const r of page) if (r.action === "upsert") ids.set(r.type, [...(ids.get(r.type) ?? []), r.objectId]);
+  const where = (type: ChangeType) => ({ tenantId: ctx.tenantId, id: { in: ids.get(type)! } });
+  const byId = <R extends { id: string }>(rows: R[], serialize: (r: R) => ChangeItem["data"]) => rows.map((r) => [r.id, serialize(r)] as const);
+  const loaders: Record<ChangeType, () => Promise<(readonly [string, ChangeItem["data"]])[]>> = {
+    lead: async () => byId(await ctx.db.lead.findMany({ where: where("lead") }), toLead),
+    contact: async () => byId(await ctx.db.contact.findMany({ where: where("contact") }), (c) => (c.deletedAt === null ? toContact(c) : null)),
+    conversation: async () => byId(await ctx.db.conversation.findMany({ where: where("conversation"), include: conversationInclude }), toConversation),
+    appointment: async () => byId(await ctx.db.appointment.findMany({ where: where("appointment") }), toAppointment),
+    ticket: async () => byId(await ctx.db.ticket.findMany({ where: where("ticket"), include: withComments }), toTicket),
+  };
+  const loaded = await Promise.all([...ids.keys()].map(async (type) => [type, new Map(await loaders[type]())] as const));
+  return new Map(loaded);
+}

@@ -1,0 +1,41 @@
+// The compiled service for whatever starts it as a process (the drills, the benchmark, the build
+// test): build dist/ when it is missing or stale, then spawn `serviceCommand()`.
+//
+//   import { ensureBuild, serviceCommand } from "../scripts/ensure-build.js";
+//   await ensureBuild();                                   // no-op when dist/ is up to date
+//   const { command, args } = serviceCommand(["--cpu-prof"]);
+//   spawn(command, args, { cwd: ROOT, env });              // ROOT: the checkout (cwd does not matter
+//                                                          // to the service, but keeps .data/ etc. tidy)
+//
+// ensureBuild(): Promise<void> — rebuilds (esbuild, about a second) when scripts/build.mjs's
+//   staleReason() says so (dist/ missing, or any bundled .ts, package.json or the lock file newer
+//   than the build); concurrent callers in one process share one build.
+// serviceCommand(nodeFlags?: string[]): { command, args } — `node [nodeFlags] RUNTIME_FLAGS
+//   <root>/dist/server/main.js`, exactly what `npm start` runs (absolute path: any cwd works;
+//   test/runtime.test.ts checks that package.json's start script uses the same flags).
+import { build, ENTRY, ROOT, staleReason } from "./build.mjs";
+
+export { ENTRY as SERVICE_ENTRY, ROOT };
+
+/**
+ * The node flags of the production runtime (docs/decisions.md, "Compiled runtime and memory"):
+ * source maps for stack traces; 4 MiB semi-spaces (V8's default 16 MiB keeps 32 MiB of young
+ * generation committed once a burst has grown it); Liftoff only for WebAssembly (Prisma's query
+ * compiler runs on query-plan cache misses only; TurboFan tier-up of it held ~40 MiB of compiler
+ * memory for nothing).
+ */
+export const RUNTIME_FLAGS = ["--enable-source-maps", "--max-semi-space-size=4", "--liftoff-only"];
+
+let pending: Promise<void> | undefined;
+
+export function ensureBuild(): Promise<void> {
+  if (!staleReason()) return Promise.resolve();
+  pending ??= build()
+    .then(() => undefined)
+    .finally(() => (pending = undefined));
+  return pending;
+}
+
+export function serviceCommand(nodeFlags: string[] = []): { command: string; args: string[] } {
+  return { command: process.execPath, args: [...nodeFlags, ...RUNTIME_FLAGS, ENTRY] };
+}

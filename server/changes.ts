@@ -1,0 +1,116 @@
+// The changes feed's database mechanics (issue 15; docs/architecture.md, "Changes feed"): the
+// sequencer that places committed changes at their tenant's next positions, and the retention purge
+// of tombstones. Rows are written by the "changes_capture" trigger function only
+// (prisma/migrations/20261123300000_changes_feed); GET /changes (routers/changes/list.ts) runs a
+// sequencer step for its tenant before reading, and every instance runs a global step every second
+// (server/main.ts), so the backlog stays small.
+import { Prisma, type PrismaClient } from "../generated/prisma/client.js";
+
+/** pg_advisory_xact_lock key that serialises sequencer steps (transaction-scoped: PgBouncer-safe). */
+export const SEQUENCER_LOCK = 7_245_015;
+/** Pending rows placed by one sequencer step. */
+export const SEQUENCE_BATCH = 10_000;
+/** Tokens older than this are refused (422, details.code "since_expired"). */
+export const CHANGES_RETENTION_DAYS = 30;
+export const CHANGES_RETENTION_MS = CHANGES_RETENTION_DAYS * 86_400_000;
+/**
+ * Tombstones are purged one day after the retention: a token is accepted while it is younger than
+ * the retention, and every tombstone it may still have to deliver was written at most a writer
+ * transaction's duration before the token was issued (docs/decisions.md, "Changes feed").
+ */
+export const TOMBSTONE_KEEP_MS = CHANGES_RETENTION_MS + 86_400_000;
+/** Tombstones deleted per statement, and statements per purge run. */
+const PURGE_BATCH = 10_000;
+const PURGE_ROUNDS = 20;
+
+/**
+ * One sequencer step: in one short transaction under the advisory lock, gives up to `batch` pending
+ * rows (of `tenantId`, or of every tenant) the next positions of their tenant, oldest change first.
+ * Rows locked by a writer that is changing them again are skipped (they are placed once it commits).
+ * Returns the number of rows placed.
+ *
+ * The lock is taken by its own statement, so the placing statement's snapshot is taken after it:
+ * it sees everything the previous step committed (heads included). Steps are serialised, so a
+ * reader that sees a step's positions sees every earlier step's too.
+ */
+export async function sequenceChanges(prisma: PrismaClient, opts: { tenantId?: string; batch?: number } = {}): Promise<number> {
+  const batch = opts.batch ?? SEQUENCE_BATCH;
+  const tenant = opts.tenantId === undefined ? Prisma.empty : Prisma.sql`AND "tenantId" = ${opts.tenantId}::uuid`;
+  return prisma.$transaction(async (tx) => {
+    await tx.$queryRaw`SELECT 1 AS locked FROM pg_advisory_xact_lock(${SEQUENCER_LOCK}::bigint)`;
+    const placed = await tx.$queryRaw<{ n: number }[]>`
+      WITH batch AS (
+        SELECT "tenantId", "type", "objectId", "changedAt"
+          FROM "ChangeLog"
+         WHERE "pos" IS NULL ${tenant}
+         ORDER BY "tenantId", "changedAt"
+         LIMIT ${batch}
+           FOR UPDATE SKIP LOCKED
+      ), numbered AS (
+        SELECT b."tenantId", b."type", b."objectId",
+               row_number() OVER (PARTITION BY b."tenantId" ORDER BY b."changedAt", b."type", b."objectId") AS rn,
+               count(*) OVER (PARTITION BY b."tenantId") AS cnt
+          FROM batch b
+      ), heads AS (
+        INSERT INTO "ChangeHead" ("tenantId", "pos")
+        SELECT "tenantId", count(*) FROM batch GROUP BY "tenantId"
+        ON CONFLICT ("tenantId") DO UPDATE SET "pos" = "ChangeHead"."pos" + EXCLUDED."pos"
+        RETURNING "tenantId", "pos"
+      ), placed AS (
+        UPDATE "ChangeLog" c
+           SET "pos" = h."pos" - n.cnt + n.rn
+          FROM numbered n JOIN heads h ON h."tenantId" = n."tenantId"
+         WHERE c."tenantId" = n."tenantId" AND c."type" = n."type" AND c."objectId" = n."objectId"
+        RETURNING 1
+      )
+      SELECT count(*)::int AS n FROM placed`;
+    return placed[0]?.n ?? 0;
+  });
+}
+
+/** Whether `tenantId` (or any tenant) has committed changes not yet placed: one probe of the pending index. */
+export async function hasPendingChanges(prisma: PrismaClient, tenantId?: string): Promise<boolean> {
+  const tenant = tenantId === undefined ? Prisma.empty : Prisma.sql`AND "tenantId" = ${tenantId}::uuid`;
+  const r = await prisma.$queryRaw<{ pending: boolean }[]>`
+    SELECT EXISTS (SELECT 1 FROM "ChangeLog" WHERE "pos" IS NULL ${tenant}) AS "pending"`;
+  return r[0]?.pending === true;
+}
+
+/**
+ * The background step (every instance, every second): places every tenant's pending changes, up to
+ * `maxBatches` full batches per call (the next call continues). A cheap probe first: an idle feed
+ * costs one index probe, no transaction and no lock.
+ */
+export async function sequencePending(prisma: PrismaClient, maxBatches = 10): Promise<number> {
+  if (!(await hasPendingChanges(prisma))) return 0;
+  let total = 0;
+  for (let i = 0; i < maxBatches; i++) {
+    const n = await sequenceChanges(prisma);
+    total += n;
+    if (n < SEQUENCE_BATCH) break;
+  }
+  return total;
+}
+
+/**
+ * Retention: deletes placed tombstones written before `now` − TOMBSTONE_KEEP_MS, in bounded
+ * statements. (Upsert rows are never purged: there is one per object, storage is bounded by the
+ * objects.) Returns the number deleted.
+ */
+export async function purgeTombstones(prisma: PrismaClient, now: Date): Promise<number> {
+  const cutoff = new Date(now.getTime() - TOMBSTONE_KEEP_MS);
+  let total = 0;
+  for (let i = 0; i < PURGE_ROUNDS; i++) {
+    // The conditions are repeated on the deleted row itself: a tombstone rewritten meanwhile (the
+    // contact changed again) is re-checked in its new version and kept.
+    const tombstone = Prisma.sql`"action" = 'delete' AND "pos" IS NOT NULL AND "changedAt" < ${cutoff.toISOString()}::timestamptz`;
+    const n = await prisma.$executeRaw`
+      DELETE FROM "ChangeLog" c
+       USING (SELECT "tenantId", "type", "objectId" FROM "ChangeLog" WHERE ${tombstone} LIMIT ${PURGE_BATCH}) d
+       WHERE c."tenantId" = d."tenantId" AND c."type" = d."type" AND c."objectId" = d."objectId"
+         AND ${tombstone}`; // (d has none of these columns: they are c's)
+    total += n;
+    if (n < PURGE_BATCH) break;
+  }
+  return total;
+}

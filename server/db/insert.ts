@@ -1,0 +1,82 @@
+// One way to write a planned row with raw SQL: `INSERT INTO "<table>" (<columns>) SELECT <values>`,
+// each value cast to its column's declared type (read once per process from the catalog, so a JS value
+// never depends on the driver's guess of a parameter type: uuid, enums, text[], timestamptz(3) …).
+// Used by server/idempotency.ts for the one-statement create (claim + row + stored response) and by
+// the creates' transactional path, so that both write exactly the same row.
+import { Prisma } from "../../generated/prisma/client.js";
+import type { Database, Db } from "./client.js";
+
+/** A row to insert: every column it sets, by name (the table's other columns take their defaults). */
+export interface PlannedRow {
+  table: string;
+  row: Record<string, unknown>;
+}
+
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** table → column → SQL type (format_type) of every table of the schema, read once per process. */
+let typeCache: Promise<Map<string, Map<string, string>>> | undefined;
+
+/**
+ * Reads the column types of every table once (one catalog statement). createApp() calls it at start,
+ * so no request ever sends the catalog query; a failed read is retried by the next use.
+ */
+export function loadColumnTypes(db: Db): Promise<Map<string, Map<string, string>>> {
+  if (!typeCache) {
+    const loading = db
+      .$queryRaw<{ table: string; name: string; type: string }[]>`
+        SELECT c."relname" AS "table", a."attname" AS "name", format_type(a."atttypid", a."atttypmod") AS "type"
+          FROM pg_attribute a JOIN pg_class c ON c."oid" = a."attrelid"
+         WHERE c."relnamespace" = current_schema()::regnamespace AND c."relkind" IN ('r', 'p') AND a."attnum" > 0 AND NOT a."attisdropped"`
+      .then((rows) => {
+        const tables = new Map<string, Map<string, string>>();
+        for (const r of rows) {
+          if (!tables.has(r.table)) tables.set(r.table, new Map());
+          tables.get(r.table)!.set(r.name, r.type);
+        }
+        return tables;
+      });
+    typeCache = loading;
+    loading.catch(() => {
+      if (typeCache === loading) typeCache = undefined;
+    });
+  }
+  return typeCache;
+}
+
+async function columnTypes(db: Db, table: string): Promise<Map<string, string>> {
+  const types = (await loadColumnTypes(db)).get(table);
+  if (!types) throw new Error(`unknown table "${table}"`);
+  return types;
+}
+
+/** `(<columns>)` and `<values>` of a planned row, for `INSERT INTO t <columns> SELECT <values> …`. */
+export async function rowSql(db: Db, planned: PlannedRow): Promise<{ table: Prisma.Sql; columns: Prisma.Sql; values: Prisma.Sql }> {
+  if (!IDENT.test(planned.table)) throw new Error(`bad table name ${planned.table}`);
+  const types = await columnTypes(db, planned.table);
+  const names = Object.keys(planned.row);
+  const values = names.map((name) => {
+    const type = types.get(name);
+    if (!IDENT.test(name) || !type) throw new Error(`unknown column "${planned.table}"."${name}"`);
+    return Prisma.sql`${planned.row[name]}::${Prisma.raw(type)}`;
+  });
+  return {
+    table: Prisma.raw(`"${planned.table}"`),
+    columns: Prisma.raw(`(${names.map((n) => `"${n}"`).join(", ")})`),
+    values: Prisma.join(values),
+  };
+}
+
+/** Inserts the planned row (one statement, on `db`: the root client or a transaction). */
+export async function insertRow(db: Db, planned: PlannedRow): Promise<void> {
+  const { table, columns, values } = await rowSql(db, planned);
+  await db.$executeRaw`INSERT INTO ${table} ${columns} SELECT ${values}`;
+}
+
+/**
+ * A raw statement and its rows, on whichever connection the caller has: `readOn(tx)` inside a Prisma
+ * transaction, `readRaw(database)` outside one — the pool's unnamed statement (or PGlite's query),
+ * without Prisma's per-statement work (~0.2 ms of CPU per statement measured; docs/decisions.md).
+ */
+export type Read = <R>(q: Prisma.Sql) => Promise<R[]>;
+export const readOn = (db: Db): Read => (q) => db.$queryRaw(q) as Promise<any>;
+export const readRaw = (database: Database): Read => (q) => database.sql.query(q.text, q.values);
