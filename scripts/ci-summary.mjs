@@ -7,6 +7,8 @@ import { existsSync, readFileSync } from "node:fs";
 let passed = 0;
 let failed = 0;
 let skipped = 0;
+// Failed tests are named just above the closing line, so the tail of a CI log says what failed.
+const failures = [];
 for (const file of process.argv.slice(2)) {
   if (!existsSync(file)) {
     process.stderr.write(`ci-summary: ${file} missing (the run did not report): counted as 1 failed\n`);
@@ -18,6 +20,18 @@ for (const file of process.argv.slice(2)) {
     passed += r.numPassedTests ?? 0;
     failed += r.numFailedTests ?? 0;
     skipped += (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+    const leg = file.replace(/^.*\//, "").replace(/\.json$/, "");
+    for (const suite of r.testResults ?? []) {
+      const path = String(suite.name ?? "").replace(/^.*?\/(test|drills)\//, "$1/");
+      const failedTests = (suite.assertionResults ?? []).filter((t) => t.status === "failed");
+      for (const t of failedTests) {
+        const why = String((t.failureMessages ?? [])[0] ?? "").split("\n")[0].slice(0, 300);
+        failures.push(`FAILED [${leg}] ${path} > ${t.fullName ?? t.title}: ${why}`);
+      }
+      if (suite.status === "failed" && failedTests.length === 0) {
+        failures.push(`FAILED [${leg}] ${path}: ${String(suite.message ?? "").split("\n")[0].slice(0, 300)}`);
+      }
+    }
     // A suite that failed to load has no tests in it but is a failure.
     if (typeof r.numFailedTestSuites === "number" && r.numFailedTestSuites > 0 && (r.numFailedTests ?? 0) === 0) failed += r.numFailedTestSuites;
   } catch (e) {
@@ -25,4 +39,6 @@ for (const file of process.argv.slice(2)) {
     failed += 1;
   }
 }
+for (const line of failures.slice(0, 40)) process.stdout.write(`${line}\n`);
+if (failures.length > 40) process.stdout.write(`... and ${failures.length - 40} more failures\n`);
 process.stdout.write(`tests: ${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}\n`);
