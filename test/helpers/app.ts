@@ -176,8 +176,17 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
       return { status: res.status, headers: res.headers, body: parsed, text };
     },
     async close() {
-      await new Promise<void>((r) => server.close(() => r()));
-      if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
+      // The suite's requests are over; a client may still hold sockets open (fetch's pool for the
+      // long keepAliveTimeout above, a browser's pre-opened connection that never sent a request),
+      // and close() alone would wait for them until their timeouts: drop them all.
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      server.closeAllConnections();
+      await closed;
+      if (metricsServer) {
+        const metricsClosed = new Promise<void>((r) => metricsServer.close(() => r()));
+        metricsServer.closeAllConnections();
+        await metricsClosed;
+      }
       redis?.disconnect();
       if (!opts.db) await testDb.drop();
     },
