@@ -4,6 +4,8 @@
 // with ONE SQL statement built by listStatement(): the total and the page come from one snapshot.
 import { Prisma } from "../../generated/prisma/client.js";
 import { ownedSql } from "./tenant.js";
+import type { Database, Db } from "../../server/db/client.js";
+import { readFor } from "../../server/db/insert.js";
 
 /** A list table (the counters' "entity"). */
 export type ListEntity = "Lead" | "Contact" | "Conversation" | "Appointment" | "Ticket";
@@ -132,6 +134,15 @@ export function listStatement(l: ListStatement): Prisma.Sql {
 
 /** The rows of a listStatement(): page rows of type R (or one row of NULLs), each with the total and the extras M. */
 export type ListRows<R, M = object> = ((R | { [K in keyof R]: null }) & { total: number } & M)[];
+
+/**
+ * Runs a listStatement() where the procedure's queries run: outside a transaction on the pool's raw
+ * runner, not through Prisma's $queryRaw (server/db/insert.ts readFor: ~0.7 ms of CPU less per
+ * 50-row page). The statement is the same Prisma.sql, with the same bound parameters.
+ */
+export function listRows<R, M = object>(ctx: { services: { db: Database }; db: Db }, statement: Prisma.Sql): Promise<ListRows<R, M>> {
+  return readFor(ctx.services.db, ctx.db)<ListRows<R, M>[number]>(statement);
+}
 
 /** The total, the extras and the page's rows of a listStatement() result. */
 export function splitList<R extends { id: string }, M = object>(rows: ListRows<R, M>): { total: number; extra: M; items: R[] } {

@@ -7,7 +7,7 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows } from "../_lib/totals.js";
+import { eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { AppointmentObject, isAppointmentStatus, toAppointment, type AppointmentRow } from "./schemas.js";
 
@@ -55,7 +55,7 @@ export const listAppointments = scoped("tenant:appointments.read")
       });
     }
     const where = whereOf(ctx.tenantId, filters);
-    const rows = await ctx.db.$queryRaw<ListRows<AppointmentRow>>(
+    const rows = await listRows<AppointmentRow>(ctx, 
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,

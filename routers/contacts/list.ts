@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { counted, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek } from "../_lib/totals.js";
+import { counted, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { ContactObject, CursorInput, encodeCursor, toContact, type ContactRow } from "./schemas.js";
 
@@ -107,7 +107,7 @@ export const listContacts = scoped("tenant:contacts.read")
         : Prisma.sql`(SELECT count(*) FROM "Contact" WHERE ${where} AND NOT ${after})`;
     }
     const take = input.limit + 1;
-    const result = await ctx.db.$queryRaw<ListRows<ContactRow, { before: number }>>(
+    const result = await listRows<ContactRow, { before: number }>(ctx, 
       listStatement({
         tenantId: t,
         offset: cursor ? 0 : input.offset,

@@ -4,7 +4,7 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { countedAny, eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows } from "../_lib/totals.js";
+import { countedAny, eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "./schemas.js";
 
@@ -61,7 +61,7 @@ export const listConversations = scoped("tenant:conversations.read")
       });
     }
     const where = whereOf(t, filters);
-    const rows = await ctx.db.$queryRaw<ListRows<ConversationListRow>>(
+    const rows = await listRows<ConversationListRow>(ctx, 
       listStatement({
         tenantId: t,
         offset: input.offset,

@@ -8,7 +8,7 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
-import { countedRange, eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek } from "../_lib/totals.js";
+import { countedRange, eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { LeadObject, toLead, type LeadRow } from "./schemas.js";
 
@@ -52,7 +52,7 @@ export const listLeads = scoped("tenant:leads.read")
       : { entity: "Lead", column: Prisma.sql`"createdAt"`, desc: true, lo: input.dateFrom, hi: input.dateTo };
     const dated = input.dateFrom !== undefined || input.dateTo !== undefined;
     const total = seek && dated ? countedRange(ctx.tenantId, seek) : exactTotal(ctx.tenantId, "Lead", filters);
-    const rows = await ctx.db.$queryRaw<ListRows<LeadRow, { newest: Date | null }>>(
+    const rows = await listRows<LeadRow, { newest: Date | null }>(ctx, 
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,

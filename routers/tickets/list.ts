@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { eq, exactTotal, jsonRows, listStatement, splitList, whereOf, type Filter, type ListRows } from "../_lib/totals.js";
+import { eq, exactTotal, jsonRows, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { isTicketStatus, TicketObject, toTicket, type TicketCommentRow, type TicketRow } from "./schemas.js";
 
@@ -48,7 +48,7 @@ export const listTickets = scoped("tenant:tickets.read")
     if (input.assignedTo !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "assignedTo", "assignedToId", input.assignedTo, "uuid"));
     if (input.customerId !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "customerId", "customerId", input.customerId, "uuid"));
     const where = whereOf(ctx.tenantId, filters);
-    const rows = await ctx.db.$queryRaw<ListRows<TicketRow & { comments: unknown }>>(
+    const rows = await listRows<TicketRow & { comments: unknown }>(ctx, 
       listStatement({
         tenantId: ctx.tenantId,
         offset: page.offset,
