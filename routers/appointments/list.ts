@@ -55,7 +55,7 @@ export const listAppointments = scoped("tenant:appointments.read")
       });
     }
     const where = whereOf(ctx.tenantId, filters);
-    const rows = await listRows<AppointmentRow>(ctx, 
+    const rows = await listRows<AppointmentRow>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,

@@ -225,7 +225,12 @@ type Loaded = Map<ChangeType, Map<string, ChangeItem["data"]>>;
 /** The public objects of the page's upserts: one query per type present; a contact now deleted (or a row gone) maps to null. */
 async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded> {
   const ids = new Map<ChangeType, string[]>();
-  for (const r of page) if (r.action === "upsert") ids.set(r.type, [...(ids.get(r.type) ?? []), r.objectId]);
+  for (const r of page) {
+    if (r.action !== "upsert") continue;
+    const list = ids.get(r.type);
+    if (list) list.push(r.objectId);
+    else ids.set(r.type, [r.objectId]);
+  }
   const where = (type: ChangeType) => ({ tenantId: ctx.tenantId, id: { in: ids.get(type)! } });
   const byId = <R extends { id: string }>(rows: R[], serialize: (r: R) => ChangeItem["data"]) => rows.map((r) => [r.id, serialize(r)] as const);
   const loaders: Record<ChangeType, () => Promise<(readonly [string, ChangeItem["data"]])[]>> = {

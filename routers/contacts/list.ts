@@ -107,7 +107,7 @@ export const listContacts = scoped("tenant:contacts.read")
         : Prisma.sql`(SELECT count(*) FROM "Contact" WHERE ${where} AND NOT ${after})`;
     }
     const take = input.limit + 1;
-    const result = await listRows<ContactRow, { before: number }>(ctx, 
+    const result = await listRows<ContactRow, { before: number }>(ctx,
       listStatement({
         tenantId: t,
         offset: cursor ? 0 : input.offset,

@@ -61,7 +61,7 @@ export const listConversations = scoped("tenant:conversations.read")
       });
     }
     const where = whereOf(t, filters);
-    const rows = await listRows<ConversationListRow>(ctx, 
+    const rows = await listRows<ConversationListRow>(ctx,
       listStatement({
         tenantId: t,
         offset: input.offset,

@@ -52,7 +52,7 @@ export const listLeads = scoped("tenant:leads.read")
       : { entity: "Lead", column: Prisma.sql`"createdAt"`, desc: true, lo: input.dateFrom, hi: input.dateTo };
     const dated = input.dateFrom !== undefined || input.dateTo !== undefined;
     const total = seek && dated ? countedRange(ctx.tenantId, seek) : exactTotal(ctx.tenantId, "Lead", filters);
-    const rows = await listRows<LeadRow, { newest: Date | null }>(ctx, 
+    const rows = await listRows<LeadRow, { newest: Date | null }>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,

@@ -48,7 +48,7 @@ export const listTickets = scoped("tenant:tickets.read")
     if (input.assignedTo !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "assignedTo", "assignedToId", input.assignedTo, "uuid"));
     if (input.customerId !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "customerId", "customerId", input.customerId, "uuid"));
     const where = whereOf(ctx.tenantId, filters);
-    const rows = await listRows<TicketRow & { comments: unknown }>(ctx, 
+    const rows = await listRows<TicketRow & { comments: unknown }>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: page.offset,
