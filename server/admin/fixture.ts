@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { Database, Db } from "../db/client.js";
+import { insertBatch } from "../db/insert.js";
 import { transaction } from "../db/transaction.js";
 import { generateKey } from "../auth/keys.js";
 import { parseScopes } from "../auth/scopes.js";
@@ -269,18 +270,6 @@ const INSERT_BATCH = 5_000;
 const LOAD_TIMEOUT_MS = 15 * 60_000;
 
 /**
- * Inserts rows into `table` with one statement per INSERT_BATCH rows: the rows travel as one JSON
- * parameter, typed by `columns` (column → SQL type) in jsonb_to_recordset. Rows carry their ids.
- */
-async function insertRows(tx: Db, table: string, columns: Record<string, string>, rows: Record<string, unknown>[]): Promise<void> {
-  if (rows.length === 0) return;
-  const names = Object.keys(columns).map((c) => `"${c}"`).join(", ");
-  const types = Object.entries(columns).map(([c, type]) => `"${c}" ${type}`).join(", ");
-  const sql = `INSERT INTO "${table}" (${names}) SELECT ${names} FROM jsonb_to_recordset($1::jsonb) AS r(${types})`;
-  for (let i = 0; i < rows.length; i += INSERT_BATCH) await tx.$executeRawUnsafe(sql, JSON.stringify(rows.slice(i, i + INSERT_BATCH)));
-}
-
-/**
  * createdAt of rows loaded without one: the time of the load, a millisecond apart in fixture order
  * (the last one at `at`), so that newest-first lists show them in reverse fixture order and none lies
  * in the future.
@@ -419,12 +408,8 @@ async function loadTenant(tx: Db, t: z.output<typeof Tenant>): Promise<TenantIds
       memberRows.push({ tenantId, listId, contactId: id });
     }
   }
-  await insertRows(tx, "Contact", {
-    id: "uuid", tenantId: "uuid", fullName: "text", phone: "text", email: "text", country: "char(2)", phoneVerifiedAt: "timestamptz",
-    emailVerifiedAt: "timestamptz", marketingOptOut: "boolean", marketingOptOutAt: "timestamptz", origin: "text", deletedAt: "timestamptz",
-    createdAt: "timestamptz", updatedAt: "timestamptz",
-  }, contactRows);
-  await insertRows(tx, "ContactListMember", { tenantId: "uuid", listId: "uuid", contactId: "uuid" }, memberRows);
+  await insertBatch(tx, "Contact", contactRows, INSERT_BATCH);
+  await insertBatch(tx, "ContactListMember", memberRows, INSERT_BATCH);
 
   const identityByAddress = new Map<string, { identityId: string; customerId: string }>();
   for (const c of t.conversations) {
@@ -521,11 +506,7 @@ async function loadTenant(tx: Db, t: z.output<typeof Tenant>): Promise<TenantIds
     });
     ids.leads[l.ref] = id;
   }
-  await insertRows(tx, "Lead", {
-    id: "uuid", tenantId: "uuid", customerName: "text", customerEmail: "text", customerPhone: "text", stageId: "uuid", customerId: "uuid",
-    conversationId: "uuid", intent: "text", quality: "text", budgetMin: "integer", budgetMax: "integer", zones: "text[]", rooms: "integer",
-    assignedOperatorId: "uuid", source: "text", notes: "text", createdAt: "timestamptz", updatedAt: "timestamptz",
-  }, leadRows);
+  await insertBatch(tx, "Lead", leadRows, INSERT_BATCH);
 
   const appointmentRows: Record<string, unknown>[] = [];
   for (const [i, a] of t.appointments.entries()) {
@@ -552,11 +533,7 @@ async function loadTenant(tx: Db, t: z.output<typeof Tenant>): Promise<TenantIds
     });
     ids.appointments[a.ref] = id;
   }
-  await insertRows(tx, "Appointment", {
-    id: "uuid", tenantId: "uuid", assignedUserId: "uuid", title: "text", appointmentType: "text", startsAt: "timestamptz", endsAt: "timestamptz",
-    status: '"AppointmentStatus"', customerId: "uuid", leadId: "uuid", conversationId: "uuid", source: "text", notes: "text",
-    createdAt: "timestamptz", updatedAt: "timestamptz",
-  }, appointmentRows);
+  await insertBatch(tx, "Appointment", appointmentRows, INSERT_BATCH);
 
   const ticketRows: Record<string, unknown>[] = [];
   const commentRows: Record<string, unknown>[] = [];
@@ -593,15 +570,10 @@ async function loadTenant(tx: Db, t: z.output<typeof Tenant>): Promise<TenantIds
       });
     }
   }
-  await insertRows(tx, "Ticket", {
-    id: "uuid", tenantId: "uuid", subject: "text", status: '"TicketStatus"', createdById: "uuid", assignedToId: "uuid", customerId: "uuid",
-    leadId: "uuid", conversationId: "uuid", createdAt: "timestamptz", updatedAt: "timestamptz",
-  }, ticketRows);
+  await insertBatch(tx, "Ticket", ticketRows, INSERT_BATCH);
   // In fixture order: the TicketComment_admit trigger numbers each ticket's comments (seq) and
   // refuses a thread past its bounds (the load then fails as a whole).
-  await insertRows(tx, "TicketComment", {
-    id: "uuid", tenantId: "uuid", ticketId: "uuid", authorUserId: "uuid", body: "text", createdAt: "timestamptz",
-  }, commentRows);
+  await insertBatch(tx, "TicketComment", commentRows, INSERT_BATCH);
   return ids;
 }
 

@@ -1,8 +1,9 @@
 // One way to write a planned row with raw SQL: `INSERT INTO "<table>" (<columns>) SELECT <values>`,
 // each value cast to its column's declared type (read once per process from the catalog, so a JS value
 // never depends on the driver's guess of a parameter type: uuid, enums, text[], timestamptz(3) …).
-// Used by server/idempotency.ts for the one-statement create (claim + row + stored response) and by
-// the creates' transactional path, so that both write exactly the same row.
+// Used by server/idempotency.ts for the one-statement create (claim + row + stored response), by
+// the creates' transactional path, so that both write exactly the same row, and (insertBatch) by the
+// fixture loader's batched inserts.
 import { Prisma } from "../../generated/prisma/client.js";
 import type { Database, Db } from "./client.js";
 
@@ -64,6 +65,27 @@ export async function rowSql(db: Db, planned: PlannedRow): Promise<{ table: Pris
     columns: Prisma.raw(`(${names.map((n) => `"${n}"`).join(", ")})`),
     values: Prisma.join(values),
   };
+}
+
+/**
+ * Inserts many rows of one table with one statement per `batch` rows (the admin CLI's fixture load):
+ * the rows travel as one JSON parameter, read by jsonb_to_recordset with every column typed as the
+ * table declares it (the catalog types above, as for a planned row). The columns are every key any
+ * row sets; a key a row leaves out (or sets to undefined) is NULL in that row. Rows carry their ids.
+ */
+export async function insertBatch(db: Db, table: string, rows: Record<string, unknown>[], batch = 5_000): Promise<void> {
+  if (rows.length === 0) return;
+  if (!IDENT.test(table)) throw new Error(`bad table name ${table}`);
+  const types = await columnTypes(db, table);
+  const names = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const typed = names.map((name) => {
+    const type = types.get(name);
+    if (!type || !IDENT.test(name)) throw new Error(`unknown column "${table}"."${name}"`);
+    return `"${name}" ${type}`;
+  });
+  const columns = names.map((n) => `"${n}"`).join(", ");
+  const sql = `INSERT INTO "${table}" (${columns}) SELECT ${columns} FROM jsonb_to_recordset($1::jsonb) AS r(${typed.join(", ")})`;
+  for (let i = 0; i < rows.length; i += batch) await db.$executeRawUnsafe(sql, JSON.stringify(rows.slice(i, i + batch)));
 }
 
 /** Inserts the planned row (one statement, on `db`: the root client or a transaction). */
