@@ -9,7 +9,7 @@ import { validation } from "../../server/errors.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { AppointmentObject, isAppointmentStatus, toAppointment, type AppointmentRow } from "./schemas.js";
+import { APPOINTMENT_COLUMNS, AppointmentObject, isAppointmentStatus, toAppointment, type AppointmentRow } from "./schemas.js";
 
 export const ListAppointmentsQuery = z.object({
   userId: Id.optional(),
@@ -62,9 +62,7 @@ export const listAppointments = scoped("tenant:appointments.read")
         total: exactTotal(ctx.tenantId, "Appointment", filters),
         seek: filters.length === 0 ? { entity: "Appointment", column: Prisma.sql`"startsAt"`, desc: false } : undefined,
         page: (at) => Prisma.sql`
-          SELECT "id", "assignedUserId", "customerId", "conversationId", "leadId", "title", "appointmentType", "startsAt", "endsAt",
-                 "status", "source", "notes", "createdAt", "updatedAt"
-            FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
+          SELECT ${APPOINTMENT_COLUMNS} FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
         order: Prisma.sql`p."startsAt", p."id"`,
       }),
     );

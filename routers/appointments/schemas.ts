@@ -54,6 +54,10 @@ export interface AppointmentRow {
   updatedAt: Date;
 }
 
+/** The columns of an AppointmentRow, as the list and the changes feed read them (unqualified). */
+export const APPOINTMENT_COLUMNS = Prisma.sql`"id", "assignedUserId", "customerId", "conversationId", "leadId", "title", "appointmentType",
+  "startsAt", "endsAt", "status", "source", "notes", "createdAt", "updatedAt"`;
+
 export const toAppointment = (a: AppointmentRow): AppointmentObject => ({
   id: a.id,
   assignedUserId: a.assignedUserId,

@@ -15,12 +15,13 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { CHANGES_RETENTION_DAYS, CHANGES_RETENTION_MS, sequenceChanges } from "../../server/changes.js";
 import { AppError, validation } from "../../server/errors.js";
-import { toAppointment } from "../appointments/schemas.js";
-import { toContact } from "../contacts/schemas.js";
-import { conversationInclude, toConversation } from "../conversations/schemas.js";
-import { toLead } from "../leads/schemas.js";
+import { readFor } from "../../server/db/insert.js";
+import { APPOINTMENT_COLUMNS, toAppointment, type AppointmentRow } from "../appointments/schemas.js";
+import { CONTACT_COLUMNS, toContact, type ContactRow } from "../contacts/schemas.js";
+import { fromConversationRow, selectConversations, type ConversationListRow } from "../conversations/schemas.js";
+import { selectLeads, toLead, type LeadRow } from "../leads/schemas.js";
 import { iso, queryIntDefault } from "../_lib/schemas.js";
-import { toTicket, withComments } from "../tickets/schemas.js";
+import { fromThreadRow, selectTickets, type TicketThreadRow } from "../tickets/schemas.js";
 import { scopedAny, type AuthedContext } from "../trpc.js";
 import {
   CHANGE_TYPES,
@@ -231,14 +232,21 @@ async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded
     if (list) list.push(r.objectId);
     else ids.set(r.type, [r.objectId]);
   }
-  const where = (type: ChangeType) => ({ tenantId: ctx.tenantId, id: { in: ids.get(type)! } });
+  // The same SQL and serializers as each type's list (its select over a source of rows), on the
+  // rows of the page's ids; a contact soft-deleted since is not read, so it maps to null (delete).
+  const t = ctx.tenantId;
+  const read = readFor(ctx.services.db, ctx.db);
+  const rowsOf = (table: string, type: ChangeType, columns: Prisma.Sql, live = Prisma.empty) => Prisma.sql`
+    SELECT ${columns} FROM ${Prisma.raw(`"${table}"`)}
+     WHERE "tenantId" = ${t}::uuid AND "id" IN (${Prisma.join(ids.get(type)!.map((id) => Prisma.sql`${id}::uuid`))}) ${live}`;
   const byId = <R extends { id: string }>(rows: R[], serialize: (r: R) => ChangeItem["data"]) => rows.map((r) => [r.id, serialize(r)] as const);
+  const all = Prisma.sql`*`;
   const loaders: Record<ChangeType, () => Promise<(readonly [string, ChangeItem["data"]])[]>> = {
-    lead: async () => byId(await ctx.db.lead.findMany({ where: where("lead") }), toLead),
-    contact: async () => byId(await ctx.db.contact.findMany({ where: where("contact") }), (c) => (c.deletedAt === null ? toContact(c) : null)),
-    conversation: async () => byId(await ctx.db.conversation.findMany({ where: where("conversation"), include: conversationInclude }), toConversation),
-    appointment: async () => byId(await ctx.db.appointment.findMany({ where: where("appointment") }), toAppointment),
-    ticket: async () => byId(await ctx.db.ticket.findMany({ where: where("ticket"), include: withComments }), toTicket),
+    lead: async () => byId(await read<LeadRow>(selectLeads(t, rowsOf("Lead", "lead", Prisma.sql`"id"`))), toLead),
+    contact: async () => byId(await read<ContactRow>(rowsOf("Contact", "contact", CONTACT_COLUMNS, Prisma.sql`AND "deletedAt" IS NULL`)), toContact),
+    conversation: async () => byId(await read<ConversationListRow>(selectConversations(t, rowsOf("Conversation", "conversation", all))), fromConversationRow),
+    appointment: async () => byId(await read<AppointmentRow>(rowsOf("Appointment", "appointment", APPOINTMENT_COLUMNS)), toAppointment),
+    ticket: async () => byId(await read<TicketThreadRow>(selectTickets(t, rowsOf("Ticket", "ticket", all))), fromThreadRow),
   };
   const loaded = await Promise.all([...ids.keys()].map(async (type) => [type, new Map(await loaders[type]())] as const));
   return new Map(loaded);

@@ -10,7 +10,7 @@ import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { counted, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, CursorInput, encodeCursor, toContact, type ContactRow } from "./schemas.js";
+import { CONTACT_COLUMNS, ContactObject, CursorInput, encodeCursor, toContact, type ContactRow } from "./schemas.js";
 
 export const ListContactsQuery = z.object({
   search: z
@@ -56,8 +56,6 @@ function searchCond(search: string): Prisma.Sql {
  */
 const SMALL_SEARCH = 2000;
 
-const COLUMNS = Prisma.sql`"id", "fullName", "phone", "email", "country", "phoneVerifiedAt", "emailVerifiedAt", "marketingOptOut",
-  "marketingOptOutAt", "origin", "createdAt"`;
 
 export const listContacts = scoped("tenant:contacts.read")
   .meta({
@@ -115,12 +113,12 @@ export const listContacts = scoped("tenant:contacts.read")
         seek,
         extra: Prisma.sql`, (${before})::int AS "before"`,
         page: (at) => {
-          const plain = Prisma.sql`SELECT ${COLUMNS} FROM "Contact" WHERE ${where} AND ${after} AND ${at.where}
+          const plain = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE ${where} AND ${after} AND ${at.where}
             ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}`;
           if (input.search === undefined) return plain;
           // Only one branch runs: the gate is a constant of the row of s.
           return Prisma.sql`
-            SELECT * FROM (SELECT ${COLUMNS} FROM (SELECT * FROM "Contact" WHERE ${where} AND ${after} AND ${at.where} OFFSET 0) m
+            SELECT * FROM (SELECT ${CONTACT_COLUMNS} FROM (SELECT * FROM "Contact" WHERE ${where} AND ${after} AND ${at.where} OFFSET 0) m
                             ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}) small
              WHERE s."total" - s."before" <= ${SMALL_SEARCH}
             UNION ALL

@@ -2,6 +2,7 @@
 // duplicate (unique-index) mapping, and the opaque keyset cursor of the contacts list.
 import { isSupportedCountry } from "libphonenumber-js/max";
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
 import { isUniqueViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
 import { iso, isoOrNull, isStorableInstant, Timestamp } from "../_lib/schemas.js";
@@ -34,6 +35,10 @@ export interface ContactRow {
   origin: string;
   createdAt: Date;
 }
+
+/** The columns of a ContactRow, as the list and the changes feed read them (unqualified). */
+export const CONTACT_COLUMNS = Prisma.sql`"id", "fullName", "phone", "email", "country", "phoneVerifiedAt", "emailVerifiedAt", "marketingOptOut",
+  "marketingOptOutAt", "origin", "createdAt"`;
 
 export const toContact = (c: ContactRow): ContactObject => ({
   id: c.id,

@@ -6,17 +6,8 @@ import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { countedAny, eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "./schemas.js";
+import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, fromConversationRow, selectConversations, type ConversationListRow } from "./schemas.js";
 
-/** A page row: the conversation with its channel's kind and its customer's fields. */
-type ConversationListRow = Omit<ConversationRow, "channel" | "customer"> & {
-  channelKind: string;
-  customerRowId: string;
-  customerName: string | null;
-  customerEmail: string | null;
-  customerPhone: string | null;
-  customerContactId: string | null;
-};
 
 export const ListConversationsQuery = z.object({
   status: z.string().optional(),
@@ -67,27 +58,15 @@ export const listConversations = scoped("tenant:conversations.read")
         offset: input.offset,
         total: exactTotal(t, "Conversation", filters),
         seek: filters.length === 0 ? { entity: "Conversation", column: Prisma.sql`"lastMessageAt"`, desc: true } : undefined,
-        page: (at) => Prisma.sql`
-          SELECT v."id", v."channelId", v."status", v."subject", v."assignedOperatorId", v."lastMessagePreview", v."lastMessageAt",
-                 v."createdAt", ch."kind" AS "channelKind", cu."id" AS "customerRowId", cu."name" AS "customerName",
-                 cu."email" AS "customerEmail", cu."phone" AS "customerPhone", cu."contactId" AS "customerContactId"
-            FROM (SELECT * FROM "Conversation" WHERE ${where} AND ${at.where} ORDER BY "lastMessageAt" DESC, "id" DESC
-                   LIMIT ${input.limit} OFFSET ${at.offset}) v
-            JOIN "Channel" ch ON ch."tenantId" = ${t}::uuid AND ch."id" = v."channelId"
-            JOIN "Customer" cu ON cu."tenantId" = ${t}::uuid AND cu."id" = v."customerId"`,
+        page: (at) =>
+          selectConversations(
+            t,
+            Prisma.sql`SELECT * FROM "Conversation" WHERE ${where} AND ${at.where} ORDER BY "lastMessageAt" DESC, "id" DESC
+                        LIMIT ${input.limit} OFFSET ${at.offset}`,
+          ),
         order: Prisma.sql`p."lastMessageAt" DESC, p."id" DESC`,
       }),
     );
     const { total, items } = splitList(rows);
-    return offsetList(
-      items.map((r) =>
-        toConversation({
-          ...r,
-          channel: { kind: r.channelKind },
-          customer: { id: r.customerRowId, name: r.customerName, email: r.customerEmail, phone: r.customerPhone, contactId: r.customerContactId },
-        }),
-      ),
-      total,
-      page,
-    );
+    return offsetList(items.map(fromConversationRow), total, page);
   });

@@ -1,5 +1,6 @@
 // Conversation and Message: the public objects and their serializers.
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
 import { iso, Timestamp } from "../_lib/schemas.js";
 
 export const MessageObject = z.object({
@@ -93,6 +94,36 @@ export const toConversation = (c: ConversationRow): ConversationObject => ({
   lastMessageAt: iso(c.lastMessageAt),
   createdAt: iso(c.createdAt),
 });
+
+/** A selectConversations() row: the conversation with its channel's kind and its customer's fields. */
+export type ConversationListRow = Omit<ConversationRow, "channel" | "customer"> & {
+  channelKind: string;
+  customerRowId: string;
+  customerName: string | null;
+  customerEmail: string | null;
+  customerPhone: string | null;
+  customerContactId: string | null;
+};
+
+/**
+ * The conversations `conversations` selects (a statement giving whole "Conversation" rows) with their
+ * channel's kind and their customer, as the list and the changes feed read them.
+ */
+export const selectConversations = (tenantId: string, conversations: Prisma.Sql) => Prisma.sql`
+  SELECT v."id", v."channelId", v."status", v."subject", v."assignedOperatorId", v."lastMessagePreview", v."lastMessageAt",
+         v."createdAt", ch."kind" AS "channelKind", cu."id" AS "customerRowId", cu."name" AS "customerName",
+         cu."email" AS "customerEmail", cu."phone" AS "customerPhone", cu."contactId" AS "customerContactId"
+    FROM (${conversations}) v
+    JOIN "Channel" ch ON ch."tenantId" = ${tenantId}::uuid AND ch."id" = v."channelId"
+    JOIN "Customer" cu ON cu."tenantId" = ${tenantId}::uuid AND cu."id" = v."customerId"`;
+
+/** A selectConversations() row → the public conversation. */
+export const fromConversationRow = (r: ConversationListRow): ConversationObject =>
+  toConversation({
+    ...r,
+    channel: { kind: r.channelKind },
+    customer: { id: r.customerRowId, name: r.customerName, email: r.customerEmail, phone: r.customerPhone, contactId: r.customerContactId },
+  });
 
 /** The message list's cursor envelope: newest first, older pages follow nextCursor. */
 export const MessageList = z.object({

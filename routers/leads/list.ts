@@ -10,7 +10,7 @@ import { validation } from "../../server/errors.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
 import { countedRange, eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { LeadObject, toLead, type LeadRow } from "./schemas.js";
+import { LeadObject, selectLeads, toLead, type LeadRow } from "./schemas.js";
 
 export const ListLeadsInput = z.object({
   dateFrom: DateTimeInput.optional(),
@@ -59,13 +59,12 @@ export const listLeads = scoped("tenant:leads.read")
         total,
         seek,
         extra: Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
-        page: (at) => Prisma.sql`
-          SELECT l."id", l."customerId", l."conversationId", l."customerName", l."customerEmail", l."customerPhone",
-                 l."intent", l."quality", l."stageId", l."budgetMin", l."budgetMax", l."zones", l."rooms",
-                 l."assignedOperatorId", l."source", l."notes", l."createdAt", l."updatedAt"
-            FROM (SELECT "id" FROM "Lead" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
-                   LIMIT ${input.limit} OFFSET ${at.offset}) ids
-            JOIN "Lead" l ON l."tenantId" = ${ctx.tenantId}::uuid AND l."id" = ids."id"`,
+        page: (at) =>
+          selectLeads(
+            ctx.tenantId,
+            Prisma.sql`SELECT "id" FROM "Lead" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
+                        LIMIT ${input.limit} OFFSET ${at.offset}`,
+          ),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
     );

@@ -1,6 +1,7 @@
 // Lead: the public object (exactly the spec's table), its serializer from the Prisma row, and the
 // input pieces shared by create and update.
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
 import { BodyInt, INT4_MAX, iso, Text, Timestamp } from "../_lib/schemas.js";
 
 export const LeadBudget = z.object({ min: z.number().int().nullable(), max: z.number().int().nullable() });
@@ -46,6 +47,17 @@ export interface LeadRow {
   createdAt: Date;
   updatedAt: Date;
 }
+
+/**
+ * The rows of the leads whose ids `ids` selects (a statement with an "id" column, in any order),
+ * as the list and the changes feed read them: the narrow id query first, then only those rows.
+ */
+export const selectLeads = (tenantId: string, ids: Prisma.Sql) => Prisma.sql`
+  SELECT l."id", l."customerId", l."conversationId", l."customerName", l."customerEmail", l."customerPhone",
+         l."intent", l."quality", l."stageId", l."budgetMin", l."budgetMax", l."zones", l."rooms",
+         l."assignedOperatorId", l."source", l."notes", l."createdAt", l."updatedAt"
+    FROM (${ids}) ids
+    JOIN "Lead" l ON l."tenantId" = ${tenantId}::uuid AND l."id" = ids."id"`;
 
 /** Prisma row → public object. `budget` is null when neither bound is set. */
 export const toLead = (l: LeadRow): LeadObject => ({

@@ -8,12 +8,9 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { eq, exactTotal, jsonRows, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
+import { eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { isTicketStatus, TicketObject, toTicket, type TicketCommentRow, type TicketRow } from "./schemas.js";
-
-type TicketCommentJson = Omit<TicketCommentRow, "createdAt"> & { createdAt: string };
-const commentRow = (c: TicketCommentJson): TicketCommentRow => ({ ...c, createdAt: new Date(c.createdAt) });
+import { fromThreadRow, isTicketStatus, selectTickets, TicketObject, type TicketThreadRow } from "./schemas.js";
 
 export const ListTicketsInput = z.object({
   status: z.string().meta({ description: "open, pending, resolved or closed; any other value matches nothing" }).optional(),
@@ -48,23 +45,21 @@ export const listTickets = scoped("tenant:tickets.read")
     if (input.assignedTo !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "assignedTo", "assignedToId", input.assignedTo, "uuid"));
     if (input.customerId !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "customerId", "customerId", input.customerId, "uuid"));
     const where = whereOf(ctx.tenantId, filters);
-    const rows = await listRows<TicketRow & { comments: unknown }>(ctx,
+    const rows = await listRows<TicketThreadRow>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: page.offset,
         total: exactTotal(ctx.tenantId, "Ticket", filters),
         seek: filters.length === 0 ? { entity: "Ticket", column: Prisma.sql`"createdAt"`, desc: true } : undefined,
-        page: (at) => Prisma.sql`
-          SELECT t."id", t."customerId", t."leadId", t."conversationId", t."subject", t."status", t."createdById", t."assignedToId",
-                 t."createdAt", t."updatedAt",
-                 (SELECT coalesce(json_agg(json_build_object('id', c."id", 'authorUserId', c."authorUserId", 'body', c."body",
-                                                             'createdAt', c."createdAt") ORDER BY c."createdAt", c."id"), '[]'::json)
-                    FROM "TicketComment" c WHERE c."tenantId" = ${ctx.tenantId}::uuid AND c."ticketId" = t."id") AS "comments"
-            FROM (SELECT * FROM "Ticket" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
-                   LIMIT ${page.limit} OFFSET ${at.offset}) t`,
+        page: (at) =>
+          selectTickets(
+            ctx.tenantId,
+            Prisma.sql`SELECT * FROM "Ticket" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
+                        LIMIT ${page.limit} OFFSET ${at.offset}`,
+          ),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
     );
     const { total: count, items } = splitList(rows);
-    return offsetList(items.map((t) => toTicket({ ...t, comments: jsonRows<TicketCommentJson>(t.comments).map(commentRow) })), count, page);
+    return offsetList(items.map(fromThreadRow), count, page);
   });

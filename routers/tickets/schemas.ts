@@ -1,10 +1,12 @@
 // Ticket and ticket comment: the public objects, their serializer, and the input pieces shared by
 // the ticket operations (status values, subject and comment bounds, the row shape with its thread).
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
 import type { Db } from "../../server/db/client.js";
 import { dbViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
 import { iso, Timestamp } from "../_lib/schemas.js";
+import { jsonRows } from "../_lib/totals.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 
 export const TICKET_STATUSES = ["open", "pending", "resolved", "closed"] as const;
@@ -81,6 +83,26 @@ export interface TicketRow {
   createdAt: Date;
   updatedAt: Date;
 }
+
+/** A ticket row with its thread as JSON (selectTickets): the comments' createdAt are ISO strings there. */
+export type TicketThreadRow = TicketRow & { comments: unknown };
+type TicketCommentJson = Omit<TicketCommentRow, "createdAt"> & { createdAt: string };
+
+/**
+ * The tickets `tickets` selects (a statement giving whole "Ticket" rows), each with its thread in
+ * one json_agg (oldest first, ties by id), as the list and the changes feed read them.
+ */
+export const selectTickets = (tenantId: string, tickets: Prisma.Sql) => Prisma.sql`
+  SELECT t."id", t."customerId", t."leadId", t."conversationId", t."subject", t."status", t."createdById", t."assignedToId",
+         t."createdAt", t."updatedAt",
+         (SELECT coalesce(json_agg(json_build_object('id', c."id", 'authorUserId', c."authorUserId", 'body', c."body",
+                                                     'createdAt', c."createdAt") ORDER BY c."createdAt", c."id"), '[]'::json)
+            FROM "TicketComment" c WHERE c."tenantId" = ${tenantId}::uuid AND c."ticketId" = t."id") AS "comments"
+    FROM (${tickets}) t`;
+
+/** A selectTickets() row → the public ticket. */
+export const fromThreadRow = (t: TicketThreadRow): TicketObject =>
+  toTicket({ ...t, comments: jsonRows<TicketCommentJson>(t.comments).map((c) => ({ ...c, createdAt: new Date(c.createdAt) })) });
 
 /** The embedded thread: oldest first, ties by id. */
 export const COMMENT_ORDER = [{ createdAt: "asc" as const }, { id: "asc" as const }];
