@@ -9,8 +9,8 @@
 // ahead of the feed → 422 with details.code "since_expired" (restart from the beginning).
 // The page: the tenant's pending changes are placed first (one sequencer step, only when it has
 // some), then one statement reads the head and the positions after `since` (index range scans
-// only); the objects are loaded with one query per type present and serialised exactly as their own
-// GET/list does. The response is bounded to PAGE_BYTES (at least one item).
+// only); the objects are loaded with one query per type present (the type's own list select) and
+// serialised exactly as their own GET/list does. The response is bounded to PAGE_BYTES (at least one item).
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { CHANGES_RETENTION_DAYS, CHANGES_RETENTION_MS, sequenceChanges } from "../../server/changes.js";
