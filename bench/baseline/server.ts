@@ -195,19 +195,7 @@ async function listLeads(c: Caller, url: URL, noCount: boolean) {
   const { rows } = await pool.query(sql, params);
   const items = rows.filter((r) => r.id !== null).map(toLead);
   const total: number = noCount ? offset + items.length : rows[0].total;
-  return {
-    items,
-    total,
-    pagination: {
-      page: Math.floor(offset / limit) + 1,
-      pageSize: limit,
-      totalItems: total,
-      totalPages: Math.ceil(total / limit),
-      hasNext: offset + limit < total,
-      hasPrev: offset > 0,
-    },
-    cursor: rows[0].newest ? (rows[0].newest as Date).toISOString() : null,
-  };
+  return { ...page(items, total, offset, limit), cursor: rows[0].newest ? (rows[0].newest as Date).toISOString() : null };
 }
 
 function readBody(req: IncomingMessage): Promise<string> {

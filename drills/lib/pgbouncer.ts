@@ -9,7 +9,7 @@ import { chown, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { exitOf, freePort, runOk } from "./proc.js";
+import { freePort, runOk, terminate } from "./proc.js";
 import { sleep, type Scope } from "./scope.js";
 
 export interface PgBouncerOptions {
@@ -114,13 +114,8 @@ export async function startPgBouncer(scope: Scope, opts: PgBouncerOptions): Prom
       throw new Error(`pgbouncer on :${port} did not answer`);
     },
     async stop() {
-      if (!child || child.exitCode !== null || child.signalCode !== null) return;
-      const exited = exitOf(child);
       // SIGTERM: immediate shutdown (client connections are closed at once).
-      child.kill("SIGTERM");
-      const t = setTimeout(() => child?.kill("SIGKILL"), 5000);
-      await exited;
-      clearTimeout(t);
+      if (child) await terminate(child);
     },
     async admin(command: string) {
       // The admin console speaks the simple query protocol only (pg uses it for a query without parameters).

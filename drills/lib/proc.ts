@@ -67,6 +67,21 @@ export function exitOf(child: ChildProcess): Promise<Exit> {
   return new Promise((r) => child.once("exit", (code, signal) => r({ code, signal, at: Date.now() })));
 }
 
+/**
+ * Stops a child: `signal` unless it already exited, SIGKILL if it is still running `killAfterMs`
+ * later; resolves with its exit.
+ */
+export async function terminate(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM", killAfterMs = 5000): Promise<Exit> {
+  const exited = exitOf(child);
+  if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  const t = setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+  try {
+    return await exited;
+  } finally {
+    clearTimeout(t);
+  }
+}
+
 /** Splits a stream into lines and hands each to `sink`. */
 export function lines(stream: NodeJS.ReadableStream | null | undefined, sink: (line: string) => void): void {
   if (!stream) return;

@@ -2,7 +2,7 @@
 // stop() ends it (the outage); start() brings a fresh one back on the same port.
 import { spawn, type ChildProcess } from "node:child_process";
 import { connect } from "node:net";
-import { exitOf, freePort } from "./proc.js";
+import { freePort, terminate } from "./proc.js";
 import { sleep, type Scope } from "./scope.js";
 
 export interface OwnRedis {
@@ -47,12 +47,7 @@ export async function startRedis(scope: Scope): Promise<OwnRedis> {
       throw new Error(`redis-server on :${port} did not answer`);
     },
     async stop() {
-      if (!child || child.exitCode !== null || child.signalCode !== null) return;
-      const exited = exitOf(child);
-      child.kill("SIGTERM");
-      const t = setTimeout(() => child?.kill("SIGKILL"), 5000);
-      await exited;
-      clearTimeout(t);
+      if (child) await terminate(child);
     },
   };
   scope.defer(`stop redis :${port}`, () => self.stop());

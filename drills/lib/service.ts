@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { ensureBuild, serviceCommand } from "../../scripts/ensure-build.js";
 import { addLogLine } from "./observe.js";
-import { exitOf, freePort, lines, ROOT, type Exit } from "./proc.js";
+import { exitOf, freePort, lines, ROOT, terminate, type Exit } from "./proc.js";
 import { sleep, type Scope } from "./scope.js";
 
 export interface Service {
@@ -48,13 +48,7 @@ export async function startService(scope: Scope, name: string, env: Record<strin
     child,
     logs,
     exited,
-    async stop(signal = "SIGTERM", killAfterMs = 15_000) {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      const t = setTimeout(() => child.kill("SIGKILL"), killAfterMs);
-      const e = await exited;
-      clearTimeout(t);
-      return e;
-    },
+    stop: (signal = "SIGTERM", killAfterMs = 15_000) => terminate(child, signal, killAfterMs),
   };
   scope.defer(`stop ${name}`, async () => {
     await svc.stop("SIGKILL", 5000);
