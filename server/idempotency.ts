@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import { Prisma } from "../generated/prisma/client.js";
 import type { Database, Db } from "./db/client.js";
-import { readRaw, rowSql, type PlannedRow, type Read } from "./db/insert.js";
+import { IDENT, readRaw, rowSql, type PlannedRow } from "./db/insert.js";
 import { transaction } from "./db/transaction.js";
 import { AppError, sqlStates } from "./errors.js";
 
@@ -91,15 +91,21 @@ const REBUILD = "$rebuild";
  * A create that is one row, planned before anything is written: the row (every column, the id and
  * timestamps included), the response body it makes, and optionally SQL that must hold for the row to
  * be written in one statement — `with`: CTEs evaluated first (e.g. a transaction-scoped lock and the
- * lookup of a blocker), `gate`: a boolean expression over them. When the gate is false, or the
- * statement is refused by a constraint, nothing is written and the create runs its transactional
- * path instead, which reports the precise error (or succeeds): so the one-statement path only ever
- * answers successes, and every failure is exactly the transactional path's.
+ * lookup of a blocker, or the ids the rules resolve), `gate`: a boolean expression over them. When the
+ * gate is false, or the statement is refused by a constraint, nothing is written and the create runs
+ * its transactional path instead, which reports the precise error (or succeeds): so the one-statement
+ * path only ever answers successes, and every failure is exactly the transactional path's.
+ *
+ * `resolved` names the columns whose value is SQL (a `Prisma.Sql` in `row`, typically a subquery of
+ * a `with` CTE) rather than known before the statement, e.g. the contact a lead matches: each is also
+ * a top-level key of the body, filled in from the statement's RETURNING, and of the stored response,
+ * set in SQL from the same expression — so resolving them costs no statement of its own.
  */
 export interface OneStatement<T> extends PlannedRow {
   body: T;
   with?: Prisma.Sql;
   gate?: Prisma.Sql;
+  resolved?: readonly string[];
 }
 
 /** Database refusals after which the transactional path runs instead (integrity, data, conflicts). */
@@ -110,26 +116,38 @@ const FALL_BACK_STATES = /^(22|23|40)/;
  * the row, and whatever `with` holds, in ONE statement and its implicit transaction — one round trip,
  * no BEGIN/COMMIT. The row is inserted only from the claim's RETURNING, so a duplicate key (live,
  * unfinished or expired) writes nothing: a concurrent duplicate waits on the claim's unique index
- * until the first commits, then finds the key taken. Returns false when nothing was written.
+ * until the first commits, then finds the key taken. Returns the body written, or undefined when
+ * nothing was written.
  */
-async function writeInOneStatement<T>(db: Database, claim: IdempotencyClaim | undefined, plan: OneStatement<T>, stored: string): Promise<boolean> {
+async function writeInOneStatement<T>(db: Database, claim: IdempotencyClaim | undefined, plan: OneStatement<T>, stored: string): Promise<T | undefined> {
   const { table, columns, values } = await rowSql(db.prisma, plan);
   const gate = plan.gate ?? Prisma.sql`true`;
   const withs = plan.with ? Prisma.sql`WITH ${plan.with}` : Prisma.empty;
+  const resolved = plan.resolved ?? [];
+  for (const name of resolved) if (!IDENT.test(name) || !(plan.row[name] instanceof Prisma.Sql)) throw new Error(`resolved column "${name}" has no SQL value`);
+  // The stored response with the resolved keys set from the same expressions as the row's columns.
+  const storedSql = resolved.length
+    ? Prisma.sql`${stored}::jsonb || jsonb_build_object(${Prisma.join(resolved.map((n) => Prisma.sql`${n}::text, ${plan.row[n] as Prisma.Sql}`))})`
+    : Prisma.sql`${stored}::jsonb`;
+  const returning = Prisma.raw(["1 AS \"written\"", ...resolved.map((n) => `"${n}"`)].join(", "));
   // Sent through the raw runner (one unnamed statement, autocommit), not Prisma: see readRaw.
   const statement = claim
     ? Prisma.sql`
         WITH ${plan.with ? Prisma.sql`${plan.with},` : Prisma.empty} "claim" AS (
           INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "expiresAt")
-          SELECT ${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}::text, ${claim.key}::text, ${claim.fingerprint}::text, 201, ${stored}::jsonb,
+          SELECT ${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}::text, ${claim.key}::text, ${claim.fingerprint}::text, 201, ${storedSql},
                  now() + make_interval(secs => ${claim.ttlSeconds}::double precision)
            WHERE ${gate}
           ON CONFLICT ("tenantId", "apiKeyId", "endpoint", "key") DO NOTHING
           RETURNING "id")
-        INSERT INTO ${table} ${columns} SELECT ${values} FROM "claim" RETURNING 1 AS "written"`
-    : Prisma.sql`${withs} INSERT INTO ${table} ${columns} SELECT ${values} WHERE ${gate} RETURNING 1 AS "written"`;
-  const rows = await readRaw(db)(statement);
-  return rows.length === 1;
+        INSERT INTO ${table} ${columns} SELECT ${values} FROM "claim" RETURNING ${returning}`
+    : Prisma.sql`${withs} INSERT INTO ${table} ${columns} SELECT ${values} WHERE ${gate} RETURNING ${returning}`;
+  const rows = await readRaw(db)<Record<string, unknown>>(statement);
+  if (rows.length !== 1) return undefined;
+  if (!resolved.length) return plan.body;
+  const body = { ...plan.body } as Record<string, unknown>;
+  for (const n of resolved) body[n] = rows[0]![n];
+  return body as T;
 }
 
 type Step<T> =
@@ -158,13 +176,13 @@ export async function withIdempotency<T>(
   write: (tx: Db) => Promise<T | AfterCommit<T>>,
   finishing?: Finishing<T>,
   codec?: RecordCodec<T>,
-  plan?: (read: Read) => Promise<OneStatement<T>>,
+  plan?: () => Promise<OneStatement<T>>,
 ): Promise<Replayable<T>> {
   if (plan) {
     // The one-statement path first; anything it does not answer goes to the transactional path.
     let planned: OneStatement<T> | undefined;
     try {
-      planned = await plan(readRaw(db));
+      planned = await plan();
     } catch (err) {
       // A refusal while planning (404 …) is final without a key; with one, the key may hold a
       // response to replay (or a mismatch to report) first: the transactional path decides.
@@ -173,7 +191,8 @@ export async function withIdempotency<T>(
     if (planned) {
       try {
         const stored = JSON.stringify(codec ? { [REBUILD]: codec.store(planned.body) } : planned.body);
-        if (await writeInOneStatement(db, claim, planned, stored)) return { body: planned.body, replayed: false };
+        const written = await writeInOneStatement(db, claim, planned, stored);
+        if (written !== undefined) return { body: written, replayed: false };
       } catch (err) {
         if (!sqlStates(err).some((c) => FALL_BACK_STATES.test(c))) throw err;
       }

@@ -24,6 +24,7 @@ beforeAll(async () => {
       tenant("acme", {
         rateLimit: { perMinute: 100_000, perDay: 1_000_000 },
         contacts: [{ ref: "bea", fullName: "Bea Soto", phone: "+34600000001", email: "bea@acme.test" }],
+        conversations: [{ ref: "c1", channel: "wa", identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" } }],
       } as any),
     ),
   );
@@ -60,14 +61,36 @@ const appointment = () => {
 };
 
 describe("POST /leads", () => {
-  it("succeeds in two statements (lookups, then claim + row + stored response), with or without a key", async () => {
+  it("succeeds in ONE statement (lookups + claim + row + stored response), with or without a key", async () => {
     for (const headers of [{ "Idempotency-Key": `lead-${randomUuid()}` }, {}] as Record<string, string>[]) {
       const { res, sql } = await traced("POST", "/public/v1/leads", { customerName: "Rt", customerPhone: "600 000 001" }, headers);
       expect(res.status).toBe(201);
       expect(res.body.customerId).toBe(acme.contacts.bea);
       expect(res.body.stageId).toBe(acme.stages.new);
-      expect(work(sql)).toHaveLength(2);
+      expect(work(sql)).toHaveLength(1);
       expect(sql.some(isTransactionControl)).toBe(false);
+    }
+  });
+  it("what the statement resolves (rule 2's contact, the given stage, no match) is in the body, the row and the stored response", async () => {
+    const cases = [
+      { body: { customerName: "Via chat", conversationId: acme.conversations.c1, stageId: acme.stages.won }, customerId: acme.contacts.bea, stageId: acme.stages.won },
+      { body: { customerName: "No match", customerEmail: "nobody@nowhere.test" }, customerId: null, stageId: acme.stages.new },
+      { body: { customerName: "By mail", customerEmail: "BEA@acme.test" }, customerId: acme.contacts.bea, stageId: acme.stages.new },
+    ];
+    expect(acme.conversations.c1).toBeTruthy();
+    for (const c of cases) {
+      const headers = { "Idempotency-Key": `lead-${randomUuid()}` };
+      const { res, sql } = await traced("POST", "/public/v1/leads", c.body, headers);
+      expect(res.status).toBe(201);
+      expect(work(sql)).toHaveLength(1);
+      expect({ name: c.body.customerName, customerId: res.body.customerId, stageId: res.body.stageId }).toEqual({ name: c.body.customerName, customerId: c.customerId, stageId: c.stageId });
+      const row = await app.db.prisma.lead.findFirst({ where: { tenantId: acme.id, id: res.body.id } });
+      expect({ customerId: row?.customerId, stageId: row?.stageId }).toEqual({ customerId: c.customerId, stageId: c.stageId });
+      const stored = await app.db.prisma.idempotencyRecord.findFirst({ where: { tenantId: acme.id, key: headers["Idempotency-Key"] } });
+      expect(stored?.responseBody).toMatchObject({ id: res.body.id, customerId: c.customerId, stageId: c.stageId });
+      const replay = await app.request("POST", "/public/v1/leads", { key, body: c.body, headers });
+      expect(replay.headers.get("idempotent-replayed")).toBe("true");
+      expect(replay.text).toBe(res.text);
     }
   });
   it("the stored response is the body: a replay returns it byte for byte, with the replay header", async () => {

@@ -5,12 +5,11 @@
 // `recover`, which finishes an abandoned write from its note for a duplicate. A create whose response
 // embeds more than it wrote (a comment answers with the whole thread) passes `record`: what to store
 // under the key instead of the body, and how to rebuild the identical body from it on a replay.
-// A create that writes one row passes `plan`: the row and its response, computed with reads only
-// (on ctx.db, the root client), written with the key's claim and stored response in ONE statement
+// A create that writes one row passes `plan`: the row and its response, computed without a statement
+// (what the rules resolve is SQL inside it), written with the key's claim and stored response in ONE statement
 // (server/idempotency.ts writeInOneStatement); the resolver stays the transactional path that runs
 // whenever the plan does not answer (a replay, a mismatch, an expired key, a 404/409, a refusal).
 import type { Db } from "../../server/db/client.js";
-import type { Read } from "../../server/db/insert.js";
 import { AfterCommit, fingerprint, readIdempotencyKey, withIdempotency, type OneStatement } from "../../server/idempotency.js";
 import type { AuthedContext } from "../trpc.js";
 
@@ -24,7 +23,7 @@ export function idempotent<I, O>(
   opts: {
     recover?: (db: Db, note: any, ctx: AuthedContext) => Promise<O>;
     record?: { store: (body: O) => unknown; rebuild: (ctx: AuthedContext, stored: any) => Promise<O> };
-    plan?: (opts: { ctx: AuthedContext; input: I; read: Read }) => Promise<OneStatement<O>>;
+    plan?: (opts: { ctx: AuthedContext; input: I }) => OneStatement<O> | Promise<OneStatement<O>>;
   } = {},
 ) {
   return async ({ ctx, input, path }: { ctx: AuthedContext; input: I; path: string }): Promise<O> => {
@@ -44,7 +43,7 @@ export function idempotent<I, O>(
     const record = opts.record;
     const codec = record && { store: record.store, rebuild: (db: Db, stored: unknown) => record.rebuild({ ...ctx, db }, stored) };
     const plan = opts.plan;
-    const oneStatement = plan && ((read: Read) => plan({ ctx, input, read }));
+    const oneStatement = plan && (async () => plan({ ctx, input }));
     const { body, replayed } = await withIdempotency(ctx.services.db, claim, (tx) => resolve({ ctx: { ...ctx, db: tx }, input }), finishing, codec, oneStatement);
     if (replayed) ctx.res.setHeader("Idempotent-Replayed", "true");
     return body;

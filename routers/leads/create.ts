@@ -7,12 +7,13 @@
 //      customerEmail case-insensitively, else null. A contact is never created.
 //   4. stageId: a stage of the tenant (else 404); omitted → the tenant's default-entry stage.
 //   5. assignedOperatorId: a user of the tenant (else 404).
-// Every id is resolved (one read statement) before the insert, which is one statement together with
-// the Idempotency-Key claim and the stored response (routers/_lib/idempotent.ts `plan`).
+// A success is ONE statement: the lookups of rules 2–5, the Idempotency-Key claim, the row and the
+// stored response (routers/_lib/idempotent.ts `plan`); any 404 falls to the transactional path,
+// which resolves every id first and reports the rules' errors in order.
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import { insertRow, readOn, type Read } from "../../server/db/insert.js";
+import { insertRow } from "../../server/db/insert.js";
 import { AppError, notFound } from "../../server/errors.js";
 import { phoneForMatching } from "../../server/phone.js";
 import { idempotent, type OneStatement } from "../_lib/idempotent.js";
@@ -49,10 +50,11 @@ interface Resolved {
 }
 
 /**
- * Every lookup of rules 2–5 in ONE statement (reads only), then the rules' 404s in the spec's order.
- * Read through the raw runner by the one-statement path and on the transaction by the transactional one.
+ * Every lookup of rules 2–5 as ONE select of the columns of `Resolved` (reads only). The
+ * one-statement create evaluates it as a CTE of its write; the transactional path reads it first and
+ * reports the rules' 404s in the spec's order.
  */
-async function resolveIds(ctx: AuthedContext, input: z.output<typeof CreateLeadInput>, read: Read): Promise<{ customerId: string | null; stageId: string }> {
+function resolveSql(ctx: AuthedContext, input: Input): Prisma.Sql {
   const t = ctx.tenantId;
   const conv = input.conversationId ?? null;
   const stage = input.stageId ?? null;
@@ -60,7 +62,7 @@ async function resolveIds(ctx: AuthedContext, input: z.output<typeof CreateLeadI
   const phone = conv ? null : phoneForMatching(input.customerPhone, ctx.caller.tenant.defaultCountry) || null;
   const mail = conv ? null : input.customerEmail?.trim() || null;
   // lower() = lower() for the email (the expression the unique index uses), not ILIKE: no wildcards.
-  const [r] = await read<Resolved>(Prisma.sql`
+  return Prisma.sql`
     SELECT ${conv}::uuid IS NULL OR EXISTS (SELECT 1 FROM "Conversation" v WHERE v."tenantId" = ${t}::uuid AND v."id" = ${conv}::uuid) AS "conversationFound",
            (SELECT c."id" FROM "Conversation" v
               JOIN "Customer" u ON u."tenantId" = v."tenantId" AND u."id" = v."customerId"
@@ -72,21 +74,25 @@ async function resolveIds(ctx: AuthedContext, input: z.output<typeof CreateLeadI
              ORDER BY s."defaultEntry" DESC, s."position" ASC, s."createdAt" ASC, s."id" ASC LIMIT 1) AS "stageId",
            ${operator}::uuid IS NULL OR EXISTS (SELECT 1 FROM "User" o WHERE o."tenantId" = ${t}::uuid AND o."id" = ${operator}::uuid) AS "operatorFound",
            coalesce((SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND c."phone" = ${phone}::text AND c."deletedAt" IS NULL LIMIT 1),
-                    (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND lower(c."email") = lower(${mail}::text) AND c."deletedAt" IS NULL LIMIT 1)) AS "matched"`);
+                    (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND lower(c."email") = lower(${mail}::text) AND c."deletedAt" IS NULL LIMIT 1)) AS "matched"`;
+}
+
+/** The transactional path's resolution: the lookups, then the rules' 404s in the spec's order. */
+async function resolveIds(ctx: AuthedContext, input: Input): Promise<{ customerId: string | null; stageId: string }> {
+  const [r] = await ctx.db.$queryRaw<Resolved[]>(resolveSql(ctx, input));
   if (!r!.conversationFound) throw notFound("Conversation");
   if (!r!.stageId) {
-    if (stage) throw notFound("Stage");
+    if (input.stageId) throw notFound("Stage");
     throw new AppError("INTERNAL_ERROR", "The tenant has no pipeline stage");
   }
   if (!r!.operatorFound) throw notFound("Operator");
-  return { customerId: conv ? r!.conversationContact : r!.matched, stageId: r!.stageId };
+  return { customerId: input.conversationId ? r!.conversationContact : r!.matched, stageId: r!.stageId };
 }
 
-/** The lead row of this request and its public object (no write). */
-async function planLead(ctx: AuthedContext, input: z.output<typeof CreateLeadInput>, read: Read): Promise<OneStatement<LeadObject>> {
-  const { customerId, stageId } = await resolveIds(ctx, input, read);
+/** The lead row of this request; customerId and stageId are values, or SQL resolving them. */
+function leadRow(ctx: AuthedContext, input: Input, customerId: string | null | Prisma.Sql, stageId: string | Prisma.Sql) {
   const now = ctx.services.now();
-  const row: LeadRow & { tenantId: string } = {
+  return {
     id: randomUUID(),
     tenantId: ctx.tenantId,
     customerId,
@@ -107,8 +113,29 @@ async function planLead(ctx: AuthedContext, input: z.output<typeof CreateLeadInp
     createdAt: now,
     updatedAt: now,
   };
-  return { table: "Lead", row: row as unknown as Record<string, unknown>, body: toLead(row) };
 }
+
+/**
+ * The one-statement create: the lookups of rules 2–5 are a CTE of the write itself, their 404s the
+ * gate (a refused gate writes nothing, and the transactional path answers the precise 404), and the
+ * customerId and stageId they resolve come back in the RETURNING and are set into the stored
+ * response in SQL — auth plus this one statement, as a hand-written server would do it.
+ */
+function planLead(ctx: AuthedContext, input: Input): OneStatement<LeadObject> {
+  const from = (column: "conversationContact" | "matched" | "stageId") => Prisma.sql`(SELECT r.${Prisma.raw(`"${column}"`)} FROM "resolved" r)`;
+  const row = leadRow(ctx, input, from(input.conversationId ? "conversationContact" : "matched"), from("stageId"));
+  return {
+    table: "Lead",
+    row,
+    // Filled in from the RETURNING (resolved); null until then.
+    body: toLead({ ...row, customerId: null, stageId: "" } as LeadRow),
+    with: Prisma.sql`"resolved" AS (${resolveSql(ctx, input)})`,
+    gate: Prisma.sql`(SELECT r."conversationFound" AND r."stageId" IS NOT NULL AND r."operatorFound" FROM "resolved" r)`,
+    resolved: ["customerId", "stageId"],
+  };
+}
+
+type Input = z.output<typeof CreateLeadInput>;
 
 export const createLead = scoped("tenant:leads.manage")
   .meta({
@@ -121,11 +148,12 @@ export const createLead = scoped("tenant:leads.manage")
   .mutation(
     idempotent(
       // The transactional path (a replay, a mismatch, a 404 with a key …): the same plan, on ctx.db.
-      async ({ ctx, input }: { ctx: AuthedContext; input: z.output<typeof CreateLeadInput> }) => {
-        const plan = await planLead(ctx, input, readOn(ctx.db));
-        await insertRow(ctx.db, plan);
-        return plan.body;
+      async ({ ctx, input }: { ctx: AuthedContext; input: Input }) => {
+        const { customerId, stageId } = await resolveIds(ctx, input);
+        const row = leadRow(ctx, input, customerId, stageId);
+        await insertRow(ctx.db, { table: "Lead", row });
+        return toLead(row as LeadRow);
       },
-      { plan: ({ ctx, input, read }) => planLead(ctx, input, read) },
+      { plan: ({ ctx, input }) => planLead(ctx, input) },
     ),
   );

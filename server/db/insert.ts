@@ -7,13 +7,16 @@
 import { Prisma } from "../../generated/prisma/client.js";
 import type { Database, Db } from "./client.js";
 
-/** A row to insert: every column it sets, by name (the table's other columns take their defaults). */
+/**
+ * A row to insert: every column it sets, by name (the table's other columns take their defaults).
+ * A value is a parameter, or a `Prisma.Sql` expression (parenthesised; e.g. a subquery of a CTE).
+ */
 export interface PlannedRow {
   table: string;
   row: Record<string, unknown>;
 }
 
-const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** table → column → SQL type (format_type) of every table of the schema, read once per process. */
 let typeCache: Promise<Map<string, Map<string, string>>> | undefined;
 
