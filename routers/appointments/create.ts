@@ -18,6 +18,7 @@ import {
   guardAppointmentWrite,
   lockUserCalendar,
   Notes,
+  overlapSql,
   overlapError,
   toAppointment,
   type AppointmentRow,
@@ -79,16 +80,15 @@ function planAppointment(ctx: AuthedContext, input: Input): OneStatement<Appoint
     table: "Appointment",
     row: row as unknown as Record<string, unknown>,
     body: toAppointment(row),
+    // Only the checks of the ids this body names are in the statement (an absent id checks nothing).
     with: Prisma.sql`"calendar" AS (SELECT 1 AS "locked" FROM ${calendarLockSql(t, row.assignedUserId)}),
       "admitted" AS (
         SELECT 1 FROM "calendar" l
          WHERE EXISTS (SELECT 1 FROM "User" u WHERE u."tenantId" = ${t}::uuid AND u."id" = ${row.assignedUserId}::uuid AND u."bookable" AND l."locked" = 1)
-           AND (${customer}::uuid IS NULL OR EXISTS (SELECT 1 FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND c."id" = ${customer}::uuid AND c."deletedAt" IS NULL))
-           AND (${conversation}::uuid IS NULL OR EXISTS (SELECT 1 FROM "Conversation" v WHERE v."tenantId" = ${t}::uuid AND v."id" = ${conversation}::uuid))
-           AND (${lead}::uuid IS NULL OR EXISTS (SELECT 1 FROM "Lead" d WHERE d."tenantId" = ${t}::uuid AND d."id" = ${lead}::uuid))
-           AND NOT EXISTS (SELECT 1 FROM "Appointment" a
-                            WHERE a."tenantId" = ${t}::uuid AND a."assignedUserId" = ${row.assignedUserId}::uuid AND a."status" = 'scheduled'
-                              AND a."startsAt" < ${row.endsAt}::timestamptz AND a."endsAt" > ${row.startsAt}::timestamptz AND l."locked" = 1))`,
+           ${customer ? Prisma.sql`AND EXISTS (SELECT 1 FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND c."id" = ${customer}::uuid AND c."deletedAt" IS NULL)` : Prisma.empty}
+           ${conversation ? Prisma.sql`AND EXISTS (SELECT 1 FROM "Conversation" v WHERE v."tenantId" = ${t}::uuid AND v."id" = ${conversation}::uuid)` : Prisma.empty}
+           ${lead ? Prisma.sql`AND EXISTS (SELECT 1 FROM "Lead" d WHERE d."tenantId" = ${t}::uuid AND d."id" = ${lead}::uuid)` : Prisma.empty}
+           AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE ${overlapSql(t, row.assignedUserId, row.startsAt, row.endsAt)} AND l."locked" = 1))`,
     gate: Prisma.sql`EXISTS (SELECT 1 FROM "admitted")`,
   };
 }

@@ -124,6 +124,17 @@ export function calendarLockSql(tenantId: string, userId: string): Prisma.Sql {
 }
 
 /**
+ * The scheduled appointments of `userId` intersecting [startsAt, endsAt) (half-open), as a WHERE
+ * condition on alias `a`: written as the exclusion constraint's own range overlap, so that it is an
+ * index scan of "Appointment_no_overlap" (O(log n) in the user's appointments), not a range scan of
+ * every appointment of the user that starts before `endsAt`.
+ */
+export function overlapSql(tenantId: string, userId: string, startsAt: Date, endsAt: Date): Prisma.Sql {
+  return Prisma.sql`a."tenantId" = ${tenantId}::uuid AND a."assignedUserId" = ${userId}::uuid AND a."status" = 'scheduled'
+    AND tstzrange(a."startsAt", a."endsAt", '[)') && tstzrange(${startsAt}::timestamptz, ${endsAt}::timestamptz, '[)')`;
+}
+
+/**
  * A scheduled appointment of `userId` intersecting [startsAt, endsAt) (half-open), other than
  * `exceptId`. Only for a friendlier 409 (it names the blocker); the constraint is the guard.
  */
@@ -131,16 +142,10 @@ export async function findOverlap(
   db: Db,
   where: { tenantId: string; userId: string; startsAt: Date; endsAt: Date; exceptId?: string },
 ): Promise<{ id: string } | null> {
-  return db.appointment.findFirst({
-    where: {
-      tenantId: where.tenantId,
-      assignedUserId: where.userId,
-      status: "scheduled",
-      startsAt: { lt: where.endsAt },
-      endsAt: { gt: where.startsAt },
-      ...(where.exceptId ? { id: { not: where.exceptId } } : {}),
-    },
-    select: { id: true },
-    orderBy: [{ startsAt: "asc" }, { id: "asc" }],
-  });
+  const except = where.exceptId ? Prisma.sql`AND a."id" <> ${where.exceptId}::uuid` : Prisma.empty;
+  const [blocker] = await db.$queryRaw<{ id: string }[]>`
+    SELECT a."id" FROM "Appointment" a
+     WHERE ${overlapSql(where.tenantId, where.userId, where.startsAt, where.endsAt)} ${except}
+     ORDER BY a."startsAt" ASC, a."id" ASC LIMIT 1`;
+  return blocker ?? null;
 }

@@ -61,20 +61,28 @@ function resolveSql(ctx: AuthedContext, input: Input): Prisma.Sql {
   const operator = input.assignedOperatorId ?? null;
   const phone = conv ? null : phoneForMatching(input.customerPhone, ctx.caller.tenant.defaultCountry) || null;
   const mail = conv ? null : input.customerEmail?.trim() || null;
-  // lower() = lower() for the email (the expression the unique index uses), not ILIKE: no wildcards.
-  return Prisma.sql`
-    SELECT ${conv}::uuid IS NULL OR EXISTS (SELECT 1 FROM "Conversation" v WHERE v."tenantId" = ${t}::uuid AND v."id" = ${conv}::uuid) AS "conversationFound",
-           (SELECT c."id" FROM "Conversation" v
+  // Only the lookups this body needs are in the statement (an absent id is a constant), so the
+  // common create — no conversation, stage or operator given — plans no more than it reads.
+  const none = Prisma.sql`NULL::uuid`;
+  const conversationFound = conv ? Prisma.sql`EXISTS (SELECT 1 FROM "Conversation" v WHERE v."tenantId" = ${t}::uuid AND v."id" = ${conv}::uuid)` : Prisma.sql`true`;
+  const conversationContact = conv
+    ? Prisma.sql`(SELECT c."id" FROM "Conversation" v
               JOIN "Customer" u ON u."tenantId" = v."tenantId" AND u."id" = v."customerId"
               JOIN "Contact" c ON c."tenantId" = u."tenantId" AND c."id" = u."contactId"
              WHERE v."tenantId" = ${t}::uuid AND u."tenantId" = ${t}::uuid AND c."tenantId" = ${t}::uuid
-               AND v."id" = ${conv}::uuid AND c."deletedAt" IS NULL) AS "conversationContact",
-           (SELECT s."id" FROM "PipelineStage" s
-             WHERE s."tenantId" = ${t}::uuid AND (${stage}::uuid IS NULL OR s."id" = ${stage}::uuid)
-             ORDER BY s."defaultEntry" DESC, s."position" ASC, s."createdAt" ASC, s."id" ASC LIMIT 1) AS "stageId",
-           ${operator}::uuid IS NULL OR EXISTS (SELECT 1 FROM "User" o WHERE o."tenantId" = ${t}::uuid AND o."id" = ${operator}::uuid) AS "operatorFound",
-           coalesce((SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND c."phone" = ${phone}::text AND c."deletedAt" IS NULL LIMIT 1),
-                    (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND lower(c."email") = lower(${mail}::text) AND c."deletedAt" IS NULL LIMIT 1)) AS "matched"`;
+               AND v."id" = ${conv}::uuid AND c."deletedAt" IS NULL)`
+    : none;
+  const stageId = stage
+    ? Prisma.sql`(SELECT s."id" FROM "PipelineStage" s WHERE s."tenantId" = ${t}::uuid AND s."id" = ${stage}::uuid)`
+    : Prisma.sql`(SELECT s."id" FROM "PipelineStage" s WHERE s."tenantId" = ${t}::uuid
+                   ORDER BY s."defaultEntry" DESC, s."position" ASC, s."createdAt" ASC, s."id" ASC LIMIT 1)`;
+  const operatorFound = operator ? Prisma.sql`EXISTS (SELECT 1 FROM "User" o WHERE o."tenantId" = ${t}::uuid AND o."id" = ${operator}::uuid)` : Prisma.sql`true`;
+  // lower() = lower() for the email (the expression the unique index uses), not ILIKE: no wildcards.
+  const byPhone = phone ? Prisma.sql`(SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND c."phone" = ${phone}::text AND c."deletedAt" IS NULL LIMIT 1)` : none;
+  const byMail = mail ? Prisma.sql`(SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND lower(c."email") = lower(${mail}::text) AND c."deletedAt" IS NULL LIMIT 1)` : none;
+  return Prisma.sql`
+    SELECT ${conversationFound} AS "conversationFound", ${conversationContact} AS "conversationContact", ${stageId} AS "stageId",
+           ${operatorFound} AS "operatorFound", coalesce(${byPhone}, ${byMail}) AS "matched"`;
 }
 
 /** The transactional path's resolution: the lookups, then the rules' 404s in the spec's order. */
