@@ -85,17 +85,27 @@ export const router = t.router;
 export const middleware = t.middleware;
 export const createCallerFactory = t.createCallerFactory;
 
-export const authed = t.procedure.use(({ ctx, next }) => {
+/** The caller the guard authenticated (server/auth), or 401: every operation but the public document needs one. */
+function callerOf(ctx: Context): Caller {
   if (!ctx.caller) throw new AppError("INVALID_CREDENTIALS", "Missing X-API-Key header");
-  return next({ ctx: { ...ctx, caller: ctx.caller, tenantId: ctx.caller.tenantId } });
+  return ctx.caller;
+}
+
+// Each builder is ONE middleware (authentication, scope and body problem together): tRPC copies the
+// call's options at every middleware level, so one level per procedure is the cheap shape. Only the
+// keys a middleware adds are passed to next(); tRPC merges them into the context.
+export const authed = t.procedure.use(({ ctx, next }) => {
+  const caller = callerOf(ctx);
+  return next({ ctx: { caller, tenantId: caller.tenantId } });
 });
 
 export function scoped(scope: Scope) {
-  return authed.meta({ scope }).use(async ({ ctx, next }) => {
-    if (!ctx.caller.scopes.includes(scope))
+  return t.procedure.meta({ scope }).use(async ({ ctx, next }) => {
+    const caller = callerOf(ctx);
+    if (!caller.scopes.includes(scope))
       throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
     if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
-    const result = await next();
+    const result = await next({ ctx: { caller, tenantId: caller.tenantId } });
     // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts
     // zodDetails caps the field list): otherwise the REST adapter would also serialize zod's raw
     // issues (one per unknown key) into a response body that is then thrown away.
@@ -106,11 +116,12 @@ export function scoped(scope: Scope) {
 
 /** Like scoped(), for an operation that needs any one of `scopes` (403 PERMISSION_DENIED when the key has none). */
 export function scopedAny(scopes: readonly Scope[]) {
-  return authed.meta({ anyScope: [...scopes] }).use(({ ctx, next }) => {
-    if (!scopes.some((s) => ctx.caller.scopes.includes(s)))
+  return t.procedure.meta({ anyScope: [...scopes] }).use(({ ctx, next }) => {
+    const caller = callerOf(ctx);
+    if (!scopes.some((s) => caller.scopes.includes(s)))
       throw new AppError("PERMISSION_DENIED", `This key has none of the scopes ${scopes.join(", ")}`, { requiredScopes: [...scopes] });
     if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
-    return next();
+    return next({ ctx: { caller, tenantId: caller.tenantId } });
   });
 }
 

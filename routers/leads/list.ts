@@ -52,13 +52,15 @@ export const listLeads = scoped("tenant:leads.read")
       : { entity: "Lead", column: Prisma.sql`"createdAt"`, desc: true, lo: input.dateFrom, hi: input.dateTo };
     const dated = input.dateFrom !== undefined || input.dateTo !== undefined;
     const total = seek && dated ? countedRange(ctx.tenantId, seek) : exactTotal(ctx.tenantId, "Lead", filters);
-    const rows = await listRows<LeadRow, { newest: Date | null }>(ctx,
+    const firstPage = input.offset === 0;
+    const rows = await listRows<LeadRow, { newest?: Date | null }>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,
         total,
         seek,
-        extra: Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
+        // The first page's first row is the newest match (same filters, createdAt DESC): no extra read.
+        extra: firstPage ? undefined : Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
         page: (at) =>
           selectLeads(
             ctx.tenantId,
@@ -69,6 +71,6 @@ export const listLeads = scoped("tenant:leads.read")
       }),
     );
     const { total: count, extra, items } = splitList(rows);
-    const newest = extra.newest === null ? null : new Date(extra.newest);
+    const newest = firstPage ? (items[0]?.createdAt ?? null) : extra.newest == null ? null : new Date(extra.newest);
     return { ...offsetList(items.map(toLead), count, input), cursor: newest ? newest.toISOString() : null };
   });
