@@ -14,8 +14,14 @@ export const Id = z.guid({ message: "must be a UUID" }).overwrite((s) => s.toLow
 
 /** Output date-time (always UTC, ISO 8601 with milliseconds). */
 export const Timestamp = z.iso.datetime();
-export const iso = (d: Date) => d.toISOString();
-export const isoOrNull = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+/**
+ * An instant read from the database: a Date (Prisma, a transaction), or already the ISO string
+ * (a list read on the raw runner with `isoTimes`, server/db/times.ts). Only serialized, never
+ * computed with: code that compares or shifts one reads it as a Date first.
+ */
+export type Instant = Date | string;
+export const iso = (d: Instant) => (typeof d === "string" ? d : d.toISOString());
+export const isoOrNull = (d: Instant | null | undefined) => (d ? iso(d) : null);
 
 // Instants the database stores and returns, and that serialize as ISO 8601 with a 4-digit year:
 // years 0001–9999 in UTC. PostgreSQL refuses year 0 ("0000-…", 22008) and JavaScript writes years

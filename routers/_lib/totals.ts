@@ -138,10 +138,12 @@ export type ListRows<R, M = object> = ((R | { [K in keyof R]: null }) & { total:
 /**
  * Runs a listStatement() where the procedure's queries run: outside a transaction on the pool's raw
  * runner, not through Prisma's $queryRaw (server/db/insert.ts readFor: ~0.7 ms of CPU less per
- * 50-row page). The statement is the same Prisma.sql, with the same bound parameters.
+ * 50-row page). The statement is the same Prisma.sql, with the same bound parameters. Its instants
+ * come back as ISO strings on the raw runner (server/db/times.ts) and as Dates in a transaction:
+ * the row types say `Instant`, and the mappers' iso() takes either.
  */
 export function listRows<R, M = object>(ctx: { services: { db: Database }; db: Db }, statement: Prisma.Sql): Promise<ListRows<R, M>> {
-  return readFor(ctx.services.db, ctx.db)<ListRows<R, M>[number]>(statement);
+  return readFor(ctx.services.db, ctx.db, { isoTimes: true })<ListRows<R, M>[number]>(statement);
 }
 
 /** The total, the extras and the page's rows of a listStatement() result. */

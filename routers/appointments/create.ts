@@ -88,7 +88,7 @@ function planAppointment(ctx: AuthedContext, input: Input): OneStatement<Appoint
            ${customer ? Prisma.sql`AND EXISTS (SELECT 1 FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND c."id" = ${customer}::uuid AND c."deletedAt" IS NULL)` : Prisma.empty}
            ${conversation ? Prisma.sql`AND EXISTS (SELECT 1 FROM "Conversation" v WHERE v."tenantId" = ${t}::uuid AND v."id" = ${conversation}::uuid)` : Prisma.empty}
            ${lead ? Prisma.sql`AND EXISTS (SELECT 1 FROM "Lead" d WHERE d."tenantId" = ${t}::uuid AND d."id" = ${lead}::uuid)` : Prisma.empty}
-           AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE ${overlapSql(t, row.assignedUserId, row.startsAt, row.endsAt)} AND l."locked" = 1))`,
+           AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE ${overlapSql(t, row.assignedUserId, input.startsAt, input.endsAt)} AND l."locked" = 1))`,
     gate: Prisma.sql`EXISTS (SELECT 1 FROM "admitted")`,
   };
 }

@@ -6,7 +6,7 @@ import { Prisma } from "../../generated/prisma/client.js";
 import { dbViolation, isExclusionViolation } from "../../server/db/errors.js";
 import { AppError, validation } from "../../server/errors.js";
 import type { Db } from "../../server/db/client.js";
-import { iso, Timestamp } from "../_lib/schemas.js";
+import { iso, Timestamp, type Instant } from "../_lib/schemas.js";
 
 export const APPOINTMENT_STATUSES = ["scheduled", "cancelled", "completed", "no_show"] as const;
 export const AppointmentStatus = z.enum(APPOINTMENT_STATUSES, {
@@ -45,13 +45,13 @@ export interface AppointmentRow {
   leadId: string | null;
   title: string;
   appointmentType: string;
-  startsAt: Date;
-  endsAt: Date;
+  startsAt: Instant;
+  endsAt: Instant;
   status: AppointmentStatus;
   source: string;
   notes: string | null;
-  createdAt: Date;
-  updatedAt: Date;
+  createdAt: Instant;
+  updatedAt: Instant;
 }
 
 /** The columns of an AppointmentRow, as the list and the changes feed read them (unqualified). */

@@ -235,7 +235,7 @@ async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded
   // The same SQL and serializers as each type's list (its select over a source of rows), on the
   // rows of the page's ids; a contact soft-deleted since is not read, so it maps to null (delete).
   const t = ctx.tenantId;
-  const read = readFor(ctx.services.db, ctx.db);
+  const read = readFor(ctx.services.db, ctx.db, { isoTimes: true });
   const rowsOf = (table: string, type: ChangeType, columns: Prisma.Sql, live = Prisma.empty) => Prisma.sql`
     SELECT ${columns} FROM ${Prisma.raw(`"${table}"`)}
      WHERE "tenantId" = ${t}::uuid AND "id" IN (${Prisma.join(ids.get(type)!.map((id) => Prisma.sql`${id}::uuid`))}) ${live}`;

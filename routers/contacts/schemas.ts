@@ -5,7 +5,7 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { isUniqueViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
-import { iso, isoOrNull, isStorableInstant, Timestamp } from "../_lib/schemas.js";
+import { iso, isoOrNull, isStorableInstant, Timestamp, type Instant } from "../_lib/schemas.js";
 
 export const ContactObject = z.object({
   id: z.string(),
@@ -28,12 +28,12 @@ export interface ContactRow {
   phone: string | null;
   email: string | null;
   country: string | null;
-  phoneVerifiedAt: Date | null;
-  emailVerifiedAt: Date | null;
+  phoneVerifiedAt: Instant | null;
+  emailVerifiedAt: Instant | null;
   marketingOptOut: boolean;
-  marketingOptOutAt: Date | null;
+  marketingOptOutAt: Instant | null;
   origin: string;
-  createdAt: Date;
+  createdAt: Instant;
 }
 
 /** The columns of a ContactRow, as the list and the changes feed read them (unqualified). */
@@ -94,7 +94,7 @@ export interface ContactCursor {
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** base64url("<createdAt ISO>|<id>") of the last item of a page. */
-export const encodeCursor = (c: ContactCursor) => Buffer.from(`${c.createdAt.toISOString()}|${c.id}`, "utf8").toString("base64url");
+export const encodeCursor = (c: { createdAt: Instant; id: string }) => Buffer.from(`${iso(c.createdAt)}|${c.id}`, "utf8").toString("base64url");
 
 export function decodeCursor(raw: string): ContactCursor | null {
   if (!/^[A-Za-z0-9_-]{1,200}$/.test(raw)) return null;

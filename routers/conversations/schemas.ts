@@ -1,7 +1,7 @@
 // Conversation and Message: the public objects and their serializers.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import { iso, Timestamp } from "../_lib/schemas.js";
+import { iso, Timestamp, type Instant } from "../_lib/schemas.js";
 
 export const MessageObject = z.object({
   id: z.string(),
@@ -70,8 +70,8 @@ export interface ConversationRow {
   subject: string | null;
   assignedOperatorId: string | null;
   lastMessagePreview: string;
-  lastMessageAt: Date;
-  createdAt: Date;
+  lastMessageAt: Instant;
+  createdAt: Instant;
   channel: { kind: string };
   customer: { id: string; name: string | null; email: string | null; phone: string | null; contactId: string | null };
 }

@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
-import { DateTimeInput, Id, OffsetList, offsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
+import { DateTimeInput, Id, isoOrNull, OffsetList, offsetList, PageQuery, Timestamp, type Instant } from "../_lib/schemas.js";
 import { countedRange, eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { LeadObject, selectLeads, toLead, type LeadRow } from "./schemas.js";
@@ -53,7 +53,7 @@ export const listLeads = scoped("tenant:leads.read")
     const dated = input.dateFrom !== undefined || input.dateTo !== undefined;
     const total = seek && dated ? countedRange(ctx.tenantId, seek) : exactTotal(ctx.tenantId, "Lead", filters);
     const firstPage = input.offset === 0;
-    const rows = await listRows<LeadRow, { newest?: Date | null }>(ctx,
+    const rows = await listRows<LeadRow, { newest?: Instant | null }>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,
@@ -71,6 +71,6 @@ export const listLeads = scoped("tenant:leads.read")
       }),
     );
     const { total: count, extra, items } = splitList(rows);
-    const newest = firstPage ? (items[0]?.createdAt ?? null) : extra.newest == null ? null : new Date(extra.newest);
-    return { ...offsetList(items.map(toLead), count, input), cursor: newest ? newest.toISOString() : null };
+    const newest = firstPage ? (items[0]?.createdAt ?? null) : (extra.newest ?? null);
+    return { ...offsetList(items.map(toLead), count, input), cursor: isoOrNull(newest) };
   });

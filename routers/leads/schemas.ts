@@ -2,7 +2,7 @@
 // input pieces shared by create and update.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import { BodyInt, INT4_MAX, iso, Text, Timestamp } from "../_lib/schemas.js";
+import { BodyInt, INT4_MAX, iso, Text, Timestamp, type Instant } from "../_lib/schemas.js";
 
 export const LeadBudget = z.object({ min: z.number().int().nullable(), max: z.number().int().nullable() });
 
@@ -44,8 +44,8 @@ export interface LeadRow {
   assignedOperatorId: string | null;
   source: string;
   notes: string | null;
-  createdAt: Date;
-  updatedAt: Date;
+  createdAt: Instant;
+  updatedAt: Instant;
 }
 
 /**

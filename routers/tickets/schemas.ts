@@ -5,7 +5,7 @@ import { Prisma } from "../../generated/prisma/client.js";
 import type { Db } from "../../server/db/client.js";
 import { dbViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
-import { iso, Timestamp } from "../_lib/schemas.js";
+import { iso, Timestamp, type Instant } from "../_lib/schemas.js";
 import { jsonRows } from "../_lib/totals.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 
@@ -68,7 +68,7 @@ export interface TicketCommentRow {
   id: string;
   authorUserId: string;
   body: string;
-  createdAt: Date;
+  createdAt: Instant;
 }
 
 export interface TicketRow {
@@ -80,8 +80,8 @@ export interface TicketRow {
   status: TicketStatus;
   createdById: string;
   assignedToId: string | null;
-  createdAt: Date;
-  updatedAt: Date;
+  createdAt: Instant;
+  updatedAt: Instant;
 }
 
 /** A ticket row with its thread as JSON (selectTickets): the comments' createdAt are ISO strings there. */

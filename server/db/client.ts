@@ -10,14 +10,23 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaClient } from "../../generated/prisma/client.js";
+import { isoTimestamptz, isoTimesTypes } from "./times.js";
+
+/** PGlite's query options for QueryOptions.isoTimes (its parsers, keyed by type oid). */
+const PGLITE_ISO_TIMES = { parsers: { [pg.types.builtins.TIMESTAMPTZ]: (text: string) => isoTimestamptz(text) } };
 
 export type Prisma = PrismaClient;
 /** A transaction client or the root client: what procedures run their queries on. */
 export type Db = Omit<PrismaClient, "$connect" | "$disconnect" | "$on" | "$transaction" | "$extends">;
 
+export interface QueryOptions {
+  /** timestamptz columns as ISO 8601 strings (server/db/times.ts), not Dates: for rows only serialized. */
+  isoTimes?: boolean;
+}
+
 export interface SqlRunner {
   /** One statement, unnamed (a named prepared statement would outlive its transaction behind PgBouncer). */
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: QueryOptions): Promise<T[]>;
   /** Runs a script of several statements (no parameters). */
   exec(sql: string): Promise<void>;
   /** Runs fn on one connection, holding it for the duration (a transaction script: BEGIN … COMMIT). */
@@ -74,7 +83,8 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   if (opts.observe) observePool(pool, opts.observe);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const runner = (c: pg.Pool | pg.PoolClient): SqlRunner => ({
-    async query<T>(sql: string, params: unknown[] = []) {
+    async query<T>(sql: string, params: unknown[] = [], opts?: QueryOptions) {
+      if (opts?.isoTimes) return (await c.query({ text: sql, values: params, types: isoTimesTypes })).rows as T[];
       return (await c.query(sql, params)).rows as T[];
     },
     async exec(sql: string) {
@@ -175,8 +185,8 @@ export async function openPglite(dataDir: string, opts: { observe?: StatementObs
   const lite = opts.observe ? observedPglite(instance, opts.observe) : instance;
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite), transactionOptions });
   const sql: SqlRunner = {
-    async query<T>(q: string, params: unknown[] = []) {
-      return (await lite.query(q, params)).rows as T[];
+    async query<T>(q: string, params: unknown[] = [], opts?: QueryOptions) {
+      return (await lite.query(q, params, opts?.isoTimes ? PGLITE_ISO_TIMES : undefined)).rows as T[];
     },
     async exec(q: string) {
       await lite.exec(q);

@@ -5,7 +5,7 @@
 // the creates' transactional path, so that both write exactly the same row, and (insertBatch) by the
 // fixture loader's batched inserts.
 import { Prisma } from "../../generated/prisma/client.js";
-import type { Database, Db } from "./client.js";
+import type { Database, Db, QueryOptions } from "./client.js";
 
 /**
  * A row to insert: every column it sets, by name (the table's other columns take their defaults).
@@ -104,11 +104,11 @@ export async function insertRow(db: Db, planned: PlannedRow): Promise<void> {
  */
 export type Read = <R>(q: Prisma.Sql) => Promise<R[]>;
 export const readOn = (db: Db): Read => (q) => db.$queryRaw(q) as Promise<any>;
-export const readRaw = (database: Database): Read => (q) => database.sql.query(q.text, q.values);
+export const readRaw = (database: Database, opts?: QueryOptions): Read => (q) => database.sql.query(q.text, q.values, opts);
 /**
  * The cheaper of the two for where a procedure's queries run (`db`: the root client → the pool's
  * raw runner; a transaction → that transaction). Reads that only need rows (the list statements)
  * go through it: Prisma's $queryRaw costs ~0.7 ms of CPU more than the driver for a 50-row page and
  * ~0.25 ms for one row (docs/decisions.md, "Raw reads").
  */
-export const readFor = (database: Database, db: Db): Read => (db === database.prisma ? readRaw(database) : readOn(db));
+export const readFor = (database: Database, db: Db, opts?: QueryOptions): Read => (db === database.prisma ? readRaw(database, opts) : readOn(db));
