@@ -223,20 +223,37 @@ async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): Promise
     const cursor = JSON.parse(r.text).pagination?.nextCursor;
     if (cursor) messageCursors.set(c, cursor);
   }
-  // Changes feed tokens (issue 15) of the tenant, made directly from its head (the feed was rebuilt
-  // by the dataset load): the head itself (nothing new), and 50 positions spread over it.
-  const c = new pg.Client({ connectionString: ds.url });
-  await c.connect();
-  const head = Number((await c.query<{ pos: string }>(`SELECT "pos"::text FROM "ChangeHead" WHERE "tenantId" = $1`, [tenant.id])).rows[0]?.pos ?? 0);
-  await c.end();
-  if (head < 1000) throw new Error(`the ${tenant.label} tenant's changes feed holds ${head} positions`);
-  const token = (pos: number) => encodeSince(tenant.id, { pos, skip: 0, at: Date.now() });
-  const pages = Array.from({ length: 50 }, (_, k) => token(Math.floor((k * (head - 500)) / 50)));
+  const changes = await changesTokens(ds, tenant);
   // Contacts with leads: every third lead i links contact (i mod contacts), so contacts 0, 3, 6, ….
   const leadContacts = await Promise.all(
     Array.from({ length: Math.min(50, Math.floor(tenant.size.contacts / 3)) }, (_, k) => uidJs(tenant.index, "contact", 3 * k)),
   );
-  return { messageCursors, changes: { caughtUp: token(head), pages }, leadContacts };
+  return { messageCursors, changes, leadContacts };
+}
+
+/**
+ * Changes feed tokens (issue 15) of the tenant, made directly from its head: the head itself (a
+ * caught-up poll: nothing new) and 50 positions spread over it. Waits until the tenant has no change
+ * still to be placed (the service's sequencer places them within a second), so that the head is the
+ * feed's end. Taken again after the answer check, whose creates add changes to the tenant's feed: a
+ * token taken before them would not be caught up.
+ */
+async function changesTokens(ds: Dataset, tenant: BenchTenant): Promise<Prepared["changes"]> {
+  const c = new pg.Client({ connectionString: ds.url });
+  await c.connect();
+  try {
+    for (let i = 0; i < 100; i++) {
+      const pending = (await c.query<{ p: boolean }>(`SELECT EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = $1 AND "pos" IS NULL) AS "p"`, [tenant.id])).rows[0]?.p;
+      if (!pending) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const head = Number((await c.query<{ pos: string }>(`SELECT "pos"::text FROM "ChangeHead" WHERE "tenantId" = $1`, [tenant.id])).rows[0]?.pos ?? 0);
+    if (head < 1000) throw new Error(`the ${tenant.label} tenant's changes feed holds ${head} positions`);
+    const token = (pos: number) => encodeSince(tenant.id, { pos, skip: 0, at: Date.now() });
+    return { caughtUp: token(head), pages: Array.from({ length: 50 }, (_, k) => token(Math.floor((k * (head - 500)) / 50))) };
+  } finally {
+    await c.end();
+  }
 }
 
 /** A body without what differs between two creations of the same thing (ids, clocks, the slot). */
@@ -497,6 +514,8 @@ async function main() {
     const chosen = all.filter((s) => !cfg.only || cfg.only.has(s.name));
     sanity = await sameAnswers(service, baseline, ds.big.key, chosen);
     log(sanity.problems.length ? `WARNING: ${sanity.problems.join("; ")}` : `baseline answers identical for ${sanity.checked.join(", ")}`);
+    // The answer check created leads and appointments in this tenant: its feed moved on.
+    Object.assign(prep.changes, await changesTokens(ds, ds.big));
 
     // 1. Growth: the list scenarios on each sized tenant (reads only, before any write).
     for (const t of ds.sized) {
