@@ -189,6 +189,8 @@ export async function withIdempotency<T>(
       if (!claim || !(err instanceof AppError)) throw err;
     }
     if (planned) {
+      // Resolved keys are set at the top level of the stored JSON: a codec's record has none.
+      if (codec && planned.resolved?.length) throw new Error("a one-statement plan with resolved columns cannot store its response through a codec");
       try {
         const stored = JSON.stringify(codec ? { [REBUILD]: codec.store(planned.body) } : planned.body);
         const written = await writeInOneStatement(db, claim, planned, stored);
