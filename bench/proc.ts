@@ -114,9 +114,10 @@ export function rssSampler(pid: number, everyMs = 200) {
  * that decides it for the drills, the benchmark and the runtime test) — the compiled bundle with the
  * production runtime flags, built first when dist/ is missing or stale.
  */
-export async function serviceCommand(log: (s: string) => void = () => {}): Promise<{ args: string[]; label: string }> {
+export async function serviceCommand(log: (s: string) => void = () => {}, nodeFlags: string[] = []): Promise<{ args: string[]; label: string }> {
   log("build dist/ if stale (scripts/ensure-build.ts)");
   await ensureBuild();
-  const { args } = compiledServiceCommand();
+  // Extra flags (BENCH_NODE_FLAGS, --cpu-prof) come after the runtime's own, so that they override them.
+  const { args } = compiledServiceCommand(nodeFlags);
   return { args, label: `node ${args.join(" ")} (compiled: what npm start runs)` };
 }

@@ -455,7 +455,7 @@ async function profilePhase(ds: Dataset, scenarios: Scenario[], svc: { args: str
   const profiled = scenarios.filter((x) => main.includes(x.name));
   const spawned = Date.now();
   let readyMs = 0;
-  const p = startProcess({ name: "service (profiled)", cwd: ROOT, port: cfg.servicePort, args: [...cfg.nodeFlags, "--cpu-prof", `--cpu-prof-dir=${profDir}`, ...svc.args], env: serviceEnv(ds.url) });
+  const p = startProcess({ name: "service (profiled)", cwd: ROOT, port: cfg.servicePort, args: ["--cpu-prof", `--cpu-prof-dir=${profDir}`, ...svc.args], env: serviceEnv(ds.url) });
   try {
     await waitReady(p, "/readyz");
     readyMs = Date.now() - spawned;
@@ -479,14 +479,14 @@ async function main() {
   const v = await versions();
   const loadStart = os.loadavg()[0]!;
   log(`${v.cores} cores, Node ${v.node}, PostgreSQL ${v.postgres}, Redis ${v.redis}; load ${loadStart.toFixed(2)}`);
-  const svc = await serviceCommand(log);
+  const svc = await serviceCommand(log, cfg.nodeFlags);
   log(`service: ${svc.label}`);
   const matrixSize = cfg.matrixSize ?? cfg.sizes[cfg.sizes.length - 1]!;
   const dsOpts = { pgBase: cfg.pgBase, dbName: cfg.dbName, sizes: cfg.sizes, matrixSize, log };
   const ds = cfg.reuseDb ? await reuseDataset(dsOpts) : await createDataset(dsOpts);
   log(`dataset ready in ${ds.loadSeconds.toFixed(1)} s: ${JSON.stringify(ds.phases)} ${JSON.stringify(ds.rows)}`);
 
-  const service = startProcess({ name: "service", cwd: ROOT, port: cfg.servicePort, args: [...cfg.nodeFlags, ...svc.args], env: serviceEnv(ds.url) });
+  const service = startProcess({ name: "service", cwd: ROOT, port: cfg.servicePort, args: svc.args, env: serviceEnv(ds.url) });
   const baseline = startProcess({
     name: "baseline",
     cwd: ROOT,

@@ -17,7 +17,7 @@ import type { AppRouter } from "../routers/index.js";
 import { createContext, trpcErrorShape } from "../routers/trpc.js";
 import { guard } from "../server/auth/guard.js";
 import { jsonBodyReader, jsonShapeProblem, shapeProblem } from "../server/body.js";
-import { AppError, ERROR_STATUS, logFailure, type ErrorCode } from "../server/errors.js";
+import { AppError, logFailure } from "../server/errors.js";
 import type { Services } from "../server/services.js";
 
 export const TRPC_PREFIX = "/trpc";
@@ -36,34 +36,12 @@ function sendTrpcError(req: Request, res: Response, status: number, shape: objec
 }
 
 /**
- * Runs the shared guard, rewriting its rejections (401/403/429 envelopes) into tRPC error responses
- * with the envelope in `data.envelope`; headers it sets (X-RateLimit-*, Retry-After) are kept.
+ * The shared guard, writing its rejections (401/403/429) as tRPC error responses with the envelope
+ * in `data.envelope`; headers it sets (X-RateLimit-*, Retry-After) are kept. (Mounted in Express:
+ * the request and response are Express's.)
  */
 function trpcGuard(services: Services): RequestHandler {
-  const g = guard(services);
-  return (req, res, next) => {
-    const send = res.send;
-    res.send = function (this: Response, body?: any) {
-      res.send = send;
-      if (res.statusCode >= 400 && typeof body === "string") {
-        try {
-          const env = JSON.parse(body);
-          if (env && typeof env.error === "string" && env.error in ERROR_STATUS) {
-            const app = new AppError(env.error as ErrorCode, String(env.message ?? ""), env.details ?? {});
-            sendTrpcError(req, res, res.statusCode, trpcErrorShape(app, req.id));
-            return res;
-          }
-        } catch {
-          /* not JSON: leave it */
-        }
-      }
-      return send.call(this, body);
-    } as Response["send"];
-    g(req, res, (err?: unknown) => {
-      res.send = send;
-      next(err);
-    });
-  };
+  return guard(services, (req, res, err) => sendTrpcError(req as Request, res as Response, err.status, trpcErrorShape(err, req.id))) as RequestHandler;
 }
 
 /**
@@ -76,7 +54,7 @@ function trpcGuard(services: Services): RequestHandler {
  * (tRPC itself would refuse these before building the context, i.e. without the request id.)
  */
 function transportRules(limitBytes: number): RequestHandler {
-  const readBody = jsonBodyReader(limitBytes, (req, res, err) => sendTrpcError(req, res, err.status, trpcErrorShape(err, req.id)));
+  const readBody = jsonBodyReader(limitBytes, (req, res, err) => sendTrpcError(req as Request, res as Response, err.status, trpcErrorShape(err, req.id)));
   return (req, res, next) => {
     if (req.query.batch !== undefined)
       return sendTrpcError(req, res, 422, trpcErrorShape(new AppError("VALIDATION_ERROR", "Batching is not supported on /trpc: send one call per request"), req.id));

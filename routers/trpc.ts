@@ -6,7 +6,7 @@
 // Check order over the whole request: 401 → plan 403 → 429 → scope 403 → 422 → 404 → 409.
 import { initTRPC } from "@trpc/server";
 import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
-import type { Request, Response } from "express";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { Caller } from "../server/auth/authenticate.js";
 import type { Scope } from "../server/auth/scopes.js";
@@ -17,15 +17,15 @@ import type { Services } from "../server/services.js";
 
 export interface Context {
   services: Services;
-  req: Request;
-  res: Response;
+  req: IncomingMessage;
+  res: ServerResponse;
   requestId: string;
   caller?: Caller;
   /** Where queries run: the root client, or the transaction of an idempotent create. */
   db: Db;
 }
 
-export function createContext(services: Services, req: Request, res: Response): Context {
+export function createContext(services: Services, req: IncomingMessage, res: ServerResponse): Context {
   return { services, req, res, requestId: req.id, caller: req.caller, db: services.db.prisma };
 }
 

@@ -10,7 +10,7 @@
 // ensureBuild(): Promise<void> — rebuilds (esbuild, about a second) when scripts/build.mjs's
 //   staleReason() says so (dist/ missing, or any bundled .ts, package.json or the lock file newer
 //   than the build); concurrent callers in one process share one build.
-// serviceCommand(nodeFlags?: string[]): { command, args } — `node [nodeFlags] RUNTIME_FLAGS
+// serviceCommand(nodeFlags?: string[]): { command, args } — `node RUNTIME_FLAGS [nodeFlags]
 //   <root>/dist/server/main.js`, exactly what `npm start` runs (absolute path: any cwd works;
 //   test/runtime.test.ts checks that package.json's start script uses the same flags).
 import { build, ENTRY, ROOT, staleReason } from "./build.mjs";
@@ -39,5 +39,5 @@ export function ensureBuild(): Promise<void> {
 }
 
 export function serviceCommand(nodeFlags: string[] = []): { command: string; args: string[] } {
-  return { command: process.execPath, args: [...nodeFlags, ...RUNTIME_FLAGS, ENTRY] };
+  return { command: process.execPath, args: [...RUNTIME_FLAGS, ...nodeFlags, ENTRY] };
 }

@@ -1,13 +1,16 @@
-// Builds the Express app: request ids and logs, health, the /public/v1 facade, the internal tRPC
-// mounts (/trpc, /trpc-admin).
+// Builds the request listener: request ids, logs and metrics for every request; the /public/v1
+// facade on node's own request/response (rest/facade.ts); an Express app for the rest — health,
+// the docs page, the internal tRPC mounts (/trpc, /trpc-admin).
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import express from "express";
 import { docsPage } from "../rest/docs.js";
-import { publicApi } from "../rest/facade.js";
+import { isPublicRequest, publicApi } from "../rest/facade.js";
 import { routeTemplates } from "../rest/routes.js";
 import { adminTrpc, internalTrpc } from "../rest/trpc.js";
 import { appRouter } from "../routers/index.js";
 import { loadColumnTypes } from "./db/insert.js";
+import { headerOf } from "./http.js";
 import "./http-types.js";
 import { pingRedis } from "./redis.js";
 import type { Services } from "./services.js";
@@ -23,7 +26,9 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   }
 }
 
-export function createApp(services: Services): express.Express {
+export type App = (req: IncomingMessage, res: ServerResponse) => void;
+
+export function createApp(services: Services): App {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -32,20 +37,21 @@ export function createApp(services: Services): express.Express {
   // Column types for the one-statement creates (server/db/insert.ts), read now rather than by a request.
   loadColumnTypes(services.db.prisma).catch(() => {});
 
-  app.use((req, res, next) => {
-    const given = req.header("x-request-id");
+  // Every request: its id (X-Request-Id), a debug line when it arrives, a log line and the metrics
+  // when it is answered.
+  const track = (req: IncomingMessage, res: ServerResponse) => {
+    const given = headerOf(req, "x-request-id");
     req.id = given && REQUEST_ID_RE.test(given) ? given : randomUUID();
     res.setHeader("X-Request-Id", req.id);
-    services.logger.debug({ reqId: req.id, method: req.method, path: req.originalUrl.split("?")[0] }, "request received");
+    const path = (req.url ?? "/").split("?")[0]!;
+    services.logger.debug({ reqId: req.id, method: req.method, path }, "request received");
     const started = process.hrtime.bigint();
     res.on("finish", () => {
-      const path = req.originalUrl.split("?")[0]!;
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       services.logger.info({ reqId: req.id, method: req.method, path, status: res.statusCode, ms }, "request");
-      services.metrics.observeRequest(req.method, routeOf(req.method, path), res.statusCode, ms / 1000, res.getHeader("Idempotent-Replayed") === "true");
+      services.metrics.observeRequest(req.method!, routeOf(req.method!, path), res.statusCode, ms / 1000, res.getHeader("Idempotent-Replayed") === "true");
     });
-    next();
-  });
+  };
 
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
@@ -71,8 +77,13 @@ export function createApp(services: Services): express.Express {
   });
 
   app.use(docsPage());
-  app.use(publicApi(services, appRouter));
   app.use(internalTrpc(services, appRouter));
   app.use(adminTrpc(services));
-  return app;
+
+  const publicV1 = publicApi(services, appRouter);
+  return (req, res) => {
+    track(req, res);
+    if (isPublicRequest(req)) publicV1(req, res);
+    else app(req, res);
+  };
 }

@@ -8,7 +8,8 @@
 // levels deep, with at most MAX_JSON_MEMBERS object members, without U+0000 in any string. An
 // accepted request's Content-Type is rewritten to plain `application/json`, so the adapters behind
 // (trpc-to-openapi, tRPC), which only know that spelling, see the same thing for every variant.
-import express, { type Request, type RequestHandler, type Response } from "express";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import express from "express";
 import { AppError, MAX_DETAIL_FIELDS, type FieldProblem } from "./errors.js";
 
 /**
@@ -144,20 +145,26 @@ const WITHOUT_BODY = new Set(["GET", "HEAD", "DELETE", "OPTIONS"]);
  * req.body is the parsed object, or `{}` with req.bodyProblem set; the Content-Type is
  * `application/json` either way.
  */
-export function jsonBodyReader(limitBytes: number, tooLarge: (req: Request, res: Response, err: AppError) => void): RequestHandler {
-  const raw = express.raw({ type: () => true, limit: limitBytes });
+export function jsonBodyReader(
+  limitBytes: number,
+  tooLarge: (req: IncomingMessage, res: ServerResponse, err: AppError) => void,
+): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void {
+  // body-parser's raw reader (size limit, Content-Encoding, a bounded read); it only needs node's
+  // request and response, so the public API (no Express) and /trpc (Express) share it.
+  const raw = express.raw({ type: () => true, limit: limitBytes }) as unknown as (req: IncomingMessage, res: ServerResponse, next: (err?: any) => void) => void;
   return (req, res, next) => {
-    if (WITHOUT_BODY.has(req.method)) return next();
+    if (WITHOUT_BODY.has(req.method!)) return next();
+    const withBody = req as IncomingMessage & { body?: unknown };
     raw(req, res, (err?: any) => {
       if (err?.type === "entity.too.large")
         return tooLarge(req, res, new AppError("PAYLOAD_TOO_LARGE", `Request body exceeds ${limitBytes} bytes`, { limitBytes }));
       const read = err
         ? { problem: new AppError("VALIDATION_ERROR", "Request body could not be read") }
-        : parseJsonBody(req.headers["content-type"], Buffer.isBuffer(req.body) ? req.body.toString("utf8") : "");
+        : parseJsonBody(req.headers["content-type"], Buffer.isBuffer(withBody.body) ? withBody.body.toString("utf8") : "");
       if ("problem" in read) {
         req.bodyProblem = read.problem;
-        req.body = {};
-      } else req.body = read.body;
+        withBody.body = {};
+      } else withBody.body = read.body;
       req.headers["content-type"] = "application/json";
       next();
     });

@@ -71,6 +71,23 @@ describe("error envelope", () => {
     expectEnvelope(await app.request("DELETE", `/public/v1/leads/${randomUuid()}`, { key }), 404, "NOT_FOUND");
     expectEnvelope(await app.request("PUT", "/public/v1/leads", { key, body: {} }), 404, "NOT_FOUND");
   });
+  it("the prefix itself, in any letter case, with or without a slash, is under the API: 404 envelope with a key, 401 without (not a bare HTML page)", async () => {
+    for (const path of ["/public/v1", "/public/v1/", "/PUBLIC/V1", "/Public/v1/?x=1"]) {
+      const r = await app.request("GET", path, { key });
+      expectEnvelope(r, 404, "NOT_FOUND");
+      expect(r.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      expectEnvelope(await app.request("GET", path), 401, "INVALID_CREDENTIALS");
+    }
+    const head = await app.request("HEAD", "/public/v1/openapi.json");
+    expect(head.status).toBe(200);
+    expect(head.text).toBe("");
+    const doc = await app.request("GET", "/PUBLIC/V1/OPENAPI.JSON/");
+    expect(doc.status).toBe(200);
+    expect(doc.body.openapi).toBe("3.1.0");
+    // Not the public API: other paths that merely start with its letters.
+    expect((await app.request("GET", "/public/v1x", { key })).status).toBe(404);
+    expect((await app.request("GET", "/public/v1x", { key })).headers.get("content-type")).not.toContain("application/json");
+  });
   it("bodies over the limit → 413 with the envelope", async () => {
     const r = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "x", notes: "n".repeat(10_000) } });
     expectEnvelope(r, 413, "PAYLOAD_TOO_LARGE");

@@ -32,3 +32,69 @@ describe("trpc-to-openapi: getRequestSignal without a Fetch Request per call", (
     }
   });
 });
+
+// The REST adapter's per-request work (the same patch): the input schema's facts (void, array
+// query keys, coercion) are worked out once per procedure, the procedure is called without a
+// createCaller proxy, a route is found with one match, and the abort signal is made only on demand.
+describe("trpc-to-openapi: the node-http handler", async () => {
+  const { initTRPC } = await import("@trpc/server");
+  const { z } = await import("zod");
+  const { createOpenApiNodeHttpHandler } = await import("trpc-to-openapi");
+  const t = initTRPC.meta<any>().context<any>().create();
+  const seen: unknown[] = [];
+  const router = t.router({
+    list: t.procedure
+      .meta({ openapi: { method: "GET", path: "/things/{id}/items" } })
+      .input(z.object({ id: z.string(), tag: z.array(z.string()).optional(), n: z.number().optional() }))
+      .output(z.any())
+      .query(({ input, ctx }) => (seen.push({ input, ctx }), { ok: true, input })),
+    ping: t.procedure.meta({ openapi: { method: "GET", path: "/ping" } }).input(z.void()).output(z.any()).query(({ input }) => ({ input: input ?? null })),
+  });
+
+  async function call(url: string, readSignal: boolean) {
+    const req = Object.assign(new EventEmitter(), { method: "GET", url, headers: { host: "x" } });
+    let body = "";
+    const res = Object.assign(new EventEmitter(), {
+      statusCode: 0,
+      writableEnded: false,
+      headers: {} as Record<string, unknown>,
+      setHeader(k: string, v: unknown) { this.headers[k] = v; },
+      end(chunk: string) { body = chunk; this.writableEnded = true; },
+    });
+    let signal: AbortSignal | undefined;
+    const handler = createOpenApiNodeHttpHandler({
+      router,
+      createContext: ({ info }: any) => ((signal = readSignal ? info.signal : undefined), { who: "ctx" }),
+    } as any) as any;
+    await handler(req, res);
+    return { status: res.statusCode, body: JSON.parse(body), closeListeners: res.listenerCount("close"), signal, res };
+  }
+
+  it("coerces query input the same on every request (a key given once for an array, a number), with the path's parameters", async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await call("/things/ab12/items?tag=x&n=7", false);
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual({ ok: true, input: { id: "ab12", tag: ["x"], n: 7 } });
+    }
+    const two = await call("/THINGS/q/items?tag=x&tag=y", false);
+    expect(two.body.input).toEqual({ id: "q", tag: ["x", "y"] });
+    expect((seen.at(-1) as any).ctx).toEqual({ who: "ctx" });
+    expect((await call("/ping", false)).body).toEqual({ input: null });
+  });
+
+  it("makes the abort signal only when createContext reads it, and it still aborts when the client goes away", async () => {
+    const lazy = await call("/ping", false);
+    expect(lazy.closeListeners).toBe(0);
+    const read = await call("/ping", true);
+    expect(read.closeListeners).toBe(1);
+    expect(read.signal?.aborted).toBe(false);
+    read.res.writableEnded = false;
+    read.res.emit("close");
+    expect(read.signal?.aborted).toBe(true);
+  });
+
+  it("answers 404 for a path no procedure has", async () => {
+    const r = await call("/things", false);
+    expect(r.status).toBe(404);
+  });
+});

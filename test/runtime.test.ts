@@ -53,7 +53,7 @@ describe("the compiled service (dist/server/main.js)", () => {
   it("npm start runs the same command as serviceCommand() (drills, benchmark, this test)", () => {
     const pkg = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8"));
     expect(pkg.scripts.start).toBe(`node ${RUNTIME_FLAGS.join(" ")} dist/server/main.js`);
-    expect(serviceCommand(["--cpu-prof"]).args).toEqual(["--cpu-prof", ...RUNTIME_FLAGS, `${ROOT}/dist/server/main.js`]);
+    expect(serviceCommand(["--cpu-prof"]).args).toEqual([...RUNTIME_FLAGS, "--cpu-prof", `${ROOT}/dist/server/main.js`]);
   });
 
   it("starts, migrates, and answers GET /public/v1/me with a seeded key", async () => {
