@@ -89,8 +89,12 @@ interface Plan {
   op: number;
   key: "full" | "read" | "none" | "bobkey" | "missing" | "malformed" | "revoked" | "foreign-format";
   pathId: { kind: "own" | "random" | "foreign" | "bad" | "upper"; bad: number };
-  /** Spelling of the path: as documented, the prefix in upper/mixed case, or the same operation over /trpc (any case). */
-  pathCase: null | "upper" | "mixed" | "trpc" | "TRPC";
+  /**
+   * Spelling of the path: as documented, the prefix in upper/mixed case, the same operation over
+   * /trpc (any case), or the bare prefix (/public/v1, /PUBLIC/V1/: no operation, a 404 envelope —
+   * Express once answered it with an HTML page).
+   */
+  pathCase: null | "upper" | "mixed" | "trpc" | "TRPC" | "bare" | "bare-slash";
   query: { param: number; value: string | "valid" | "valid-upper"; repeat: boolean }[];
   unknownQuery: boolean;
   body: { kind: "drop" | "extra" | "replace" | "foreign-id" | "null" | "upper-ids" | "date" | "phone"; field: number; value: unknown }[];
@@ -109,7 +113,7 @@ const planArb: fc.Arbitrary<Plan> = fc.record({
   pathId: fc.record({ kind: fc.constantFrom("own", "own", "random", "foreign", "bad", "bad", "upper") as fc.Arbitrary<Plan["pathId"]["kind"]>, bad: fc.nat({ max: BAD_IDS.length - 1 }) }),
   pathCase: fc.oneof(
     { weight: 24, arbitrary: fc.constant(null) },
-    { weight: 1, arbitrary: fc.constantFrom("upper", "mixed", "trpc", "TRPC") as fc.Arbitrary<Plan["pathCase"]> },
+    { weight: 1, arbitrary: fc.constantFrom("upper", "mixed", "trpc", "TRPC", "bare", "bare-slash") as fc.Arbitrary<Plan["pathCase"]> },
   ),
   query: fc.array(
     fc.record({ param: fc.nat(), value: fc.oneof(fc.constant("valid" as const), fc.constant("valid-upper" as const), queryValue), repeat: fc.integer({ min: 0, max: 11 }).map((x) => x === 0) }),
@@ -224,6 +228,8 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
   const trpc = plan.pathCase === "trpc" || plan.pathCase === "TRPC";
   if (plan.pathCase === "upper") path = path.replace("/public/v1/", "/PUBLIC/V1/");
   else if (plan.pathCase === "mixed") path = path.replace("/public/v1/", "/Public/V1/");
+  else if (plan.pathCase === "bare") path = `/public/v1${query ? `?${query}` : ""}`;
+  else if (plan.pathCase === "bare-slash") path = `/PUBLIC/V1/${query ? `?${query}` : ""}`;
 
   let raw: Buffer | undefined;
   let expect413 = false;
