@@ -98,3 +98,33 @@ describe("trpc-to-openapi: the node-http handler", async () => {
     expect(r.status).toBe(404);
   });
 });
+
+// patches/@trpc+server+11.25.2.patch: the middleware chain copies with native spread, not the
+// transpiled helper; what a middleware and a resolver see is unchanged.
+describe("@trpc/server: the middleware chain without the _objectSpread2 helper", async () => {
+  const { readFileSync } = await import("node:fs");
+  const { initTRPC } = await import("@trpc/server");
+  const { z } = await import("zod");
+
+  it("callRecursive and the validators use native spread (the patch is applied)", () => {
+    const src = readFileSync(new URL("../node_modules/@trpc/server/dist/initTRPC-DPoVGUwX.mjs", import.meta.url), "utf8");
+    const chain = src.slice(src.indexOf("async function callRecursive"), src.indexOf("function createProcedureCaller"));
+    expect(chain).toContain("...opts,");
+    expect(chain).not.toContain("_objectSpread2");
+    expect(src).not.toContain("_objectSpread2(_objectSpread2({}, result), {}, { data })");
+  });
+
+  it("contexts merge, inputs merge and the output is parsed as before", async () => {
+    const t = initTRPC.context<{ a: number; b?: number }>().create();
+    const p = t.procedure
+      .use(({ ctx, next }) => next({ ctx: { b: ctx.a + 1 } }))
+      .input(z.object({ x: z.number() }))
+      .input(z.object({ y: z.string() }))
+      .use(({ ctx, input, next }) => next({ ctx: { ...ctx, seen: input } }))
+      .output(z.object({ sum: z.number(), ctx: z.any() }))
+      .query(({ ctx, input }) => ({ sum: ctx.a + (ctx.b ?? 0) + input.x, ctx, extra: "dropped by the output schema" }));
+    const caller = t.router({ p }).createCaller({ a: 1 });
+    const out = await caller.p({ x: 5, y: "k" } as any);
+    expect(out).toEqual({ sum: 8, ctx: { a: 1, b: 2, seen: { x: 5, y: "k" } } });
+  });
+});
