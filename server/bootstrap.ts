@@ -12,7 +12,11 @@ import type { Services } from "./services.js";
 
 export async function createServices(config: Config, opts: { db?: Database; logger?: Logger; now?: () => Date; redisReadyMs?: number } = {}): Promise<Services> {
   const logger = opts.logger ?? createLogger(config.logLevel);
-  const db = opts.db ?? (await openDatabase(config));
+  const db =
+    opts.db ??
+    (await openDatabase(config, {
+      onUnnamed: (reason) => logger.warn({ reason }, "the database connections do not keep named prepared statements (a transaction pooler?): sending unnamed statements from now on"),
+    }));
   await migrateDirect(config, db);
   if (db.kind === "postgres" && config.directDatabaseUrl !== config.databaseUrl) await reportPooledTimeout(db, logger);
   const redis = await openRedis(config, logger, opts.redisReadyMs);

@@ -130,7 +130,8 @@ async function writeInOneStatement<T>(db: Database, claim: IdempotencyClaim | un
     ? Prisma.sql`${stored}::jsonb || jsonb_build_object(${Prisma.join(resolved.map((n) => Prisma.sql`${n}::text, ${plan.row[n] as Prisma.Sql}`))})`
     : Prisma.sql`${stored}::jsonb`;
   const returning = Prisma.raw(["1 AS \"written\"", ...resolved.map((n) => `"${n}"`)].join(", "));
-  // Sent through the raw runner (one unnamed statement, autocommit), not Prisma: see readRaw.
+  // Sent through the raw runner (one statement, autocommit), not Prisma: see readRaw. Prepared: its
+  // texts are one per endpoint and shape of `with`/`gate`, and planning it cost more than running it.
   const statement = claim
     ? Prisma.sql`
         WITH ${plan.with ? Prisma.sql`${plan.with},` : Prisma.empty} "claim" AS (
@@ -142,7 +143,7 @@ async function writeInOneStatement<T>(db: Database, claim: IdempotencyClaim | un
           RETURNING "id")
         INSERT INTO ${table} ${columns} SELECT ${values} FROM "claim" RETURNING ${returning}`
     : Prisma.sql`${withs} INSERT INTO ${table} ${columns} SELECT ${values} WHERE ${gate} RETURNING ${returning}`;
-  const rows = await readRaw(db)<Record<string, unknown>>(statement);
+  const rows = await readRaw(db, { prepare: true })<Record<string, unknown>>(statement);
   if (rows.length !== 1) return undefined;
   if (!resolved.length) return plan.body;
   const body = { ...plan.body } as Record<string, unknown>;

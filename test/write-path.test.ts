@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TenantIds } from "../server/admin/fixture.js";
 import { expectEnvelope, freshDatabase, randomUuid, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
-import { LOOKUP_CALL } from "../server/auth/authenticate.js";
+import { isKeyLookup } from "../server/auth/authenticate.js";
 
 const statements: string[] = [];
 let recording = false;
@@ -45,7 +45,7 @@ async function traced(method: string, path: string, body: unknown, headers: Reco
   }
 }
 /** Statements of the request other than the guard's key lookup (one per request, tested in auth). */
-const work = (sql: string[]) => sql.filter((s) => s !== LOOKUP_CALL);
+const work = (sql: string[]) => sql.filter((s) => !isKeyLookup(s));
 const isTransactionControl = (s: string) => /^\s*(BEGIN|COMMIT|ROLLBACK|START TRANSACTION)/i.test(s);
 
 let slot = 0;

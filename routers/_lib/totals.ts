@@ -142,8 +142,8 @@ export type ListRows<R, M = object> = ((R | { [K in keyof R]: null }) & { total:
  * come back as ISO strings on the raw runner (server/db/times.ts) and as Dates in a transaction:
  * the row types say `Instant`, and the mappers' iso() takes either.
  */
-export function listRows<R, M = object>(ctx: { services: { db: Database }; db: Db }, statement: Prisma.Sql): Promise<ListRows<R, M>> {
-  return readFor(ctx.services.db, ctx.db, { isoTimes: true })<ListRows<R, M>[number]>(statement);
+export function listRows<R, M = object>(ctx: { services: { db: Database }; db: Db }, statement: Prisma.Sql, opts: { prepare?: boolean } = {}): Promise<ListRows<R, M>> {
+  return readFor(ctx.services.db, ctx.db, { isoTimes: true, prepare: opts.prepare ?? true })<ListRows<R, M>[number]>(statement);
 }
 
 /** The total, the extras and the page's rows of a listStatement() result. */

@@ -126,6 +126,9 @@ export const listContacts = scoped("tenant:contacts.read")
         },
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
+      // A search is planned for its pattern (the trigram index or the createdAt walk): never a
+      // generic plan of a prepared statement, which cannot see the pattern.
+      { prepare: input.search === undefined },
     );
     const { total, extra, items: rows } = splitList(result);
     const more = rows.length > input.limit;

@@ -39,9 +39,10 @@ interface Row {
 
 /**
  * The key lookup's query: by the key's globally unique prefix (ApiKey, User, Tenant, PlanLimit are
- * reference tables). It runs inside the PL/pgSQL function "ApiKey_lookup" (migration
- * 20261123600000_auth_lookup, with `p_prefix` for `$1`), whose plan the server connection caches;
- * test/tenant-queries.test.ts checks that the function's body is this query.
+ * reference tables). Sent as a named prepared statement where the connections keep them
+ * (server/db/prepared.ts); where they do not (PgBouncer), it runs inside the PL/pgSQL function
+ * "ApiKey_lookup" (migration 20261123600000_auth_lookup, with `p_prefix` for `$1`), whose plan the
+ * server connection caches; test/tenant-queries.test.ts checks that the function's body is this query.
  */
 export const LOOKUP = `
   SELECT k."id", k."keyHash", k."expiresAt", k."revokedAt", k."scopes", k."tenantId", k."ownerId",
@@ -54,8 +55,11 @@ export const LOOKUP = `
     JOIN "PlanLimit" p ON p."plan" = t."plan"
    WHERE k."prefix" = $1`;
 
-/** The statement every request sends (unnamed: PgBouncer-safe; the plan is cached inside the function). */
+/** The statement every request sends where named statements are not kept (the plan is cached inside the function). */
 export const LOOKUP_CALL = `SELECT * FROM "ApiKey_lookup"($1)`;
+
+/** Whether a statement is the key lookup, in either of its forms. */
+export const isKeyLookup = (sql: string) => sql === LOOKUP || sql === LOOKUP_CALL;
 
 /**
  * Resolves the presented key. Throws 401 INVALID_CREDENTIALS / TOKEN_EXPIRED or 403 PLAN_NOT_ELIGIBLE.
@@ -66,9 +70,9 @@ export async function authenticate(db: Database, presented: string | undefined, 
   const raw = presented?.trim() ?? "";
   const prefix = raw ? keyPrefix(raw) : null;
   if (!prefix) throw new AppError("INVALID_CREDENTIALS", raw ? "Invalid API key" : "Missing X-API-Key header");
-  // An unnamed statement (a named one would outlive the transaction on a PgBouncer server
-  // connection) calling a function, so that the join is not parsed and planned on every request.
-  const rows = await db.sql.query<Row>(LOOKUP_CALL, [prefix]);
+  // Parsed and planned once per connection: a named statement, or behind a pooler the function
+  // call, so that the four-table join is not planned on every request.
+  const rows = await db.sql.query<Row>(LOOKUP, [prefix], { prepare: { unnamed: LOOKUP_CALL } });
   const row = rows[0];
   const hash = hashKey(raw);
   if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");

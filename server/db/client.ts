@@ -3,13 +3,15 @@
 //
 // DATABASE_URL may point at PgBouncer in transaction pooling mode (docs/scaling.md): a server
 // connection then belongs to this client only for one transaction (or one statement outside a
-// transaction), so nothing here keeps state on a connection beyond that: every statement is an
-// unnamed one (pg's Parse/Bind/Execute/Sync in one go; @prisma/adapter-pg names statements only
-// when given `statementNameGenerator`, which we never pass), no session SET, no session advisory
-// lock, no LISTEN, no temporary table.
+// transaction), so nothing here keeps state on a connection beyond that: no session SET, no session
+// advisory lock, no LISTEN, no temporary table, and no named statement that the pool has not seen
+// kept (server/db/prepared.ts: the raw runner's `prepare` statements are named until a connection
+// shows it is pooled, then unnamed; @prisma/adapter-pg names statements only when given
+// `statementNameGenerator`, which we never pass).
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaClient } from "../../generated/prisma/client.js";
+import { PreparedStatements, type PreparedState } from "./prepared.js";
 import { isoTimestamptz, isoTimesTypes } from "./times.js";
 
 /** PGlite's query options for QueryOptions.isoTimes (its parsers, keyed by type oid). */
@@ -22,10 +24,17 @@ export type Db = Omit<PrismaClient, "$connect" | "$disconnect" | "$on" | "$trans
 export interface QueryOptions {
   /** timestamptz columns as ISO 8601 strings (server/db/times.ts), not Dates: for rows only serialized. */
   isoTimes?: boolean;
+  /**
+   * A hot statement of a bounded set of texts: sent as a named prepared statement (parsed and planned
+   * once per connection) where the connections keep them (server/db/prepared.ts), else unnamed — as
+   * `unnamed` if given (a cheaper text for an unnamed statement, e.g. a function call whose plan the
+   * server caches). Only outside a session: a refused named statement is sent again, unnamed.
+   */
+  prepare?: boolean | { unnamed: string };
 }
 
 export interface SqlRunner {
-  /** One statement, unnamed (a named prepared statement would outlive its transaction behind PgBouncer). */
+  /** One statement: unnamed, or named where opts.prepare asks and the connections keep them. */
   query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: QueryOptions): Promise<T[]>;
   /** Runs a script of several statements (no parameters). */
   exec(sql: string): Promise<void>;
@@ -40,6 +49,8 @@ export interface Database {
   ping(): Promise<void>;
   /** Pool connections (PostgreSQL only): opened, idle, and queries waiting for one. */
   poolStats?(): { total: number; idle: number; waiting: number };
+  /** Named prepared statements of the raw runner (PostgreSQL only): still in use, and how many texts. */
+  prepared?(): PreparedState;
   close(): Promise<void>;
 }
 
@@ -67,6 +78,10 @@ export interface PostgresOptions {
   /** statement_timeout in ms; unset or 0: none (PostgreSQL's default). */
   statementTimeoutMs?: number;
   observe?: StatementObserver;
+  /** The URL is a transaction pooler's (DATABASE_URL ≠ DIRECT_DATABASE_URL): no named statements from the start. */
+  pooled?: boolean;
+  /** Told once, if the connections refuse a named statement (the pool then sends only unnamed ones). */
+  onUnnamed?: (reason: string) => void;
 }
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
@@ -82,10 +97,20 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   if (process.env.BENCH_COUNT_QUERIES === "1") countQueries(pool);
   if (opts.observe) observePool(pool, opts.observe);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
-  const runner = (c: pg.Pool | pg.PoolClient): SqlRunner => ({
+  const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
+  const send = async <T>(c: pg.Pool | pg.PoolClient, text: string, params: unknown[], opts?: QueryOptions, name?: string) =>
+    (await c.query({ name, text, values: params, types: opts?.isoTimes ? isoTimesTypes : undefined })).rows as T[];
+  const runner = (c: pg.Pool | pg.PoolClient, inSession: boolean): SqlRunner => ({
     async query<T>(sql: string, params: unknown[] = [], opts?: QueryOptions) {
-      if (opts?.isoTimes) return (await c.query({ text: sql, values: params, types: isoTimesTypes })).rows as T[];
-      return (await c.query(sql, params)).rows as T[];
+      const name = opts?.prepare && !inSession ? prepared.nameOf(sql) : undefined;
+      if (name) {
+        try {
+          return await send<T>(c, sql, params, opts, name);
+        } catch (err) {
+          if (!prepared.refusedBy(err)) throw err;
+        }
+      }
+      return send<T>(c, typeof opts?.prepare === "object" ? opts.prepare.unnamed : sql, params, opts);
     },
     async exec(sql: string) {
       await c.query(sql);
@@ -93,13 +118,13 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     async session<T>(fn: (s: SqlRunner) => Promise<T>) {
       const client = await pool.connect();
       try {
-        return await fn(runner(client));
+        return await fn(runner(client, true));
       } finally {
         client.release();
       }
     },
   });
-  const sql = runner(pool);
+  const sql = runner(pool, false);
   return {
     kind: "postgres",
     prisma,
@@ -108,6 +133,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       await pool.query("SELECT 1");
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    prepared: () => prepared.state(),
     async close() {
       await prisma.$disconnect();
       await pool.end().catch(() => {});
@@ -186,7 +212,9 @@ export async function openPglite(dataDir: string, opts: { observe?: StatementObs
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite), transactionOptions });
   const sql: SqlRunner = {
     async query<T>(q: string, params: unknown[] = [], opts?: QueryOptions) {
-      return (await lite.query(q, params, opts?.isoTimes ? PGLITE_ISO_TIMES : undefined)).rows as T[];
+      // In-process: no statement to keep; a prepare statement's cheaper unnamed text where it has one.
+      const text = typeof opts?.prepare === "object" ? opts.prepare.unnamed : q;
+      return (await lite.query(text, params, opts?.isoTimes ? PGLITE_ISO_TIMES : undefined)).rows as T[];
     },
     async exec(q: string) {
       await lite.exec(q);
@@ -216,8 +244,15 @@ export const PGLITE_SHARED_BUFFERS = "16MB";
  * The configured database. `databaseStatementTimeoutMs` applies to PostgreSQL only: PGlite runs in
  * this process, one statement at a time, and has no way to interrupt one (no statement_timeout).
  */
-export function openDatabase(cfg: { databaseUrl?: string; dataDir: string; databaseStatementTimeoutMs?: number }): Promise<Database> {
+export function openDatabase(
+  cfg: { databaseUrl?: string; directDatabaseUrl?: string; dataDir: string; databaseStatementTimeoutMs?: number },
+  opts: Pick<PostgresOptions, "onUnnamed"> = {},
+): Promise<Database> {
   return cfg.databaseUrl
-    ? openPostgres(cfg.databaseUrl, { statementTimeoutMs: cfg.databaseStatementTimeoutMs })
+    ? openPostgres(cfg.databaseUrl, {
+        statementTimeoutMs: cfg.databaseStatementTimeoutMs,
+        pooled: Boolean(cfg.directDatabaseUrl && cfg.directDatabaseUrl !== cfg.databaseUrl),
+        onUnnamed: opts.onUnnamed,
+      })
     : openPglite(cfg.dataDir, { sharedBuffers: PGLITE_SHARED_BUFFERS });
 }

@@ -1,0 +1,76 @@
+// Named prepared statements where the database connection keeps them, unnamed ones where it does
+// not (a transaction or statement pooler such as PgBouncer 1.18, whose server connections change
+// between transactions).
+//
+// A statement a procedure marks `prepare` (the key lookup of every request, the list pages) is
+// parsed and planned once per connection and then only bound and executed: PostgreSQL spends
+// ~25 µs of CPU on the key lookup as a named statement against ~50 µs as an unnamed one (pgbench,
+// docs/decisions.md "Prepared statements"). The pool starts in named mode unless it is told that it
+// talks to a pooler (DATABASE_URL ≠ DIRECT_DATABASE_URL) and leaves it, for good, at the first sign
+// of one on a statement of its own:
+// - 26000 "prepared statement … does not exist": the Bind reached a server connection that never
+//   saw our Parse;
+// - 42P05 "prepared statement … already exists": our Parse reached a server connection where
+//   another of our connections had prepared it;
+// - 0A000 "cached plan must not change result type": a migration changed a column under a kept plan.
+// That statement is then sent again unnamed, so the request never sees the error. Nothing here
+// can run a wrong statement: a name is a digest of its text, so the same name is the same SQL on
+// any server connection, from any instance or version of the service.
+//
+// Bounded: at most PREPARED_LIMIT distinct texts get a name (each connection keeps at most that many
+// plans); any text beyond them is sent unnamed.
+import { createHash } from "node:crypto";
+
+export const PREPARED_LIMIT = 128;
+
+export interface PreparedState {
+  /** false once the connections showed that they do not keep named statements (or were said not to). */
+  named: boolean;
+  /** Distinct texts given a name. */
+  count: number;
+}
+
+/** The name a text is prepared under: a digest of the text, so one name is one SQL everywhere. */
+export const statementName = (text: string) => `crm_${createHash("sha256").update(text).digest("hex").slice(0, 32)}`;
+
+export class PreparedStatements {
+  private readonly names = new Map<string, string>();
+  private active: boolean;
+
+  constructor(
+    named: boolean,
+    private readonly onUnnamed?: (reason: string) => void,
+  ) {
+    this.active = named;
+  }
+
+  /** The name to send `text` under, or undefined to send it unnamed. */
+  nameOf(text: string): string | undefined {
+    if (!this.active) return undefined;
+    let name = this.names.get(text);
+    if (name === undefined) {
+      if (this.names.size >= PREPARED_LIMIT) return undefined;
+      name = statementName(text);
+      this.names.set(text, name);
+    }
+    return name;
+  }
+
+  /**
+   * Whether `err`, raised by a named statement, shows that the connections do not keep them; if so,
+   * every later statement is unnamed and the caller sends this one again, unnamed.
+   */
+  refusedBy(err: unknown): boolean {
+    const e = err as { code?: string; message?: string } | null;
+    const refused = e?.code === "26000" || e?.code === "42P05" || (e?.code === "0A000" && /cached plan must not change result type/.test(e.message ?? ""));
+    if (refused && this.active) {
+      this.active = false;
+      this.onUnnamed?.(`${e!.code}: ${e!.message}`);
+    }
+    return refused;
+  }
+
+  state(): PreparedState {
+    return { named: this.active, count: this.names.size };
+  }
+}
