@@ -36,6 +36,7 @@ describe("PreparedStatements", () => {
     expect(p.nameOf("SELECT 1")).toBeUndefined();
     expect(p.refusedBy(Object.assign(new Error('prepared statement "crm_x" already exists'), { code: "42P05" }))).toBe(true);
     expect(p.refusedBy(Object.assign(new Error("cached plan must not change result type"), { code: "0A000" }))).toBe(true);
+    expect(p.refusedBy(Object.assign(new Error("le plan en cache ne doit pas modifier le type en résultat"), { code: "0A000", routine: "RevalidateCachedQuery" }))).toBe(true);
     expect(reasons).toEqual([`26000: prepared statement "crm_x" does not exist`]);
     expect(new PreparedStatements(false).nameOf("SELECT 1")).toBeUndefined();
   });
@@ -101,6 +102,16 @@ describe.runIf(onPostgres)("prepared statements on PostgreSQL", () => {
     const db = await pool();
     await db.sql.exec(`PREPARE ${statementName(TEXT)} (int) AS ${TEXT.replace("$1::int", "$1")}`);
     expect(await db.sql.query(TEXT, [9], { prepare: true })).toEqual([{ n: 10, how: "prepared" }]);
+    expect(db.prepared!().named).toBe(false);
+  });
+
+  it("a migration that changes a kept statement's columns (0A000 cached plan): answered unnamed, with the new columns", async () => {
+    const db = await pool();
+    await db.sql.exec(`CREATE TABLE "PreparedProbe" ("id" int PRIMARY KEY); INSERT INTO "PreparedProbe" VALUES (1)`);
+    const text = `SELECT * FROM "PreparedProbe" WHERE "id" = $1::int`;
+    expect(await db.sql.query(text, [1], { prepare: true })).toEqual([{ id: 1 }]);
+    await db.sql.exec(`ALTER TABLE "PreparedProbe" ADD COLUMN "label" text DEFAULT 'new'`);
+    expect(await db.sql.query(text, [1], { prepare: true })).toEqual([{ id: 1, label: "new" }]);
     expect(db.prepared!().named).toBe(false);
   });
 

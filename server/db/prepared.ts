@@ -61,8 +61,11 @@ export class PreparedStatements {
    * every later statement is unnamed and the caller sends this one again, unnamed.
    */
   refusedBy(err: unknown): boolean {
-    const e = err as { code?: string; message?: string } | null;
-    const refused = e?.code === "26000" || e?.code === "42P05" || (e?.code === "0A000" && /cached plan must not change result type/.test(e.message ?? ""));
+    const e = err as { code?: string; message?: string; routine?: string } | null;
+    // 0A000 is any "feature not supported": only the plan cache's own (by its C function, which a
+    // translated server message does not change, or by its English text).
+    const stalePlan = e?.code === "0A000" && (e.routine === "RevalidateCachedQuery" || /cached plan must not change result type/.test(e.message ?? ""));
+    const refused = e?.code === "26000" || e?.code === "42P05" || stalePlan;
     if (refused && this.active) {
       this.active = false;
       this.onUnnamed?.(`${e!.code}: ${e!.message}`);
