@@ -11,6 +11,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaClient } from "../../generated/prisma/client.js";
+import { rawTypes } from "./arrays.js";
 import { PreparedStatements, type PreparedState } from "./prepared.js";
 import { isoTimestamptz, isoTimesTypes } from "./times.js";
 
@@ -99,7 +100,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
   const send = async <T>(c: pg.Pool | pg.PoolClient, text: string, params: unknown[], opts?: QueryOptions, name?: string) =>
-    (await c.query({ name, text, values: params, types: opts?.isoTimes ? isoTimesTypes : undefined })).rows as T[];
+    (await c.query({ name, text, values: params, types: opts?.isoTimes ? isoTimesTypes : rawTypes })).rows as T[];
   const runner = (c: pg.Pool | pg.PoolClient, inSession: boolean): SqlRunner => ({
     async query<T>(sql: string, params: unknown[] = [], opts?: QueryOptions) {
       const name = opts?.prepare && !inSession ? prepared.nameOf(sql) : undefined;
