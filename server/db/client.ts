@@ -99,8 +99,8 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   if (opts.observe) observePool(pool, opts.observe);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
-  const send = async <T>(c: pg.Pool | pg.PoolClient, text: string, params: unknown[], opts?: QueryOptions, name?: string) =>
-    (await c.query({ name, text, values: params, types: opts?.isoTimes ? isoTimesTypes : rawTypes })).rows as T[];
+  const send = async <T>(c: pg.Pool | pg.PoolClient, text: string, params: unknown[], q?: QueryOptions, name?: string) =>
+    (await c.query({ name, text, values: params, types: q?.isoTimes ? isoTimesTypes : rawTypes })).rows as T[];
   const runner = (c: pg.Pool | pg.PoolClient, inSession: boolean): SqlRunner => ({
     async query<T>(sql: string, params: unknown[] = [], opts?: QueryOptions) {
       const name = opts?.prepare && !inSession ? prepared.nameOf(sql) : undefined;

@@ -13,9 +13,11 @@
 // - 42P05 "prepared statement … already exists": our Parse reached a server connection where
 //   another of our connections had prepared it;
 // - 0A000 "cached plan must not change result type": a migration changed a column under a kept plan.
-// That statement is then sent again unnamed, so the request never sees the error. Nothing here
-// can run a wrong statement: a name is a digest of its text, so the same name is the same SQL on
-// any server connection, from any instance or version of the service.
+// Each is raised before the statement runs (at Parse, at Bind, or when the plan is revalidated), so
+// the statement is sent again unnamed — a write included, it cannot apply twice — and the request
+// never sees the error. Nothing here can run a wrong statement: a name is a digest of its text, so
+// the same name is the same SQL on any server connection, from any instance or version of the
+// service.
 //
 // Bounded: at most PREPARED_LIMIT distinct texts get a name (each connection keeps at most that many
 // plans); any text beyond them is sent unnamed.
