@@ -58,6 +58,9 @@ export const LOOKUP = `
 /** The statement every request sends where named statements are not kept (the plan is cached inside the function). */
 export const LOOKUP_CALL = `SELECT * FROM "ApiKey_lookup"($1)`;
 
+/** The lookup's options, made once: every request sends it. */
+const LOOKUP_OPTIONS = { prepare: { unnamed: LOOKUP_CALL } } as const;
+
 /** Whether a statement is the key lookup, in either of its forms. */
 export const isKeyLookup = (sql: string) => sql === LOOKUP || sql === LOOKUP_CALL;
 
@@ -72,7 +75,7 @@ export async function authenticate(db: Database, presented: string | undefined, 
   if (!prefix) throw new AppError("INVALID_CREDENTIALS", raw ? "Invalid API key" : "Missing X-API-Key header");
   // Parsed and planned once per connection: a named statement, or behind a pooler the function
   // call, so that the four-table join is not planned on every request.
-  const rows = await db.sql.query<Row>(LOOKUP, [prefix], { prepare: { unnamed: LOOKUP_CALL } });
+  const rows = await db.sql.query<Row>(LOOKUP, [prefix], LOOKUP_OPTIONS);
   const row = rows[0];
   const hash = hashKey(raw);
   if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
