@@ -194,7 +194,7 @@ async function probes(t: string): Promise<Probe[]> {
     });
   contactsProbe({});
   for (const l of lists) contactsProbe({ listId: l });
-  for (const s of ["bea", "bulk 1", "_", "zzz"]) contactsProbe({ search: s });
+  for (const s of ["bea", "bulk 1", "_", "zzz", "moved", "bulk"]) contactsProbe({ search: s });
   contactsProbe({ listId: lists[0]!, search: "a" });
 
   const conv = (q: Record<string, string>) =>
@@ -295,7 +295,8 @@ const MISMATCHES = `
       JOIN "Contact" c ON c."tenantId" = m."tenantId" AND c."id" = m."contactId" AND c."deletedAt" IS NULL
      WHERE m."tenantId" = $1::uuid GROUP BY 3
   ),
-  counters AS (SELECT "entity" AS entity, "dim" AS dim, "value" AS value, sum("n") AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid GROUP BY 1, 2, 3)
+  counters AS (SELECT "entity" AS entity, "dim" AS dim, "value" AS value, sum("n") AS n FROM "ListCounter"
+                WHERE "tenantId" = $1::uuid AND "dim" <> 'v' GROUP BY 1, 2, 3)
   SELECT entity, dim, value, coalesce(t.n, 0)::int AS rows, coalesce(c.n, 0)::int AS counted
     FROM truth t FULL JOIN counters c USING (entity, dim, value)
    WHERE coalesce(t.n, 0) <> coalesce(c.n, 0)`;
@@ -439,6 +440,147 @@ describe("counters", () => {
   });
 });
 
+describe("the count cache of contact searches", () => {
+  // A search's total is cached under the contacts' version (routers/_lib/totals.ts CachedTotal):
+  // every write that changes which contacts a search matches must move the version in its transaction.
+  const SEARCH_TRUTH = `SELECT count(*)::int AS n FROM "Contact" c WHERE c."tenantId" = $1::uuid AND c."deletedAt" IS NULL
+      AND ($2::uuid IS NULL OR EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."listId" = $2::uuid AND m."contactId" = c."id"))
+      AND (strpos(lower(c."fullName"), lower($3)) > 0 OR strpos(lower(c."email"), lower($3)) > 0 OR strpos(lower(c."phone"), lower($3)) > 0)`;
+  const version = async (t = A) =>
+    Number((await one<{ v: string }>(`SELECT coalesce(sum("n"), 0)::text AS v FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Contact' AND "dim" = 'v'`, t)).v);
+  /** The API's total of a search (asked twice: the second answer can only come from the cache) against count(*). */
+  async function expectSearch(search: string, listId?: string) {
+    const { n } = await one<{ n: number }>(SEARCH_TRUTH, A, listId ?? null, search);
+    for (let i = 0; i < 2; i++) {
+      const res = await get("contacts", { search, listId, limit: 200 });
+      expect(res.status).toBe(200);
+      expect({ search, listId, total: res.body.total, items: res.body.items.length }).toEqual({ search, listId, total: n, items: Math.min(n, 200) });
+    }
+    return n;
+  }
+
+  it("every kind of contact write moves the version, and the next search counts again: exact after each", async () => {
+    const [vip] = (await rows<{ id: string }>(`SELECT "id"::text AS id FROM "ContactList" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1`, A)).map((r) => r.id);
+    const term = "Zebra";
+    const warm = async () => {
+      await expectSearch(term);
+      await expectSearch(term, vip);
+      await expectSearch("bulk 1");
+      return version();
+    };
+    const steps: [string, () => Promise<unknown>][] = [
+      ["POST /contacts (a match)", async () => expect((await app.request("POST", "/public/v1/contacts", { key, body: { fullName: "Zebra One", email: "zebra1@cache.test", phone: "+34611900001" } })).status).toBe(201)],
+      ["PATCH fullName (a match → none)", async () => {
+        const { id } = await one<{ id: string }>(`SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" = 'Zebra One'`, A);
+        expect((await app.request("PATCH", `/public/v1/contacts/${id}`, { key, body: { fullName: "Plain One" } })).status).toBe(200);
+      }],
+      ["PATCH email (none → a match)", async () => {
+        const { id } = await one<{ id: string }>(`SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" = 'Plain One'`, A);
+        expect((await app.request("PATCH", `/public/v1/contacts/${id}`, { key, body: { email: "zebra.mail@cache.test" } })).status).toBe(200);
+      }],
+      ["a phone change (SQL)", () => exec(`UPDATE "Contact" SET "phone" = '+34699' || right("phone", 6) WHERE "tenantId" = $1::uuid AND "fullName" = 'Bulk 1'`, A)],
+      ["a membership added", () => exec(`INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId")
+            SELECT $1::uuid, $2::uuid, "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%' ON CONFLICT DO NOTHING`, A, vip)],
+      ["a membership removed", () => exec(`DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "listId" = $2::uuid
+            AND "contactId" IN (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%')`, A, vip)],
+      ["a soft delete", () => exec(`UPDATE "Contact" SET "deletedAt" = now() WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'`, A)],
+      ["an undelete", () => exec(`UPDATE "Contact" SET "deletedAt" = NULL WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'`, A)],
+      ["a bulk rename of 10 matches", () => exec(`UPDATE "Contact" SET "fullName" = 'Renamed ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
+            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 10)`, A)],
+      ["a hard delete", () => exec(`DELETE FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'`, A)],
+    ];
+    let before = await warm();
+    for (const [name, write] of steps) {
+      await write();
+      const after = version();
+      expect(await after, name).toBeGreaterThan(before);
+      before = await warm();
+    }
+    // Writes that change no match of any search leave the version (and the cache) alone: another
+    // column of a contact, and a rolled-back contact write.
+    await exec(`UPDATE "Contact" SET "marketingOptOut" = NOT "marketingOptOut" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%'`, A);
+    await expect(
+      app.db.prisma.$transaction(async (tx) => {
+        await tx.$executeRawUnsafe(`UPDATE "Contact" SET "fullName" = 'Zebra Doomed' WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 3%'`, A);
+        throw new Error("rollback");
+      }),
+    ).rejects.toThrow("rollback");
+    expect(await version()).toBe(before);
+    expect(await warm()).toBe(before);
+    // Another tenant's writes move only its own version.
+    const otherBefore = await version(B);
+    expect((await app.request("POST", "/public/v1/contacts", { key: keyB, body: { fullName: "Zebra Other", phone: "+34611900002" } })).status).toBe(201);
+    expect(await version(B)).toBeGreaterThan(otherBefore);
+    expect(await version()).toBe(before);
+  });
+
+  it("a cached count answers until the version moves: a write that bypasses the triggers (a bulk load) is counted after ListCounter_rebuild", async () => {
+    const n = await expectSearch("bulk 2");
+    // Triggers off for one transaction (session_replication_role): the rows change, the version does not.
+    await app.db.prisma.$transaction(async (tx) => {
+      await tx.$executeRawUnsafe(`SET LOCAL session_replication_role = replica`);
+      await tx.$executeRawUnsafe(`UPDATE "Contact" SET "fullName" = 'Hidden ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
+        (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 3)`, A);
+    });
+    // The total is the cached count (the page itself is read fresh): proof the count was not taken again.
+    const stale = await get("contacts", { search: "bulk 2", limit: 200 });
+    expect(stale.status).toBe(200);
+    expect(stale.body.total).toBe(n);
+    expect(stale.body.items.length).toBe(Math.min(200, n - 3));
+    await one(`SELECT "ListCounter_rebuild"($1::uuid)`, A);
+    expect(await expectSearch("bulk 2")).toBe(n - 3);
+    expect(await mismatches(A)).toEqual([]);
+  });
+});
+
+describe("contact search pages", () => {
+  // A search's page is read in one of two forms (routers/contacts/list.ts searchCond): the ILIKE form
+  // through the trigram index (all matches, then sorted) while few are left to list, else a walk down
+  // (tenantId, createdAt) testing each row with strpos over lower(). Both must select the same rows.
+  const TRUTH = `FROM "Contact" c WHERE c."tenantId" = $1::uuid AND c."deletedAt" IS NULL
+      AND (strpos(lower(c."fullName"), lower($2)) > 0 OR strpos(lower(c."email"), lower($2)) > 0 OR strpos(lower(c."phone"), lower($2)) > 0)`;
+
+  beforeAll(async () => {
+    await exec(
+      `INSERT INTO "Contact" ("tenantId", "fullName", "email", "createdAt")
+       SELECT $1::uuid, (ARRAY['Walker', 'WALKER', 'wälker', 'Wälker', 'Straße', 'STRASSE', 'İrem', 'ırmak', '100% _x_ a\\b'])[1 + i % 9] || ' ' || i,
+              'walker.' || i || '@walk.test', timestamptz '2025-06-01 00:00:00+00' - (i % 500) * interval '1 hour'
+         FROM generate_series(1, 2600) i`,
+      A,
+    );
+  });
+
+  it("the ILIKE form and the strpos form select the same contacts, for every kind of search", async () => {
+    const { searchCond } = await import("../routers/contacts/list.js");
+    const terms = ["walker", "WALK", "wälker", "WÄLKER", "ä", "straße", "STRASSE", "ss", "İ", "i", "ı", "I", "100%", "%", "_x_", "_", "\\", "a\\b", "1 2", "alker 1", "@walk.test", "W12@", "zzz", "612 345"];
+    const problems: string[] = [];
+    for (const term of terms) {
+      const index = searchCond(term, "index");
+      const scan = searchCond(term, "scan");
+      const [r] = await app.db.prisma.$queryRaw<{ a: number; b: number; both: number }[]>`
+        SELECT count(*) FILTER (WHERE ${index})::int AS a, count(*) FILTER (WHERE ${scan})::int AS b,
+               count(*) FILTER (WHERE ${index} AND ${scan})::int AS both
+          FROM "Contact" WHERE "tenantId" = ${A}::uuid`;
+      if (r!.a !== r!.b || r!.a !== r!.both) problems.push(`${JSON.stringify(term)}: ILIKE ${r!.a}, strpos ${r!.b}, both ${r!.both}`);
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it("pages of a search with more than 2,000 matches (the createdAt walk) are exactly the ORDER BY … OFFSET pages", async () => {
+    for (const search of ["walker", "WALK", "alker 1"]) {
+      const { n } = await one<{ n: number }>(`SELECT count(*)::int AS n ${TRUTH}`, A, search);
+      expect(n).toBeGreaterThan(search === "alker 1" ? 100 : 2000);
+      for (const offset of [0, 1000, Math.max(0, n - 150)]) {
+        const want = (await rows<{ id: string }>(`SELECT c."id"::text AS id ${TRUTH} ORDER BY c."createdAt" DESC, c."id" DESC LIMIT 200 OFFSET $3`, A, search, offset)).map((r) => r.id);
+        const res = await get("contacts", { search, offset, limit: 200 });
+        expect(res.status).toBe(200);
+        expect(res.body.total).toBe(n);
+        expect({ search, offset, ids: res.body.items.map((c: { id: string }) => c.id) }).toEqual({ search, offset, ids: want });
+      }
+    }
+  });
+});
+
 describe("date bounds", () => {
   it("a bound outside years 0001–9999 in UTC is a 422 (the input rule), never a 500", async () => {
     for (const [path, query] of [
@@ -512,8 +654,12 @@ describe("under concurrent writes", () => {
               body: { assignedUserId: ana, title: `W${w}`, appointmentType: "visit", startsAt: start.toISOString(), endsAt: new Date(start.getTime() + 1_800_000).toISOString() },
             });
             if (r.status !== 201) errors.push(`appointment ${r.status}`);
-          } else if (op === 4) {
+          } else if (op === 4 && i % 2 === 0) {
             await tx((q) => q(`UPDATE "Contact" SET "deletedAt" = CASE WHEN "deletedAt" IS NULL THEN now() END WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(contactIds)).then(() => {}));
+          } else if (op === 4) {
+            // A rename in and out of the searches the reader runs (cached counts: the version must move).
+            await tx((q) => q(`UPDATE "Contact" SET "fullName" = CASE WHEN "fullName" LIKE 'Bulk %' THEN 'Moved ' || "fullName" ELSE 'Bulk ' || "fullName" END
+                               WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(contactIds)).then(() => {}));
           } else if (op === 5) {
             const [l, c] = [pick(listIds), pick(contactIds)];
             await tx(async (q) => {
@@ -557,10 +703,12 @@ describe("under concurrent writes", () => {
         observations++;
         if (bad.length) failures.push(`snapshot ${observations}: ${JSON.stringify(bad.slice(0, 3))}`);
         // Through HTTP: each page and its total describe one snapshot.
-        const path = pick(["leads", "contacts", "conversations", "appointments", "tickets"]);
-        const r = await get(path, { limit: 200, offset: 0 });
+        const path = pick(["leads", "contacts", "contacts", "conversations", "appointments", "tickets"]);
+        // Contacts: half of the reads are searches, whose totals come from the count cache.
+        const search = path === "contacts" && Math.random() < 0.5 ? pick(["bulk 1", "bulk", "moved", "a"]) : undefined;
+        const r = await get(path, { limit: 200, offset: 0, search });
         pages++;
-        if (r.status !== 200 || r.body.items.length !== Math.min(200, r.body.total)) failures.push(`${path}: ${r.status} ${r.body.items?.length} of ${r.body.total}`);
+        if (r.status !== 200 || r.body.items.length !== Math.min(200, r.body.total)) failures.push(`${path} ${search ?? ""}: ${r.status} ${r.body.items?.length} of ${r.body.total}`);
       }
     })();
     await Promise.all(Array.from({ length: 20 }, (_, w) => writer(w)));

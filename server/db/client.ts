@@ -195,8 +195,9 @@ function observedPglite<T extends object>(lite: T, observe: StatementObserver): 
  */
 export async function openPglite(dataDir: string, opts: { observe?: StatementObserver; sharedBuffers?: string } = {}): Promise<Database> {
   // Loaded only here: importing PGlite costs ~50 MB of RSS that a PostgreSQL deployment never uses.
-  const [{ PGlite }, { btree_gist }, { pg_trgm }, { PrismaPGlite }] = await Promise.all([
+  const [{ PGlite }, { btree_gin }, { btree_gist }, { pg_trgm }, { PrismaPGlite }] = await Promise.all([
     import("@electric-sql/pglite"),
+    import("@electric-sql/pglite/contrib/btree_gin"),
     import("@electric-sql/pglite/contrib/btree_gist"),
     import("@electric-sql/pglite/contrib/pg_trgm"),
     import("pglite-prisma-adapter"),
@@ -206,7 +207,7 @@ export async function openPglite(dataDir: string, opts: { observe?: StatementObs
   // "Compiled runtime and memory"). Tests keep PGlite's default.
   const instance = await PGlite.create({
     dataDir: dataDir === "memory://" ? undefined : dataDir,
-    extensions: { btree_gist, pg_trgm },
+    extensions: { btree_gin, btree_gist, pg_trgm },
     ...(opts.sharedBuffers ? { startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${opts.sharedBuffers}`] } : {}),
   });
   const lite = opts.observe ? observedPglite(instance, opts.observe) : instance;
