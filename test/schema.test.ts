@@ -40,6 +40,7 @@ const SQL_ONLY_INDEXES = new Set([
   "ChangeLog_tombstones_idx",
   "Message_pending_operator_idx",
   "Appointment_tenantId_during_idx",
+  "Contact_search_walk_idx",
 ]);
 
 function expectedUdt(f: DmmfField): string {
