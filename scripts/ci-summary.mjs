@@ -1,16 +1,21 @@
-// CI's closing line: exactly `tests: N passed, N failed` (CI parses that line and nothing after
-// it; a suffix made it read the run as "ran no test"), summed over every machine-readable
+// CI's closing line: exactly `tests: N passed, N failed`, summed over every machine-readable
 // result file given (vitest `--reporter=json` output, and drills/run.ts's DRILLS_JSON). A run that
 // was expected but left no file (it crashed before reporting) counts as one failed test, so a
-// missing report can never read as green.
+// missing report can never read as green. It is the only line of a CI log in that form.
+//   node scripts/ci-summary.mjs FILE...     the closing line (failed tests named above it)
+//   node scripts/ci-summary.mjs --leg FILE  one leg's counts, worded unlike the closing line:
+//                                           `   leg pglite: 813 succeeded, 0 unsuccessful, 19 skipped`
 import { existsSync, readFileSync } from "node:fs";
+
+const legMode = process.argv[2] === "--leg";
+const files = process.argv.slice(legMode ? 3 : 2);
 
 let passed = 0;
 let failed = 0;
 let skipped = 0;
 // Failed tests are named just above the closing line, so the tail of a CI log says what failed.
 const failures = [];
-for (const file of process.argv.slice(2)) {
+for (const file of files) {
   if (!existsSync(file)) {
     process.stderr.write(`ci-summary: ${file} missing (the run did not report): counted as 1 failed\n`);
     failed += 1;
@@ -40,7 +45,12 @@ for (const file of process.argv.slice(2)) {
     failed += 1;
   }
 }
+if (legMode) {
+  const leg = (files[0] ?? "").replace(/^.*\//, "").replace(/\.json$/, "");
+  process.stdout.write(`   leg ${leg}: ${passed} succeeded, ${failed} unsuccessful, ${skipped} skipped\n`);
+  process.exit(0);
+}
 for (const line of failures.slice(0, 40)) process.stdout.write(`${line}\n`);
 if (failures.length > 40) process.stdout.write(`... and ${failures.length - 40} more failures\n`);
-if (skipped) process.stdout.write(`skipped: ${skipped} (not counted as passed)\n`);
+if (skipped) process.stdout.write(`skipped tests (not counted): ${skipped}\n`);
 process.stdout.write(`tests: ${passed} passed, ${failed} failed\n`);
