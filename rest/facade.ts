@@ -9,7 +9,7 @@
 // Express did for these paths is done here the same way: its case-insensitive prefix match, the
 // OpenAPI document's GET/HEAD route, its "simple" query parser (querystring, which trpc-to-openapi
 // reads from req.query), `application/json; charset=utf-8` error answers (server/http.ts).
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { ServerResponse, type IncomingMessage } from "node:http";
 import { parse as parseQuery } from "node:querystring";
 import parseUrl from "parseurl";
 import { createOpenApiNodeHttpHandler } from "trpc-to-openapi";
@@ -35,6 +35,21 @@ export function isPublicRequest(req: IncomingMessage): boolean {
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+const nodeEnd = ServerResponse.prototype.end as (this: ServerResponse, ...a: unknown[]) => ServerResponse;
+
+/**
+ * res.end for the procedures' answers: trpc-to-openapi sends {...errorShape, message, code, issues};
+ * what goes out instead is the envelope of the request's AppError (kept by onError), serialized once.
+ * One function for every response, reading the request from `this`: a closure (and a bound end) made
+ * per request and stored on the response kept requests alive through young-generation collections
+ * (docs/decisions.md, "What the young generation kept").
+ */
+function endWithEnvelope(this: ServerResponse, chunk?: unknown, ...rest: unknown[]): ServerResponse {
+  const req = this.req;
+  if (this.statusCode >= 400 && req.appError) chunk = JSON.stringify(envelope(req.appError, req.id));
+  return nodeEnd.call(this, chunk, ...rest);
+}
 
 export function publicApi(services: Services, router: AppRouter): Handler {
   // Success statuses and other per-operation facts come from the procedures' meta.
@@ -78,13 +93,7 @@ export function publicApi(services: Services, router: AppRouter): Handler {
         if (err) return fail(err);
         readBody(req, res, (err2) => {
           if (err2) return fail(err2);
-          // trpc-to-openapi sends {...errorShape, message, code, issues}; what goes out instead is the
-          // envelope of this request's AppError (kept by onError above), serialized here once.
-          const end = res.end.bind(res) as (...a: any[]) => ServerResponse;
-          (res as any).end = (chunk: any, ...rest: any[]) => {
-            if (res.statusCode >= 400 && req.appError) chunk = JSON.stringify(envelope(req.appError, req.id));
-            return end(chunk, ...rest);
-          };
+          (res as { end: unknown }).end = endWithEnvelope;
           handler(req, res, () => sendEnvelope(req, res, new AppError("NOT_FOUND", `No operation ${req.method} ${pathname}`))).catch(fail);
         });
       }).catch(fail);

@@ -11,6 +11,7 @@ import { adminTrpc, internalTrpc } from "../rest/trpc.js";
 import { appRouter } from "../routers/index.js";
 import { loadColumnTypes } from "./db/insert.js";
 import { headerOf } from "./http.js";
+import { writeHeadClosing } from "./lifecycle.js";
 import "./http-types.js";
 import { pingRedis } from "./redis.js";
 import type { Services } from "./services.js";
@@ -33,6 +34,8 @@ export function createApp(services: Services): App {
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("query parser", "simple");
+  // Express gives its responses a prototype of its own: "Connection: close" once stopping, here too.
+  (app.response as { writeHead: unknown }).writeHead = writeHeadClosing;
   const routeOf = routeTemplates(appRouter);
   // Column types for the one-statement creates (server/db/insert.ts), read now rather than by a request.
   loadColumnTypes(services.db.prisma).catch(() => {});

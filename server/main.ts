@@ -10,6 +10,7 @@ import { demoFixture } from "./admin/demo.js";
 import { purgeExpiredIdempotencyRecords } from "./idempotency.js";
 import { failAbandonedDeliveries } from "./channels/messages.js";
 import { purgeTombstones, sequencePending } from "./changes.js";
+import { ClosingResponse, isStopping, startStopping } from "./lifecycle.js";
 import { startMetricsServer } from "./metrics.js";
 
 const config = loadConfig();
@@ -27,20 +28,19 @@ if (!config.databaseUrl && !config.noDemo && (await services.db.prisma.tenant.co
 }
 
 const app = createApp(services);
-// Shutdown bookkeeping (see shutdown()): the responses in progress, and once stopping, every
-// response carries "Connection: close" so keep-alive clients reconnect elsewhere after it.
-const inProgress = new Set<ServerResponse>();
-let stopping = false;
-const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-  if (stopping) {
-    res.setHeader("Connection", "close");
-    if (req.url === "/readyz") {
-      res.writeHead(503, { "Content-Type": "application/json" }).end(JSON.stringify({ status: "unavailable", checks: { shutdown: "stopping" } }));
-      return;
-    }
+// Shutdown bookkeeping (see shutdown()): how many responses are in progress. Once stopping, responses
+// that have not written their headers say "Connection: close" (server/lifecycle.ts).
+let inProgress = 0;
+function responseClosed() {
+  inProgress -= 1;
+}
+const server = createServer({ ServerResponse: ClosingResponse }, (req: IncomingMessage, res: ServerResponse) => {
+  if (isStopping() && req.url === "/readyz") {
+    res.writeHead(503, { "Content-Type": "application/json" }).end(JSON.stringify({ status: "unavailable", checks: { shutdown: "stopping" } }));
+    return;
   }
-  inProgress.add(res);
-  res.on("close", () => inProgress.delete(res));
+  inProgress += 1;
+  res.once("close", responseClosed);
   app(req, res);
 });
 server.keepAliveTimeout = 5_000;
@@ -112,18 +112,17 @@ feedPurge.unref();
 const IDLE_GRACE_MS = 1_000;
 const FORCE_EXIT_MS = 9_500;
 async function shutdown(signal: string) {
-  if (stopping) return;
-  stopping = true;
-  logger.info({ signal, inProgress: inProgress.size }, "shutting down: finishing in-flight requests");
+  if (isStopping()) return;
+  startStopping();
+  logger.info({ signal, inProgress }, "shutting down: finishing in-flight requests");
   clearInterval(purge);
   clearInterval(sweep);
   clearInterval(sequencer);
   clearInterval(feedPurge);
   metricsServer?.close();
   metricsServer?.closeAllConnections();
-  for (const res of inProgress) if (!res.headersSent) res.setHeader("Connection", "close");
   const force = setTimeout(() => {
-    logger.warn({ inProgress: inProgress.size }, "shutdown: requests still running, closing their connections");
+    logger.warn({ inProgress }, "shutdown: requests still running, closing their connections");
     server.closeAllConnections();
     process.exit(1);
   }, FORCE_EXIT_MS);
