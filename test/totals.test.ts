@@ -582,6 +582,53 @@ describe("contact search pages", () => {
       }
     }
   });
+
+  it("the span of createdAt cached with a search's count never hides a match: new, re-dated and extreme-dated matches", async () => {
+    // The walk seeks between the oldest and the newest match's createdAt, kept with the count under the
+    // contacts' version (CachedTotal). Each page is read twice: once counting, once from the cache.
+    const search = "walker";
+    const page = async (step: string, offset: "first" | "last") => {
+      const { n } = await one<{ n: number }>(`SELECT count(*)::int AS n ${TRUTH}`, A, search);
+      // The last page: 199 of a page of 200, so that it is walked too (the gate of routers/contacts/list.ts
+      // walks while (before + take) × live < 20 × total × (total − before)) and ends at the oldest match.
+      const at = offset === "first" ? 0 : Math.max(0, n - 199);
+      const want = (await rows<{ id: string }>(`SELECT c."id"::text AS id ${TRUTH} ORDER BY c."createdAt" DESC, c."id" DESC LIMIT 200 OFFSET $3`, A, search, at)).map((r) => r.id);
+      for (const pass of ["counted", "cached"]) {
+        const res = await get("contacts", { search, offset: at, limit: 200 });
+        expect(res.status).toBe(200);
+        expect(res.body.total).toBe(n);
+        expect({ step, pass, ids: res.body.items.map((c: { id: string }) => c.id) }).toEqual({ step, pass, ids: want });
+      }
+      return want;
+    };
+    const added: string[] = [];
+    const add = async (createdAt: string) => {
+      const { id } = await one<{ id: string }>(
+        `INSERT INTO "Contact" ("tenantId", "fullName", "createdAt") VALUES ($1::uuid, 'Span walker', $2::timestamptz) RETURNING "id"::text AS id`, A, createdAt);
+      added.push(id);
+      return id;
+    };
+    const { id: old, createdAt: oldAt } = await one<{ id: string; createdAt: string }>(
+      `SELECT c."id"::text AS id, c."createdAt"::text AS "createdAt" ${TRUTH} ORDER BY c."createdAt", c."id" LIMIT 1`, A, search);
+    try {
+      await page("before", "first");
+      const earlier = await add("2030-01-01T11:00:00Z");
+      const newer = await add("2030-01-01T12:00:00Z");
+      expect((await page("a newer match", "first"))[0]).toBe(newer);
+      // Within the same UTC day: no day counter moves, the version still must.
+      await exec(`UPDATE "Contact" SET "createdAt" = '2030-01-01T12:00:00.001Z' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, earlier);
+      expect((await page("a match re-dated past the newest within its day", "first"))[0]).toBe(earlier);
+      await exec(`UPDATE "Contact" SET "createdAt" = '2031-01-01T00:00:00Z' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, old);
+      expect((await page("the oldest match re-dated past the newest", "first"))[0]).toBe(old);
+      const last = await add("9999-12-31T23:59:59.999Z");
+      expect((await page("the last storable millisecond", "first"))[0]).toBe(last);
+      const first = await add("0001-01-01T00:00:00.001Z");
+      expect((await page("year 1", "last")).at(-1)).toBe(first);
+    } finally {
+      await exec(`DELETE FROM "Contact" WHERE "tenantId" = $1::uuid AND "id" = ANY($2::uuid[])`, A, added);
+      await exec(`UPDATE "Contact" SET "createdAt" = $3::timestamptz WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, old, oldAt);
+    }
+  });
 });
 
 describe("date bounds", () => {

@@ -83,6 +83,9 @@ export const COUNT_CACHE_BYTES = 4 * 1024 * 1024;
 interface CachedCount {
   version: string;
   total: number;
+  /** The matches' span of the order column, in epoch milliseconds (text), or null without matches. */
+  oldest: string | null;
+  newest: string | null;
 }
 
 /** One count cache per open database (tests open several databases in one process). */
@@ -101,12 +104,19 @@ function countCache(db: Database): LRUCache<string, CachedCount> {
   return cache;
 }
 
+/** SQL: an instant as epoch milliseconds (exact: extract() is numeric, the column has millisecond precision). */
+const toMs = (t: Prisma.Sql) => Prisma.sql`(extract(epoch FROM ${t}) * 1000)::bigint::text`;
+
+/** SQL: epoch milliseconds (bigint) back to the instant, exactly (whole seconds and milliseconds apart, as sqlTime()). */
+const fromMs = (ms: Prisma.Sql) =>
+  Prisma.sql`(timestamptz 'epoch' + (${ms} / 1000) * interval '1 second' + (${ms} % 1000) * interval '1 millisecond')`;
+
 /**
  * A total that is a count of matching rows (a contact search), cached per database under the tenant,
  * the filter (`key`) and the contacts' version: the counter key (Contact, 'v', '') that every write
- * which can change a search's matches moves in its own transaction, and that only grows (migration
- * 20261125000000_contact_version). A count is exact for every snapshot that reads the version it was
- * taken at. So:
+ * which can change a search's matches moves in its own transaction, and that only grows (migrations
+ * 20261125000000_contact_version, 20261126000000_contact_version_created). A count is exact for every
+ * snapshot that reads the version it was taken at. So:
  * - with an entry, the statement carries the cached count as a constant and reads the version in its
  *   own snapshot (`extra`): if that is the entry's version, the total is exact for the page it came
  *   with, and the count is neither run nor even planned (planning three ILIKEs costs ~0.6 ms);
@@ -114,39 +124,87 @@ function countCache(db: Database): LRUCache<string, CachedCount> {
  *   kept under the version read beside it. After a version change that is a second statement.
  * Repeating a search (paging through it, a dashboard's refresh) then costs its page, not its matches,
  * until a contact write of the tenant moves the version.
+ *
+ * The scan that counts also takes the matches' span of the order column (min and max: free beside a
+ * count that reads every match's row anyway), kept with the count under the same version. `span` is
+ * the condition "the order column lies in that span", which every match meets: a page that walks the
+ * order column's index testing row after row (the contact search's walk) seeks to the newest match and
+ * stops at the oldest, instead of testing the newer and older non-matches. A search whose matches are
+ * old ("600 012 345", a customer of two years ago) then walks from its matches, not from the contacts
+ * created since. Exact for the same reason as the count: the version moves with every write that can
+ * change a match's createdAt.
  */
 export class CachedTotal {
   private readonly cache: LRUCache<string, CachedCount>;
   private readonly at: string;
   private hit: CachedCount | undefined;
-  /** `, (version)::text AS "countVersion"`: the version the statement read, next to its total. */
-  readonly extra: Prisma.Sql;
+  private readonly version: Prisma.Sql;
 
-  constructor(db: Database, tenantId: string, entity: "Contact", key: string, private readonly count: Prisma.Sql) {
+  /**
+   * `where`: the list's conditions (tenant, live rows, filters) over the best index for counting them;
+   * `column`: the order column whose span is kept.
+   */
+  constructor(
+    db: Database,
+    tenantId: string,
+    private readonly entity: "Contact",
+    key: string,
+    private readonly where: Prisma.Sql,
+    private readonly column = "createdAt",
+  ) {
     this.cache = countCache(db);
     this.at = `${tenantId}\u0000${entity}\u0000${key}`;
     this.hit = this.cache.get(this.at);
-    this.extra = Prisma.sql`, (${counted(tenantId, entity, "v")})::text AS "countVersion"`;
+    this.version = Prisma.sql`, (${counted(tenantId, entity, "v")})::text AS "countVersion"`;
   }
 
-  /** The total for the next statement: the cached count (checked by settle()), or the count itself. */
+  /** The total, for listStatement(): the cached count as a constant, or the count of `from`. */
   get total(): Prisma.Sql {
-    return this.hit ? Prisma.sql`${this.hit.total}::bigint` : this.count;
+    return this.hit ? Prisma.sql`${this.hit.total}::bigint` : Prisma.sql`m."n"`;
+  }
+
+  /** listStatement()'s `from`: without a cached count, the scan (alias m) that counts and takes the span. */
+  get from(): Prisma.Sql | undefined {
+    if (this.hit) return undefined;
+    const col = Prisma.raw(`"${this.column}"`);
+    return Prisma.sql`(SELECT count(*) AS "n", min(${col}) AS "oldest", max(${col}) AS "newest"
+      FROM ${Prisma.raw(`"${this.entity}"`)} WHERE ${this.where}) m`;
+  }
+
+  /** The version the statement read (settle() checks it); with a count, also the span it keeps (epoch ms) and the page reads. */
+  get extra(): Prisma.Sql {
+    if (this.hit) return this.version;
+    return Prisma.sql`${this.version}, ${toMs(Prisma.sql`m."oldest"`)} AS "countOldest", ${toMs(Prisma.sql`m."newest"`)} AS "countNewest",
+      m."oldest" AS "spanOldest", m."newest" AS "spanNewest"`;
+  }
+
+  /**
+   * The matches' span as a condition on the order column, for a page inside listStatement():
+   * `column BETWEEN oldest AND newest`, an index condition of a walk down that column. Constants with
+   * a cached count (planned like any bound, the statement's shape otherwise unchanged); else s's
+   * columns, taken by the count.
+   */
+  get span(): Prisma.Sql {
+    const col = Prisma.raw(`"${this.column}"`);
+    if (!this.hit) return Prisma.sql`${col} BETWEEN s."spanOldest" AND s."spanNewest"`;
+    const { oldest, newest } = this.hit;
+    if (oldest === null || newest === null) return Prisma.sql`false`;
+    return Prisma.sql`${col} BETWEEN ${fromMs(Prisma.sql`${oldest}::bigint`)} AND ${fromMs(Prisma.sql`${newest}::bigint`)}`;
   }
 
   /**
    * Called with the statement's first row: true when its total is exact (a cached count read at its
-   * version, or a count, which is then kept); false when the version has moved: run the statement
-   * again, now with the count (`total`).
+   * version, or a count, which is then kept with its span); false when the version has moved: run the
+   * statement again, now with the count (`from`).
    */
-  settle(row: { total: number; countVersion?: string }): boolean {
+  settle(row: { total: number; countVersion?: string; countOldest?: string | null; countNewest?: string | null }): boolean {
     const version = String(row.countVersion);
     if (this.hit) {
       if (version === this.hit.version) return true;
       this.hit = undefined;
       return false;
     }
-    this.cache.set(this.at, { version, total: row.total });
+    this.cache.set(this.at, { version, total: row.total, oldest: row.countOldest ?? null, newest: row.countNewest ?? null });
     return true;
   }
 }
@@ -181,6 +239,8 @@ export interface ListStatement {
   seek?: Seek;
   /** Extra columns computed once next to the total, e.g. Prisma.sql`, (SELECT max(…) FROM …) AS "newest"`. */
   extra?: Prisma.Sql;
+  /** A FROM item of s that the total and the extras may read (CachedTotal's `from`: a count and its span in one scan). */
+  from?: Prisma.Sql;
   /**
    * The page: a SELECT of the rows (alias-free columns) that must add `where` to its conditions and end
    * with `ORDER BY … LIMIT … OFFSET ${offset}` — `where` and `offset` place it on the right rows.
@@ -209,7 +269,7 @@ export function listStatement(l: ListStatement): Prisma.Sql {
   }
   return Prisma.sql`
     SELECT s.*, p.*
-      FROM (SELECT (${l.total})::int AS "total" ${extra} OFFSET 0) s
+      FROM (SELECT (${l.total})::int AS "total" ${extra} ${l.from ? Prisma.sql`FROM ${l.from}` : Prisma.empty} OFFSET 0) s
       LEFT JOIN LATERAL (${l.page({ where: Prisma.sql`true`, offset: Prisma.sql`${l.offset}` })}) p ON true
      ORDER BY ${l.order}`;
 }

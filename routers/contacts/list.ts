@@ -84,8 +84,10 @@ export function searchCond(search: string, form: "index" | "scan"): Prisma.Sql {
  *   ~0.2 µs a contact; with the matches spread evenly, (offset + limit + 1) × live contacts / total of them.
  * The walk is taken when the matches left exceed SMALL_SEARCH (the small branch would read them all),
  * or when its expected length costs less than reading the matches: (before + take) × live <
- * WALK_PER_MATCH × total × (total − before). Matches bunched among the oldest contacts make a walk
- * longer than expected; it is still bounded by the tenant's live contacts at ~0.2 µs each.
+ * WALK_PER_MATCH × total × (total − before). The walk runs only between the newest and the oldest
+ * match's createdAt (CachedTotal's span, taken with the count): matches bunched among the older
+ * contacts cost no walk through the newer ones. Matches spread thinly over the span make a walk longer
+ * than expected; it is still bounded by the contacts inside the span at ~0.15 µs each.
  */
 const SMALL_SEARCH = 2000;
 const WALK_PER_MATCH = 20;
@@ -149,16 +151,18 @@ export const listContacts = scoped("tenant:contacts.read")
     const take = input.limit + 1;
     // A search's total counts its matches: cached under the contacts' version (CachedTotal), so that
     // paging through a search, or repeating it, counts them once per contact write, not per page.
-    const count = exactTotal(t, "Contact", filters, [live]);
+    // The count also takes the matches' span of createdAt, kept beside it: the walk seeks to the newest
+    // match and stops at the oldest.
     const cached =
       input.search !== undefined
-        ? new CachedTotal(ctx.services.db, t, "Contact", JSON.stringify([input.search, input.listId ?? null]), count)
+        ? new CachedTotal(ctx.services.db, t, "Contact", JSON.stringify([input.search, input.listId ?? null]), where)
         : undefined;
     const read = () => listRows<ContactRow, { before: number; countVersion?: string }>(ctx,
       listStatement({
         tenantId: t,
         offset: cursor ? 0 : input.offset,
-        total: cached ? cached.total : count,
+        total: cached ? cached.total : exactTotal(t, "Contact", filters, [live]),
+        from: cached?.from,
         seek,
         extra: Prisma.sql`, (${before})::int AS "before"
           ${input.search !== undefined ? Prisma.sql`, (${counted(t, "Contact")})::bigint AS "live"` : Prisma.empty}
@@ -166,11 +170,11 @@ export const listContacts = scoped("tenant:contacts.read")
         page: (at) => {
           const plain = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where}
             ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}`;
-          if (input.search === undefined) return plain;
+          if (cached === undefined) return plain;
           // The walk: ids only, so that it is an index-only scan of "Contact_search_walk_idx" (every
           // column it tests is in that index); then the page's rows by primary key.
           const walk = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE "tenantId" = ${t}::uuid AND "id" IN (
-              SELECT "id" FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where}
+              SELECT "id" FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where} AND ${cached.span}
                ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset})`;
           // Only one branch runs: the gate is a constant of the row of s.
           // Never NULL: with no value either branch would be skipped and the page come back empty.
