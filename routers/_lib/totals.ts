@@ -30,14 +30,18 @@ export function countedAny(tenantId: string, entity: ListEntity, dim: string, va
 }
 
 /**
- * A Date as a SQL timestamptz, exact for every Date: ISO text needs a 4-digit year, which an instant
- * derived from an input may not have (the contacts cursor's "1 ms later" at 9999-12-31T23:59:59.999Z).
- * Whole seconds and milliseconds are added separately: one float of microseconds since 1970 is inexact
- * beyond 2^53 µs (about year 2255).
+ * SQL: epoch milliseconds (a bigint expression) as a timestamptz, exact for every instant: ISO text
+ * needs a 4-digit year, which an instant derived from an input may not have (the contacts cursor's
+ * "1 ms later" at 9999-12-31T23:59:59.999Z). Whole seconds and milliseconds are added separately
+ * (bigint division and remainder, both truncating toward zero, so they add up for instants before
+ * 1970 too): one float of microseconds since 1970 is inexact beyond 2^53 µs (about year 2255).
  */
+const fromMs = (ms: Prisma.Sql) =>
+  Prisma.sql`(timestamptz 'epoch' + (${ms} / 1000) * interval '1 second' + (${ms} % 1000) * interval '1 millisecond')`;
+
+/** A Date as a SQL timestamptz, exact for every Date (fromMs). */
 export function sqlTime(d: Date): Prisma.Sql {
-  const seconds = Math.floor(d.getTime() / 1000);
-  return Prisma.sql`(timestamptz 'epoch' + ${seconds}::bigint * interval '1 second' + ${d.getTime() - seconds * 1000}::integer * interval '1 millisecond')`;
+  return fromMs(Prisma.sql`${d.getTime()}::bigint`);
 }
 
 /** A list filter: its SQL condition and, when a counter holds its count, that count's SQL. */
@@ -106,10 +110,6 @@ function countCache(db: Database): LRUCache<string, CachedCount> {
 
 /** SQL: an instant as epoch milliseconds (exact: extract() is numeric, the column has millisecond precision). */
 const toMs = (t: Prisma.Sql) => Prisma.sql`(extract(epoch FROM ${t}) * 1000)::bigint::text`;
-
-/** SQL: epoch milliseconds (bigint) back to the instant, exactly (whole seconds and milliseconds apart, as sqlTime()). */
-const fromMs = (ms: Prisma.Sql) =>
-  Prisma.sql`(timestamptz 'epoch' + (${ms} / 1000) * interval '1 second' + (${ms} % 1000) * interval '1 millisecond')`;
 
 /**
  * A total that is a count of matching rows (a contact search), cached per database under the tenant,
