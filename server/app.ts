@@ -41,8 +41,14 @@ export function createApp(services: Services): App {
   loadColumnTypes(services.db.prisma).catch(() => {});
 
   // Every request: its id (X-Request-Id), a debug line when it arrives, a log line and the metrics
-  // when it is answered.
+  // when it is answered; in flight from its arrival until its response closes ('close' comes once,
+  // after 'finish' or when the connection went first).
+  const closed = () => {
+    services.metrics.inFlight -= 1;
+  };
   const track = (req: IncomingMessage, res: ServerResponse) => {
+    services.metrics.inFlight += 1;
+    res.on("close", closed);
     const given = headerOf(req, "x-request-id");
     req.id = given && REQUEST_ID_RE.test(given) ? given : randomUUID();
     res.setHeader("X-Request-Id", req.id);

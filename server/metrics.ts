@@ -23,6 +23,11 @@ const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIO
 
 export class Metrics {
   readonly registry = new Registry();
+  /**
+   * Requests of this instance received and not yet closed (answered, or their connection gone): the
+   * crm_http_requests_in_flight gauge, and the load signal of server/auth/guard.ts.
+   */
+  inFlight = 0;
   readonly requests = new Counter({
     name: "crm_http_requests_total",
     help: "HTTP requests answered, by method, route template and status",
@@ -57,6 +62,15 @@ export class Metrics {
 
   constructor(sources: MetricsSources = {}, opts: { processMetrics?: boolean } = {}) {
     const registers = [this.registry];
+    const self = this;
+    new Gauge({
+      name: "crm_http_requests_in_flight",
+      help: "Requests of this instance received and not yet answered",
+      registers,
+      collect() {
+        this.set(self.inFlight);
+      },
+    });
     new Gauge({
       name: "crm_db_pool_connections",
       help: "Database pool connections of this instance, by state (in_use, idle)",

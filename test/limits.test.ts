@@ -2,6 +2,8 @@
 // per-key independence, minute and day windows, tenant overrides, shared across instances on Redis.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { setPlanLimits, setTenantLimits } from "../server/admin/operations.js";
+import { hashKey } from "../server/auth/keys.js";
+import { Quotas, redisQuotaKeys } from "../server/limits/quotas.js";
 import { expectEnvelope, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
@@ -156,5 +158,88 @@ describe.skipIf(!process.env.REDIS_URL && !process.env.REDIS_CLUSTER_NODES)("two
     } finally {
       await second.close();
     }
+  });
+});
+
+// server/auth/guard.ts counts a request early (beside the key lookup) when no other request of the
+// instance is in flight, and after the lookup otherwise; both must leave Redis in the same state.
+// Every request of these tests is sequential (the early path); `busy` raises the instance's in-flight
+// count so that the guard takes the other path.
+describe.skipIf(!process.env.REDIS_URL && !process.env.REDIS_CLUSTER_NODES)("what a request leaves in the Redis windows", () => {
+  const windows = async (key: string) => {
+    const [m, d] = redisQuotaKeys(app.quotaNamespace, hashKey(key));
+    const redis = app.services.redis!;
+    return { minute: await redis.get(m), day: await redis.get(d), minuteTtl: await redis.pttl(m), dayTtl: await redis.pttl(d) };
+  };
+  for (const busy of [false, true]) {
+    const path = busy ? "a busy instance (counted after the lookup)" : "an idle instance (counted beside the lookup)";
+    const withLoad = async <T>(fn: () => Promise<T>): Promise<T> => {
+      if (busy) app.services.metrics.inFlight += 5;
+      try {
+        return await fn();
+      } finally {
+        if (busy) app.services.metrics.inFlight -= 5;
+      }
+    };
+    it(`${path}: a well-formed key that does not authenticate counts in neither window`, async () => {
+      const unknown = `crm_${"Z".repeat(12)}_${busy ? "B" : "I"}${"x".repeat(39)}`;
+      const wrongSecret = ids.apiKeys.k6!.key.slice(0, -1) + (ids.apiKeys.k6!.key.endsWith("a") ? "b" : "a"); // right prefix, wrong secret
+      for (const key of [unknown, wrongSecret]) {
+        for (let i = 0; i < 3; i++) {
+          const r = await withLoad(() => app.request("GET", "/public/v1/me", { key }));
+          expectEnvelope(r, 401, "INVALID_CREDENTIALS");
+          expect(headers(r)).toMatchObject({ limit: 60, remaining: 60 });
+        }
+        expect(await windows(key)).toEqual({ minute: null, day: null, minuteTtl: -2, dayTtl: -2 });
+      }
+    });
+    it(`${path}: a key of a plan without API access counts in neither window`, async () => {
+      const loaded = await app.load(fixture(tenant(`starter${busy ? "b" : "i"}`, { plan: "starter" })));
+      const key = loaded.tenants[`starter${busy ? "b" : "i"}`]!.apiKeys.full!.key;
+      const r = await withLoad(() => app.request("GET", "/public/v1/me", { key }));
+      expectEnvelope(r, 403, "PLAN_NOT_ELIGIBLE");
+      expect(headers(r)).toMatchObject({ limit: 60, remaining: 60 });
+      expect(await windows(key)).toMatchObject({ minute: null, day: null });
+    });
+    it(`${path}: both windows count an admitted request, with the windows' TTLs; over the minute ceiling, the day window does not count`, async () => {
+      const ref = `tight${busy ? "b" : "i"}`;
+      const loaded = await app.load(fixture(tenant(ref, { rateLimit: { perMinute: 2, perDay: 1000 } })));
+      const key = loaded.tenants[ref]!.apiKeys.full!.key;
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) statuses.push((await withLoad(() => app.request("GET", "/public/v1/me", { key }))).status);
+      expect(statuses).toEqual([200, 200, 429, 429, 429]);
+      const w = await windows(key);
+      expect(w).toMatchObject({ minute: "5", day: "2" });
+      expect(w.minuteTtl).toBeGreaterThan(50_000);
+      expect(w.minuteTtl).toBeLessThanOrEqual(60_000);
+      expect(w.dayTtl).toBeGreaterThan(86_300_000);
+      expect(w.dayTtl).toBeLessThanOrEqual(86_400_000);
+    });
+  }
+});
+
+describe("a count given back when Redis stops answering (process memory)", () => {
+  // A Redis client whose scripts all fail: count() falls back to the in-process windows, and what it
+  // counted there is given back there.
+  const failing = {
+    defineCommand(this: Record<string, unknown>, name: string) {
+      this[name] = () => Promise.reject(new Error("connection refused"));
+    },
+  };
+  it("count() never rejects, and refund() leaves nothing in the in-process windows", async () => {
+    const quotas = new Quotas(failing as any, `rl-mem-${Date.now()}`);
+    expect(quotas.shared).toBe(true);
+    const hash = hashKey("crm_" + "m".repeat(12) + "_" + "n".repeat(40));
+    const first = await quotas.count(hash);
+    expect(first).toMatchObject({ memory: true, minute: { consumed: 1 }, day: { consumed: 1 } });
+    expect(quotas.fallback).toBe(true);
+    const after = await quotas.refund(hash, first, 60);
+    expect(after).toMatchObject({ limit: 60, remaining: 60 });
+    const again = await quotas.count(hash);
+    expect(again).toMatchObject({ minute: { consumed: 1 }, day: { consumed: 1 } });
+    // Over the minute ceiling, settle() gives the day window back.
+    const q = await quotas.settle(hash, await quotas.count(hash), { perMinute: 1, perDay: 10 });
+    expect(q).toMatchObject({ remaining: 0, window: "minute" });
+    expect(await quotas.count(hash)).toMatchObject({ minute: { consumed: 3 }, day: { consumed: 2 } });
   });
 });

@@ -110,6 +110,22 @@ describe("GET /metrics", () => {
     for (const r of routes) expect(r).toMatch(/^(\/public\/v1\/[a-z/{}_.]+|\/healthz|\/readyz|\/docs|\/trpc\/[a-zA-Z.]+|\/trpc-admin|unmatched)$/);
   });
 
+  it("shows the requests in flight: one while a response is held open, none once every response closed (an abandoned one too)", async () => {
+    const key = acme.apiKeys.full!.key;
+    const inFlight = async () => (await scrape()).value("crm_http_requests_in_flight", {});
+    expect(await inFlight()).toBe(0);
+    // A request whose body never comes is in flight until its client goes away.
+    const { request } = await import("node:http");
+    const held = request(`${app.url}/public/v1/leads`, { method: "POST", headers: { "X-API-Key": key, "Content-Type": "application/json", "Content-Length": "100" } });
+    held.on("error", () => {});
+    held.write("{");
+    await expect.poll(inFlight).toBe(1);
+    expect((await app.request("GET", "/public/v1/me", { key })).status).toBe(200);
+    expect(await inFlight()).toBe(1);
+    held.destroy();
+    await expect.poll(inFlight).toBe(0);
+  });
+
   it("counts /trpc calls by procedure, and unknown procedures as one label", async () => {
     const key = acme.apiKeys.full!.key;
     const before = await scrape();

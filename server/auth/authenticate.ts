@@ -67,9 +67,10 @@ export const isKeyLookup = (sql: string) => sql === LOOKUP || sql === LOOKUP_CAL
 /**
  * Resolves the presented key. Throws 401 INVALID_CREDENTIALS / TOKEN_EXPIRED or 403 PLAN_NOT_ELIGIBLE.
  * `hash` is returned for a well-formed presented key even when authentication fails, so that the
- * caller can still describe that key's quota in the rate-limit headers.
+ * caller can still describe that key's quota in the rate-limit headers. `presentedHash`: the key's
+ * hash when the caller has already computed it (hashKey of the trimmed key).
  */
-export async function authenticate(db: Database, presented: string | undefined, now = new Date()): Promise<Caller> {
+export async function authenticate(db: Database, presented: string | undefined, now = new Date(), presentedHash?: string): Promise<Caller> {
   const raw = presented?.trim() ?? "";
   const prefix = raw ? keyPrefix(raw) : null;
   if (!prefix) throw new AppError("INVALID_CREDENTIALS", raw ? "Invalid API key" : "Missing X-API-Key header");
@@ -77,7 +78,7 @@ export async function authenticate(db: Database, presented: string | undefined, 
   // call, so that the four-table join is not planned on every request.
   const rows = await db.sql.query<Row>(LOOKUP, [prefix], LOOKUP_OPTIONS);
   const row = rows[0];
-  const hash = hashKey(raw);
+  const hash = presentedHash ?? hashKey(raw);
   if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
   if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime()) throw new AppError("TOKEN_EXPIRED", "API key has expired");
   if (!ELIGIBLE_PLANS.has(row.plan))
