@@ -160,7 +160,7 @@ export class Quotas {
    */
   async settle(keyHash: string, counted: Counted, limits: { perMinute: number; perDay: number }, now = Date.now()): Promise<QuotaState> {
     if (counted.minute.consumed <= limits.perMinute) return state(limits, now, counted.minute, counted.day);
-    await this.return(keyHash, counted.memory, false);
+    await this.giveBackOne(keyHash, counted.memory, false);
     return state(limits, now, counted.minute);
   }
 
@@ -170,14 +170,14 @@ export class Quotas {
    * as peek() would read it.
    */
   async refund(keyHash: string, counted: Counted, perMinute: number, now = Date.now()): Promise<QuotaState> {
-    const minute = await this.return(keyHash, counted.memory, true);
+    const minute = await this.giveBackOne(keyHash, counted.memory, true);
     const used = minute?.consumed ?? 0;
     const reset = minute && minute.ms > 0 ? resetAt(minute.ms, now) : Math.ceil((now + 60_000) / 1000);
     return { limit: perMinute, remaining: Math.max(0, perMinute - used), reset };
   }
 
   /** Gives one request back to the day window, and to the minute window too if `both`; the minute window after (undefined if unknown). */
-  private async return(keyHash: string, memory: boolean, both: boolean): Promise<Window | undefined> {
+  private async giveBackOne(keyHash: string, memory: boolean, both: boolean): Promise<Window | undefined> {
     try {
       if (!memory && this.giveBack) {
         const [minuteKey, dayKey] = redisQuotaKeys(this.namespace, keyHash);
