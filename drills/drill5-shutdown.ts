@@ -82,7 +82,10 @@ export const drill5: Drill = {
     report.check(fiveXX.length === 0, `${fiveXX.length} 5xx: ${[...new Set(fiveXX.map((r) => `${r.kind} ${r.res.status} ${r.res.body?.error}`))].join(", ")}`);
     report.check(other.length === 0, `${other.length} unexpected answers: ${[...new Set(other.map((r) => `${r.kind} ${r.res.status} ${r.res.body?.error}`))].join(", ")}`);
     const sendsInFlight = inFlight.filter((r) => r.kind === "send");
-    report.check(sendsInFlight.every((r) => r.res.status === 201), "a send in flight at SIGTERM was not answered 201");
+    // The drill proves a drain only if something was draining: at least one send (its provider call
+    // takes 2 s) was in progress at SIGTERM — an `every` over an empty list would pass unloaded.
+    report.check(sendsInFlight.length > 0, `nothing to drain: ${inFlight.length} requests and no send in flight at SIGTERM`);
+    report.check(sendsInFlight.every((r) => r.res.status === 201), `a send in flight at SIGTERM was not answered 201: ${sendsInFlight.filter((r) => r.res.status !== 201).map((r) => r.res.status || r.res.error).join(", ")}`);
     report.figure(
       `${requests.length} req, ${inFlight.length} in flight at SIGTERM (${sendsInFlight.length} sends) → ${inFlight.filter((r) => r.res.status >= 200 && r.res.status < 300).length} ok; ${okAfter.length} answered ok after it; ${refused.length} refused + ${notRead} unread; ${resets.length} resets of accepted; exit ${exit?.code} in ${exitMs} ms`,
     );

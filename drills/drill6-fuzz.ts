@@ -370,6 +370,84 @@ async function longThreads(client: Client, a: TenantIds, seed: number): Promise<
   return { requests, problems, figure: `long threads ${figures.join("; ")}` };
 }
 
+// Lone surrogates (issue 25), a generator of its own: text the service would store other than as
+// sent — a lone UTF-16 surrogate written as a JSON escape in a string of a valid body (over /public/v1
+// and /trpc), a surrogate's three UTF-8 bytes raw in a body, its bytes percent-encoded in a query
+// parameter, a lone surrogate in a /trpc query's input. Each must be 422 VALIDATION_ERROR naming that
+// field (server/body.ts, one check for both transports), never stored as U+FFFD: tenant a's dump is
+// the same after them (DRILL_FUZZ_SURROGATES requests, 300 by default).
+const LONE_FORMS = ["\ud800", "\udfff", "\udc00\ud800", "\ud83d", "\ude00", "\udbff"];
+const surrogateArb = fc.record({
+  op: fc.nat(),
+  field: fc.nat(),
+  form: fc.constantFrom(...LONE_FORMS),
+  before: fc.fullUnicodeString({ maxLength: 6 }),
+  after: fc.string({ maxLength: 6 }),
+  via: fc.constantFrom("rest", "rest", "trpc", "bytes"),
+  n: fc.nat({ max: 9_999_999 }),
+});
+
+async function loneSurrogates(client: Client, url: string, a: TenantIds, seed: number): Promise<{ requests: number; problems: string[]; figure: string }> {
+  const key = a.apiKeys.full!.key;
+  const count = Number(process.env.DRILL_FUZZ_SURROGATES || 300);
+  const plans = fc.sample(surrogateArb, { seed: seed + 25, numRuns: count });
+  const problems: string[] = [];
+  const byVia = new Map<string, number>();
+  const before = await dump(url, a.id);
+  await pool(plans.length, 8, async (i) => {
+    const p = plans[i]!;
+    const op = OPERATIONS[p.op % OPERATIONS.length]!;
+    const { proc, idField } = TRPC[op.name]!;
+    const pathId = op.pathId ? idOf(a, op.pathId) : undefined;
+    const text = `${p.before}${p.form}${p.after}`;
+    let req: { method: string; path: string; raw?: Buffer; trpc: boolean } | undefined;
+    let field: string | undefined;
+    if (op.method !== "GET") {
+      const body: Record<string, unknown> = op.body ? op.body(a, p.n) : {};
+      const fields = Object.entries(body).filter(([, v]) => typeof v === "string" || (Array.isArray(v) && typeof v[0] === "string")).map(([k]) => k);
+      const name = pick(fields, p.field);
+      if (!name) return;
+      field = Array.isArray(body[name]) ? `${name}.0` : name;
+      body[name] = Array.isArray(body[name]) ? ["MARK", ...(body[name] as string[]).slice(1)] : "MARK";
+      const trpc = p.via === "trpc";
+      if (trpc && idField && pathId) body[idField] = pathId;
+      const [head, tail] = JSON.stringify(body).split('"MARK"') as [string, string];
+      // JSON.stringify writes a lone surrogate as its escape; "bytes" puts the surrogate's UTF-8 bytes (ED A0 80) raw in the string.
+      const value = p.via === "bytes" ? Buffer.concat([Buffer.from(JSON.stringify(p.before).slice(0, -1)), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from(JSON.stringify(p.after).slice(1))]) : Buffer.from(JSON.stringify(text));
+      const path = trpc ? `/trpc/${proc}` : op.path.replace("{id}", pathId ?? "");
+      req = { method: trpc || op.method === "POST" ? "POST" : op.method, path, raw: Buffer.concat([Buffer.from(head), value, Buffer.from(tail)]), trpc };
+    } else {
+      const params = Object.keys(op.query ?? {});
+      const name = pick(params, p.field);
+      if (!name) return;
+      field = name;
+      if (p.via === "trpc") {
+        const input: Record<string, unknown> = { [name]: text, ...(idField && pathId ? { [idField]: pathId } : {}) };
+        req = { method: "GET", path: `/trpc/${proc}?input=${encodeURIComponent(JSON.stringify(input))}`, trpc: true };
+      } else {
+        const bytes = `${encodeURIComponent(p.before)}%ED%A0%80${encodeURIComponent(p.after)}`;
+        req = { method: "GET", path: `${op.path.replace("{id}", pathId ?? "")}?${name}=${bytes}`, trpc: false };
+      }
+    }
+    byVia.set(p.via, (byVia.get(p.via) ?? 0) + 1);
+    const headers: Record<string, string> = req.raw ? { "Content-Type": "application/json" } : {};
+    const res = await client.request(req.method, req.path, { key, raw: req.raw, headers, timeoutMs: 30_000 });
+    const env: Res = req.trpc && res.body?.error?.data?.envelope ? { ...res, body: res.body.error.data.envelope } : res;
+    const found = envelopeProblems(env, { status: 422, error: "VALIDATION_ERROR" });
+    const named = ((env.body?.details?.fields ?? []) as { field: string }[]).map((f) => f.field);
+    if (!named.includes(field)) found.push(`field ${field} not named (${named.join(", ") || "none"})`);
+    if (found.length) problems.push(`lone surrogate #${i} ${req.method} ${req.path.slice(0, 100)} (${p.via}, ${field}): ${found.join("; ")}`);
+  });
+  const after = await dump(url, a.id);
+  if (digest(before) !== digest(after)) problems.push(`lone surrogates: tenant a changed: ${diff(before, after).join("; ").slice(0, 400)}`);
+  const sent = [...byVia.values()].reduce((x, y) => x + y, 0);
+  return {
+    requests: sent,
+    problems,
+    figure: `lone surrogates: ${sent} requests (${[...byVia].map(([v, c]) => `${v} ${c}`).join(", ")}), ${problems.length} not refused with the field named, tenant a ${digest(before) === digest(after) ? "unchanged" : "CHANGED"}`,
+  };
+}
+
 export const drill6: Drill = {
   id: 6,
   name: "fuzzing",
@@ -435,6 +513,8 @@ export const drill6: Drill = {
     });
     const threads = only === undefined ? await longThreads(client, a, seed) : undefined;
     if (threads) failures.push(...threads.problems);
+    const surrogates = only === undefined ? await loneSurrogates(client, url, a, seed) : undefined;
+    if (surrogates) failures.push(...surrogates.problems);
     for (const f of failures.slice(0, 8)) report.fail(f);
     await sleep(500); // the service's log lines arrive through a pipe
     for (const id of serverErrors.slice(0, 3)) report.fail(`server log of ${id}: ${logsOf([svc], id).join(" | ").slice(0, 600)}`);
@@ -447,6 +527,7 @@ export const drill6: Drill = {
     const ready = await client.request("GET", "/readyz");
     report.check(ready.status === 200, `instance not ready after the fuzz (${ready.status})`);
     if (threads) report.figure(threads.figure);
+    if (surrogates) report.figure(surrogates.figure);
     report.figure(`seed ${seed}, ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
     return report.result();
   },

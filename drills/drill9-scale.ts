@@ -6,15 +6,23 @@
 //   • creates (leads, contacts) with an Idempotency-Key, sent to one instance and retried at the
 //     next one, and retried across instances until acknowledged when an answer is a 503 or lost;
 //   • rounds of 8 bookings racing for one slot over the four instances;
-//   • a 30/min key hammered across the instances before the faults (exact ±0) and across the Redis
-//     failover (over-admission reported; documented bound: instances × ceiling);
+//   • a 30/min key hammered across the instances before the faults (exact ±0), and a second one
+//     across the Redis failover, whose window is read from Redis itself: exact before the kill; while
+//     the slot has no master each instance counts in memory (tolerance: instances × ceiling); once
+//     every instance's request moves the counter in Redis again ("shared again", probed one instance
+//     at a time with the hammer paused), no more admissions than the one shared ceiling leaves, and
+//     after the traffic every request still counted in Redis;
 // At 1/3 PgBouncer is restarted; at 0.6 the Redis master serving the second quota key's slot is
 // killed (its replica takes over). Targets: no 500; 503s only while PgBouncer is away; every
 // acknowledged create and booking in the database, no duplicate create, no double booking; every
 // instance serves again after each fault without a restart; and every instance's /metrics agrees
 // with the drill's own per-instance counts (requests, 5xx, 429, replays).
+// DRILL9_BREAK_QUOTA_SHARING=1 breaks the sharing on purpose (the drill's self-test): at the kill,
+// every Redis node refuses scripts (ACL), so the instances count in memory through and after the
+// failover; the quota checks must then fail.
 import calculateSlot from "cluster-key-slot";
 import { createHash } from "node:crypto";
+import { Redis } from "ioredis";
 import pg from "pg";
 import { redisQuotaKeys } from "../server/limits/quotas.js";
 import { load, richTenant } from "./lib/fixture.js";
@@ -33,6 +41,7 @@ const BOUNCER_POOL = 15;
 const Q = 30; // per-minute ceiling of the quota keys
 const BOOKERS = 8;
 const RECOVERY_TARGET_S = 10;
+const BREAK_SHARING = process.env.DRILL9_BREAK_QUOTA_SHARING === "1";
 
 interface Create {
   n: number;
@@ -41,6 +50,14 @@ interface Create {
   marker: string;
   ids: Set<string>;
   attempts: number;
+}
+
+/** An answer of the failover quota key: the instance and the phase it was sent in. */
+interface QuotaAnswer {
+  res: Res;
+  inst: number;
+  /** before the kill; while the slot had no master or not every instance counted in Redis; after that; the final probes. */
+  phase: "before" | "failover" | "after" | "final";
 }
 
 interface Round {
@@ -226,12 +243,34 @@ export const drill9: Drill = {
         }
       })();
     const q1: Res[] = [];
-    const q2: Res[] = [];
     const pgbAt = t0 + Math.round(durationMs / 3);
     const q2From = t0 + Math.round(durationMs * 0.55);
     const killAtPlanned = t0 + Math.round(durationMs * 0.6);
     workers.push(hammer(q1Key, t0 + 2000, pgbAt - 3000, q1));
-    workers.push(hammer(q2Key, q2From, deadline - 2000, q2));
+    // The failover key: like hammer(), but each answer keeps its instance and phase, and the loop can
+    // be paused (with nothing in flight) while the drill probes the instances one by one.
+    const q2: QuotaAnswer[] = [];
+    let q2Phase: QuotaAnswer["phase"] = "before";
+    let q2Paused = false;
+    let q2InFlight = false;
+    workers.push(
+      (async () => {
+        await sleep(Math.max(0, q2From - Date.now()));
+        for (let n = 0; running && Date.now() < deadline - 2000; ) {
+          if (q2Paused) {
+            await sleep(10);
+            continue;
+          }
+          q2InFlight = true;
+          const inst = n % INSTANCES;
+          const phase = q2Phase;
+          q2.push({ res: await send(inst, "GET", "/public/v1/me", { key: q2Key }), inst, phase });
+          q2InFlight = false;
+          n++;
+          await sleep(40);
+        }
+      })(),
+    );
 
     // A burst that opens every instance's pool: 4 × 10 client connections on PgBouncer.
     await sleep(3000);
@@ -250,26 +289,78 @@ export const drill9: Drill = {
 
     // ── fault 2: kill the Redis master of the second quota key's slot ───────────────────────────
     const q2Hash = createHash("sha256").update(q2Key).digest("hex");
-    const slot = calculateSlot(redisQuotaKeys("rl", q2Hash)[0]);
+    const q2MinuteKey = redisQuotaKeys("rl", q2Hash)[0];
+    const slot = calculateSlot(q2MinuteKey);
+    /** The failover key's minute window as Redis holds it (null while its slot has no reachable master). */
+    const redisWindow = () => cluster.readCounter(q2MinuteKey).catch(() => null);
     await sleep(Math.max(0, killAtPlanned - Date.now()));
     const victim = await cluster.masterOf(slot);
+    // Nothing of the key in flight across the kill: an answer is wholly before it or in the failover window.
+    q2Paused = true;
+    while (q2InFlight) await sleep(5);
+    const atKill = await redisWindow();
+    q2Phase = "failover";
     const killAt = Date.now();
     await cluster.kill(victim);
-    log(`killed redis master :${victim} (slot ${slot})`);
+    q2Paused = false;
+    log(`killed redis master :${victim} (slot ${slot}); its window held ${atKill?.n ?? "?"} requests`);
+    if (BREAK_SHARING) {
+      // The self-test: every live node refuses the quota scripts from now on (instances count in memory).
+      for (const node of cluster.nodes.filter((x) => x.port !== victim)) {
+        const r = new Redis({ port: node.port, host: "127.0.0.1", maxRetriesPerRequest: 0, retryStrategy: () => null });
+        r.on("error", () => {});
+        await r.call("ACL", "SETUSER", "default", "-@scripting").catch((e) => log(`ACL on :${node.port}: ${(e as Error).message}`));
+        r.disconnect();
+      }
+      log("DRILL9_BREAK_QUOTA_SHARING=1: every Redis node refuses scripts (quotas counted in memory)");
+    }
+    // One instance after the other, with the hammer paused: the instance's request must move the
+    // window in Redis by exactly one (counted there, not in its memory). True per instance.
+    const probeRound = async (): Promise<boolean[]> => {
+      q2Paused = true;
+      try {
+        while (q2InFlight) await sleep(5);
+        const shared: boolean[] = [];
+        for (let i = 0; i < INSTANCES; i++) {
+          const before = await redisWindow();
+          const res = await send(i, "GET", "/public/v1/me", { key: q2Key });
+          q2.push({ res, inst: i, phase: "failover" });
+          const after = await redisWindow();
+          shared.push(before !== null && after !== null && after.n - before.n === 1);
+        }
+        return shared;
+      } finally {
+        q2Paused = false;
+      }
+    };
     let failoverAt: number | null = null;
     let sharedAgainAt: number | null = null;
+    let atShared: { n: number; pttlMs: number } | null = null;
     let sawFallback = false;
-    while (Date.now() < killAt + 30_000 && (failoverAt === null || sharedAgainAt === null)) {
+    let probeRounds = 0;
+    let lastRound: boolean[] = [];
+    while (Date.now() < killAt + 30_000 && sharedAgainAt === null) {
       if (failoverAt === null) {
         const master = await cluster.masterOf(slot).catch(() => victim);
         if (master !== victim) failoverAt = Date.now();
       }
+      // The instances' own gauge: only whether they noticed (sharing is judged from Redis below).
       const states = await Promise.all(metricsPorts.map((p) => scrape(p).then((m) => m.value("crm_redis_fallback"), () => NaN)));
       if (states.some((v) => v === 1)) sawFallback = true;
-      if (failoverAt !== null && sawFallback && states.every((v) => v === 0)) sharedAgainAt = Date.now();
+      if (failoverAt !== null) {
+        lastRound = await probeRound();
+        probeRounds++;
+        if (lastRound.every(Boolean)) {
+          sharedAgainAt = Date.now();
+          atShared = await redisWindow();
+          q2Phase = "after";
+        }
+      }
       await sleep(200);
     }
-    log(`redis failover ${failoverAt === null ? "never" : `${(failoverAt - killAt) / 1000} s`}, quotas shared again ${sharedAgainAt === null ? "never" : `${(sharedAgainAt - killAt) / 1000} s`}`);
+    log(
+      `redis failover ${failoverAt === null ? "never" : `${(failoverAt - killAt) / 1000} s`}, quotas shared again (read from Redis) ${sharedAgainAt === null ? `never (last probe round: ${lastRound.map((x, i) => `${services[i]!.name} ${x ? "in Redis" : "not in Redis"}`).join(", ")})` : `${(sharedAgainAt - killAt) / 1000} s`} after ${probeRounds} probe rounds`,
+    );
 
     await sleep(Math.max(0, deadline - Date.now()));
     running = false;
@@ -277,6 +368,15 @@ export const drill9: Drill = {
     const elapsed = (Date.now() - t0) / 1000;
     observing = false;
     await observer;
+
+    // The failover key after the traffic: two requests per instance, each must still be counted in
+    // Redis (the window moves by exactly 2 × instances) and admitted only as far as the one shared
+    // window (as Redis holds it) has room.
+    const beforeFinal = await redisWindow();
+    const finalAnswers: QuotaAnswer[] = [];
+    for (let i = 0; i < 2 * INSTANCES; i++) finalAnswers.push({ res: await send(i, "GET", "/public/v1/me", { key: q2Key }), inst: i % INSTANCES, phase: "final" });
+    const afterFinal = await redisWindow();
+    q2.push(...finalAnswers);
 
     // ── verification ─────────────────────────────────────────────────────────────────────────
     const all = tallies.reduce((n, t) => n + t.requests, 0);
@@ -319,15 +419,39 @@ export const drill9: Drill = {
     const late503 = unavailable.filter((at) => at < pgbStop - 500 || at > windowEnd);
     report.check(late503.length === 0, `${late503.length} × 503 outside the PgBouncer restart (first at +${late503.length ? ((late503[0]! - t0) / 1000).toFixed(1) : 0} s)`);
 
-    // Quotas: exact before the faults, bounded across the failover.
+    // Quotas: exact before the faults; across the failover, judged from Redis's own counter.
     const admitted1 = q1.filter((r) => r.status === 200).length;
-    const admitted2 = q2.filter((r) => r.status === 200).length;
     const over1 = admitted1 - Q;
-    const over2 = admitted2 - Q;
     report.check(over1 === 0, `quota before the faults admitted ${admitted1} of ${q1.length} at ceiling ${Q} (want exactly ${Q})`);
     report.check(q1.every((r) => r.status === 200 || r.status === 429), `quota key 1 answered ${[...new Set(q1.map((r) => r.status))].join(",")}`);
-    report.check(over2 >= 0 && over2 <= INSTANCES * Q, `quota across the failover admitted ${admitted2} (documented bound ${Q} + ${INSTANCES} × ${Q})`);
-    report.check(q2.every((r) => r.status === 200 || r.status === 429), `quota key 2 answered ${[...new Set(q2.map((r) => r.status))].join(",")}`);
+    const of = (phase: QuotaAnswer["phase"]) => q2.filter((a) => a.phase === phase);
+    const ok = (xs: QuotaAnswer[]) => xs.filter((a) => a.res.status === 200).length;
+    const [before2, failover2, after2, final2] = [of("before"), of("failover"), of("after"), of("final")];
+    const admitted2 = ok(q2);
+    // Before the kill: one shared window, exact (all admitted when fewer than the ceiling were sent).
+    report.check(ok(before2) === Math.min(Q, before2.length), `quota key 2 before the kill admitted ${ok(before2)} of ${before2.length} (want ${Math.min(Q, before2.length)})`);
+    // The failover window (from the kill until every instance counts in Redis again): each instance
+    // may count in its own memory — the stated tolerance is one ceiling per instance.
+    report.check(ok(failover2) <= INSTANCES * Q, `quota key 2 admitted ${ok(failover2)} during the failover window (tolerance ${INSTANCES} × ${Q})`);
+    // Shared again: Redis's window at that moment leaves room for max(0, Q − n) more, for all
+    // instances together — while that window lasts (its PTTL then; later answers belong to a new window).
+    const sharedWindowEnd = sharedAgainAt !== null && atShared !== null && atShared.pttlMs > 0 ? sharedAgainAt + atShared.pttlMs - 500 : 0;
+    const inWindow = (a: QuotaAnswer) => a.res.startedAt < sharedWindowEnd;
+    const sharedRoom = atShared === null ? 0 : Math.max(0, Q - atShared.n);
+    const afterInWindow = [...after2, ...final2].filter(inWindow);
+    report.check(sharedAgainAt !== null, `quota key 2 never counted in Redis again by every instance after the failover (${probeRounds} probe rounds)`);
+    report.check(
+      ok(afterInWindow) <= sharedRoom,
+      `quota key 2 admitted ${ok(afterInWindow)} of ${afterInWindow.length} after the failover, one shared window left room for ${sharedRoom} (Redis held ${atShared?.n ?? "?"})`,
+    );
+    // And at the end, Redis itself still counts every request of every instance (unless its window
+    // was about to end: then the count starts anew in between and the difference says nothing).
+    const finalCounted = beforeFinal !== null && afterFinal !== null ? afterFinal.n - beforeFinal.n : null;
+    report.check(
+      (beforeFinal !== null && beforeFinal.pttlMs >= 0 && beforeFinal.pttlMs < 5000) || finalCounted === finalAnswers.length,
+      `Redis counted ${finalCounted ?? "?"} of the ${finalAnswers.length} requests sent to the ${INSTANCES} instances after the traffic (quotas not shared)`,
+    );
+    report.check(q2.every((a) => a.res.status === 200 || a.res.status === 429), `quota key 2 answered ${[...new Set(q2.map((a) => a.res.status))].join(",")}`);
 
     // Recovery.
     const redisRecovery = sharedAgainAt === null ? null : (sharedAgainAt - killAt) / 1000;
@@ -394,7 +518,9 @@ export const drill9: Drill = {
     report.figure(`${all} requests, ${(all / elapsed).toFixed(0)} req/s, 5xx ${fiveXX} (503 during the PgBouncer restart)`);
     report.figure(`creates ${acked.length} acked / ${creates.length}: missing ${missing}, duplicates ${duplicates}`);
     report.figure(`bookings ${wonRounds} slots won of ${rounds.length} rounds × ${BOOKERS}: double bookings ${doubleBookings}`);
-    report.figure(`quota over-admission ${over1} steady, ${over2} across the failover (ceiling ${Q}, ${INSTANCES} instances)`);
+    report.figure(
+      `quota over-admission ${over1} steady; failover key ${admitted2} admitted of ${q2.length} (ceiling ${Q}): before the kill ${ok(before2)}/${before2.length}, failover window ${ok(failover2)}/${failover2.length}, after ${ok(after2)}/${after2.length}, final ${ok(final2)}/${final2.length}; Redis counted ${finalCounted ?? "?"}/${finalAnswers.length} final requests`,
+    );
     report.figure(`recovery pgbouncer ${pgbRecovery?.toFixed(2) ?? "-"} s, redis failover ${failoverAt === null ? "-" : ((failoverAt - killAt) / 1000).toFixed(2)} s / quotas shared ${redisRecovery?.toFixed(2) ?? "-"} s`);
     report.figure(`connections: ${peakClients} clients → ${peakServers} servers (PostgreSQL max ${PG_MAX_CONNECTIONS}, peak backends ${peakBackends})`);
     report.figure(`/metrics ${disagreements.length ? "DISAGREE" : "agree"}: ${mRequests} requests, ${m5xx} 5xx, ${m429} 429 (${mRejections} rejections), ${mReplays} replays (drill ${replaysTotal})`);

@@ -14,7 +14,7 @@ import { parse as parseQuery } from "node:querystring";
 import parseUrl from "parseurl";
 import { createOpenApiNodeHttpHandler } from "trpc-to-openapi";
 import { guard } from "../server/auth/guard.js";
-import { jsonBodyReader } from "../server/body.js";
+import { jsonBodyReader, queryTextProblems, recordInputProblem, textProblemError } from "../server/body.js";
 import { AppError, logFailure, toAppError, envelope } from "../server/errors.js";
 import { sendEnvelope, sendJson } from "../server/http.js";
 import type { Services } from "../server/services.js";
@@ -64,9 +64,9 @@ export function publicApi(services: Services, router: AppRouter): Handler {
       const meta = paths?.[0] ? metaByPath.get(paths[0]) : undefined;
       return { status: meta?.successStatus ?? 200 };
     },
-    onError: ({ error, req }: { error: unknown; req: IncomingMessage }) => {
+    onError: ({ error, req, path }: { error: unknown; req: IncomingMessage; path?: string }) => {
       req.appError = toAppError(error);
-      logFailure(services.logger, req.id, error, req.appError);
+      logFailure(services.logger, req.id, error, req.appError, path);
     },
     maxBodySize: services.config.bodyLimitBytes,
   } as any) as unknown as (req: IncomingMessage, res: ServerResponse, next: () => void) => Promise<void>;
@@ -88,7 +88,11 @@ export function publicApi(services: Services, router: AppRouter): Handler {
     try {
       if ((req.method === "GET" || req.method === "HEAD") && OPENAPI_PATH.test(pathname)) return sendJson(req, res, 200, openapi);
       // Express's "simple" query parser; trpc-to-openapi takes the query from req.query when set.
-      (req as IncomingMessage & { query?: unknown }).query = parseQuery(typeof url.query === "string" ? url.query : "");
+      const rawQuery = typeof url.query === "string" ? url.query : "";
+      (req as IncomingMessage & { query?: unknown }).query = parseQuery(rawQuery);
+      // Percent-encoded bytes that are not UTF-8 (the parser made U+FFFD of them): 422 after the scope check.
+      const unstorable = queryTextProblems(rawQuery);
+      if (unstorable.length) recordInputProblem(req, textProblemError(unstorable));
       checkKey(req, res, (err) => {
         if (err) return fail(err);
         readBody(req, res, (err2) => {

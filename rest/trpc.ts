@@ -16,7 +16,17 @@ import { createAdminContext, internalTokenMatches } from "../routers/admin/trpc.
 import type { AppRouter } from "../routers/index.js";
 import { createContext, trpcErrorShape } from "../routers/trpc.js";
 import { guard } from "../server/auth/guard.js";
-import { jsonBodyReader, jsonShapeProblem, shapeProblem } from "../server/body.js";
+import {
+  jsonBodyReader,
+  jsonShapeProblem,
+  mayHoldTextProblem,
+  queryTextProblems,
+  rawQueryOf,
+  recordInputProblem,
+  shapeProblem,
+  textProblemError,
+  textProblems,
+} from "../server/body.js";
 import { AppError, logFailure } from "../server/errors.js";
 import type { Services } from "../server/services.js";
 
@@ -50,7 +60,10 @@ function trpcGuard(services: Services): RequestHandler {
  * - a POST body is read by the facade's body reader (server/body.ts: JSON media types, size, nesting
  *   depth, member count, NUL): a body it cannot use is recorded as the request's body problem and
  *   reported as 422 by scoped() after the scope check; too large → 413 at once;
- * - a query's `input` parameter (JSON in the URL) has the same depth and member limits (else 422).
+ * - a query's `input` parameter (JSON in the URL) has the same depth and member limits (else 422);
+ * - text stored as sent (server/body.ts): percent-encoded bytes of the query string that are not
+ *   UTF-8, and U+0000 or a lone surrogate in a string of the query's `input`, are a problem of the
+ *   request's input like a body's, reported as 422 after the scope check.
  * (tRPC itself would refuse these before building the context, i.e. without the request id.)
  */
 function transportRules(limitBytes: number): RequestHandler {
@@ -58,10 +71,21 @@ function transportRules(limitBytes: number): RequestHandler {
   return (req, res, next) => {
     if (req.query.batch !== undefined)
       return sendTrpcError(req, res, 422, trpcErrorShape(new AppError("VALIDATION_ERROR", "Batching is not supported on /trpc: send one call per request"), req.id));
+    const unstorable = queryTextProblems(rawQueryOf(req.originalUrl));
     for (const input of [req.query.input].flat()) {
       const shape = typeof input === "string" ? jsonShapeProblem(input) : null;
       if (shape) return sendTrpcError(req, res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), req.id));
+      if (typeof input === "string" && mayHoldTextProblem(input)) {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(input);
+        } catch {
+          continue; // malformed JSON: tRPC's own 422
+        }
+        unstorable.push(...textProblems(parsed, [], "input"));
+      }
     }
+    if (unstorable.length) recordInputProblem(req, textProblemError(unstorable));
     readBody(req, res, next);
   };
 }
@@ -84,7 +108,7 @@ export function internalTrpc(services: Services, router: AppRouter): express.Rou
       createContext: ({ req, res }) => createContext(services, req, res),
       allowBatching: false,
       maxBodySize: services.config.bodyLimitBytes,
-      onError: ({ error, req }: { error: TRPCError; req: Request }) => logFailure(services.logger, req.id, error),
+      onError: ({ error, req, path }: { error: TRPCError; req: Request; path?: string }) => logFailure(services.logger, req.id, error, undefined, path),
     }),
   );
 

@@ -5,6 +5,11 @@
 //                              (the same database through PgBouncer) and DIRECT_DATABASE_URL (POSTGRES_URL)
 //   --pool-size N              server connections per database pool (default 10)
 //   --statement-timeout-ms N   statement_timeout of PgBouncer's server connections (default 0: none)
+//   --ignore-startup-parameters LIST
+//                              PgBouncer's ignore_startup_parameters (default
+//                              extra_float_digits,statement_timeout); e.g. extra_float_digits,options:
+//                              PgBouncer refuses the service's statement_timeout startup parameter
+//                              and the service falls back to SET LOCAL (docs/scaling.md)
 //   --redis-cluster M[xR]      a Redis Cluster of M masters (and R replicas each); the command gets
 //                              REDIS_CLUSTER_NODES (and no REDIS_URL)
 // The command's exit status is this script's. Without a command, the variables are printed and
@@ -21,11 +26,12 @@ const { values, positionals } = parseArgs({
     pgbouncer: { type: "string" },
     "pool-size": { type: "string" },
     "statement-timeout-ms": { type: "string" },
+    "ignore-startup-parameters": { type: "string" },
     "redis-cluster": { type: "string" },
   },
 });
 if (!values.pgbouncer && !values["redis-cluster"]) {
-  process.stderr.write("usage: topology.ts [--pgbouncer POSTGRES_URL [--pool-size N] [--statement-timeout-ms N]] [--redis-cluster M[xR]] -- COMMAND...\n");
+  process.stderr.write("usage: topology.ts [--pgbouncer POSTGRES_URL [--pool-size N] [--statement-timeout-ms N] [--ignore-startup-parameters LIST]] [--redis-cluster M[xR]] -- COMMAND...\n");
   process.exit(2);
 }
 
@@ -55,6 +61,7 @@ try {
       serverPort: Number(direct.port || 5432),
       poolSize: Number(values["pool-size"] ?? 10),
       statementTimeoutMs: Number(values["statement-timeout-ms"] ?? 0),
+      ignoreStartupParameters: values["ignore-startup-parameters"],
     });
     const pooled = new URL(direct);
     pooled.hostname = "127.0.0.1";

@@ -16,6 +16,7 @@ export async function createServices(config: Config, opts: { db?: Database; logg
     opts.db ??
     (await openDatabase(config, {
       onUnnamed: (reason) => logger.warn({ reason }, "the database connections do not keep named prepared statements (a transaction pooler?): sending unnamed statements from now on"),
+      onTimeoutFallback: (reason) => logger.warn({ reason }, timeoutFallbackMessage(config.databaseStatementTimeoutMs)),
     }));
   await migrateDirect(config, db);
   if (db.kind === "postgres" && config.directDatabaseUrl !== config.databaseUrl) await reportPooledTimeout(db, logger);
@@ -50,16 +51,33 @@ export function instanceMetrics(db: Database, redis: RedisClient | undefined, qu
 }
 
 /**
- * Behind a pooler (DATABASE_URL ≠ DIRECT_DATABASE_URL) a statement timeout cannot come from this
- * process's connection settings (PgBouncer 1.18 refuses or ignores startup parameters): it is the
- * pooler's (connect_query) or the role's. Say at start which one the server connections carry.
+ * The one warning of a pool that met a pooler refusing the statement_timeout startup parameter
+ * (server/db/pooler-timeout.ts): what the service does now, and the pooler's better setting.
+ */
+export function timeoutFallbackMessage(ms: number): string {
+  return (
+    `the pooler refused the statement_timeout startup parameter: the service now sets statement_timeout = ${ms} with SET LOCAL in every transaction ` +
+    `(a statement outside one is wrapped in BEGIN … COMMIT: 2 more round trips); better, in PgBouncer: ` +
+    `ignore_startup_parameters = extra_float_digits,statement_timeout and connect_query = 'SET statement_timeout = ${ms}' ` +
+    `(or ALTER ROLE … SET statement_timeout = ${ms})`
+  );
+}
+
+/**
+ * Behind a pooler (DATABASE_URL ≠ DIRECT_DATABASE_URL) the startup parameter that carries the
+ * statement timeout is either ignored by the pooler (the server connections then carry the pooler's
+ * connect_query or the role's setting) or refused (the pool then sets it with SET LOCAL itself).
+ * Say at start which it is, read through the pool: this first pooled statement is also the one that
+ * meets a refusal (the fallback's own warning names it).
  */
 async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> {
   try {
     const [row] = await db.sql.query<{ statement_timeout: string }>("SHOW statement_timeout");
     const value = row?.statement_timeout ?? "unknown";
-    if (value === "0") logger.warn({ statementTimeout: value }, "no statement_timeout on the pooled connections: set it in PgBouncer's connect_query or on the role");
-    else logger.info({ statementTimeout: value }, "statement_timeout on the pooled connections");
+    if (db.statementTimeout?.().route === "SET LOCAL")
+      logger.info({ statementTimeout: value, route: "SET LOCAL" }, "statement_timeout of the pooled statements: set by the service in every transaction (the pooler refused the startup parameter)");
+    else if (value === "0") logger.warn({ statementTimeout: value }, "no statement_timeout on the pooled connections: set it in PgBouncer's connect_query or on the role");
+    else logger.info({ statementTimeout: value, route: "server" }, "statement_timeout on the pooled connections");
   } catch (err) {
     logger.warn({ err: (err as Error).message }, "could not read statement_timeout through the pooler");
   }

@@ -24,43 +24,49 @@ const PURGE_BATCH = 10_000;
 const PURGE_ROUNDS = 20;
 
 /**
- * One sequencer step: in one short transaction under the advisory lock, gives up to `batch` pending
- * rows (of `tenantId`, or of every tenant) the next positions of their tenant, oldest change first.
- * Rows locked by a writer that is changing them again are skipped (they are placed once it commits).
- * Returns the number of rows placed.
+ * One sequencer step for one tenant: in one short transaction under the tenant's advisory lock, gives
+ * up to `batch` of its pending rows the tenant's next positions, oldest change first. Rows locked by
+ * a writer that is changing them again are skipped (they are placed once it commits). Returns the
+ * number of rows placed.
  *
- * The lock is taken by its own statement, so the placing statement's snapshot is taken after it:
- * it sees everything the previous step committed (heads included). Steps are serialised, so a
- * reader that sees a step's positions sees every earlier step's too.
+ * The lock is taken by its own statement, so the placing statement's snapshot is taken after it: it
+ * sees everything the tenant's previous step committed (its head included). A tenant's steps are
+ * serialised, so a reader that sees a step's positions sees every earlier step's too. Positions are
+ * per tenant, so steps of different tenants need no order between them.
+ *
+ * Every statement pins the tenant: on Citus the step runs on the node that holds the tenant's
+ * co-located ChangeLog and ChangeHead shards (and the writers' ChangeLog rows, written by the capture
+ * trigger in the writers' transactions on that same node), so "committed before the step's snapshot"
+ * means there exactly what it means on one PostgreSQL (docs/scaling.md, "Citus").
  */
-export async function sequenceChanges(prisma: PrismaClient, opts: { tenantId?: string; batch?: number } = {}): Promise<number> {
+export async function sequenceChanges(prisma: PrismaClient, opts: { tenantId: string; batch?: number }): Promise<number> {
   const batch = opts.batch ?? SEQUENCE_BATCH;
-  const tenant = opts.tenantId === undefined ? Prisma.empty : Prisma.sql`AND "tenantId" = ${opts.tenantId}::uuid`;
+  const tenantId = opts.tenantId;
   return prisma.$transaction(async (tx) => {
-    await tx.$queryRaw`SELECT 1 AS locked FROM pg_advisory_xact_lock(${SEQUENCER_LOCK}::bigint)`;
+    await tx.$queryRaw`SELECT 1 AS locked FROM pg_advisory_xact_lock(${SEQUENCER_LOCK}::int, hashtext(${tenantId}))`;
     const placed = await tx.$queryRaw<{ n: number }[]>`
       WITH batch AS (
         SELECT "tenantId", "type", "objectId", "changedAt"
           FROM "ChangeLog"
-         WHERE "pos" IS NULL ${tenant}
-         ORDER BY "tenantId", "changedAt"
+         WHERE "tenantId" = ${tenantId}::uuid AND "pos" IS NULL
+         ORDER BY "changedAt"
          LIMIT ${batch}
            FOR UPDATE SKIP LOCKED
       ), numbered AS (
         SELECT b."tenantId", b."type", b."objectId",
-               row_number() OVER (PARTITION BY b."tenantId" ORDER BY b."changedAt", b."type", b."objectId") AS rn,
-               count(*) OVER (PARTITION BY b."tenantId") AS cnt
+               row_number() OVER (ORDER BY b."changedAt", b."type", b."objectId") AS rn,
+               count(*) OVER () AS cnt
           FROM batch b
       ), heads AS (
         INSERT INTO "ChangeHead" ("tenantId", "pos")
-        SELECT "tenantId", count(*) FROM batch GROUP BY "tenantId"
+        SELECT ${tenantId}::uuid, count(*) FROM batch HAVING count(*) > 0
         ON CONFLICT ("tenantId") DO UPDATE SET "pos" = "ChangeHead"."pos" + EXCLUDED."pos"
         RETURNING "tenantId", "pos"
       ), placed AS (
         UPDATE "ChangeLog" c
            SET "pos" = h."pos" - n.cnt + n.rn
           FROM numbered n JOIN heads h ON h."tenantId" = n."tenantId"
-         WHERE c."tenantId" = n."tenantId" AND c."type" = n."type" AND c."objectId" = n."objectId"
+         WHERE c."tenantId" = ${tenantId}::uuid AND c."type" = n."type" AND c."objectId" = n."objectId"
         RETURNING 1
       )
       SELECT count(*)::int AS n FROM placed`;
@@ -68,26 +74,34 @@ export async function sequenceChanges(prisma: PrismaClient, opts: { tenantId?: s
   });
 }
 
-/** Whether `tenantId` (or any tenant) has committed changes not yet placed: one probe of the pending index. */
-export async function hasPendingChanges(prisma: PrismaClient, tenantId?: string): Promise<boolean> {
-  const tenant = tenantId === undefined ? Prisma.empty : Prisma.sql`AND "tenantId" = ${tenantId}::uuid`;
+/** Whether `tenantId` has committed changes not yet placed: one probe of the pending index. */
+export async function hasPendingChanges(prisma: PrismaClient, tenantId: string): Promise<boolean> {
   const r = await prisma.$queryRaw<{ pending: boolean }[]>`
-    SELECT EXISTS (SELECT 1 FROM "ChangeLog" WHERE "pos" IS NULL ${tenant}) AS "pending"`;
+    SELECT EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = ${tenantId}::uuid AND "pos" IS NULL) AS "pending"`;
   return r[0]?.pending === true;
 }
 
+/** Tenants read per round of the background step. */
+const PENDING_TENANTS = 100;
+
 /**
- * The background step (every instance, every second): places every tenant's pending changes, up to
- * `maxBatches` full batches per call (the next call continues). A cheap probe first: an idle feed
- * costs one index probe, no transaction and no lock.
+ * The background step (every instance, every second): places the pending changes of every tenant
+ * that has some, tenant by tenant (up to `maxRounds` × PENDING_TENANTS tenants per call; the next
+ * call continues). A cheap probe first: an idle feed costs one scan of the pending index (on Citus,
+ * one per shard), no transaction and no lock.
  */
-export async function sequencePending(prisma: PrismaClient, maxBatches = 10): Promise<number> {
-  if (!(await hasPendingChanges(prisma))) return 0;
+export async function sequencePending(prisma: PrismaClient, maxRounds = 10): Promise<number> {
   let total = 0;
-  for (let i = 0; i < maxBatches; i++) {
-    const n = await sequenceChanges(prisma);
-    total += n;
-    if (n < SEQUENCE_BATCH) break;
+  for (let round = 0; round < maxRounds; round++) {
+    const tenants = await prisma.$queryRaw<{ tenantId: string }[]>`
+      SELECT DISTINCT "tenantId"::text AS "tenantId" FROM "ChangeLog" WHERE "pos" IS NULL LIMIT ${PENDING_TENANTS}`;
+    let full = false;
+    for (const { tenantId } of tenants) {
+      const n = await sequenceChanges(prisma, { tenantId });
+      total += n;
+      if (n === SEQUENCE_BATCH) full = true;
+    }
+    if (tenants.length < PENDING_TENANTS && !full) break;
   }
   return total;
 }
@@ -99,18 +113,25 @@ export async function sequencePending(prisma: PrismaClient, maxBatches = 10): Pr
  */
 export async function purgeTombstones(prisma: PrismaClient, now: Date): Promise<number> {
   const cutoff = new Date(now.getTime() - TOMBSTONE_KEEP_MS);
+  // The conditions are repeated on the deleted row itself: a tombstone rewritten meanwhile (the
+  // contact changed again) is re-checked in its new version and kept.
+  const tombstone = Prisma.sql`"action" = 'delete' AND "pos" IS NOT NULL AND "changedAt" < ${cutoff.toISOString()}::timestamptz`;
   let total = 0;
-  for (let i = 0; i < PURGE_ROUNDS; i++) {
-    // The conditions are repeated on the deleted row itself: a tombstone rewritten meanwhile (the
-    // contact changed again) is re-checked in its new version and kept.
-    const tombstone = Prisma.sql`"action" = 'delete' AND "pos" IS NOT NULL AND "changedAt" < ${cutoff.toISOString()}::timestamptz`;
-    const n = await prisma.$executeRaw`
-      DELETE FROM "ChangeLog" c
-       USING (SELECT "tenantId", "type", "objectId" FROM "ChangeLog" WHERE ${tombstone} LIMIT ${PURGE_BATCH}) d
-       WHERE c."tenantId" = d."tenantId" AND c."type" = d."type" AND c."objectId" = d."objectId"
-         AND ${tombstone}`; // (d has none of these columns: they are c's)
-    total += n;
-    if (n < PURGE_BATCH) break;
+  let statements = 0;
+  // Tenant by tenant (each DELETE pins one tenant: one shard on Citus), bounded statements.
+  for (let round = 0; round < PURGE_ROUNDS && statements < PURGE_ROUNDS * 5; round++) {
+    const tenants = await prisma.$queryRaw<{ tenantId: string }[]>`
+      SELECT DISTINCT "tenantId"::text AS "tenantId" FROM "ChangeLog" WHERE ${tombstone} LIMIT 100`;
+    if (tenants.length === 0) break;
+    for (const { tenantId } of tenants) {
+      const n = await prisma.$executeRaw`
+        DELETE FROM "ChangeLog" c
+         USING (SELECT "type", "objectId" FROM "ChangeLog" WHERE "tenantId" = ${tenantId}::uuid AND ${tombstone} LIMIT ${PURGE_BATCH}) d
+         WHERE c."tenantId" = ${tenantId}::uuid AND c."type" = d."type" AND c."objectId" = d."objectId"
+           AND ${tombstone}`; // (d has none of these columns: they are c's)
+      total += n;
+      statements += 1;
+    }
   }
   return total;
 }

@@ -1,4 +1,5 @@
 // Environment → typed configuration. The one place that reads process.env.
+import { statSync } from "node:fs";
 import { fromRoot } from "./root.js";
 export interface Config {
   port: number;
@@ -38,11 +39,83 @@ export interface Config {
   noDemo: boolean;
 }
 
-function int(name: string, value: string | undefined, fallback: number): number {
+/** A configuration value that cannot be used: the message names the variable, the rule and the value given. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+const INT_MAX = 2_147_483_647;
+
+/** An integer variable within [min, max] (decimal digits only: "1e3", "0x10", " 5", "3.0" are refused). */
+function int(name: string, value: string | undefined, fallback: number, min = 0, max = INT_MAX): number {
   if (value === undefined || value === "") return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${value}"`);
+  const n = /^\d{1,10}$/.test(value) ? Number(value) : NaN;
+  if (!(n >= min && n <= max)) throw new ConfigError(`${name} must be ${min}–${max}, got "${value}"`);
   return n;
+}
+
+/** The levels LOG_LEVEL accepts (pino's), most to least verbose. */
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
+
+/** LOG_LEVEL as given (default info), unchecked: for reporting a failure of loadConfig itself. */
+export function rawLogLevel(env: NodeJS.ProcessEnv = process.env): string {
+  return env.LOG_LEVEL || "info";
+}
+
+/**
+ * A URL with its password replaced by "***" (also in a string that does not parse as a URL): for
+ * messages that show a configured URL.
+ */
+export function redactUrl(value: string): string {
+  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*):[^@/?#]*@/i, "$1:***@");
+}
+
+/** "postgresql://…" (or postgres://) with a valid URL syntax; the host may be empty (a socket via ?host=). */
+function postgresUrl(name: string, value: string | undefined): string | undefined {
+  if (!value) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== "postgresql:" && url.protocol !== "postgres:"))
+    throw new ConfigError(`${name} must be a URL like postgresql://USER:PASSWORD@HOST:PORT/DATABASE, got "${redactUrl(value)}"`);
+  return value;
+}
+
+/** redis:// or rediss:// (TLS), or the path of a Unix socket (what ioredis accepts as a string). */
+function redisUrl(value: string | undefined): string | undefined {
+  if (!value) return undefined;
+  if (value.startsWith("/")) return value;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== "redis:" && url.protocol !== "rediss:") || !url.hostname)
+    throw new ConfigError(`REDIS_URL must be a URL like redis://HOST:PORT (or rediss:// for TLS), got "${redactUrl(value)}"`);
+  return value;
+}
+
+function logLevel(value: string | undefined): string {
+  if (!value) return "info";
+  if (!(LOG_LEVELS as readonly string[]).includes(value)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}, got "${value}"`);
+  return value;
+}
+
+/** The embedded database's folder: "memory://", or a path that is a folder or does not exist yet. */
+function dataDir(value: string): string {
+  if (value === "memory://") return value;
+  let isDir: boolean | undefined;
+  try {
+    isDir = statSync(value).isDirectory();
+  } catch {
+    isDir = undefined; // absent (PGlite creates it) or unreadable (reported when opened)
+  }
+  if (isDir === false) throw new ConfigError(`PGLITE_DATA_DIR must be a folder, got a file: "${value}"`);
+  return value;
 }
 
 /** "host:port,host:port" → seed nodes; brackets allowed around IPv6 hosts ("[::1]:7000"). */
@@ -54,34 +127,39 @@ export function parseClusterNodes(value: string): { host: string; port: number }
     .map((item) => {
       const m = /^(?:\[([^\]]+)\]|([^:\s]+)):(\d{1,5})$/.exec(item);
       const port = m ? Number(m[3]) : NaN;
-      if (!m || port < 1 || port > 65535) throw new Error(`REDIS_CLUSTER_NODES must be a comma-separated list of host:port, got "${item}"`);
+      if (!m || port < 1 || port > 65535) throw new ConfigError(`REDIS_CLUSTER_NODES must be a comma-separated list of host:port, got "${item}"`);
       return { host: (m[1] ?? m[2])!, port };
     });
-  if (nodes.length === 0) throw new Error("REDIS_CLUSTER_NODES is empty");
+  if (nodes.length === 0) throw new ConfigError("REDIS_CLUSTER_NODES is empty");
   return nodes;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const redisUrl = env.REDIS_URL || undefined;
+  const redisUrlValue = redisUrl(env.REDIS_URL);
   const redisClusterNodes = env.REDIS_CLUSTER_NODES ? parseClusterNodes(env.REDIS_CLUSTER_NODES) : undefined;
-  if (redisUrl && redisClusterNodes) throw new Error("set either REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
-  const metricsPort = env.METRICS_PORT ? int("METRICS_PORT", env.METRICS_PORT, 0) : undefined;
+  if (redisUrlValue && redisClusterNodes) throw new ConfigError("set either REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
+  const metricsPort = env.METRICS_PORT ? int("METRICS_PORT", env.METRICS_PORT, 0, 1, 65535) : undefined;
+  const databaseUrl = postgresUrl("DATABASE_URL", env.DATABASE_URL);
+  const directDatabaseUrl = postgresUrl("DIRECT_DATABASE_URL", env.DIRECT_DATABASE_URL) ?? databaseUrl;
   return {
-    port: int("PORT", env.PORT, 3000),
+    port: int("PORT", env.PORT, 3000, 1, 65535),
     host: env.HOST || "127.0.0.1",
-    databaseUrl: env.DATABASE_URL || undefined,
-    directDatabaseUrl: env.DIRECT_DATABASE_URL || env.DATABASE_URL || undefined,
-    dataDir: env.PGLITE_DATA_DIR || fromRoot(".data"), // a relative PGLITE_DATA_DIR is relative to the working directory
-    redisUrl,
+    databaseUrl,
+    directDatabaseUrl,
+    // a relative PGLITE_DATA_DIR is relative to the working directory; checked only when it is used
+    dataDir: databaseUrl ? env.PGLITE_DATA_DIR || fromRoot(".data") : dataDir(env.PGLITE_DATA_DIR || fromRoot(".data")),
+    redisUrl: redisUrlValue,
     redisClusterNodes,
     metricsPort,
     metricsHost: env.METRICS_HOST || env.HOST || "127.0.0.1",
-    databaseStatementTimeoutMs: int("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, 5000),
-    logLevel: env.LOG_LEVEL || "info",
-    bodyLimitBytes: int("BODY_LIMIT_BYTES", env.BODY_LIMIT_BYTES, 1024 * 1024),
-    idempotencyTtlSeconds: int("IDEMPOTENCY_TTL_SECONDS", env.IDEMPOTENCY_TTL_SECONDS, 24 * 3600),
-    anonymousPerMinute: int("ANONYMOUS_RATE_LIMIT_PER_MINUTE", env.ANONYMOUS_RATE_LIMIT_PER_MINUTE, 60),
-    providerTimeoutMs: int("PROVIDER_TIMEOUT_MS", env.PROVIDER_TIMEOUT_MS, 5000),
+    // PostgreSQL's statement_timeout is an int of milliseconds
+    databaseStatementTimeoutMs: int("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, 5000, 0, INT_MAX),
+    logLevel: logLevel(env.LOG_LEVEL),
+    bodyLimitBytes: int("BODY_LIMIT_BYTES", env.BODY_LIMIT_BYTES, 1024 * 1024, 1, INT_MAX),
+    idempotencyTtlSeconds: int("IDEMPOTENCY_TTL_SECONDS", env.IDEMPOTENCY_TTL_SECONDS, 24 * 3600, 1, INT_MAX),
+    anonymousPerMinute: int("ANONYMOUS_RATE_LIMIT_PER_MINUTE", env.ANONYMOUS_RATE_LIMIT_PER_MINUTE, 60, 0, INT_MAX),
+    // a timer's range (a longer one fires at once)
+    providerTimeoutMs: int("PROVIDER_TIMEOUT_MS", env.PROVIDER_TIMEOUT_MS, 5000, 1, INT_MAX),
     internalToken: env.INTERNAL_TOKEN || undefined,
     noDemo: env.NO_DEMO === "1" || env.NO_DEMO === "true",
   };

@@ -35,6 +35,8 @@ export class AppError extends Error {
   readonly status: number;
   /** Set when the database refused a value (the backstop in toAppError): logged at warn. */
   sqlState?: string;
+  /** What the error log line says besides the error itself (never in the envelope): e.g. the paths of an output that failed its schema. */
+  logFields?: Record<string, unknown>;
   constructor(
     readonly code: ErrorCode,
     message: string,
@@ -142,13 +144,38 @@ export function toAppError(err: unknown): AppError {
   return app;
 }
 
+/** A zod error (zod's own class, or one from another copy of zod: by name and issues). */
+const isZodError = (e: unknown): e is ZodError => e instanceof ZodError || ((e as any)?.name === "ZodError" && Array.isArray((e as any)?.issues));
+
+/** Most output issues named in the log line of an output that failed its schema. */
+const MAX_LOGGED_OUTPUT_ISSUES = 10;
+
+/**
+ * tRPC's signal that a procedure's result failed its own `.output()` schema: the output middleware
+ * throws TRPCError INTERNAL_SERVER_ERROR "Output validation failed" with the schema's error as cause.
+ * A server bug, not the client's input: 500 INTERNAL_ERROR (the envelope says nothing of it), the
+ * failing paths in the error log line.
+ */
+function outputFailure(err: TRPCError): AppError | undefined {
+  if (err.code !== "INTERNAL_SERVER_ERROR" || err.message !== "Output validation failed") return undefined;
+  const app = new AppError("INTERNAL_ERROR", "Internal server error");
+  const issues = isZodError(err.cause) ? err.cause.issues : [];
+  app.logFields = {
+    failure: "output validation",
+    outputIssues: issues.slice(0, MAX_LOGGED_OUTPUT_ISSUES).map((i) => ({ path: i.path.map(String).join(".") || "(output)", code: i.code, message: i.message })),
+    outputIssueCount: issues.length,
+  };
+  return app;
+}
+
 function convert(err: unknown): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof TRPCError) {
     const cause = err.cause as unknown;
     if (cause instanceof AppError) return cause;
-    if (cause instanceof ZodError || (cause as any)?.name === "ZodError")
-      return validation("Request validation failed", zodDetails(cause as ZodError));
+    const output = outputFailure(err);
+    if (output) return output;
+    if (isZodError(cause)) return validation("Request validation failed", zodDetails(cause));
     if (err.code === "PARSE_ERROR") return validation("Malformed JSON body");
     if (err.code === "UNSUPPORTED_MEDIA_TYPE") return validation("Content-Type must be application/json");
     if (err.code === "PAYLOAD_TOO_LARGE") return new AppError("PAYLOAD_TOO_LARGE", "Request body too large");
@@ -191,11 +218,12 @@ const causeOf = (err: unknown) => ((err as any)?.cause instanceof Error ? (err a
 
 /**
  * The one place request failures are logged (facade, /trpc, the guard): a 5xx at error level with
- * the error chain (a bug or an outage), input the database refused (the toAppError backstop) at
- * warn with its SQLSTATE, anything else (the client's 4xx) not at all.
+ * the error chain (a bug or an outage) and the procedure's path when known (and, for an output that
+ * failed its schema, the failing output paths), input the database refused (the toAppError
+ * backstop) at warn with its SQLSTATE, anything else (the client's 4xx) not at all.
  */
-export function logFailure(logger: Logger, reqId: string, err: unknown, app: AppError = toAppError(err)): void {
-  if (app.status >= 500) logger.error({ reqId, err: causeOf(err) }, "request failed");
+export function logFailure(logger: Logger, reqId: string, err: unknown, app: AppError = toAppError(err), procedure?: string): void {
+  if (app.status >= 500) logger.error({ reqId, ...(procedure ? { procedure } : {}), ...app.logFields, err: causeOf(err) }, "request failed");
   else if (app.sqlState) {
     const v = dbViolation(causeOf(err));
     logger.warn({ reqId, sqlState: app.sqlState, constraint: v?.constraint }, "input refused by the database");

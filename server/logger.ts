@@ -1,11 +1,174 @@
-import { pino } from "pino";
+import { writeSync } from "node:fs";
+import { pino, type DestinationStream } from "pino";
 
 // Never log a raw API key, a key hash or provider credentials: the request serializer keeps only
 // method, url and the request id; redact covers headers that might slip in.
 export function createLogger(level: string) {
-  return pino({
-    level,
-    redact: { paths: ["req.headers['x-api-key']", "req.headers.authorization", "headers['x-api-key']", "config.accessToken", "config.token"], censor: "[redacted]" },
-  });
+  return pino(
+    {
+      level,
+      redact: { paths: ["req.headers['x-api-key']", "req.headers.authorization", "headers['x-api-key']", "config.accessToken", "config.token"], censor: "[redacted]" },
+    },
+    stdoutDestination(),
+  );
 }
 export type Logger = ReturnType<typeof createLogger>;
+
+/**
+ * Where the log goes: standard output, one write(2) per line as it comes (a pipe is non-blocking
+ * once Node has opened process.stdout, so a full pipe answers EAGAIN instead of blocking; the lines
+ * then wait, at most MAX_PENDING_BYTES of them — beyond that they are dropped and counted — and are
+ * retried every RETRY_MS). A destination that fails otherwise — EPIPE: the reader of the pipe is gone
+ * (`npm start | tee log`, then tee dies), EBADF, EIO — is written to no more: the service keeps
+ * serving without a log and stops as usual on SIGTERM (issue 25 §2). What still waits when the
+ * process exits is written synchronously, giving up at the first error (and after ~1 s of a full
+ * pipe). No write is ever in flight in the thread pool, so lines keep their order, also at exit.
+ *
+ * Not pino's default destination (sonic-boom 4, which pino 10 pins): its exit-time flushSync retries
+ * a failed write every 100 ms forever whatever the error, so a line queued when the reader died made
+ * the exiting process spin on EPIPE with its event loop blocked — its port closed, SIGTERM ignored.
+ * (sonic-boom 5 throws instead; pino does not use it yet.)
+ */
+export class LogDestination implements DestinationStream {
+  /** Bytes that met a full pipe, then every line after them, in order. */
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private retry: NodeJS.Timeout | undefined;
+  private closedBy: NodeJS.ErrnoException | undefined;
+  /** Lines dropped because MAX_PENDING_BYTES were already waiting. */
+  dropped = 0;
+
+  constructor(
+    private readonly fd: number,
+    private readonly opts: { maxPendingBytes?: number; onClose?: (err: NodeJS.ErrnoException) => void } = {},
+  ) {}
+
+  /** The error that ended writing, if any. */
+  get closed(): NodeJS.ErrnoException | undefined {
+    return this.closedBy;
+  }
+
+  write(line: string): boolean {
+    if (this.closedBy) return true;
+    if (this.pending.length > 0) {
+      const buf = Buffer.from(line);
+      if (this.pendingBytes + buf.length > (this.opts.maxPendingBytes ?? MAX_PENDING_BYTES)) this.dropped += 1;
+      else {
+        this.pending.push(buf);
+        this.pendingBytes += buf.length;
+      }
+      return true;
+    }
+    let written = 0;
+    try {
+      written = writeSync(this.fd, line);
+    } catch (e) {
+      if (!busy(e)) {
+        this.close(e as NodeJS.ErrnoException);
+        return true;
+      }
+    }
+    if (written === Buffer.byteLength(line)) return true;
+    const rest = Buffer.from(line).subarray(written);
+    this.pending.push(rest);
+    this.pendingBytes += rest.length;
+    this.scheduleRetry();
+    return true;
+  }
+
+  private scheduleRetry(): void {
+    this.retry ??= setTimeout(() => {
+      this.retry = undefined;
+      if (this.writePending(0)) this.scheduleRetry();
+    }, RETRY_MS).unref();
+  }
+
+  /**
+   * Writes what waits, in order; waits `waitMs` and tries again up to `tries` times while the pipe is
+   * full. True if some is still waiting (a full pipe); false when all is written or writing ended.
+   */
+  private writePending(tries: number, waitMs = 0): boolean {
+    let buf = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+    this.pending = [];
+    this.pendingBytes = 0;
+    let attempt = 0;
+    while (buf.length > 0) {
+      try {
+        buf = buf.subarray(writeSync(this.fd, buf));
+      } catch (e) {
+        if (!busy(e)) {
+          this.close(e as NodeJS.ErrnoException);
+          return false;
+        }
+        if (attempt++ >= tries) break;
+        sleepMs(waitMs);
+      }
+    }
+    if (buf.length === 0) return false;
+    this.pending = [buf];
+    this.pendingBytes = buf.length;
+    return true;
+  }
+
+  private close(err: NodeJS.ErrnoException): void {
+    this.closedBy = err;
+    this.pending = [];
+    this.pendingBytes = 0;
+    clearTimeout(this.retry);
+    this.retry = undefined;
+    this.opts.onClose?.(err);
+  }
+
+  /** At exit (no event loop any more): writes what waits, retrying a full pipe for up to ~1 s. */
+  flushSync(): void {
+    if (this.closedBy || this.pending.length === 0) return;
+    clearTimeout(this.retry);
+    this.retry = undefined;
+    this.writePending(EXIT_FLUSH_TRIES, EXIT_FLUSH_WAIT_MS);
+  }
+}
+
+const busy = (e: unknown) => {
+  const code = (e as NodeJS.ErrnoException).code;
+  return code === "EAGAIN" || code === "EBUSY";
+};
+
+const MAX_PENDING_BYTES = 16 * 1024 * 1024;
+const RETRY_MS = 100;
+const EXIT_FLUSH_TRIES = 50;
+const EXIT_FLUSH_WAIT_MS = 20;
+
+let stdout: DestinationStream | undefined;
+
+/**
+ * One destination for standard output, shared by every logger of the process, flushed at exit.
+ * Where standard output has been replaced (a test runner capturing it), that replacement — as pino
+ * itself does.
+ */
+function stdoutDestination(): DestinationStream {
+  if (stdout) return stdout;
+  guardStdio();
+  const replaced = process.stdout.write !== process.stdout.constructor.prototype.write; // pino's own test
+  if (replaced || typeof process.stdout.fd !== "number") return (stdout = process.stdout);
+  const dest = new LogDestination(process.stdout.fd, {
+    onClose: (err) => {
+      // Said once on stderr, which may well be the same closed pipe (then nobody hears it).
+      process.stderr.write(`log output closed (${err.code ?? err.message}): no more log lines are written\n`);
+    },
+  });
+  process.on("exit", () => dest.flushSync());
+  return (stdout = dest);
+}
+
+/**
+ * Standard output and error whose reader is gone must not take the process down: an 'error' event
+ * (EPIPE) on process.stdout/stderr without a listener is an uncaught exception. What is written
+ * there directly (the demo key at start, Node's warnings) is then simply lost.
+ */
+function guardStdio(): void {
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
+}
+
+function sleepMs(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}

@@ -12,8 +12,14 @@ import { failAbandonedDeliveries } from "./channels/messages.js";
 import { purgeTombstones, sequencePending } from "./changes.js";
 import { ClosingResponse, isStopping, startStopping } from "./lifecycle.js";
 import { startMetricsServer } from "./metrics.js";
+import { checkDatabaseConnections, exitOnStartupError } from "./startup-error.js";
+import { once } from "node:events";
+
+// Until listening, a configuration or connection error prints one line and exits 1 (server/startup-error.ts).
+const started = exitOnStartupError();
 
 const config = loadConfig();
+await checkDatabaseConnections(config);
 const services = await createServices(config);
 const { logger } = services;
 
@@ -54,6 +60,8 @@ server.listen(config.port, config.host, () => {
 const metricsServer =
   config.metricsPort === undefined ? undefined : await startMetricsServer(services.metrics, config.metricsHost, config.metricsPort);
 if (metricsServer) logger.info({ url: `${metricsServer.url}/metrics` }, "metrics listening");
+if (!server.listening) await once(server, "listening"); // a listen error (port in use) rejects: reported by the handler above
+started();
 
 const purge = setInterval(() => {
   purgeExpiredIdempotencyRecords(services.db).catch((err) => logger.warn({ err: err.message }, "idempotency purge failed"));
@@ -139,3 +147,17 @@ async function shutdown(signal: string) {
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
+// `npm start` execs node (package.json), so npm's SIGTERM/SIGINT reach it. Should npm die without
+// passing one on (SIGKILL), stop as on SIGTERM rather than run on as an orphan.
+if (process.env.npm_lifecycle_event === "MUTATION") {
+  const npm = process.ppid;
+  const npmGone = () => {
+    try {
+      process.kill(npm, 0);
+      return false;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === "ESRCH";
+    }
+  };
+  setInterval(() => npmGone() && void shutdown("parent exited"), 1_000).unref();
+}

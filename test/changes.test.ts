@@ -354,11 +354,13 @@ describe("concurrent writers and a long-running transaction", () => {
       held = new pg.Client({ connectionString: app.testDb.url });
       await held.connect();
       await held.query("BEGIN");
-      await held.query(`UPDATE "Lead" SET "notes" = 'held', "updatedAt" = now() WHERE "id" = $1`, [a.leads.lheld]);
+      // Every statement pins the tenant (as the service's do): on Citus a statement without it is a
+      // multi-shard write, which locks every shard until this transaction ends.
+      await held.query(`UPDATE "Lead" SET "notes" = 'held', "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`, [a.leads.lheld, a.id]);
       heldLeadId = (
         await held.query(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'Born in a long transaction', $2) RETURNING "id"`, [a.id, a.stages.new])
       ).rows[0].id;
-      await held.query(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "id" = $1`, [a.contacts.held]);
+      await held.query(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`, [a.contacts.held, a.id]);
     }
 
     const statuses: number[] = [];
@@ -385,7 +387,7 @@ describe("concurrent writers and a long-running transaction", () => {
         }),
       );
       if (w % 3 === 0) await ok(app.request("PATCH", `/public/v1/appointments/${appt.id}`, { key: k, body: { status: "cancelled" } }));
-      if (w % 5 === 0) await sql(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "id" = $1`, [contact.id]);
+      if (w % 5 === 0) await sql(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`, [contact.id, a.id]);
     };
     await Promise.all(Array.from({ length: 20 }, (_, w) => writer(w)));
     expect(statuses.every((s) => s === 200 || s === 201), JSON.stringify(statuses)).toBe(true);

@@ -52,7 +52,7 @@ afterAll(async () => {
 describe("the compiled service (dist/server/main.js)", () => {
   it("npm start runs the same command as serviceCommand() (drills, benchmark, this test)", () => {
     const pkg = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8"));
-    expect(pkg.scripts.start).toBe(`node ${RUNTIME_FLAGS.join(" ")} dist/server/main.js`);
+    expect(pkg.scripts.start).toBe(`exec node ${RUNTIME_FLAGS.join(" ")} dist/server/main.js`); // exec: npm's signals reach node
     expect(serviceCommand(["--cpu-prof"]).args).toEqual([...RUNTIME_FLAGS, "--cpu-prof", `${ROOT}/dist/server/main.js`]);
   });
 
@@ -95,12 +95,12 @@ describe("the compiled service (dist/server/main.js)", () => {
   }, 180_000);
 
   it("maps stack traces to the TypeScript sources", async () => {
-    // An invalid PORT makes loadConfig throw at start: the uncaught error's stack is printed.
-    const svc = run({ ...baseEnv(), PORT: "not-a-port", PGLITE_DATA_DIR: "memory://" });
+    // An invalid PORT makes loadConfig throw at start: at LOG_LEVEL=debug the error's stack follows its line.
+    const svc = run({ ...baseEnv(), PORT: "not-a-port", PGLITE_DATA_DIR: "memory://", LOG_LEVEL: "debug" });
     const code = await svc.exited;
     const { stderr } = svc.out();
     expect(code).not.toBe(0);
-    expect(stderr).toContain('PORT must be a non-negative integer, got "not-a-port"');
+    expect(stderr).toContain('PORT must be 1–65535, got "not-a-port"');
     expect(stderr).toMatch(/at loadConfig \(.*server\/config\.ts:\d+:\d+\)/);
     expect(stderr).toMatch(/server\/main\.ts:\d+:\d+/);
     expect(stderr).not.toMatch(/dist\/server\/main\.js:\d+/);

@@ -26,6 +26,13 @@ export interface PgBouncerOptions {
    */
   statementTimeoutMs?: number;
   poolMode?: "transaction" | "session" | "statement";
+  /**
+   * PgBouncer's ignore_startup_parameters (default "extra_float_digits,statement_timeout", as
+   * docs/scaling.md recommends). A list without statement_timeout (e.g. "extra_float_digits,options",
+   * a common config) makes PgBouncer refuse the service's startup parameter: the service then sets
+   * the timeout with SET LOCAL itself (server/db/pooler-timeout.ts).
+   */
+  ignoreStartupParameters?: string;
 }
 
 export interface OwnPgBouncer {
@@ -42,6 +49,8 @@ export interface OwnPgBouncer {
 
 export function pgbouncerConfig(o: PgBouncerOptions & { port: number; dir: string }): string {
   const entry = [`host=${o.serverHost ?? "127.0.0.1"}`, `port=${o.serverPort}`];
+  if (o.ignoreStartupParameters !== undefined && !/^[a-z_]*(,[a-z_]+)*$/.test(o.ignoreStartupParameters))
+    throw new Error(`ignore_startup_parameters wants names separated by commas, got ${JSON.stringify(o.ignoreStartupParameters)}`);
   if (o.statementTimeoutMs) entry.push(`connect_query='SET statement_timeout = ${Math.trunc(o.statementTimeoutMs)}'`);
   return `[databases]
 * = ${entry.join(" ")}
@@ -61,7 +70,7 @@ reserve_pool_size = 0
 max_client_conn = ${o.maxClientConnections ?? 1000}
 max_db_connections = 0
 ; pg sends the pool's statement_timeout as a startup parameter: ignored here, applied by connect_query.
-ignore_startup_parameters = extra_float_digits,statement_timeout
+ignore_startup_parameters = ${o.ignoreStartupParameters ?? "extra_float_digits,statement_timeout"}
 ; PostgreSQL down: answer waiting clients within seconds instead of queueing them for minutes.
 server_login_retry = 1
 query_wait_timeout = 5

@@ -3,6 +3,7 @@
 // every file in a temporary folder. killMaster() SIGKILLs the master serving a slot (the failover
 // fault); the cluster promotes its replica after cluster-node-timeout.
 // Used by the scale drill and, through scripts/topology.ts, by the Redis Cluster leg of .ci/run.
+import calculateSlot from "cluster-key-slot";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -23,6 +24,11 @@ export interface OwnRedisCluster {
   seeds: string;
   /** The port of the master currently serving a hash slot (asked of a live node). */
   masterOf(slot: number): Promise<number>;
+  /**
+   * A counter as the cluster holds it, read on the master currently serving its slot: its value (0
+   * when absent) and PTTL (-2 absent, -1 no expiry). Rejects while no live node knows a live master.
+   */
+  readCounter(key: string): Promise<{ n: number; pttlMs: number }>;
   /** SIGKILLs the node on a port (a master lost); resolves once it has exited. */
   kill(port: number): Promise<void>;
   /** Resolves once every slot is served by a live master and the cluster state is ok everywhere. */
@@ -116,6 +122,13 @@ export async function startRedisCluster(scope: Scope, opts: RedisClusterOptions 
         }
       }
       throw new Error(`no live node knows the master of slot ${slot}`);
+    },
+    async readCounter(key) {
+      const port = await self.masterOf(calculateSlot(key));
+      return ask(port, async (r) => {
+        const [value, pttl] = await Promise.all([r.get(key), r.pttl(key)]);
+        return { n: Number(value ?? 0), pttlMs: pttl };
+      });
     },
     async kill(port) {
       const n = nodes.find((x) => x.port === port);

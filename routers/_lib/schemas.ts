@@ -105,13 +105,18 @@ export const Pagination = z.object({
   hasPrev: z.boolean(),
 }).meta({ id: "Pagination" });
 
-export function pagination(total: number, page: { offset: number; limit: number }): z.infer<typeof Pagination> {
+/**
+ * `returned`: the items of this page — fewer than `limit` on a page cut by the byte budget
+ * (routers/_lib/page-budget.ts), which still has a next page when offset + returned < total.
+ * `pageSize` stays the limit asked for; `page` and `totalPages` count pages of that size.
+ */
+export function pagination(total: number, page: { offset: number; limit: number }, returned = page.limit): z.infer<typeof Pagination> {
   return {
     page: Math.floor(page.offset / page.limit) + 1,
     pageSize: page.limit,
     totalItems: total,
     totalPages: Math.ceil(total / page.limit),
-    hasNext: page.offset + page.limit < total,
+    hasNext: page.offset + Math.min(returned, page.limit) < total,
     hasPrev: page.offset > 0,
   };
 }
@@ -122,7 +127,7 @@ export function OffsetList<T extends z.ZodType>(item: T) {
 }
 
 export function offsetList<T>(items: T[], total: number, page: { offset: number; limit: number }) {
-  return { items, total, pagination: pagination(total, page) };
+  return { items, total, pagination: pagination(total, page, items.length) };
 }
 
 /** Largest value of a PostgreSQL integer column. */

@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
+import { appointmentSize, budgetCut, cutToBudget, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
@@ -23,7 +24,14 @@ export const ListAppointmentsQuery = z.object({
 
 export const listAppointments = scoped("tenant:appointments.read")
   .meta({
-    openapi: { method: "GET", path: "/public/v1/appointments", tags: ["appointments"], summary: "List appointments", protect: true },
+    openapi: {
+      method: "GET",
+      path: "/public/v1/appointments",
+      tags: ["appointments"],
+      summary: "List appointments",
+      description: `Ordered by startsAt, then id. ${OFFSET_BUDGET_DOC}`,
+      protect: true,
+    },
   })
   .input(ListAppointmentsQuery)
   .output(OffsetList(AppointmentObject))
@@ -55,17 +63,24 @@ export const listAppointments = scoped("tenant:appointments.read")
       });
     }
     const where = whereOf(ctx.tenantId, filters);
-    const rows = await listRows<AppointmentRow>(ctx,
+    const read = (cut: Cut) => listRows<AppointmentRow>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,
         total: exactTotal(ctx.tenantId, "Appointment", filters),
         seek: filters.length === 0 ? { entity: "Appointment", column: Prisma.sql`"startsAt"`, desc: false } : undefined,
-        page: (at) => Prisma.sql`
-          SELECT ${APPOINTMENT_COLUMNS} FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
+        // Cut to the byte budget (routers/_lib/page-budget.ts) in the same statement.
+        page: (at) =>
+          budgetCut(
+            cut,
+            Prisma.sql`
+              SELECT ${APPOINTMENT_COLUMNS} FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
+            appointmentSize(),
+            Prisma.sql`"startsAt", "id"`,
+          ),
         order: Prisma.sql`p."startsAt", p."id"`,
       }),
     );
-    const { total: count, items } = splitList(rows);
+    const { total: count, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, page.offset)));
     return offsetList(items.map(toAppointment), count, page);
   });

@@ -47,7 +47,8 @@ export interface AppointmentRow {
   appointmentType: string;
   startsAt: Instant;
   endsAt: Instant;
-  status: AppointmentStatus;
+  /** The "AppointmentStatus" domain: one of APPOINTMENT_STATUSES (the database checks it). */
+  status: string;
   source: string;
   notes: string | null;
   createdAt: Instant;
@@ -68,7 +69,7 @@ export const toAppointment = (a: AppointmentRow): AppointmentObject => ({
   appointmentType: a.appointmentType,
   startsAt: iso(a.startsAt),
   endsAt: iso(a.endsAt),
-  status: a.status,
+  status: a.status as AppointmentStatus,
   source: a.source,
   notes: a.notes,
   createdAt: iso(a.createdAt),

@@ -9,8 +9,10 @@
 // ahead of the feed → 422 with details.code "since_expired" (restart from the beginning).
 // The page: the tenant's pending changes are placed first (one sequencer step, only when it has
 // some), then one statement reads the head and the positions after `since` (index range scans
-// only); the objects are loaded with one query per type present (the type's own list select) and
-// serialised exactly as their own GET/list does. The response is bounded to PAGE_BYTES (at least one item).
+// only) and sizes each position's object in SQL (routers/_lib/page-budget.ts), keeping the prefix
+// that fits the byte budget; only those objects are loaded, with one query per type present (the
+// type's own list select), and serialised exactly as their own GET/list does. The response is
+// bounded to PAGE_BUDGET_BYTES (at least one item).
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { CHANGES_RETENTION_DAYS, CHANGES_RETENTION_MS, sequenceChanges } from "../../server/changes.js";
@@ -20,6 +22,19 @@ import { APPOINTMENT_COLUMNS, toAppointment, type AppointmentRow } from "../appo
 import { CONTACT_COLUMNS, toContact, type ContactRow } from "../contacts/schemas.js";
 import { fromConversationRow, selectConversations, type ConversationListRow } from "../conversations/schemas.js";
 import { selectLeads, toLead, type LeadRow } from "../leads/schemas.js";
+import {
+  appointmentSize,
+  budgeted,
+  BUDGET_DOC,
+  contactSize,
+  conversationSize,
+  fixedBytes,
+  ITEMS_BUDGET_BYTES,
+  leadSize,
+  ticketSize,
+  type Col,
+  type ItemSize,
+} from "../_lib/page-budget.js";
 import { iso, queryIntDefault } from "../_lib/schemas.js";
 import { fromThreadRow, selectTickets, type TicketThreadRow } from "../tickets/schemas.js";
 import { scopedAny, type AuthedContext } from "../trpc.js";
@@ -39,8 +54,6 @@ import {
 
 export const MAX_CHANGES_LIMIT = 500;
 export const DEFAULT_CHANGES_LIMIT = 100;
-/** A page stops growing past this many bytes of JSON (a ticket's thread can be large). */
-export const PAGE_BYTES = 4 * 1024 * 1024;
 
 export const ListChangesInput = z.object({
   since: z
@@ -58,7 +71,7 @@ Follow \`nextSince\` (as \`since\`) until \`hasMore\` is false, then ask again l
 
 Each item: \`type\`, \`id\`, \`action\` and \`changedAt\`; \`data\` is exactly what the object's own GET/list returns at that moment (a ticket with its thread); \`delete\` (a soft-deleted contact) carries \`data: null\`. A new message is a change of its conversation, a new ticket comment a change of its ticket.
 
-\`types\` defaults to every type the key can read (\`tenant:<resource>.read\`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's \`since\` gives 422 VALIDATION_ERROR (\`details.fields[0].field\` = \`since\`). Tokens are valid for ${CHANGES_RETENTION_DAYS} days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with \`details.code\` = \`since_expired\` — start again without \`since\` and rebuild the mirror. A page holds at most \`limit\` items (1–500, default 100) and about 4 MiB.`;
+\`types\` defaults to every type the key can read (\`tenant:<resource>.read\`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's \`since\` gives 422 VALIDATION_ERROR (\`details.fields[0].field\` = \`since\`). Tokens are valid for ${CHANGES_RETENTION_DAYS} days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with \`details.code\` = \`since_expired\` — start again without \`since\` and rebuild the mirror. \`limit\`: 1–500, default 100. ${BUDGET_DOC}, with \`hasMore\` true: continue with \`nextSince\` (nothing is skipped).`;
 
 export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
   .meta({ openapi: { method: "GET", path: "/public/v1/changes", tags: ["changes"], summary: "Changes feed", description: DESCRIPTION, protect: true } })
@@ -81,26 +94,25 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       await sequenceChanges(ctx.services.db.prisma, { tenantId: ctx.tenantId });
       read = await readPositions(ctx, types, token, input.limit, false);
     }
-    const { head, rows } = read;
+    const { head, rows, fetched } = read;
     if (token && (token.pos > head || token.skip > head)) throw sinceExpired("since is ahead of this feed (was the data restored?): start again without since");
 
-    let more = rows.length > input.limit;
-    let page = rows.slice(0, input.limit);
-    // Ticket threads are unbounded: cut the page before loading what cannot fit.
-    const cutAt = await ticketCut(ctx, page);
-    if (cutAt < page.length) {
-      page = page.slice(0, cutAt);
-      more = true;
-    }
+    // The positions come cut to the byte budget (sized in SQL, in the same statement): more when a
+    // position past the limit was read or the budget dropped some.
+    let more = fetched > input.limit || rows.length < fetched;
+    const page = rows.slice(0, input.limit);
     const objects = await loadObjects(ctx, page);
     const items: ChangeItem[] = [];
     let bytes = 0;
     for (const row of page) {
-      const data = row.action === "delete" ? null : (objects.get(row.type)?.get(row.objectId) ?? null);
+      const loaded = row.action === "delete" ? undefined : objects.get(row.type)?.get(row.objectId);
+      const data = loaded?.data ?? null;
       const action: ChangeAction = data === null ? "delete" : "upsert";
       const item = { type: row.type, id: row.objectId, action, changedAt: iso(row.changedAt), data } as ChangeItem;
-      bytes += Buffer.byteLength(JSON.stringify(item));
-      if (items.length > 0 && bytes > PAGE_BYTES) {
+      // An object changed since its size was read (a later statement: it has left this position and
+      // will come again later) is measured as it is now — the only item ever serialised twice.
+      bytes += loaded && loaded.pos !== row.pos ? Buffer.byteLength(JSON.stringify(item)) + 1 : row.size;
+      if (items.length > 0 && bytes > ITEMS_BUDGET_BYTES) {
         more = true;
         break;
       }
@@ -146,6 +158,8 @@ interface Position {
   pos: number;
   action: ChangeAction;
   changedAt: Date;
+  /** Bytes of JSON the item was counted at (an upper bound of it as it was read). */
+  size: number;
 }
 
 interface RawPosition {
@@ -156,14 +170,69 @@ interface RawPosition {
   pos: bigint | number | null;
   action: ChangeAction | null;
   changedAt: Date | string | null;
+  _fetched: bigint | number | string | null;
+  _size: bigint | number | string | null;
+}
+
+/** An item's JSON besides its `data` (with the longest type; `data` counts its own bytes and comma). */
+const ITEM_FIXED = fixedBytes({ type: "conversation", id: "ffffffff-ffff-ffff-ffff-ffffffffffff", action: "upsert", changedAt: "2026-11-20T08:00:00.000Z", data: null }, 0) - 4;
+
+/**
+ * Each type's object as the feed sizes it: the table (alias o) read by the position's object id, its
+ * joins, and its ItemSize over those columns (routers/_lib/page-budget.ts).
+ */
+function objectSizes(tenantId: string): Record<ChangeType, { from: Prisma.Sql; size: ItemSize }> {
+  const o: Col = (name) => Prisma.raw(`o."${name}"`);
+  const customer: Record<string, string> = { customerName: `cu."name"`, customerEmail: `cu."email"`, customerPhone: `cu."phone"` };
+  const t = Prisma.sql`${tenantId}::uuid`;
+  return {
+    lead: { from: Prisma.sql`"Lead" o`, size: leadSize(o) },
+    contact: { from: Prisma.sql`"Contact" o`, size: contactSize(o) },
+    conversation: {
+      from: Prisma.sql`"Conversation" o JOIN "Customer" cu ON cu."tenantId" = ${t} AND cu."id" = o."customerId"`,
+      size: conversationSize((name) => Prisma.raw(customer[name] ?? `o."${name}"`)),
+    },
+    appointment: { from: Prisma.sql`"Appointment" o`, size: appointmentSize(o) },
+    ticket: { from: Prisma.sql`"Ticket" o`, size: ticketSize(tenantId, o) },
+  };
+}
+
+/**
+ * The positions' sizes for budgeted(): ub read once per position, beside it (one index lookup of its
+ * object: a UNION ALL whose branches only the position's type passes, a one-time filter); exact only
+ * where budgeted() needs it. A `delete` (or an object gone) is `data: null`.
+ */
+function feedSize(tenantId: string, types: readonly ChangeType[]): { bounds: Prisma.Sql; size: ItemSize } {
+  const sizes = objectSizes(tenantId);
+  const bounds = Prisma.join(
+    types.map(
+      (ty) => Prisma.sql`SELECT ${sizes[ty].size.ub} AS "ub" FROM ${sizes[ty].from}
+                          WHERE x."type" = ${ty} AND o."tenantId" = ${tenantId}::uuid AND o."id" = x."objectId"`,
+    ),
+    " UNION ALL ",
+  );
+  const fixed = Prisma.raw(`${ITEM_FIXED}::bigint`);
+  const exact = Prisma.sql`CASE p."type" ${Prisma.join(
+    types.map((ty) => Prisma.sql`WHEN ${ty} THEN (SELECT ${sizes[ty].size.exact} FROM ${sizes[ty].from} WHERE o."tenantId" = ${tenantId}::uuid AND o."id" = p."objectId")`),
+    " ",
+  )} END`;
+  return {
+    bounds,
+    size: {
+      ub: Prisma.sql`(${fixed} + CASE WHEN p."action" = 'delete' THEN 4 ELSE coalesce(p."objUb", 4) END)`,
+      exact: Prisma.sql`(${fixed} + CASE WHEN p."action" = 'delete' THEN 4 ELSE coalesce(${exact}, 4) END)`,
+    },
+  };
 }
 
 /**
  * One statement: the tenant's head, whether it has pending changes of these types, and up to
  * limit + 1 positions after the token's (tombstones at or below `skip` left out; from the beginning,
- * `skip` is the head itself). With `unlessPending`, the positions are not read when changes are
- * pending (the caller places them and asks again). Index range scans only: ("tenantId", "pos") for
- * every type, else one ("tenantId", "type", "pos") range per type, merged.
+ * `skip` is the head itself), cut to the byte budget (the leading positions whose objects fit; at
+ * least one) with each one's size; `fetched`: how many were read before the cut. With
+ * `unlessPending`, the positions are not read when changes are pending (the caller places them and
+ * asks again). Index range scans only: ("tenantId", "pos") for every type, else one
+ * ("tenantId", "type", "pos") range per type, merged; then one lookup of each position's object.
  */
 async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], token: SinceToken | undefined, limit: number, unlessPending: boolean) {
   const t = ctx.tenantId;
@@ -181,49 +250,34 @@ async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], t
     ? range(Prisma.empty)
     : Prisma.sql`SELECT * FROM (${Prisma.join(types.map((ty) => Prisma.sql`(${range(Prisma.sql`AND "type" = ${ty}`)})`), " UNION ALL ")}) u ORDER BY "pos" LIMIT ${n}`;
   const typeFilter = all ? Prisma.empty : Prisma.sql`AND "type" IN (${Prisma.join(types)})`;
+  const { bounds, size } = feedSize(t, types);
+  const sized = budgeted(
+    Prisma.sql`SELECT x.*, z."ub" AS "objUb" FROM (${positions}) x LEFT JOIN LATERAL (${bounds}) z ON true`,
+    size,
+    Prisma.sql`"pos"`,
+    { fetched: true },
+  );
   const raw = await ctx.db.$queryRaw<RawPosition[]>`
     WITH h AS (
       SELECT COALESCE((SELECT "pos" FROM "ChangeHead" WHERE "tenantId" = ${t}::uuid), 0) AS "head",
              EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = ${t}::uuid AND "pos" IS NULL ${typeFilter}) AS "pending")
-    SELECT h."head", h."pending", p.* FROM h LEFT JOIN LATERAL (${positions}) p ON true
+    SELECT h."head", h."pending", p."type", p."objectId", p."pos", p."action", p."changedAt", p."_fetched", p."_size"
+      FROM h LEFT JOIN LATERAL (${sized}) p ON true
      ORDER BY p."pos"`;
   const first = raw[0]!;
   const rows: Position[] = raw
     .filter((r) => r.pos !== null)
-    .map((r) => ({ type: r.type!, objectId: r.objectId!, pos: Number(r.pos), action: r.action!, changedAt: new Date(r.changedAt!) }));
-  return { head: Number(first.head ?? 0), pending: first.pending === true, rows };
+    .map((r) => ({ type: r.type!, objectId: r.objectId!, pos: Number(r.pos), action: r.action!, changedAt: new Date(r.changedAt!), size: Number(r._size) }));
+  return { head: Number(first.head ?? 0), pending: first.pending === true, rows, fetched: rows.length ? Number(first._fetched) : 0 };
 }
 
-/** Estimated JSON bytes of a ticket besides its comments, and per comment besides its body. */
-const TICKET_BYTES = 1_000;
-const COMMENT_BYTES = 200;
+/** A loaded object: its public form, and its ChangeLog position now (another than read: it changed since). */
+type Loaded = Map<ChangeType, Map<string, { data: ChangeItem["data"]; pos: number | null }>>;
 
 /**
- * How many leading items of the page can be loaded within PAGE_BYTES, judging tickets by the size of
- * their threads (summed in the database, without reading them here); other objects are small and
- * measured exactly once serialised. At least one.
+ * The public objects of the page's upserts: one query per type present; a contact now deleted (or a
+ * row gone) maps to null. Each with its ChangeLog position as this query reads it.
  */
-async function ticketCut(ctx: AuthedContext, page: Position[]): Promise<number> {
-  const ids = page.filter((r) => r.type === "ticket" && r.action === "upsert").map((r) => r.objectId);
-  if (ids.length === 0) return page.length;
-  const sizes = await ctx.db.$queryRaw<{ id: string; bytes: bigint | number }[]>`
-    SELECT "ticketId" AS "id", (count(*) * ${COMMENT_BYTES} + COALESCE(sum(octet_length("body")), 0))::bigint AS "bytes"
-      FROM "TicketComment"
-     WHERE "tenantId" = ${ctx.tenantId}::uuid AND "ticketId" IN (${Prisma.join(ids.map((id) => Prisma.sql`${id}::uuid`))})
-     GROUP BY "ticketId"`;
-  const thread = new Map(sizes.map((s) => [s.id, Number(s.bytes)]));
-  let total = 0;
-  for (let i = 0; i < page.length; i++) {
-    const r = page[i]!;
-    if (r.type === "ticket" && r.action === "upsert") total += TICKET_BYTES + (thread.get(r.objectId) ?? 0);
-    if (i > 0 && total > PAGE_BYTES) return i;
-  }
-  return page.length;
-}
-
-type Loaded = Map<ChangeType, Map<string, ChangeItem["data"]>>;
-
-/** The public objects of the page's upserts: one query per type present; a contact now deleted (or a row gone) maps to null. */
 async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded> {
   const ids = new Map<ChangeType, string[]>();
   for (const r of page) {
@@ -239,14 +293,22 @@ async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded
   const rowsOf = (table: string, type: ChangeType, columns: Prisma.Sql, live = Prisma.empty) => Prisma.sql`
     SELECT ${columns} FROM ${Prisma.raw(`"${table}"`)}
      WHERE "tenantId" = ${t}::uuid AND "id" IN (${Prisma.join(ids.get(type)!.map((id) => Prisma.sql`${id}::uuid`))}) ${live}`;
-  const byId = <R extends { id: string }>(rows: R[], serialize: (r: R) => ChangeItem["data"]) => rows.map((r) => [r.id, serialize(r)] as const);
+  type WithPos = { _pos: bigint | number | string | null };
+  // The type's own select, and each row's ChangeLog position in the same snapshot.
+  const withPos = (type: ChangeType, select: Prisma.Sql) => Prisma.sql`
+    SELECT o.*, (SELECT cl."pos" FROM "ChangeLog" cl WHERE cl."tenantId" = ${t}::uuid AND cl."type" = ${type} AND cl."objectId" = o."id") AS "_pos"
+      FROM (${select}) o`;
+  const byId = <R extends { id: string } & WithPos>(rows: R[], serialize: (r: R) => ChangeItem["data"]) =>
+    rows.map((r) => [r.id, { data: serialize(r), pos: r._pos === null ? null : Number(r._pos) }] as const);
   const all = Prisma.sql`*`;
-  const loaders: Record<ChangeType, () => Promise<(readonly [string, ChangeItem["data"]])[]>> = {
-    lead: async () => byId(await read<LeadRow>(selectLeads(t, rowsOf("Lead", "lead", Prisma.sql`"id"`))), toLead),
-    contact: async () => byId(await read<ContactRow>(rowsOf("Contact", "contact", CONTACT_COLUMNS, Prisma.sql`AND "deletedAt" IS NULL`)), toContact),
-    conversation: async () => byId(await read<ConversationListRow>(selectConversations(t, rowsOf("Conversation", "conversation", all))), fromConversationRow),
-    appointment: async () => byId(await read<AppointmentRow>(rowsOf("Appointment", "appointment", APPOINTMENT_COLUMNS)), toAppointment),
-    ticket: async () => byId(await read<TicketThreadRow>(selectTickets(t, rowsOf("Ticket", "ticket", all))), fromThreadRow),
+  const loaders: Record<ChangeType, () => Promise<(readonly [string, { data: ChangeItem["data"]; pos: number | null }])[]>> = {
+    lead: async () => byId(await read<LeadRow & WithPos>(withPos("lead", selectLeads(t, rowsOf("Lead", "lead", Prisma.sql`"id"`)))), toLead),
+    contact: async () =>
+      byId(await read<ContactRow & WithPos>(withPos("contact", rowsOf("Contact", "contact", CONTACT_COLUMNS, Prisma.sql`AND "deletedAt" IS NULL`))), toContact),
+    conversation: async () =>
+      byId(await read<ConversationListRow & WithPos>(withPos("conversation", selectConversations(t, rowsOf("Conversation", "conversation", all)))), fromConversationRow),
+    appointment: async () => byId(await read<AppointmentRow & WithPos>(withPos("appointment", rowsOf("Appointment", "appointment", APPOINTMENT_COLUMNS))), toAppointment),
+    ticket: async () => byId(await read<TicketThreadRow & WithPos>(withPos("ticket", selectTickets(t, rowsOf("Ticket", "ticket", all)))), fromThreadRow),
   };
   const loaded = await Promise.all([...ids.keys()].map(async (type) => [type, new Map(await loaders[type]())] as const));
   return new Map(loaded);

@@ -7,6 +7,7 @@
 // Soft-deleted contacts are never listed. `nextCursor` is null on the last page.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import { budgetCut, contactSize, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { CachedTotal, counted, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
@@ -103,7 +104,9 @@ export const listContacts = scoped("tenant:contacts.read")
         "Live contacts of the tenant, newest first. Offset pagination (`offset`, `limit`), or keyset pagination: " +
         "`nextCursor` (base64url of the last item's createdAt and id, null on the last page) passed back as the " +
         "`cursor` query parameter continues strictly after that item, and `offset` is then ignored. " +
-        "A malformed cursor gives 422.",
+        "A malformed cursor gives 422. " +
+        OFFSET_BUDGET_DOC +
+        " A page cut by the budget also has a `nextCursor`.",
       protect: true,
     },
   })
@@ -157,7 +160,7 @@ export const listContacts = scoped("tenant:contacts.read")
       input.search !== undefined
         ? new CachedTotal(ctx.services.db, t, "Contact", JSON.stringify([input.search, input.listId ?? null]), where)
         : undefined;
-    const read = () => listRows<ContactRow, { before: number; countVersion?: string }>(ctx,
+    const read = (cut: Cut) => listRows<ContactRow & { _fetched?: number | string }, { before: number; countVersion?: string }>(ctx,
       listStatement({
         tenantId: t,
         offset: cursor ? 0 : input.offset,
@@ -167,40 +170,48 @@ export const listContacts = scoped("tenant:contacts.read")
         extra: Prisma.sql`, (${before})::int AS "before"
           ${input.search !== undefined ? Prisma.sql`, (${counted(t, "Contact")})::bigint AS "live"` : Prisma.empty}
           ${cached ? cached.extra : Prisma.empty}`,
-        page: (at) => {
-          const plain = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where}
-            ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}`;
-          if (cached === undefined) return plain;
-          // The walk: ids only, so that it is an index-only scan of "Contact_search_walk_idx" (every
-          // column it tests is in that index); then the page's rows by primary key.
-          const walk = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE "tenantId" = ${t}::uuid AND "id" IN (
-              SELECT "id" FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where} AND ${cached.span}
-               ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset})`;
-          // Only one branch runs: the gate is a constant of the row of s.
-          // Never NULL: with no value either branch would be skipped and the page come back empty.
-          const small = Prisma.sql`COALESCE(s."total" - s."before" <= ${SMALL_SEARCH}
-            AND (s."before" + ${take}::bigint) * s."live" >= ${WALK_PER_MATCH}::bigint * s."total" * (s."total" - s."before"), true)`;
-          return Prisma.sql`
-            SELECT * FROM (SELECT ${CONTACT_COLUMNS} FROM (SELECT * FROM "Contact" WHERE ${where} AND ${after} AND ${at.where} OFFSET 0) m
-                            ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}) small
-             WHERE ${small}
-            UNION ALL
-            SELECT * FROM (${walk}) large WHERE NOT ${small}`;
-        },
+        // Cut to the byte budget (routers/_lib/page-budget.ts); "_fetched" (the walk's) tells a cut page
+        // (fewer rows kept than read) from the last one.
+        page: (at) => budgetCut(cut, contactPage(at), contactSize(), Prisma.sql`"createdAt" DESC, "id" DESC`, { fetched: true }),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
       // A search is planned for its pattern (the trigram index or the createdAt walk): never a
       // generic plan of a prepared statement, which cannot see the pattern.
       { prepare: input.search === undefined },
     );
-    let result = await read();
-    // A cached search total read at another version than its own: again, with the count.
-    if (cached && !cached.settle(result[0]!)) {
-      result = await read();
-      cached.settle(result[0]!);
+    function contactPage(at: { where: Prisma.Sql; offset: Prisma.Sql }): Prisma.Sql {
+      const plain = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where}
+        ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}`;
+      if (cached === undefined) return plain;
+      // The walk: ids only, so that it is an index-only scan of "Contact_search_walk_idx" (every
+      // column it tests is in that index); then the page's rows by primary key.
+      const walk = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE "tenantId" = ${t}::uuid AND "id" IN (
+          SELECT "id" FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where} AND ${cached.span}
+           ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset})`;
+      // Only one branch runs: the gate is a constant of the row of s.
+      // Never NULL: with no value either branch would be skipped and the page come back empty.
+      const small = Prisma.sql`COALESCE(s."total" - s."before" <= ${SMALL_SEARCH}
+        AND (s."before" + ${take}::bigint) * s."live" >= ${WALK_PER_MATCH}::bigint * s."total" * (s."total" - s."before"), true)`;
+      return Prisma.sql`
+        SELECT * FROM (SELECT ${CONTACT_COLUMNS} FROM (SELECT * FROM "Contact" WHERE ${where} AND ${after} AND ${at.where} OFFSET 0) m
+                        ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}) small
+         WHERE ${small}
+        UNION ALL
+        SELECT * FROM (${walk}) large WHERE NOT ${small}`;
+    }
+    // The common page is the gate's; a page the gate withheld (it may reach the byte budget) is read
+    // again as the walk (routers/_lib/page-budget.ts cutToBudget(), inline here for the count cache).
+    let cut: Cut = "gate";
+    let result = await read(cut);
+    for (let again = 0; again < 4; again++) {
+      // A cached search total read at another version than its own: again, with the count.
+      if (cached && !cached.settle(result[0]!)) result = await read(cut);
+      else if (cut === "gate" && withheld(result, Number(result[0]!.before))) result = await read((cut = "walk"));
+      else break;
     }
     const { total: n, extra, items: rows } = splitList(result);
-    const more = rows.length > input.limit;
+    // More: a row past the limit was read, or the budget cut the page.
+    const more = rows.length > input.limit || (rows[0]?._fetched !== undefined && rows.length < Number(rows[0]._fetched));
     const page = rows.slice(0, input.limit);
     const last = page[page.length - 1];
     return {

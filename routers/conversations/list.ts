@@ -3,6 +3,7 @@
 // status or channel kind matches nothing (200 empty, never 422); a malformed customerId is 422.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import { budgetCut, conversationSize, cutToBudget, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { countedAny, eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
@@ -19,7 +20,16 @@ export const ListConversationsQuery = z.object({
 const isOneOf = <T extends string>(values: readonly T[], v: string): v is T => (values as readonly string[]).includes(v);
 
 export const listConversations = scoped("tenant:conversations.read")
-  .meta({ openapi: { method: "GET", path: "/public/v1/conversations", tags: ["conversations"], summary: "List conversations", protect: true } })
+  .meta({
+    openapi: {
+      method: "GET",
+      path: "/public/v1/conversations",
+      tags: ["conversations"],
+      summary: "List conversations",
+      description: `Newest activity first (lastMessageAt, then id, descending). ${OFFSET_BUDGET_DOC}`,
+      protect: true,
+    },
+  })
   .input(ListConversationsQuery)
   .output(OffsetList(ConversationObject))
   .query(async ({ ctx, input }) => {
@@ -52,21 +62,28 @@ export const listConversations = scoped("tenant:conversations.read")
       });
     }
     const where = whereOf(t, filters);
-    const rows = await listRows<ConversationListRow>(ctx,
+    const read = (cut: Cut) => listRows<ConversationListRow>(ctx,
       listStatement({
         tenantId: t,
         offset: input.offset,
         total: exactTotal(t, "Conversation", filters),
         seek: filters.length === 0 ? { entity: "Conversation", column: Prisma.sql`"lastMessageAt"`, desc: true } : undefined,
+        // Cut to the byte budget (routers/_lib/page-budget.ts) over the joined rows: a conversation's
+        // size includes its customer's fields.
         page: (at) =>
-          selectConversations(
-            t,
-            Prisma.sql`SELECT * FROM "Conversation" WHERE ${where} AND ${at.where} ORDER BY "lastMessageAt" DESC, "id" DESC
-                        LIMIT ${input.limit} OFFSET ${at.offset}`,
+          budgetCut(
+            cut,
+            selectConversations(
+              t,
+              Prisma.sql`SELECT * FROM "Conversation" WHERE ${where} AND ${at.where} ORDER BY "lastMessageAt" DESC, "id" DESC
+                          LIMIT ${input.limit} OFFSET ${at.offset}`,
+            ),
+            conversationSize(),
+            Prisma.sql`"lastMessageAt" DESC, "id" DESC`,
           ),
         order: Prisma.sql`p."lastMessageAt" DESC, p."id" DESC`,
       }),
     );
-    const { total, items } = splitList(rows);
+    const { total, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, input.offset)));
     return offsetList(items.map(fromConversationRow), total, page);
   });

@@ -1,13 +1,18 @@
 // GET /public/v1/conversations/{id}/messages — cursor list, newest first (createdAt desc, id desc).
 // The conversation is resolved first (foreign/unknown → 404) and only then is the cursor parsed
 // (malformed → 422). The cursor is an opaque base64url keyset of the last item's (createdAt, id),
-// so pages stay gap- and duplicate-free while new messages arrive.
+// so pages stay gap- and duplicate-free while new messages arrive. A page is cut to the byte budget
+// (routers/_lib/page-budget.ts) in its statement: a cut page has a nextCursor like a full one.
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
+import { readFor } from "../../server/db/insert.js";
 import { validation } from "../../server/errors.js";
-import { DEFAULT_LIMIT, Id, isStorableInstant, MAX_LIMIT, queryIntDefault } from "../_lib/schemas.js";
+import { BUDGET_DOC, budgetCut, cutToBudget, messageSize, type Cut } from "../_lib/page-budget.js";
+import { DEFAULT_LIMIT, Id, isStorableInstant, MAX_LIMIT, queryIntDefault, type Instant } from "../_lib/schemas.js";
+import { sqlTime } from "../_lib/totals.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { MessageList, toMessage } from "./schemas.js";
+import { MessageList, toMessage, type MessageRow } from "./schemas.js";
 
 export const ListMessagesQuery = z.object({
   id: Id,
@@ -23,8 +28,9 @@ interface Keyset {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-export function encodeCursor(k: Keyset): string {
-  return Buffer.from(JSON.stringify({ t: k.createdAt.toISOString(), i: k.id }), "utf8").toString("base64url");
+export function encodeCursor(k: { createdAt: Instant; id: string }): string {
+  const t = typeof k.createdAt === "string" ? k.createdAt : k.createdAt.toISOString();
+  return Buffer.from(JSON.stringify({ t, i: k.id }), "utf8").toString("base64url");
 }
 
 /** The keyset in a cursor, or undefined when it is not one this service issued. */
@@ -47,7 +53,8 @@ export const listMessages = scoped("tenant:conversations.read")
     errors: ["NOT_FOUND"],
     openapi: { method: "GET", path: "/public/v1/conversations/{id}/messages", tags: ["conversations"], summary: "List messages", protect: true,
       description:
-        "Newest first. Pass `pagination.nextCursor` back as the `cursor` query parameter for the next (older) page; it is opaque and stable under concurrent inserts. `limit` 1 to 200, default 50. An unknown conversation gives 404 before the cursor is read; a malformed cursor gives 422." },
+        "Newest first. Pass `pagination.nextCursor` back as the `cursor` query parameter for the next (older) page; it is opaque and stable under concurrent inserts. `limit` 1 to 200, default 50. An unknown conversation gives 404 before the cursor is read; a malformed cursor gives 422. " +
+        `${BUDGET_DOC}, with \`pagination.hasMore\` true and a \`nextCursor\` that continues after its last item.` },
   })
   .input(ListMessagesQuery)
   .output(MessageList)
@@ -64,17 +71,25 @@ export const listMessages = scoped("tenant:conversations.read")
           fields: [{ field: "cursor", code: "invalid_cursor", message: "not a cursor returned by this endpoint" }],
         });
     }
-    const rows = await ctx.db.message.findMany({
-      where: owned(ctx, {
-        conversationId: conversation.id,
-        ...(after
-          ? { OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { lt: after.id } }] }
-          : {}),
-      }),
-      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-      take: input.limit + 1,
-    });
-    const hasMore = rows.length > input.limit;
+    // One statement: limit + 1 messages after the cursor, newest first, cut to the byte budget
+    // (routers/_lib/page-budget.ts; an empty gate is read again as the walk, whose "_fetched" is how
+    // many were read before the cut).
+    const keyset = after
+      ? Prisma.sql`AND ("createdAt" < ${sqlTime(after.createdAt)} OR ("createdAt" = ${sqlTime(after.createdAt)} AND "id" < ${after.id}::uuid))`
+      : Prisma.empty;
+    const read = (cut: Cut) => readFor(ctx.services.db, ctx.db, { isoTimes: true, prepare: true })<MessageRow & { _fetched?: number | string }>(Prisma.sql`
+      SELECT * FROM (${budgetCut(
+        cut,
+        Prisma.sql`SELECT "id", "conversationId", "role", "content", "deliveryStatus", "createdAt" FROM "Message"
+                    WHERE "tenantId" = ${ctx.tenantId}::uuid AND "conversationId" = ${conversation.id}::uuid ${keyset}
+                    ORDER BY "createdAt" DESC, "id" DESC LIMIT ${input.limit + 1}`,
+        messageSize(),
+        Prisma.sql`"createdAt" DESC, "id" DESC`,
+        { fetched: true },
+      )}) m ORDER BY m."createdAt" DESC, m."id" DESC`);
+    const rows = await cutToBudget(read, (gated) => gated.length === 0);
+    // More: a message past the limit was read, or the budget cut the page.
+    const hasMore = rows.length > input.limit || (rows[0]?._fetched !== undefined && rows.length < Number(rows[0]._fetched));
     const items = rows.slice(0, input.limit);
     const last = items[items.length - 1];
     return {

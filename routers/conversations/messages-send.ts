@@ -9,6 +9,7 @@
 //    record the outcome: "sent" or "failed" (201 both). A duplicate of an unfinished send waits for it.
 import { z } from "zod";
 import { abandonDelivery, prepareDelivery } from "../../server/channels/messages.js";
+import type { ChannelRef } from "../../server/channels/index.js";
 import { AppError } from "../../server/errors.js";
 import { AfterCommit, idempotent } from "../_lib/idempotent.js";
 import { Id, Text } from "../_lib/schemas.js";
@@ -74,7 +75,7 @@ export const sendMessage = scoped("tenant:conversations.manage")
         conversationId: conversation.id,
         authorUserId: ctx.caller.ownerId,
         content: input.content,
-        channel: { kind: conversation.channel.kind, config: conversation.channel.config },
+        channel: { kind: conversation.channel.kind as ChannelRef["kind"], config: conversation.channel.config },
         to: conversation.identity?.externalId ?? null,
         payload: { kind: "text", text: input.content },
         at: now,

@@ -16,7 +16,8 @@ export type MessageObject = z.infer<typeof MessageObject>;
 export interface MessageRow {
   id: string;
   conversationId: string;
-  role: MessageObject["role"];
+  /** The "MessageRole" domain (the database checks the value). */
+  role: string;
   content: string;
   deliveryStatus: string;
   createdAt: Date;
@@ -25,7 +26,7 @@ export interface MessageRow {
 export const toMessage = (m: MessageRow): MessageObject => ({
   id: m.id,
   conversationId: m.conversationId,
-  role: m.role,
+  role: m.role as MessageObject["role"],
   content: m.content,
   deliveryStatus: m.deliveryStatus as MessageObject["deliveryStatus"], // CHECK-constrained to these values in the database
   createdAt: iso(m.createdAt),
@@ -66,7 +67,8 @@ export const conversationInclude = {
 export interface ConversationRow {
   id: string;
   channelId: string;
-  status: ConversationObject["status"];
+  /** The "ConversationStatus" domain (the database checks the value). */
+  status: string;
   subject: string | null;
   assignedOperatorId: string | null;
   lastMessagePreview: string;
@@ -125,7 +127,7 @@ export const fromConversationRow = (r: ConversationListRow): ConversationObject 
   id: r.id,
   channel: r.channelKind,
   channelId: r.channelId,
-  status: r.status,
+  status: r.status as ConversationObject["status"],
   subject: r.subject,
   customer: { id: r.customerRowId, name: r.customerName, email: r.customerEmail, phone: r.customerPhone, customerId: r.customerContactId },
   assignedOperatorId: r.assignedOperatorId,

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
+import { budgetCut, cutToBudget, leadSize, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { DateTimeInput, Id, isoOrNull, OffsetList, offsetList, PageQuery, Timestamp, type Instant } from "../_lib/schemas.js";
 import { countedRange, eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
@@ -28,7 +29,8 @@ export const LeadList = OffsetList(LeadObject).extend({
 export const listLeads = scoped("tenant:leads.read")
   .meta({ openapi: { method: "GET", path: "/public/v1/leads", tags: ["leads"], summary: "List leads", protect: true,
       description:
-        "Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more." } })
+        "Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more. " +
+        OFFSET_BUDGET_DOC } })
   .input(ListLeadsInput)
   .output(LeadList)
   .query(async ({ ctx, input }) => {
@@ -53,7 +55,7 @@ export const listLeads = scoped("tenant:leads.read")
     const dated = input.dateFrom !== undefined || input.dateTo !== undefined;
     const total = seek && dated ? countedRange(ctx.tenantId, seek) : exactTotal(ctx.tenantId, "Lead", filters);
     const firstPage = input.offset === 0;
-    const rows = await listRows<LeadRow, { newest?: Instant | null }>(ctx,
+    const read = (cut: Cut) => listRows<LeadRow, { newest?: Instant | null }>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,
@@ -61,16 +63,22 @@ export const listLeads = scoped("tenant:leads.read")
         seek,
         // The first page's first row is the newest match (same filters, createdAt DESC): no extra read.
         extra: firstPage ? undefined : Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
+        // Cut to the byte budget (routers/_lib/page-budget.ts) over the page's rows, in the same statement.
         page: (at) =>
-          selectLeads(
-            ctx.tenantId,
-            Prisma.sql`SELECT "id" FROM "Lead" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
-                        LIMIT ${input.limit} OFFSET ${at.offset}`,
+          budgetCut(
+            cut,
+            selectLeads(
+              ctx.tenantId,
+              Prisma.sql`SELECT "id" FROM "Lead" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
+                          LIMIT ${input.limit} OFFSET ${at.offset}`,
+            ),
+            leadSize(),
+            Prisma.sql`"createdAt" DESC, "id" DESC`,
           ),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
     );
-    const { total: count, extra, items } = splitList(rows);
+    const { total: count, extra, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, input.offset)));
     const newest = firstPage ? (items[0]?.createdAt ?? null) : (extra.newest ?? null);
     return { ...offsetList(items.map(toLead), count, input), cursor: isoOrNull(newest) };
   });

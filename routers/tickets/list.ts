@@ -4,9 +4,12 @@
 //   assignedTo  uuid of a user; customerId uuid of a contact (malformed → 422; unknown/foreign → empty)
 //   offset, limit (1–200, default 50)
 // Newest first (createdAt desc, id desc); each ticket embeds its thread oldest first, loaded for the
-// whole page in the same statement (never one query per ticket).
+// whole page in the same statement (never one query per ticket). The page is cut to the byte budget
+// (routers/_lib/page-budget.ts) in that statement, before any thread is read: only the threads of the
+// tickets returned are built.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import { budgetCut, cutToBudget, OFFSET_BUDGET_DOC, ticketSize, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
@@ -29,7 +32,7 @@ export const listTickets = scoped("tenant:tickets.read")
       description:
         "Tickets of the tenant, newest first (createdAt, then id, descending), each with its comments oldest first. " +
         "Filters: `status`, `assignedTo`, `customerId`; an unknown or foreign value matches nothing. `limit` 1 to 200 " +
-        "(default 50), `offset` default 0.",
+        "(default 50), `offset` default 0. " + OFFSET_BUDGET_DOC,
       protect: true,
     },
   })
@@ -45,7 +48,8 @@ export const listTickets = scoped("tenant:tickets.read")
     if (input.assignedTo !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "assignedTo", "assignedToId", input.assignedTo, "uuid"));
     if (input.customerId !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "customerId", "customerId", input.customerId, "uuid"));
     const where = whereOf(ctx.tenantId, filters);
-    const rows = await listRows<TicketThreadRow>(ctx,
+    // Cut to the byte budget (routers/_lib/page-budget.ts): the threads of the tickets returned only.
+    const read = (cut: Cut) => listRows<TicketThreadRow>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: page.offset,
@@ -54,12 +58,17 @@ export const listTickets = scoped("tenant:tickets.read")
         page: (at) =>
           selectTickets(
             ctx.tenantId,
-            Prisma.sql`SELECT * FROM "Ticket" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
-                        LIMIT ${page.limit} OFFSET ${at.offset}`,
+            budgetCut(
+              cut,
+              Prisma.sql`SELECT * FROM "Ticket" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
+                          LIMIT ${page.limit} OFFSET ${at.offset}`,
+              ticketSize(ctx.tenantId),
+              Prisma.sql`"createdAt" DESC, "id" DESC`,
+            ),
           ),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
     );
-    const { total: count, items } = splitList(rows);
+    const { total: count, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, page.offset)));
     return offsetList(items.map(fromThreadRow), count, page);
   });

@@ -77,7 +77,8 @@ export interface TicketRow {
   leadId: string | null;
   conversationId: string | null;
   subject: string;
-  status: TicketStatus;
+  /** The "TicketStatus" domain (the database checks the value). */
+  status: string;
   createdById: string;
   assignedToId: string | null;
   createdAt: Instant;
@@ -122,7 +123,7 @@ export const toTicket = (t: TicketRow & { comments: TicketCommentRow[] }): Ticke
   leadId: t.leadId,
   conversationId: t.conversationId,
   subject: t.subject,
-  status: t.status,
+  status: t.status as TicketStatus,
   createdBy: t.createdById,
   assignedTo: t.assignedToId,
   createdAt: iso(t.createdAt),
@@ -171,7 +172,7 @@ export const ticketRecord = {
       leadId: t.leadId,
       conversationId: t.conversationId,
       subject: t.subject,
-      status: t.status,
+      status: t.status as TicketStatus,
       createdBy: t.createdBy,
       assignedTo: t.assignedTo,
       createdAt: t.createdAt,

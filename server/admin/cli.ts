@@ -6,69 +6,98 @@ import { readFile } from "node:fs/promises";
 import { loadConfig } from "../config.js";
 import { openDatabase, type Database } from "../db/client.js";
 import { migrateDirect } from "../db/migrate.js";
+import { checkDatabaseConnections, startupErrorText } from "../startup-error.js";
 import { loadFixture } from "./fixture.js";
 import * as ops from "./operations.js";
 
-const USAGE = `usage: admin <verb> ...
+/** The verbs and their arguments (operations.md), as a usage error and `help` print them. */
+export const USAGE = `usage: npm run --silent admin -- <verb> [arguments]
+verbs:
   load FILE
   create-key TENANT_ID OWNER_USER_ID SCOPES [--expires-at ISO]
   revoke-key KEY_ID
   set-plan TENANT_ID PLAN
   set-plan-limits PLAN PER_MINUTE PER_DAY
-  set-tenant-limits TENANT_ID PER_MINUTE|clear [PER_DAY]
-  inbound-message CONVERSATION_ID TEXT`;
+  set-tenant-limits TENANT_ID PER_MINUTE PER_DAY
+  set-tenant-limits TENANT_ID clear
+  inbound-message CONVERSATION_ID TEXT
+  help`;
+
+/** A command line that names no verb, an unknown one, or the wrong arguments: the CLI prints the reason, then USAGE. */
+export class UsageError extends ops.AdminError {}
 
 function takeOption(args: string[], name: string): string | undefined {
   const i = args.findIndex((a) => a === name || a.startsWith(`${name}=`));
   if (i < 0) return undefined;
   const [arg] = args.splice(i, 1);
-  if (arg!.includes("=")) return arg!.slice(name.length + 1);
+  if (arg!.startsWith(`${name}=`)) return arg!.slice(name.length + 1);
   const [value] = args.splice(i, 1);
-  if (value === undefined) throw new ops.AdminError(`${name} needs a value`);
+  if (value === undefined) throw new UsageError(`${name} needs a value`);
   return value;
 }
 
-function arity(args: string[], min: number, max = min) {
-  if (args.length < min || args.length > max) throw new ops.AdminError(`wrong number of arguments\n${USAGE}`);
+function arity(verb: string, args: string[], min: number, max = min) {
+  if (args.length < min || args.length > max)
+    throw new UsageError(`${verb}: wrong number of arguments (${args.length} given, ${min === max ? min : `${min} to ${max}`} expected)`);
 }
 
-export async function run(db: Database, argv: string[]): Promise<unknown> {
-  const [verb, ...args] = argv;
+const HELP = new Set(["help", "--help", "-h"]);
+
+/** `help`, or the verb ready to run: arity and every argument checked before any database is opened. */
+export async function parse(argv: string[]): Promise<"help" | ((db: Database) => Promise<unknown>)> {
+  const [verb, ...rest] = argv;
+  const args = [...rest];
+  if (verb === undefined || verb === "") throw new UsageError("no verb given");
+  if (HELP.has(verb)) return "help";
   switch (verb) {
     case "load": {
-      arity(args, 1);
+      arity(verb, args, 1);
       let doc: unknown;
       try {
         doc = JSON.parse(await readFile(args[0]!, "utf8"));
       } catch (e) {
-        throw new ops.AdminError(`cannot read fixture ${args[0]}: ${(e as Error).message}`);
+        throw new ops.AdminError(`cannot read fixture ${args[0]}: ${(e as Error).message.split("\n")[0]}`);
       }
-      return loadFixture(db, doc);
+      return (db) => loadFixture(db, doc);
     }
     case "create-key": {
       const expiresAt = takeOption(args, "--expires-at");
-      arity(args, 3);
-      return ops.createKey(db, args[0]!, args[1]!, args[2]!, expiresAt);
+      const unknown = args.find((a) => a.startsWith("--"));
+      if (unknown) throw new UsageError(`create-key: unknown option ${JSON.stringify(unknown.split("=")[0])}`);
+      arity(verb, args, 3);
+      const [tenantId, ownerId, scopes] = args as [string, string, string];
+      ops.createKeyArgs(tenantId, ownerId, scopes, expiresAt);
+      return (db) => ops.createKey(db, tenantId, ownerId, scopes, expiresAt);
     }
     case "revoke-key":
-      arity(args, 1);
-      return ops.revokeKey(db, args[0]!);
+      arity(verb, args, 1);
+      ops.revokeKeyArgs(args[0]!);
+      return (db) => ops.revokeKey(db, args[0]!);
     case "set-plan":
-      arity(args, 2);
-      return ops.setPlan(db, args[0]!, args[1]!);
+      arity(verb, args, 2);
+      ops.setPlanArgs(args[0]!, args[1]!);
+      return (db) => ops.setPlan(db, args[0]!, args[1]!);
     case "set-plan-limits":
-      arity(args, 3);
-      return ops.setPlanLimits(db, args[0]!, args[1]!, args[2]!);
+      arity(verb, args, 3);
+      ops.setPlanLimitsArgs(args[0]!, args[1]!, args[2]!);
+      return (db) => ops.setPlanLimits(db, args[0]!, args[1]!, args[2]!);
     case "set-tenant-limits":
-      arity(args, 2, 3);
-      if (args[1] !== "clear" && args.length !== 3) throw new ops.AdminError("PER_DAY is required unless PER_MINUTE is clear");
-      return ops.setTenantLimits(db, args[0]!, args[1]!, args[2]);
+      arity(verb, args, args[1] === "clear" ? 2 : 3);
+      ops.setTenantLimitsArgs(args[0]!, args[1]!, args[2]);
+      return (db) => ops.setTenantLimits(db, args[0]!, args[1]!, args[2]);
     case "inbound-message":
-      arity(args, 2);
-      return ops.inboundMessage(db, args[0]!, args[1]!);
+      arity(verb, args, 2);
+      ops.inboundMessageArgs(args[0]!, args[1]!);
+      return (db) => ops.inboundMessage(db, args[0]!, args[1]!);
     default:
-      throw new ops.AdminError(verb ? `unknown verb "${verb}"\n${USAGE}` : USAGE);
+      throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);
   }
+}
+
+/** Runs one command line on `db` (what main() does once the database is open; `help` returns the usage text). */
+export async function run(db: Database, argv: string[]): Promise<unknown> {
+  const command = await parse(argv);
+  return command === "help" ? USAGE : command(db);
 }
 
 /** Writes `text` and resolves once it has been handed to the OS (all of it, whatever the stream is). */
@@ -79,22 +108,39 @@ export function writeFully(stream: NodeJS.WritableStream, text: string): Promise
   });
 }
 
+/**
+ * Exit status: 0 with the verb's JSON document on stdout (or the usage text for help); 1 with a
+ * one-line reason on stderr when the verb fails or is refused (the database's own message for a
+ * database error; the variable and the cause for a configuration or connection error, as at the
+ * service's start); 2 for a usage error, whose reason line is followed by the verbs. At
+ * LOG_LEVEL=debug a failure's stack follows its line.
+ */
 async function main() {
-  // No statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS is for API requests): a fixture is loaded
-  // in one transaction of large statements.
-  const config = { ...loadConfig(), databaseStatementTimeoutMs: 0 };
   let db: Database | undefined;
   let code = 0;
   let out = "";
   let err = "";
   try {
-    db = await openDatabase(config);
-    await migrateDirect(config, db);
-    out = `${JSON.stringify(await run(db, process.argv.slice(2)))}\n`;
+    const command = await parse(process.argv.slice(2));
+    if (command === "help") out = `${USAGE}\n`;
+    else {
+      // No statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS is for API requests): a fixture is loaded
+      // in one transaction of large statements.
+      const config = { ...loadConfig(), databaseStatementTimeoutMs: 0 };
+      await checkDatabaseConnections(config);
+      db = await openDatabase(config);
+      await migrateDirect(config, db);
+      out = `${JSON.stringify(await command(db))}\n`;
+    }
   } catch (e) {
-    const msg = e instanceof Error ? e.message : String(e);
-    err = `${msg.split("\n")[0]!.replace(/\s+/g, " ").trim() || "failed"}\n`;
-    code = 1;
+    out = "";
+    if (e instanceof UsageError) {
+      err = `${e.message}\n${USAGE}\n`;
+      code = 2;
+    } else {
+      err = startupErrorText(e);
+      code = 1;
+    }
   } finally {
     await db?.close().catch(() => {});
   }

@@ -12,6 +12,8 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaClient } from "../../generated/prisma/client.js";
 import { rawTypes } from "./arrays.js";
+import { TimeoutPool, type StatementTimeoutState } from "./pooler-timeout.js";
+import { lockEmbeddedDatabase } from "./pglite-lock.js";
 import { PreparedStatements, type PreparedState } from "./prepared.js";
 import { isoTimestamptz, isoTimesTypes } from "./times.js";
 
@@ -52,6 +54,8 @@ export interface Database {
   poolStats?(): { total: number; idle: number; waiting: number };
   /** Named prepared statements of the raw runner (PostgreSQL only): still in use, and how many texts. */
   prepared?(): PreparedState;
+  /** The pool's statement_timeout and how it is set (PostgreSQL only; server/db/pooler-timeout.ts). */
+  statementTimeout?(): StatementTimeoutState;
   close(): Promise<void>;
 }
 
@@ -66,9 +70,9 @@ export type StatementObserver = (sql: string, params: readonly unknown[]) => voi
 /**
  * Per-connection settings of the pool: `statement_timeout` (ms, 0 = none), sent by node-postgres as
  * a startup parameter of every connection, so it needs no SET (nothing that a transaction-mode
- * PgBouncer would lose between transactions). The one place to adapt should a pooler in front of
- * PostgreSQL refuse the startup parameter (PgBouncer: `ignore_startup_parameters`, or the setting on
- * the database/role there instead).
+ * PgBouncer would lose between transactions). A pooler that refuses the startup parameter (PgBouncer
+ * without statement_timeout in `ignore_startup_parameters`) makes the pool fall back to connections
+ * without it that set the timeout with SET LOCAL in every transaction (server/db/pooler-timeout.ts).
  */
 export function connectionSettings(opts: { statementTimeoutMs?: number }): Pick<pg.PoolConfig, "statement_timeout"> {
   return opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {};
@@ -83,16 +87,24 @@ export interface PostgresOptions {
   pooled?: boolean;
   /** Told once, if the connections refuse a named statement (the pool then sends only unnamed ones). */
   onUnnamed?: (reason: string) => void;
+  /**
+   * Told once, if a pooler refuses the statement_timeout startup parameter (the pool then sets the
+   * timeout with SET LOCAL in every transaction; server/db/pooler-timeout.ts).
+   */
+  onTimeoutFallback?: (reason: string) => void;
 }
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: opts.max ?? 10,
-    connectionTimeoutMillis: 3_000,
-    idleTimeoutMillis: 30_000,
-    ...connectionSettings(opts),
-  });
+  const pool = new TimeoutPool(
+    {
+      connectionString: url,
+      max: opts.max ?? 10,
+      connectionTimeoutMillis: 3_000,
+      idleTimeoutMillis: 30_000,
+      ...connectionSettings(opts),
+    },
+    opts.onTimeoutFallback,
+  );
   // An idle client losing its connection (a PostgreSQL restart) must not crash the process.
   pool.on("error", () => {});
   if (process.env.BENCH_COUNT_QUERIES === "1") countQueries(pool);
@@ -135,6 +147,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     prepared: () => prepared.state(),
+    statementTimeout: () => pool.statementTimeout(),
     async close() {
       await prisma.$disconnect();
       await pool.end().catch(() => {});
@@ -194,6 +207,8 @@ function observedPglite<T extends object>(lite: T, observe: StatementObserver): 
  * default (128 MB). openDatabase (the service, the CLI) passes PGLITE_SHARED_BUFFERS.
  */
 export async function openPglite(dataDir: string, opts: { observe?: StatementObserver; sharedBuffers?: string } = {}): Promise<Database> {
+  // One process per folder (server/db/pglite-lock.ts): a second one refuses here, before loading PGlite.
+  const lock = dataDir === "memory://" ? undefined : lockEmbeddedDatabase(dataDir);
   // Loaded only here: importing PGlite costs ~50 MB of RSS that a PostgreSQL deployment never uses.
   const [{ PGlite }, { btree_gin }, { btree_gist }, { pg_trgm }, { PrismaPGlite }] = await Promise.all([
     import("@electric-sql/pglite"),
@@ -209,6 +224,9 @@ export async function openPglite(dataDir: string, opts: { observe?: StatementObs
     dataDir: dataDir === "memory://" ? undefined : dataDir,
     extensions: { btree_gin, btree_gist, pg_trgm },
     ...(opts.sharedBuffers ? { startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${opts.sharedBuffers}`] } : {}),
+  }).catch((err) => {
+    lock?.release();
+    throw err;
   });
   const lite = opts.observe ? observedPglite(instance, opts.observe) : instance;
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite), transactionOptions });
@@ -235,6 +253,7 @@ export async function openPglite(dataDir: string, opts: { observe?: StatementObs
     async close() {
       await prisma.$disconnect();
       await lite.close();
+      lock?.release();
     },
   };
 }
@@ -248,13 +267,14 @@ export const PGLITE_SHARED_BUFFERS = "16MB";
  */
 export function openDatabase(
   cfg: { databaseUrl?: string; directDatabaseUrl?: string; dataDir: string; databaseStatementTimeoutMs?: number },
-  opts: Pick<PostgresOptions, "onUnnamed"> = {},
+  opts: Pick<PostgresOptions, "onUnnamed" | "onTimeoutFallback"> = {},
 ): Promise<Database> {
   return cfg.databaseUrl
     ? openPostgres(cfg.databaseUrl, {
         statementTimeoutMs: cfg.databaseStatementTimeoutMs,
         pooled: Boolean(cfg.directDatabaseUrl && cfg.directDatabaseUrl !== cfg.databaseUrl),
         onUnnamed: opts.onUnnamed,
+        onTimeoutFallback: opts.onTimeoutFallback,
       })
     : openPglite(cfg.dataDir, { sharedBuffers: PGLITE_SHARED_BUFFERS });
 }

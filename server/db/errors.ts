@@ -12,9 +12,16 @@ export function dbViolation(err: unknown): Violation | undefined {
   const sqlState: unknown = cause?.originalCode ?? cause?.code ?? e?.meta?.code;
   if (typeof sqlState !== "string" || !/^[0-9A-Z]{5}$/.test(sqlState)) return undefined;
   const message: string = cause?.originalMessage ?? cause?.message ?? e?.message ?? "";
-  const constraint = cause?.constraint?.index ?? /constraint "([^"]+)"/.exec(message)?.[1];
-  return { sqlState, constraint };
+  const named: string | undefined = cause?.constraint?.index ?? /constraint "([^"]+)"/.exec(message)?.[1];
+  return { sqlState, constraint: named === undefined ? undefined : schemaName(named) };
 }
+
+/**
+ * The constraint's name in the schema. On Citus a violation is raised by a shard, whose constraints
+ * carry the shard's id as a suffix ("Contact_tenantId_phone_key_102041"; shard ids start at 102008);
+ * no constraint of the schema ends in `_` and six or more digits.
+ */
+export const schemaName = (constraint: string) => constraint.replace(/_\d{6,}$/, "");
 
 export const isUniqueViolation = (err: unknown, constraint?: string) => {
   const v = dbViolation(err);

@@ -72,6 +72,11 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
         // migrator's lock and building an index on a large table may take longer.
         await s.exec("SET LOCAL statement_timeout = 0");
         await s.query("SELECT pg_advisory_xact_lock($1)", [LOCK_ID]);
+        // On a Citus coordinator (after `npm run db:distribute`) a migration's CREATE TRIGGER on a
+        // distributed table needs citus.enable_unsafe_triggers: the schema's triggers only write rows
+        // of their own tenant, i.e. co-located shards on the same node (docs/scaling.md, "Citus").
+        const [citus] = await s.query<{ on: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS "on"`);
+        if (citus?.on) await s.exec("SET LOCAL citus.enable_unsafe_triggers = on");
         await s.exec(`CREATE TABLE IF NOT EXISTS "_app_migrations" (
           "name" TEXT PRIMARY KEY, "checksum" TEXT NOT NULL, "appliedAt" TIMESTAMPTZ NOT NULL DEFAULT now())`);
         const rows = await s.query<{ name: string; checksum: string }>(`SELECT "name", "checksum" FROM "_app_migrations"`);

@@ -20,6 +20,8 @@ import { openRedis } from "../../server/redis.js";
 import { createProviders } from "../../server/channels/providers.js";
 import type { Services } from "../../server/services.js";
 import { assertConforms } from "./conformance.js";
+import { citusCluster, createClusterDatabase, dropClusterDatabase, TEST_SHARD_COUNT } from "./cluster.js";
+import { distribute } from "../../server/db/distribute.js";
 
 export interface TestDb {
   db: Database;
@@ -60,18 +62,29 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
     return { db, drop: () => db.close() };
   }
   const name = `test_${randomBytes(6).toString("hex")}`;
-  await onServer(`CREATE DATABASE ${name}`);
+  // On a Citus coordinator (the Citus leg): the database on every node, migrated, then distributed.
+  const cluster = await citusCluster(directBaseUrl()!);
+  if (cluster) await createClusterDatabase(directBaseUrl()!, cluster, name);
+  else await onServer(`CREATE DATABASE ${name}`);
   const url = withDatabase(base, name);
   const directUrl = withDatabase(directBaseUrl()!, name);
-  const db = await openPostgres(url, { max: 20, observe: opts.observe });
+  // DATABASE_STATEMENT_TIMEOUT_MS only when set (the CI leg through a PgBouncer that refuses it as a
+  // startup parameter: every test's pool then sets it with SET LOCAL, server/db/pooler-timeout.ts).
+  const statementTimeoutMs = Number(process.env.DATABASE_STATEMENT_TIMEOUT_MS) || undefined;
+  const db = await openPostgres(url, { max: 20, observe: opts.observe, statementTimeoutMs });
   await migrateDirect({ databaseUrl: url, directDatabaseUrl: directUrl }, db);
+  if (cluster) {
+    const direct = await openPostgres(directUrl, { max: 1 });
+    await distribute(direct.sql, { shardCount: TEST_SHARD_COUNT }).finally(() => direct.close());
+  }
   return {
     db,
     url,
     directUrl,
     async drop() {
       await db.close();
-      await onServer(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      if (cluster) await dropClusterDatabase(directBaseUrl()!, cluster, name);
+      else await onServer(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
 }

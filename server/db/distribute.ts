@@ -1,0 +1,197 @@
+// `npm run db:distribute` (issue 26): turns a migrated schema on a Citus coordinator into the
+// distributed schema its tables' roles describe. Each table's role is its comment, set by the
+// migration that creates it: 'citus:reference' (a copy on every node: plans, tenants, users, keys),
+// 'citus:distributed(tenantId)' (sharded by tenant, every such table co-located with the others, so
+// a tenant's rows of every table live on one node) or 'citus:local' (the migrator's bookkeeping).
+//
+// How, in one transaction (all or nothing):
+//   1. the foreign keys that touch a table still to distribute are dropped (Citus turns tables that
+//      reference a new reference table into "Citus local tables", which then cannot be distributed);
+//   2. reference tables, then distributed tables (the first one, or the one already distributed,
+//      fixes the co-location group), with `citus.enable_unsafe_triggers` on: the counters, the
+//      changes capture and the comment admission are triggers on the shards, and they only ever
+//      write rows of the same tenant, i.e. co-located shards on the same node (docs/scaling.md);
+//   3. the foreign keys are added back exactly as they were (every key between tenant rows pairs
+//      "tenantId" with "tenantId", so Citus checks it shard by shard).
+// A second run finds every role realised and changes nothing. On plain PostgreSQL it refuses.
+import type { SqlRunner } from "./client.js";
+
+export type Role = { kind: "reference" } | { kind: "local" } | { kind: "distributed"; column: string };
+
+/** The role a table's comment declares, or null when the comment is not one. */
+export function parseRole(comment: string | null | undefined): Role | null {
+  if (comment === "citus:reference") return { kind: "reference" };
+  if (comment === "citus:local") return { kind: "local" };
+  const m = /^citus:distributed\(([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(comment ?? "");
+  return m ? { kind: "distributed", column: m[1]! } : null;
+}
+
+export class DistributeError extends Error {}
+
+export interface DistributeResult {
+  /** Tables made reference tables by this run. */
+  reference: string[];
+  /** Tables distributed by this run (by their column). */
+  distributed: string[];
+  /** Tables whose role was realised already. */
+  unchanged: number;
+  /** Foreign keys dropped and added back. */
+  foreignKeys: number;
+  /** Shards per distributed table (the co-location group's). */
+  shardCount: number | null;
+  workers: number;
+  citus: string;
+  /** The database-level settings made (DATABASE_SETTINGS). */
+  settings?: Record<string, string>;
+}
+
+/**
+ * Settings the service needs of its database on a Citus cluster (set by every run, on every node):
+ * - `citus.allow_nested_distributed_execution`: a list statement calls "ListCounter_seek" (the deep
+ *   offset's seek over the tenant's counters) inside a query that Citus routes to the tenant's shard;
+ *   the function reads the counters of that same tenant, whose shard is co-located on the same node,
+ *   so the nested query runs locally in the same transaction — the case this setting's warning
+ *   (a nested query sent to ANOTHER node) does not reach.
+ * - `citus.enable_unsafe_triggers`: later migrations may create triggers on distributed tables; each
+ *   of the schema's triggers writes rows of its own tenant only (co-located, local).
+ */
+export const DATABASE_SETTINGS: Record<string, string> = {
+  "citus.allow_nested_distributed_execution": "on",
+  "citus.enable_unsafe_triggers": "on",
+};
+
+interface TableState {
+  name: string;
+  role: Role | null;
+  comment: string | null;
+  /** What Citus has made of it: 'n' reference, 'h' hash-distributed (with its column), undefined plain. */
+  method?: string;
+  column?: string;
+  colocation?: number;
+}
+
+const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+/** What the coordinator's catalog says of the public tables. */
+async function readTables(sql: SqlRunner): Promise<TableState[]> {
+  const rows = await sql.query<{ name: string; comment: string | null; method: string | null; column: string | null; colocation: number | null }>(`
+    SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment, p.partmethod::text AS method,
+           CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END AS column,
+           p.colocationid AS colocation
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
+     WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
+     ORDER BY c.relname`);
+  return rows.map((r) => ({
+    name: r.name,
+    comment: r.comment,
+    role: parseRole(r.comment),
+    method: r.method ?? undefined,
+    column: r.column ?? undefined,
+    colocation: r.colocation ?? undefined,
+  }));
+}
+
+/** Whether Citus already holds the table as its role says; throws when it holds it otherwise. */
+function realised(t: TableState): boolean {
+  const role = t.role!;
+  if (role.kind === "local") {
+    // A local table stays plain; a Citus local table (method 'n' without replication) is fine too.
+    return true;
+  }
+  if (t.method === undefined) return false;
+  if (role.kind === "reference" && t.method === "n") return true;
+  if (role.kind === "distributed" && t.method === "h" && t.column === role.column) return true;
+  throw new DistributeError(
+    `table "${t.name}" is already distributed otherwise than its role (${t.comment}): method ${t.method}${t.column ? ` by "${t.column}"` : ""}; undistribute it first (undistribute_table)`,
+  );
+}
+
+/** The Citus version, or a DistributeError when this database is no Citus coordinator with workers. */
+export async function citusCoordinator(sql: SqlRunner): Promise<{ version: string; workers: number }> {
+  const [ext] = await sql.query<{ version: string }>(`SELECT extversion AS version FROM pg_extension WHERE extname = 'citus'`);
+  if (!ext) throw new DistributeError("not a Citus coordinator: the citus extension is not installed");
+  const [node] = await sql.query<{ coordinator: boolean; workers: number }>(
+    `SELECT citus_is_coordinator() AS coordinator,
+            (SELECT count(*)::int FROM pg_dist_node WHERE noderole = 'primary' AND isactive AND shouldhaveshards AND groupid <> 0) AS workers`,
+  );
+  if (!node?.coordinator) throw new DistributeError("not a Citus coordinator: this node is a worker (run it against the coordinator)");
+  if (!node.workers) throw new DistributeError("no Citus worker nodes: add them on the coordinator first (SELECT citus_add_node(host, port))");
+  return { version: ext.version, workers: node.workers };
+}
+
+/** Whether `sql` is a Citus coordinator's database (the extension is installed). */
+export async function isCitus(sql: SqlRunner): Promise<boolean> {
+  const rows = await sql.query(`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
+  return rows.length > 0;
+}
+
+/**
+ * Distributes the schema as its roles say. `shardCount` applies to a co-location group created by
+ * this run (Citus's citus.shard_count, 32 by default, otherwise).
+ */
+export async function distribute(sql: SqlRunner, opts: { shardCount?: number } = {}): Promise<DistributeResult> {
+  return sql.session(async (s) => {
+    const { version, workers } = await citusCoordinator(s);
+    await s.exec("BEGIN");
+    try {
+      await s.exec("SET LOCAL statement_timeout = 0; SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'");
+      if (opts.shardCount) await s.exec(`SET LOCAL citus.shard_count = ${Math.trunc(opts.shardCount)}`);
+      // One distribute at a time (a second waits, then finds nothing to do).
+      await s.query("SELECT pg_advisory_xact_lock($1)", [7_245_002]);
+      const tables = await readTables(s);
+      const unmarked = tables.filter((t) => !t.role);
+      if (unmarked.length)
+        throw new DistributeError(`table${unmarked.length > 1 ? "s" : ""} without a Citus role: ${unmarked.map((t) => t.name).join(", ")} (COMMENT ON TABLE … IS 'citus:reference' | 'citus:distributed(tenantId)' | 'citus:local')`);
+      const pending = tables.filter((t) => !realised(t));
+      const pendingNames = new Set(pending.map((t) => t.name));
+      const anchor = tables.find((t) => t.role!.kind === "distributed" && t.method === "h");
+      const result: DistributeResult = {
+        reference: [],
+        distributed: [],
+        unchanged: tables.length - pending.length,
+        foreignKeys: 0,
+        shardCount: null,
+        workers,
+        citus: version,
+      };
+      if (pending.length) {
+        const fks = await s.query<{ table: string; name: string; def: string }>(`
+          SELECT c.relname AS "table", k.conname AS name, pg_get_constraintdef(k.oid) AS def
+            FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_class r ON r.oid = k.confrelid
+           WHERE k.contype = 'f' AND k.connamespace = 'public'::regnamespace
+             AND (c.relname = ANY($1::text[]) OR r.relname = ANY($1::text[]))
+           ORDER BY c.relname, k.conname`, [[...pendingNames]]);
+        for (const f of fks) await s.exec(`ALTER TABLE ${ident(f.table)} DROP CONSTRAINT ${ident(f.name)}`);
+        for (const t of pending.filter((t) => t.role!.kind === "reference")) {
+          await s.query(`SELECT create_reference_table($1)`, [ident(t.name)]);
+          result.reference.push(t.name);
+        }
+        let colocateWith = anchor ? ident(anchor.name) : "none";
+        for (const t of pending.filter((t) => t.role!.kind === "distributed")) {
+          const column = (t.role as { column: string }).column;
+          await s.query(`SELECT create_distributed_table($1, $2, colocate_with => $3)`, [ident(t.name), column, colocateWith]);
+          colocateWith = ident(t.name);
+          result.distributed.push(t.name);
+        }
+        for (const f of fks) await s.exec(`ALTER TABLE ${ident(f.table)} ADD CONSTRAINT ${ident(f.name)} ${f.def}`);
+        result.foreignKeys = fks.length;
+      }
+      const [group] = await s.query<{ shards: number | null }>(`
+        SELECT max(g.shardcount)::int AS shards FROM pg_dist_partition p JOIN pg_dist_colocation g ON g.colocationid = p.colocationid
+         WHERE p.partmethod = 'h' AND p.logicalrelid::regclass::text = ANY($1::text[])`,
+        [tables.filter((t) => t.role!.kind === "distributed").map((t) => ident(t.name))]);
+      result.shardCount = group?.shards ?? null;
+      // The database's settings on every node (Citus propagates ALTER DATABASE … SET to the workers).
+      const [db] = await s.query<{ name: string }>("SELECT current_database() AS name");
+      for (const [name, value] of Object.entries(DATABASE_SETTINGS))
+        await s.exec(`ALTER DATABASE ${ident(db!.name)} SET ${name} = ${value}`);
+      result.settings = DATABASE_SETTINGS;
+      await s.exec("COMMIT");
+      return result;
+    } catch (err) {
+      await s.exec("ROLLBACK").catch(() => {});
+      throw err;
+    }
+  });
+}

@@ -1,0 +1,130 @@
+// Service processes as an operator starts them (`npm start`, `npm run admin`, …) for the process
+// tests (test/process-signals.test.ts, test/embedded-lock.test.ts): spawn, wait until ready, the
+// process tree under a pid (Linux /proc), and whether a port is free.
+import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { ROOT } from "../../scripts/ensure-build.js";
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+    s.on("error", reject);
+  });
+
+/** True when nothing listens on 127.0.0.1:port (binding it succeeds). */
+export const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const s = createServer();
+    s.once("error", () => resolve(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+  });
+
+/** This process's environment without database, Redis, port or data-folder settings. */
+export function baseEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "PGLITE_DATA_DIR", "METRICS_PORT", "PORT", "NO_DEMO"]) delete env[k];
+  for (const k of Object.keys(env)) if (k.startsWith("npm_")) delete env[k]; // as from a shell, not from `npm test`
+  return { ...env, HOST: "127.0.0.1", LOG_LEVEL: "info" };
+}
+
+export interface Spawned {
+  child: ChildProcess;
+  out(): string;
+  err(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+}
+
+/** `npm <args>` in the checkout; stdout/stderr collected unless `stdio` says otherwise. */
+export function spawnNpm(args: string[], env: NodeJS.ProcessEnv, stdio: StdioOptions = ["ignore", "pipe", "pipe"]): Spawned {
+  const child = spawn("npm", args, { cwd: ROOT, env, stdio });
+  let out = "";
+  let err = "";
+  child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal, at: Date.now() })),
+  );
+  return { child, out: () => out, err: () => err, exited };
+}
+
+/** Polls `url` until it answers 200 (or the process exits, or the time is up). */
+export async function waitReady(url: string, s: Spawned, timeoutMs = 120_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && s.child.exitCode === null && s.child.signalCode === null) {
+    if (await fetch(url).then((r) => r.ok, () => false)) return true;
+    await sleep(200);
+  }
+  return false;
+}
+
+/** State letter of a process (R, S, Z …) or undefined when there is no such process. */
+export function procState(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Running (not a zombie). */
+export const running = (pid: number) => {
+  const s = procState(pid);
+  return s !== undefined && s !== "Z";
+};
+
+/** Every process under `pid` (children, grandchildren …), from /proc. */
+export function descendants(pid: number): { pid: number; cmd: string }[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out: { pid: number; cmd: string }[] = [];
+  const walk = (p: number) => {
+    for (const c of children.get(p) ?? []) {
+      let cmd = "";
+      try {
+        cmd = readFileSync(`/proc/${c}/cmdline`, "utf8").replace(/\0/g, " ").trim();
+      } catch {
+        // gone meanwhile
+      }
+      out.push({ pid: c, cmd });
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/** Waits until `check` holds (true) or the time is up; resolves with the last value. */
+export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 100): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(stepMs);
+  }
+}
+
+/** Kills whatever is left of a test's processes (cleanup only). */
+export function killAll(pids: number[]): void {
+  for (const pid of pids)
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // gone
+    }
+}
