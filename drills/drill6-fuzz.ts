@@ -7,11 +7,13 @@
 // 0001–9999 after UTC conversion (years 0000 and 10000, extreme offsets), phone numbers of 16–25
 // digits, bodies of tiny unknown keys near 1 MiB, deeply nested objects, ids in upper case, and
 // case variants of the paths (/PUBLIC/V1/…, and the same operation over /TRPC/…); then long comment
-// threads (longThreads).
+// threads (longThreads); lists of huge threads (hugeThreadLists).
 // Targets: zero 5xx (and no dropped connection); every error is the exact envelope with the status
 // of its code; a body over the limit is 413 PAYLOAD_TOO_LARGE; the second tenant's data is
 // byte-for-byte unchanged (full dump before/after).
 import fc from "fast-check";
+import pg from "pg";
+import { PAGE_BUDGET_BYTES } from "../routers/_lib/page-budget.js";
 import { ERROR_STATUS } from "../server/errors.js";
 import { digest, diff, dump } from "./lib/dump.js";
 import { richTenant, load } from "./lib/fixture.js";
@@ -448,6 +450,118 @@ async function loneSurrogates(client: Client, url: string, a: TenantIds, seed: n
   };
 }
 
+// Huge thread lists (issue 25), a generator of its own: tickets of one fresh contact whose threads
+// go up to the thread bounds (comments written straight in the database, through its triggers, so the
+// bounds hold), of control characters (six bytes of JSON each), astral characters, quotes or plain
+// text, then listed with GET /tickets?customerId=…&limit=… (offset += items.length) and read through
+// the changes feed (nextSince). Among them 5 to 8 at every bound in U+0001 (~980 KB of JSON each), so
+// that the tickets always exceed the budget. Every page must be 200 within PAGE_BUDGET_BYTES with at
+// least one ticket, `total` the count throughout, hasNext/hasMore true until the last page (at limit
+// 7 and above, some page cut by the budget), and every ticket must come exactly once each way.
+const hugeListArb = fc.record({
+  worst: fc.integer({ min: 5, max: 8 }),
+  threads: fc.array(
+    fc.record({
+      char: fc.constantFrom("\u0001", "\u001f", "😀", '"', "x"),
+      chars: fc.integer({ min: 1_000, max: 150_000 }),
+      comments: fc.integer({ min: 1, max: 500 }),
+    }),
+    { minLength: 6, maxLength: 14 },
+  ),
+  limit: fc.constantFrom(200, 200, 50, 7),
+});
+
+async function hugeThreadLists(client: Client, url: string, a: TenantIds, seed: number): Promise<{ requests: number; problems: string[]; figure: string }> {
+  const key = a.apiKeys.full!.key;
+  const plan = fc.sample(hugeListArb, { seed: seed + 4, numRuns: 1 })[0]!;
+  const problems: string[] = [];
+  let requests = 0;
+  const get = async (path: string, query: Record<string, string | number | undefined>) => {
+    requests++;
+    return client.request("GET", path, { key, query, timeoutMs: 60_000 });
+  };
+  const drain = async (since?: string) => {
+    const pages: Res[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const r = await get("/public/v1/changes", { types: "ticket", limit: 500, since });
+      pages.push(r);
+      if (r.status !== 200 || !r.body.hasMore) break;
+      since = r.body.nextSince;
+    }
+    return pages;
+  };
+  const tip = (await drain()).at(-1)?.body?.nextSince as string | undefined;
+  const ids: string[] = [];
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  let contact: string;
+  try {
+    // A contact of its own (in the database: the fuzz may have taken any phone): only these tickets are its.
+    contact = (await db.query<{ id: string }>(`INSERT INTO "Contact" ("tenantId", "fullName") VALUES ($1::uuid, 'Huge threads') RETURNING "id"`, [a.id])).rows[0]!.id;
+    const worst = Array.from({ length: plan.worst }, () => ({ char: "\u0001", chars: THREAD_MAX_CHARS, comments: THREAD_MAX_COMMENTS }));
+    for (const [i, t] of [...worst, ...plan.threads].entries()) {
+      const created = await client.request("POST", "/public/v1/tickets", { key, body: { subject: t.char.repeat(500), customerId: contact } });
+      requests++;
+      if (created.status !== 201) {
+        problems.push(`huge thread lists: ticket ${i} not created (${created.status})`);
+        continue;
+      }
+      ids.push(created.body.id);
+      // As many comments as asked, at most 10,000 characters each (the API's bound), within the thread's bounds.
+      const n = Math.min(THREAD_MAX_COMMENTS, Math.max(t.comments, Math.ceil(t.chars / 10_000)));
+      const each = Math.max(1, Math.min(10_000, Math.floor(t.chars / n)));
+      await db.query(
+        `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body")
+         SELECT $1::uuid, $2::uuid, $3::uuid, repeat($4, $5::int) FROM generate_series(1, $6::int)`,
+        [a.id, created.body.id, a.users.ana, t.char, each, n],
+      );
+    }
+  } finally {
+    await db.end();
+  }
+  const check = (where: string, r: Res) => {
+    if (r.status !== 200) problems.push(`${where}: ${r.status} ${r.text.slice(0, 120)}`);
+    else if (Buffer.byteLength(r.text) > PAGE_BUDGET_BYTES) problems.push(`${where}: a body of ${Buffer.byteLength(r.text)} bytes`);
+    else if (r.body.items.length === 0) problems.push(`${where}: an empty page`);
+    return r.status === 200;
+  };
+  // The list, paged by offset += items.length.
+  const listed: string[] = [];
+  let pages = 0;
+  let cut = 0;
+  let largest = 0;
+  let totalBytes = 0;
+  for (let offset = 0; pages < 1000; pages++) {
+    const r = await get("/public/v1/tickets", { customerId: contact, limit: plan.limit, offset });
+    if (!check(`huge thread list page ${pages} (limit ${plan.limit})`, r)) break;
+    largest = Math.max(largest, Buffer.byteLength(r.text));
+    totalBytes += Buffer.byteLength(r.text);
+    if (r.body.total !== ids.length) problems.push(`huge thread list page ${pages}: total ${r.body.total}, not ${ids.length}`);
+    listed.push(...r.body.items.map((t: { id: string }) => t.id));
+    offset += r.body.items.length;
+    if (r.body.items.length < plan.limit && r.body.pagination.hasNext) cut++;
+    if (r.body.pagination.hasNext !== offset < ids.length) problems.push(`huge thread list page ${pages}: hasNext ${r.body.pagination.hasNext} at ${offset} of ${ids.length}`);
+    if (!r.body.pagination.hasNext || r.body.items.length === 0) break;
+  }
+  const once = (seen: string[], what: string) => {
+    const counts = new Map<string, number>();
+    for (const id of seen) counts.set(id, (counts.get(id) ?? 0) + 1);
+    const wrong = ids.filter((id) => counts.get(id) !== 1);
+    if (wrong.length) problems.push(`huge thread lists: ${wrong.length} tickets not exactly once in the ${what}`);
+  };
+  once(listed, "list");
+  if (plan.limit >= 7 && cut === 0) problems.push(`huge thread lists: no page of limit ${plan.limit} was cut by the budget`);
+  // The changes feed after the tip: each of these tickets exactly once, every page within the budget.
+  const feed = await drain(tip);
+  for (const [i, r] of feed.entries()) check(`huge thread feed page ${i}`, r);
+  once(feed.flatMap((r) => (r.body?.items ?? []).map((x: { id: string }) => x.id)), "changes feed");
+  return {
+    requests,
+    problems,
+    figure: `huge thread lists: ${ids.length} tickets (${(totalBytes / 1048576).toFixed(1)} MB of JSON), limit ${plan.limit}: ${pages + 1} pages (${cut} cut by the budget, largest ${largest} B), feed ${feed.length} pages`,
+  };
+}
+
 export const drill6: Drill = {
   id: 6,
   name: "fuzzing",
@@ -515,6 +629,8 @@ export const drill6: Drill = {
     if (threads) failures.push(...threads.problems);
     const surrogates = only === undefined ? await loneSurrogates(client, url, a, seed) : undefined;
     if (surrogates) failures.push(...surrogates.problems);
+    const huge = only === undefined ? await hugeThreadLists(client, url, a, seed) : undefined;
+    if (huge) failures.push(...huge.problems);
     for (const f of failures.slice(0, 8)) report.fail(f);
     await sleep(500); // the service's log lines arrive through a pipe
     for (const id of serverErrors.slice(0, 3)) report.fail(`server log of ${id}: ${logsOf([svc], id).join(" | ").slice(0, 600)}`);
@@ -528,6 +644,7 @@ export const drill6: Drill = {
     report.check(ready.status === 200, `instance not ready after the fuzz (${ready.status})`);
     if (threads) report.figure(threads.figure);
     if (surrogates) report.figure(surrogates.figure);
+    if (huge) report.figure(huge.figure);
     report.figure(`seed ${seed}, ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
     return report.result();
   },

@@ -149,7 +149,7 @@ process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
 // `npm start` execs node (package.json), so npm's SIGTERM/SIGINT reach it. Should npm die without
 // passing one on (SIGKILL), stop as on SIGTERM rather than run on as an orphan.
-if (process.env.npm_lifecycle_event === "MUTATION") {
+if (process.env.npm_lifecycle_event === "start") {
   const npm = process.ppid;
   const npmGone = () => {
     try {

@@ -233,6 +233,46 @@ describe("the changes feed", () => {
     const sent = r.pages.reduce((s, p) => s + p.bytes, 0);
     expect(bytes).toBeLessThan(sent * 1.25);
   }, 180_000);
+
+  it("an object that grows between its sizing and its loading is measured as loaded: the page stays within the budget, the object comes again", async () => {
+    const tip = (await drain()).since;
+    // One statement each: their feed positions follow this order.
+    const ids: string[] = [];
+    for (const i of [1, 2, 3]) {
+      const [lead] = await sql<{ id: string }>(
+        `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId") VALUES ($1::uuid, $4, $2::uuid, $3::uuid) RETURNING "id"`,
+        [acme().id, acme().stages.new, acme().contacts.feed, `Racer ${i}`],
+      );
+      ids.push(lead!.id);
+    }
+    // Just before the objects are loaded (the positions and their sizes are read by then), the second
+    // lead's notes become 5 MB: it has changed since (its feed position is gone) and is measured.
+    const runner = app.db.sql as SqlRunner;
+    const query = runner.query;
+    let grown = false;
+    runner.query = async function (this: SqlRunner, text: string, params?: unknown[], opts?: unknown) {
+      if (!grown && /"_pos"/.test(text)) {
+        grown = true;
+        await query.call(this, `UPDATE "Lead" SET "notes" = repeat('z', 5000000) WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [acme().id, ids[1]]);
+      }
+      return query.call(this, text, params, opts as never);
+    } as SqlRunner["query"];
+    let r: Awaited<ReturnType<typeof drain>>;
+    try {
+      r = await drain(tip);
+    } finally {
+      runner.query = query;
+    }
+    expect(grown).toBe(true);
+    const first = r.pages[0]!;
+    expect(first.bytes).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
+    expect(first.hasMore).toBe(true);
+    expect(first.items.map((i) => i.id)).toEqual([ids[0]]);
+    // Every lead comes; the grown one with its notes as they are now (alone on its page: larger than the budget).
+    expect(new Set(r.items.map((i) => i.id))).toEqual(new Set(ids));
+    const last = r.items.filter((i) => i.id === ids[1]).at(-1)!;
+    expect(last.data.notes).toHaveLength(5_000_000);
+  }, 60_000);
 });
 
 // ---- messages, leads, appointments, contacts, conversations ------------------------------------------
@@ -300,6 +340,20 @@ describe("the other lists", () => {
       [acme().id, list],
     );
     expectBudgetPages(await walk("/public/v1/contacts", { listId: list }), 60);
+    // The keyset cursor too: a cut page has a nextCursor, and following it returns every contact once.
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let n = 0; n < 100; n++) {
+      const r = await app.request("GET", "/public/v1/contacts", { key: key(), query: { listId: list, limit: 200, ...(cursor ? { cursor } : {}) } });
+      expect(r.status).toBe(200);
+      expect(Buffer.byteLength(r.text)).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
+      seen.push(...r.body.items.map((c: any) => c.id));
+      expect(r.body.pagination.hasNext).toBe(r.body.nextCursor !== null);
+      if (r.body.nextCursor === null) break;
+      cursor = r.body.nextCursor;
+    }
+    expect(new Set(seen).size).toBe(60);
+    expect(seen).toHaveLength(60);
 
     const talk = acme().conversations.talk!;
     await sql(

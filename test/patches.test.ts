@@ -1,6 +1,10 @@
 // The dependency patches of patches/ (applied by patch-package in npm ci's postinstall) are in
-// place and behave as documented (docs/decisions.md, "Patched dependencies").
+// place and behave as documented (docs/decisions/performance.md, "Patched dependencies").
+import { spawnSync } from "node:child_process";
 import { EventEmitter } from "node:events";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { describe, expect, it, vi } from "vitest";
 // @ts-expect-error: an internal module of trpc-to-openapi, imported by path (no types for it)
 import { getRequestSignal } from "../node_modules/trpc-to-openapi/dist/esm/utils/method.mjs";
@@ -126,5 +130,40 @@ describe("@trpc/server: the middleware chain without the _objectSpread2 helper",
     const caller = t.router({ p }).createCaller({ a: 1 });
     const out = await caller.p({ x: 5, y: "k" } as any);
     expect(out).toEqual({ sum: 8, ctx: { a: 1, b: 2, seen: { x: 5, y: "k" } } });
+  });
+});
+
+describe("patched dependencies are pinned: postinstall refuses a drift (scripts/check-patches.mjs)", () => {
+  function project(installed: string, declared: string) {
+    const dir = mkdtempSync(path.join(tmpdir(), "crm-patches-"));
+    mkdirSync(path.join(dir, "scripts"));
+    mkdirSync(path.join(dir, "patches"));
+    mkdirSync(path.join(dir, "node_modules", "@scope", "lib"), { recursive: true });
+    copyFileSync("scripts/check-patches.mjs", path.join(dir, "scripts", "check-patches.mjs"));
+    writeFileSync(path.join(dir, "patches", "@scope+lib+1.2.3.patch"), "");
+    writeFileSync(path.join(dir, "node_modules", "@scope", "lib", "package.json"), JSON.stringify({ version: installed }));
+    writeFileSync(path.join(dir, "package.json"), JSON.stringify({ dependencies: { "@scope/lib": declared } }));
+    const r = spawnSync(process.execPath, [path.join(dir, "scripts", "check-patches.mjs")], { encoding: "utf8" });
+    rmSync(dir, { recursive: true, force: true });
+    return r;
+  }
+
+  it("this checkout's patches match the installed, exactly pinned versions", () => {
+    const r = spawnSync(process.execPath, ["scripts/check-patches.mjs"], { encoding: "utf8" });
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+  });
+
+  it("another installed version: exit 1 and one line naming the patch and both versions", () => {
+    const r = project("1.2.4", "1.2.3");
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toContain("patches/@scope+lib+1.2.3.patch is for @scope/lib@1.2.3 but @scope/lib@1.2.4 is installed");
+  });
+
+  it("a range in package.json: exit 1, pin it exactly", () => {
+    const r = project("1.2.3", "^1.2.3");
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim()).toBe('patches/@scope+lib+1.2.3.patch is for @scope/lib@1.2.3 but package.json asks for @scope/lib@^1.2.3: pin it exactly ("1.2.3")');
   });
 });

@@ -146,6 +146,21 @@ describe("a closed standard output (the log's reader died)", { timeout: 180_000 
     await expectAllGone(svc, npmPid, tree, port, at);
   });
 
+  it("a reader that stops reading (the pipe fills up): requests are still served, and SIGTERM to npm stops it within 10 s", async () => {
+    const { svc, npmPid, port, url, tree } = await startService({}, ["ignore", "pipe", "pipe"]);
+    svc.child.stdout!.pause(); // never read again: a pipe holds 64 KiB
+    svc.child.stdout!.removeAllListeners("data");
+    // ~250 bytes of access log per request: 1,000 requests are ~4 pipes full.
+    for (let i = 0; i < 100; i++) {
+      const statuses = await Promise.all(Array.from({ length: 10 }, () => fetch(`${url}/healthz`).then((r) => r.status)));
+      expect(statuses.every((s) => s === 200)).toBe(true);
+    }
+    const at = Date.now();
+    process.kill(npmPid, "SIGTERM");
+    await svc.exited;
+    await expectAllGone(svc, npmPid, tree, port, at);
+  });
+
   it("the logger: lines queued when the process exits into a closed pipe do not block the exit", async () => {
     // Two lines in a row (the second queued behind the first's write), then exit: pino's default
     // destination retried the queued write every 100 ms forever in its exit hook.

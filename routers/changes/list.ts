@@ -94,13 +94,15 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       await sequenceChanges(ctx.services.db.prisma, { tenantId: ctx.tenantId });
       read = await readPositions(ctx, types, token, input.limit, false);
     }
-    const { head, rows, fetched } = read;
+    const { head, rows } = read;
     if (token && (token.pos > head || token.skip > head)) throw sinceExpired("since is ahead of this feed (was the data restored?): start again without since");
 
-    // The positions come cut to the byte budget (sized in SQL, in the same statement): more when a
-    // position past the limit was read or the budget dropped some.
-    let more = fetched > input.limit || rows.length < fetched;
-    const page = rows.slice(0, input.limit);
+    // The page's objects sized in SQL before any is loaded, cut to the byte budget (sizePositions: a
+    // poll with nothing new costs no statement more): more when a position past the limit was read
+    // or the budget left some out.
+    const read0 = rows.slice(0, input.limit);
+    const page = await sizePositions(ctx, read0);
+    let more = rows.length > input.limit || page.length < read0.length;
     const objects = await loadObjects(ctx, page);
     const items: ChangeItem[] = [];
     let bytes = 0;
@@ -170,8 +172,6 @@ interface RawPosition {
   pos: bigint | number | null;
   action: ChangeAction | null;
   changedAt: Date | string | null;
-  _fetched: bigint | number | string | null;
-  _size: bigint | number | string | null;
 }
 
 /** An item's JSON besides its `data` (with the longest type; `data` counts its own bytes and comma). */
@@ -228,11 +228,9 @@ function feedSize(tenantId: string, types: readonly ChangeType[]): { bounds: Pri
 /**
  * One statement: the tenant's head, whether it has pending changes of these types, and up to
  * limit + 1 positions after the token's (tombstones at or below `skip` left out; from the beginning,
- * `skip` is the head itself), cut to the byte budget (the leading positions whose objects fit; at
- * least one) with each one's size; `fetched`: how many were read before the cut. With
- * `unlessPending`, the positions are not read when changes are pending (the caller places them and
- * asks again). Index range scans only: ("tenantId", "pos") for every type, else one
- * ("tenantId", "type", "pos") range per type, merged; then one lookup of each position's object.
+ * `skip` is the head itself). With `unlessPending`, the positions are not read when changes are
+ * pending (the caller places them and asks again). Index range scans only: ("tenantId", "pos") for
+ * every type, else one ("tenantId", "type", "pos") range per type, merged.
  */
 async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], token: SinceToken | undefined, limit: number, unlessPending: boolean) {
   const t = ctx.tenantId;
@@ -250,25 +248,41 @@ async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], t
     ? range(Prisma.empty)
     : Prisma.sql`SELECT * FROM (${Prisma.join(types.map((ty) => Prisma.sql`(${range(Prisma.sql`AND "type" = ${ty}`)})`), " UNION ALL ")}) u ORDER BY "pos" LIMIT ${n}`;
   const typeFilter = all ? Prisma.empty : Prisma.sql`AND "type" IN (${Prisma.join(types)})`;
-  const { bounds, size } = feedSize(t, types);
-  const sized = budgeted(
-    Prisma.sql`SELECT x.*, z."ub" AS "objUb" FROM (${positions}) x LEFT JOIN LATERAL (${bounds}) z ON true`,
-    size,
-    Prisma.sql`"pos"`,
-    { fetched: true },
-  );
   const raw = await ctx.db.$queryRaw<RawPosition[]>`
     WITH h AS (
       SELECT COALESCE((SELECT "pos" FROM "ChangeHead" WHERE "tenantId" = ${t}::uuid), 0) AS "head",
              EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = ${t}::uuid AND "pos" IS NULL ${typeFilter}) AS "pending")
-    SELECT h."head", h."pending", p."type", p."objectId", p."pos", p."action", p."changedAt", p."_fetched", p."_size"
-      FROM h LEFT JOIN LATERAL (${sized}) p ON true
+    SELECT h."head", h."pending", p.* FROM h LEFT JOIN LATERAL (${positions}) p ON true
      ORDER BY p."pos"`;
   const first = raw[0]!;
-  const rows: Position[] = raw
+  const rows: Omit<Position, "size">[] = raw
     .filter((r) => r.pos !== null)
-    .map((r) => ({ type: r.type!, objectId: r.objectId!, pos: Number(r.pos), action: r.action!, changedAt: new Date(r.changedAt!), size: Number(r._size) }));
-  return { head: Number(first.head ?? 0), pending: first.pending === true, rows, fetched: rows.length ? Number(first._fetched) : 0 };
+    .map((r) => ({ type: r.type!, objectId: r.objectId!, pos: Number(r.pos), action: r.action!, changedAt: new Date(r.changedAt!) }));
+  return { head: Number(first.head ?? 0), pending: first.pending === true, rows };
+}
+
+/**
+ * The leading positions of `page` whose objects fit the byte budget (at least one), each with the
+ * bytes it was counted at (`size`): one statement over the positions (given as arrays, in order) and
+ * one lookup of each one's object for its ub (routers/_lib/page-budget.ts) — all of them when those
+ * fit ("gate"); else a second statement, the walk by exact sizes. Nothing for an empty page.
+ */
+async function sizePositions(ctx: AuthedContext, page: Omit<Position, "size">[]): Promise<Position[]> {
+  if (page.length === 0) return [];
+  const present = CHANGE_TYPES.filter((ty) => page.some((r) => r.type === ty));
+  const { bounds, size } = feedSize(ctx.tenantId, present);
+  const positions = Prisma.sql`
+    SELECT x.*, z."ub" AS "objUb"
+      FROM unnest(${page.map((r) => r.type)}::text[], ${page.map((r) => r.objectId)}::uuid[], ${page.map((r) => r.action)}::text[])
+           WITH ORDINALITY AS x("type", "objectId", "action", "ord")
+      LEFT JOIN LATERAL (${bounds}) z ON true`;
+  const read = readFor(ctx.services.db, ctx.db, { prepare: true });
+  const sized = (rows: { ord: bigint | number | string; _size: bigint | number | string }[]) =>
+    rows.map((r) => ({ ...page[Number(r.ord) - 1]!, size: Number(r._size) })).sort((a, b) => a.pos - b.pos);
+  const gate = await read<{ ord: string; _size: string; _ubAll: string }>(Prisma.sql`
+    SELECT p."ord", ${size.ub} AS "_size", sum(${size.ub}) OVER () AS "_ubAll" FROM (${positions}) p`);
+  if (Number(gate[0]!._ubAll) <= ITEMS_BUDGET_BYTES) return sized(gate);
+  return sized(await read(Prisma.sql`SELECT k."ord", k."_size" FROM (${budgeted(positions, size, Prisma.sql`"ord"`)}) k`));
 }
 
 /** A loaded object: its public form, and its ChangeLog position now (another than read: it changed since). */

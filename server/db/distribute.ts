@@ -11,7 +11,9 @@
 //      fixes the co-location group), with `citus.enable_unsafe_triggers` on: the counters, the
 //      changes capture and the comment admission are triggers on the shards, and they only ever
 //      write rows of the same tenant, i.e. co-located shards on the same node (docs/scaling.md);
-//   3. the foreign keys are added back exactly as they were (every key between tenant rows pairs
+//   3. the tables' triggers are off while Citus copies their rows into the shards (moving rows is not
+//      a write: their counters and changes are copied too), then on again;
+//   4. the foreign keys are added back exactly as they were (every key between tenant rows pairs
 //      "tenantId" with "tenantId", so Citus checks it shard by shard).
 // A second run finds every role realised and changes nothing. On plain PostgreSQL it refuses.
 import type { SqlRunner } from "./client.js";
@@ -41,24 +43,7 @@ export interface DistributeResult {
   shardCount: number | null;
   workers: number;
   citus: string;
-  /** The database-level settings made (DATABASE_SETTINGS). */
-  settings?: Record<string, string>;
 }
-
-/**
- * Settings the service needs of its database on a Citus cluster (set by every run, on every node):
- * - `citus.allow_nested_distributed_execution`: a list statement calls "ListCounter_seek" (the deep
- *   offset's seek over the tenant's counters) inside a query that Citus routes to the tenant's shard;
- *   the function reads the counters of that same tenant, whose shard is co-located on the same node,
- *   so the nested query runs locally in the same transaction — the case this setting's warning
- *   (a nested query sent to ANOTHER node) does not reach.
- * - `citus.enable_unsafe_triggers`: later migrations may create triggers on distributed tables; each
- *   of the schema's triggers writes rows of its own tenant only (co-located, local).
- */
-export const DATABASE_SETTINGS: Record<string, string> = {
-  "citus.allow_nested_distributed_execution": "on",
-  "citus.enable_unsafe_triggers": "on",
-};
 
 interface TableState {
   name: string;
@@ -163,6 +148,14 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
              AND (c.relname = ANY($1::text[]) OR r.relname = ANY($1::text[]))
            ORDER BY c.relname, k.conname`, [[...pendingNames]]);
         for (const f of fks) await s.exec(`ALTER TABLE ${ident(f.table)} DROP CONSTRAINT ${ident(f.name)}`);
+        // Moving rows into the shards is not a write: the shards' triggers must not count or feed the
+        // rows Citus copies there (their counters and changes are copied too). The enabled user
+        // triggers of the tables to distribute are off while they are distributed, then on again.
+        const triggers = await s.query<{ table: string; name: string }>(`
+          SELECT c.relname AS "table", t.tgname AS name FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+           WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND c.relnamespace = 'public'::regnamespace AND c.relname = ANY($1::text[])
+           ORDER BY 1, 2`, [[...pendingNames]]);
+        for (const t of triggers) await s.exec(`ALTER TABLE ${ident(t.table)} DISABLE TRIGGER ${ident(t.name)}`);
         for (const t of pending.filter((t) => t.role!.kind === "reference")) {
           await s.query(`SELECT create_reference_table($1)`, [ident(t.name)]);
           result.reference.push(t.name);
@@ -174,6 +167,7 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
           colocateWith = ident(t.name);
           result.distributed.push(t.name);
         }
+        for (const t of triggers) await s.exec(`ALTER TABLE ${ident(t.table)} ENABLE TRIGGER ${ident(t.name)}`);
         for (const f of fks) await s.exec(`ALTER TABLE ${ident(f.table)} ADD CONSTRAINT ${ident(f.name)} ${f.def}`);
         result.foreignKeys = fks.length;
       }
@@ -182,11 +176,6 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
          WHERE p.partmethod = 'h' AND p.logicalrelid::regclass::text = ANY($1::text[])`,
         [tables.filter((t) => t.role!.kind === "distributed").map((t) => ident(t.name))]);
       result.shardCount = group?.shards ?? null;
-      // The database's settings on every node (Citus propagates ALTER DATABASE … SET to the workers).
-      const [db] = await s.query<{ name: string }>("SELECT current_database() AS name");
-      for (const [name, value] of Object.entries(DATABASE_SETTINGS))
-        await s.exec(`ALTER DATABASE ${ident(db!.name)} SET ${name} = ${value}`);
-      result.settings = DATABASE_SETTINGS;
       await s.exec("COMMIT");
       return result;
     } catch (err) {

@@ -28,6 +28,24 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   );
 }
 
+/**
+ * The statements of a migration's SQL, split by PostgreSQL's own parser (libpg-query: quotes, dollar
+ * quotes, comments and semicolons inside function bodies are what PostgreSQL says they are). Loaded
+ * only when a migration is applied.
+ */
+export async function splitStatements(sql: string): Promise<string[]> {
+  const { loadModule, parseSync } = await import("libpg-query");
+  await loadModule();
+  const bytes = Buffer.from(sql, "utf8");
+  const { stmts } = parseSync(sql) as { stmts?: { stmt_location?: number; stmt_len?: number }[] };
+  return (stmts ?? [])
+    .map((x) => {
+      const at = x.stmt_location ?? 0;
+      return bytes.subarray(at, x.stmt_len ? at + x.stmt_len : bytes.length).toString("utf8").trim();
+    })
+    .filter(Boolean);
+}
+
 // Within one process, runs on one runner are serialized too (the embedded PGlite has a single
 // session, on which the advisory lock would be re-entrant).
 const inProcess = new WeakMap<SqlRunner, Promise<unknown>>();
@@ -76,7 +94,10 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
         // distributed table needs citus.enable_unsafe_triggers: the schema's triggers only write rows
         // of their own tenant, i.e. co-located shards on the same node (docs/scaling.md, "Citus").
         const [citus] = await s.query<{ on: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS "on"`);
-        if (citus?.on) await s.exec("SET LOCAL citus.enable_unsafe_triggers = on");
+        // Sequential shard commands: a migration that alters a distributed table and then creates a
+        // function in the same transaction is refused after a parallel DDL ("cannot run function
+        // command because there was a parallel operation on a distributed table").
+        if (citus?.on) await s.exec("SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'");
         await s.exec(`CREATE TABLE IF NOT EXISTS "_app_migrations" (
           "name" TEXT PRIMARY KEY, "checksum" TEXT NOT NULL, "appliedAt" TIMESTAMPTZ NOT NULL DEFAULT now())`);
         const rows = await s.query<{ name: string; checksum: string }>(`SELECT "name", "checksum" FROM "_app_migrations"`);
@@ -88,7 +109,9 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
         const next = migrations.find((m) => !seen.has(m.name));
         if (next) {
           try {
-            await s.exec(next.sql);
+            // One statement at a time, in the migration's transaction: Citus refuses some DDL on a
+            // distributed table (CREATE TRIGGER) when it arrives inside a multi-statement query string.
+            for (const statement of await splitStatements(next.sql)) await s.exec(statement);
           } catch (err) {
             throw new Error(`migration ${next.name} failed: ${(err as Error).message}`);
           }

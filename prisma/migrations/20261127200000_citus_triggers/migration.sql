@@ -402,3 +402,14 @@ DROP FUNCTION "ListCounter_keys"("Appointment");
 DROP FUNCTION "ListCounter_keys"("Conversation");
 DROP FUNCTION "ListCounter_keys"("Contact");
 DROP FUNCTION "ListCounter_keys"("ContactListMember");
+
+-- The one function that runs INSIDE an API statement: a list statement calls "ListCounter_seek" (the
+-- deep offset's seek, a dated lead list's total) in a query that Citus routes, whole, to the tenant's
+-- shard, so the function's own queries are a distributed query started from a query on a shard, which
+-- Citus refuses unless citus.allow_nested_distributed_execution is on: its warning is about a nested
+-- query that reaches ANOTHER node. Every query of the seek pins the same tenant as the statement that
+-- calls it, whose counter shard is co-located on the same node: it runs there, locally, in the same
+-- transaction. The setting is the function's own (applied while it runs, on whichever node), not the
+-- session's. On PostgreSQL without Citus it is an inert placeholder.
+ALTER FUNCTION "ListCounter_seek"(uuid, text, timestamptz, timestamptz, bigint, boolean)
+  SET citus.allow_nested_distributed_execution = on;
