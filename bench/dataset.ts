@@ -239,9 +239,10 @@ SELECT ${uid(t, "ticket", "i")}, ${tid}, ${contact("i * 3")},
        ${A} - i * interval '${ticketSpacing} seconds', ${A} - i * interval '${ticketSpacing} seconds'
   FROM generate_series(0, ${s.tickets - 1}) i;
 
--- 0 to 3 comments per ticket (1.5 on average), oldest first.
+-- 0 to 3 comments per ticket (1.5 on average), oldest first; md5-derived ids, as every row whose id
+-- an answer shows (two loads with one anchor answer alike: bench/citus.ts).
 INSERT INTO "TicketComment" ("id","tenantId","ticketId","authorUserId","body","seq","createdAt")
-SELECT gen_random_uuid(), ${tid}, ${uid(t, "ticket", "i")}, ${user("i + k")},
+SELECT ${uid(t, "comment", "i * 4 + k")}, ${tid}, ${uid(t, "ticket", "i")}, ${user("i + k")},
        'Comment ' || k || ' on ticket ' || i || ': called the customer, waiting for an answer.', k,
        ${A} - i * interval '${ticketSpacing} seconds' + k * interval '1 hour'
   FROM generate_series(0, ${s.tickets - 1}) i, generate_series(1, 3) k
@@ -341,6 +342,12 @@ export interface DatasetOptions {
   log?: (s: string) => void;
   /** Connections loading in parallel (default 2: the machine's cores). */
   jobs?: number;
+  /** The dataset's clock (default: now, to the second). Two loads with one anchor hold the same rows (bench/citus.ts). */
+  anchor?: Date;
+  /** Creates the empty database instead of DROP/CREATE DATABASE on pgBase (bench/citus.ts: on every node of a Citus cluster). */
+  createDatabase?: () => Promise<void>;
+  /** Runs after the rows, the rebuilds and the keys, before VACUUM ANALYZE (bench/citus.ts: db:distribute). */
+  afterLoad?: (url: string, phases: Record<string, number>) => Promise<void>;
 }
 
 const LEAD_CHUNK = 250_000;
@@ -385,18 +392,21 @@ async function inParallel(url: string, jobs: number, tasks: string[], setup: str
 export async function createDataset(opts: DatasetOptions): Promise<Dataset> {
   const log = opts.log ?? (() => {});
   const started = Date.now();
-  const admin = new pg.Client({ connectionString: opts.pgBase });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS "${opts.dbName}" WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE "${opts.dbName}"`);
-  await admin.end();
+  if (opts.createDatabase) await opts.createDatabase();
+  else {
+    const admin = new pg.Client({ connectionString: opts.pgBase });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS "${opts.dbName}" WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE "${opts.dbName}"`);
+    await admin.end();
+  }
   const url = dbUrl(opts.pgBase, opts.dbName);
 
   const db = await openPostgres(url, { max: 2 });
   await migrate(db.sql);
   await db.close();
 
-  const anchor = new Date(Math.floor(Date.now() / 1000) * 1000);
+  const anchor = opts.anchor ?? new Date(Math.floor(Date.now() / 1000) * 1000);
   const A = anchor.toISOString();
   const c = new pg.Client({ connectionString: url });
   await c.connect();
@@ -450,6 +460,8 @@ export async function createDataset(opts: DatasetOptions): Promise<Dataset> {
     const availability = await keyFor(c, availabilityWorstCase.tenant, availabilityTenantSize, "availability");
     const small: BenchTenant[] = [];
     for (let t = 1; t <= SMALL_TENANTS; t++) small.push(await keyFor(c, t, smallTenantSize));
+
+    if (opts.afterLoad) await opts.afterLoad(url, phases);
 
     t0 = Date.now();
     log("VACUUM ANALYZE");

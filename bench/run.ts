@@ -56,8 +56,8 @@ export interface ScenarioResult {
 
 // ---- environment -------------------------------------------------------------------------------
 
-async function versions() {
-  const c = new pg.Client({ connectionString: cfg.pgBase });
+export async function versions(pgUrl = cfg.pgBase) {
+  const c = new pg.Client({ connectionString: pgUrl });
   await c.connect();
   const pgv = (await c.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
   const settings = (await c.query<{ name: string; setting: string }>(
@@ -123,7 +123,7 @@ function headersFor(key: string, r: Req, extra: Record<string, string> = {}): Re
   };
 }
 
-async function send(target: Proc, key: string, r: Req, extra?: Record<string, string>) {
+export async function send(target: Proc, key: string, r: Req, extra?: Record<string, string>) {
   const res = await fetch(target.url + r.path, { method: r.method, headers: headersFor(key, r, extra), body: r.body });
   const text = await res.text();
   return { status: res.status, text };
@@ -141,7 +141,7 @@ async function settle(target: Proc): Promise<number> {
   return last;
 }
 
-async function countRoundTrips(target: Proc, key: string, sc: Scenario, n: number) {
+export async function countRoundTrips(target: Proc, key: string, sc: Scenario, n: number) {
   const statuses: Record<string, number> = {};
   let sample = "";
   const q0 = await settle(target);
@@ -155,7 +155,7 @@ async function countRoundTrips(target: Proc, key: string, sc: Scenario, n: numbe
   return { perRequest: (q1 - q0) / n, statuses };
 }
 
-async function load(
+export async function load(
   target: Proc,
   key: string,
   sc: Scenario,
@@ -170,8 +170,8 @@ async function load(
   const db0 = await db?.snapshot();
   // Latency percentiles from every 2xx response's own time (autocannon's `response` event carries
   // it in fractional milliseconds from hrtime); autocannon's summary keeps whole milliseconds, which
-  // turns a 0.4 vs 0.9 ms comparison into "0 vs 1" (docs/decisions.md, "Latency at microsecond
-  // resolution"). One float per response: at most a few hundred thousand per run.
+  // turns a 0.4 vs 0.9 ms comparison into "0 vs 1" (docs/decisions/benchmark.md, "Latency at
+  // microsecond resolution"). One float per response: at most a few hundred thousand per run.
   const latencies: number[] = [];
   const tracker = autocannon({
     url: target.url,
@@ -221,7 +221,7 @@ async function load(
 
 // ---- preparation and sanity -----------------------------------------------------------------------
 
-async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): Promise<Prepared> {
+export async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): Promise<Prepared> {
   const messageCursors = new Map<string, string>();
   // Every conversation has 50 messages, so a limit=50 first page has no second page: the cursors are
   // taken after the 25 newest messages (the second page then holds the 25 older ones).
@@ -246,7 +246,7 @@ async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): Promise
  * feed's end. Taken again after the answer check, whose creates add changes to the tenant's feed: a
  * token taken before them would not be caught up.
  */
-async function changesTokens(ds: Dataset, tenant: BenchTenant): Promise<Prepared["changes"]> {
+export async function changesTokens(ds: Dataset, tenant: BenchTenant): Promise<Prepared["changes"]> {
   const c = new pg.Client({ connectionString: ds.url });
   await c.connect();
   try {
@@ -265,7 +265,7 @@ async function changesTokens(ds: Dataset, tenant: BenchTenant): Promise<Prepared
 }
 
 /** A body without what differs between two creations of the same thing (ids, clocks, the slot). */
-function comparable(text: string, ignore: string[]): string {
+export function comparable(text: string, ignore: string[]): string {
   const drop = (v: unknown): unknown =>
     Array.isArray(v) ? v.map(drop) : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).filter(([k]) => !ignore.includes(k)).map(([k, x]) => [k, drop(x)])) : v;
   try {
@@ -626,7 +626,9 @@ async function main() {
   }
 }
 
-main().then(
+// BENCH_CITUS=1: the Citus scenario set instead (bench/citus.ts: the same scenarios on a local Citus
+// cluster and on a single PostgreSQL, cluster ÷ single-node per scenario).
+(process.env.BENCH_CITUS === "1" ? import("./citus.js").then((m) => m.citusMain()) : main()).then(
   () => process.stdout.write("", () => process.exit(0)),
   (e) => {
     process.stderr.write(`bench failed: ${(e as Error).stack}\n`, () => process.exit(1));

@@ -1,9 +1,10 @@
-// Issue 13 §3: the round trips of a create. A successful POST /leads is two statements (one read of
-// every id it resolves; one write: Idempotency-Key claim + row + stored response) and a successful
-// POST /appointments is one (calendar lock + checks + claim + row), with no BEGIN/COMMIT. Everything
-// else — replays, mismatches, 404s, 409s — goes through the transactional path and must behave
-// exactly as before (the resource files test each behaviour; here: that they still hold after a
-// one-statement write, and that nothing is persisted by a refused one).
+// Issue 13 §3: the round trips of a create. A successful POST /leads and a successful POST
+// /appointments are each ONE statement besides the guard's key lookup (the lookups the row needs +
+// the Idempotency-Key claim + the row + the stored response; for an appointment also the calendar
+// lock and the checks), with no BEGIN/COMMIT. Everything else — replays, mismatches, 404s, 409s —
+// goes through the transactional path and must behave exactly as before (the resource files test each
+// behaviour; here: that they still hold after a one-statement write, and that nothing is persisted by
+// a refused one).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TenantIds } from "../server/admin/fixture.js";
 import { expectEnvelope, freshDatabase, randomUuid, startApp, type TestApp } from "./helpers/app.js";
