@@ -66,6 +66,10 @@ const citusCfg = {
   shardCount: Number(process.env.BENCH_CITUS_SHARDS || 32),
   /** The single-node service listens on BENCH_SERVICE_PORT, the cluster's on this one. */
   clusterServicePort: port("BENCH_CITUS_SERVICE_PORT", 3903),
+  /** The loader's rebuilds re-run on the distributed schema (rolled back) as a check; 0 skips them. */
+  rebuildCheck: process.env.BENCH_CITUS_REBUILD_CHECK !== "0",
+  /** Seconds of both services idle, to measure the databases' background CPU. */
+  idleSeconds: 5,
 };
 
 const TARGET = { read: 0.6, write: 0.5, growth: 1.5 };
@@ -288,7 +292,7 @@ const FEED_BACKFILL = [
  * with the triggers off); on the cluster, the loader's rebuilds run on the distributed schema (each in
  * a transaction rolled back) and find nothing to change.
  */
-async function checkDatasets(single: Dataset, cluster: Dataset): Promise<Check[]> {
+async function checkDatasets(single: Dataset, cluster: Dataset, rebuilds: boolean): Promise<Check[]> {
   const checks: Check[] = [];
   const rowsDiff = Object.keys({ ...single.rows, ...cluster.rows }).filter((k) => single.rows[k] !== cluster.rows[k]);
   checks.push({
@@ -306,8 +310,11 @@ async function checkDatasets(single: Dataset, cluster: Dataset): Promise<Check[]
       const d = sameMaps(fa[name]!, fb[name]!);
       checks.push({ what: `${name}: cluster (distributed after the load) = single node`, ok: !d, detail: d ?? `${fb[name]!.size} tenants identical` });
     }
-    // "ListCounter_rebuild" per tenant on the distributed schema (the sized tenants, the availability one, one small one).
-    const tenants = [...cluster.sized, cluster.availability, cluster.small[0]!].map((t) => t.id);
+    if (!rebuilds) return checks;
+    // "ListCounter_rebuild" per tenant on the distributed schema: the smallest sized tenant, the
+    // availability one and a small one (every tenant's counters, the largest included, are compared
+    // with the single node's above, which the same function rebuilt there).
+    const tenants = [cluster.sized[0]!, cluster.availability, cluster.small[0]!].map((t) => t.id);
     const counters = Object.keys(FINGERPRINTS)[0]!;
     const t0 = Date.now();
     let rebuilt: string | undefined;
@@ -326,7 +333,7 @@ async function checkDatasets(single: Dataset, cluster: Dataset): Promise<Check[]
     checks.push({
       what: `"ListCounter_rebuild"(tenant) on the cluster's distributed schema = the counters distribution kept`,
       ok: !rebuilt,
-      detail: rebuilt ?? `${tenants.length} tenants (${cluster.sized.map((t) => t.label).join(", ")}, availability, one small) rebuilt in ${((Date.now() - t0) / 1000).toFixed(1)} s, nothing changed (rolled back)`,
+      detail: rebuilt ?? `${tenants.length} tenants (${cluster.sized[0]!.label}, availability, one small) rebuilt in ${((Date.now() - t0) / 1000).toFixed(1)} s, nothing changed (rolled back)`,
     });
     // The changes-feed backfill on the distributed schema.
     const t1 = Date.now();
@@ -414,6 +421,15 @@ export interface CitusRun extends Omit<Run, "target"> {
   target: "single" | "cluster";
   /** Database CPU ms per request by node: [single] or [coordinator, worker…]. */
   dbCpuMsByNode: number[];
+}
+
+type Side = "single" | "cluster";
+
+/** Failed requests and logged errors of one side, by phase. */
+interface Failure {
+  phase: string;
+  what: string;
+  n: number;
 }
 
 interface Pair {
@@ -508,6 +524,10 @@ function report(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair[], 
     L.push(`  - the ${t.label} tenant: ${t.size.leads} leads, ${t.size.contacts} contacts, ${t.size.conversations} conversations × ${t.size.messagesPer} messages, ${t.size.appointments} appointments, ${t.size.tickets} tickets`);
   L.push(`  - the availability worst case (issue 12) and 50 small tenants.`);
   L.push(`- Service: \`${meta.serviceLabel}\`, one per side (single node :${meta.servicePorts.single}, cluster :${meta.servicePorts.cluster}), NODE_ENV=production, LOG_LEVEL=warn, BENCH_COUNT_QUERIES=1; both idle but for the side being measured (their background steps — the changes sequencer every second, the sweeps — run on both).`);
+  if (meta.idle?.cluster?.length)
+    L.push(
+      `- Background database CPU, both services running and no request (${meta.idleSeconds} s): single node ${meta.idle.single.map(f2).join(" + ")} ms/s; cluster ${meta.idle.cluster.map(f2).join(" + ")} ms/s (coordinator + workers: the services' sequencer step every second and sweeps, Citus's maintenance). It is part of every run's DB ms/req (over the run's requests).`,
+    );
   L.push(`- Growth: each list scenario on each sized tenant, ${meta.sizeDuration} s at ${meta.sizeConnections} connections after a 1 s warm-up, single node then cluster.`);
   L.push(`- Matrix: each (scenario, connections) run ${meta.duration} s after a ${meta.warmup} s warm-up per scenario and side; autocannon over loopback, pipelining 1; single node then cluster, back to back. Reads run before writes.`);
   L.push(`- Round trips: statements the service sends per request (to the single server / to the coordinator). CPU ms/req: the service process. DB ms/req: client backends of the benchmark database on every node, exited ones included (the postmasters' reaped-children time); cluster = coordinator + workers.`);
@@ -541,6 +561,13 @@ function report(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair[], 
           })
           .join(" | ")} |`,
       );
+    L.push("");
+  }
+  const fl = (["single", "cluster"] as const).filter((x) => meta.failures[x].length);
+  if (fl.length) {
+    L.push("## Failed requests and logged errors", "");
+    L.push("| side | phase | what | count |", "|---|---|---|---:|");
+    for (const x of fl) for (const f of meta.failures[x] as Failure[]) L.push(`| ${x} | ${f.phase} | ${f.what.replace(/\|/g, "\\|")} | ${f.n} |`);
     L.push("");
   }
   L.push(
@@ -590,6 +617,8 @@ export async function citusMain(): Promise<void> {
   let v: Awaited<ReturnType<typeof versions>> | undefined;
   let nodes: Record<string, Record<string, string>> = {};
   const serviceHwm = { single: NaN, cluster: NaN };
+  const failures: Record<Side, Failure[]> = { single: [], cluster: [] };
+  const idle: Record<Side, number[]> = { single: [], cluster: [] };
   const loadStart = os.loadavg()[0]!;
   const svc = await serviceCommand(log, cfg.nodeFlags);
   try {
@@ -628,14 +657,49 @@ export async function citusMain(): Promise<void> {
     }
     nodes = { single: await nodeFacts(dsSingle.url), coordinator: await nodeFacts(dsCluster.url), worker: await nodeFacts(workerUrls(dbName)[0]!) };
     log("checking the datasets: rows, counters and feed on both; the rebuilds on the distributed schema");
-    checks = await checkDatasets(dsSingle, dsCluster);
+    checks = await checkDatasets(dsSingle, dsCluster, citusCfg.rebuildCheck);
     for (const c of checks) log(`  ${c.ok ? "ok  " : "FAIL"} ${c.what}: ${c.detail}`);
 
+    let phase = "start";
+    const noteFailure = (target: Side, what: string) => {
+      const f = failures[target].find((x) => x.phase === phase && x.what === what);
+      if (f) f.n++;
+      else if (failures[target].length < 200) failures[target].push({ phase, what, n: 1 });
+    };
     single = startProcess({ name: "service (single node)", cwd: ROOT, port: cfg.servicePort, args: svc.args, env: serviceEnv(dsSingle.url, cfg.servicePort) });
     cluster = startProcess({ name: "service (cluster)", cwd: ROOT, port: citusCfg.clusterServicePort, args: svc.args, env: serviceEnv(dsCluster.url, citusCfg.clusterServicePort) });
+    // Every error the services log (a 5xx, a failed background step), by the phase it came in.
+    for (const [target, p] of [["single", single], ["cluster", cluster]] as const) {
+      let buf = "";
+      p.child.stderr!.on("data", (d: Buffer) => {
+        buf += d.toString();
+        let i: number;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          if (!line.startsWith("{")) continue;
+          try {
+            const j = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } };
+            if ((j.level ?? 0) >= 50) noteFailure(target, `logged: ${j.msg ?? ""}${j.err?.message ? `: ${j.err.message.split("\n")[0]}` : ""}`);
+          } catch {
+            /* not a log line */
+          }
+        }
+      });
+    }
     await Promise.all([waitReady(single, "/readyz"), waitReady(cluster, "/readyz")]);
     log(`services ready: single node pid ${single.pid}, cluster pid ${cluster.pid}`);
     probes = { single: await nodesProbe([dsSingle.url]), cluster: await nodesProbe([dsCluster.url, ...workerUrls(dbName)]) };
+    // Background database CPU: both services running, no request.
+    phase = "idle";
+    const idle0 = await Promise.all([probes.single.snapshot(), probes.cluster.snapshot()]);
+    await new Promise((r) => setTimeout(r, citusCfg.idleSeconds * 1000));
+    const idle1 = await Promise.all([probes.single.snapshot(), probes.cluster.snapshot()]);
+    probes.single.delta(idle0[0], idle1[0]);
+    idle.single = probes.single.last.map((x) => (x * 1000) / citusCfg.idleSeconds);
+    probes.cluster.delta(idle0[1], idle1[1]);
+    idle.cluster = probes.cluster.last.map((x) => (x * 1000) / citusCfg.idleSeconds);
+    log(`idle database CPU: single ${idle.single.map((x) => x.toFixed(1)).join(" + ")} ms/s, cluster ${idle.cluster.map((x) => x.toFixed(1)).join(" + ")} ms/s`);
 
     const sides = () => [
       { target: "single" as const, proc: single!, ds: dsSingle!, probe: probes!.single },
@@ -647,6 +711,7 @@ export async function citusMain(): Promise<void> {
     const pick = (xs: Scenario[]) => xs.filter((s) => !cfg.only || cfg.only.has(s.name));
     const scA = pick(buildScenarios(dsSingle, dsSingle.big, prepA, `${runId}-s`));
     const scB = pick(buildScenarios(dsCluster, dsCluster.big, prepB, `${runId}-c`));
+    phase = "answer check";
     const answers = await sameAnswers(single, cluster, { single: dsSingle.big.key, cluster: dsCluster.big.key }, scA, scB);
     checks.push({
       what: "every scenario answers the same on the cluster as on the single node (status and body; reads byte for byte, writes but for ids and clocks)",
@@ -658,10 +723,30 @@ export async function citusMain(): Promise<void> {
     Object.assign(prepA.changes, await changesTokens(dsSingle, dsSingle.big));
     Object.assign(prepB.changes, await changesTokens(dsCluster, dsCluster.big));
 
-    const measure = async (side: ReturnType<typeof sides>[number], key: string, sc: Scenario, conns: number, seconds: number): Promise<CitusRun> => {
+    type S = ReturnType<typeof sides>[number];
+    const statuses = (target: Side, st: Record<string, number>) => {
+      for (const [code, n] of Object.entries(st)) if (!/^2/.test(code)) for (let k = 0; k < n; k++) noteFailure(target, `status ${code}`);
+    };
+    const measure = async (side: S, key: string, sc: Scenario, conns: number, seconds: number, what: string): Promise<CitusRun> => {
+      phase = what;
       const r = await load(side.proc, key, sc, conns, seconds, side.probe);
+      statuses(side.target, r.statuses);
+      if (r.errors) noteFailure(side.target, `${r.errors} connection errors/timeouts`);
       const total = side.probe.last.reduce((s, x) => s + x, 0);
       return { target: side.target, ...r, dbCpuMsByNode: side.probe.last.map((x) => (total > 0 ? (x / total) * r.dbCpuMsPerReq : NaN)) };
+    };
+    /** A warm-up: not measured, but its failures are recorded. */
+    const unmeasured = async (side: S, key: string, sc: Scenario, conns: number, seconds: number, what: string) => {
+      phase = what;
+      const r = await load(side.proc, key, sc, conns, seconds, undefined);
+      statuses(side.target, r.statuses);
+      if (r.errors) noteFailure(side.target, `${r.errors} connection errors/timeouts`);
+    };
+    const counted = async (side: S, key: string, sc: Scenario, n: number, what: string) => {
+      phase = what;
+      const r = await countRoundTrips(side.proc, key, sc, n);
+      statuses(side.target, r.statuses);
+      return r.perRequest;
     };
 
     // 1. Growth: the list scenarios on each sized tenant, single node then cluster.
@@ -679,9 +764,10 @@ export async function citusMain(): Promise<void> {
         const got: Partial<Record<"single" | "cluster", CitusRun>> = {};
         for (const s of per) {
           const own = s.scenarios.find((x) => x.name === sc.name)!;
-          await countRoundTrips(s.proc, s.t.key, own, Math.min(5, cfg.countRequests));
-          await load(s.proc, s.t.key, own, cfg.sizeConnections, 1, undefined);
-          got[s.target] = await measure(s, s.t.key, own, cfg.sizeConnections, cfg.sizeDuration);
+          const what = `growth ${s.t.label} ${sc.name}`;
+          await counted(s, s.t.key, own, Math.min(5, cfg.countRequests), `${what} (round-trip count)`);
+          await unmeasured(s, s.t.key, own, cfg.sizeConnections, 1, `${what} (warm-up)`);
+          got[s.target] = await measure(s, s.t.key, own, cfg.sizeConnections, cfg.sizeDuration, `${what} @${cfg.sizeConnections}`);
         }
         g.bySize[per[0]!.t.label] = { single: got.single!, cluster: got.cluster! };
         log(
@@ -696,14 +782,14 @@ export async function citusMain(): Promise<void> {
       const sb = scB.find((x) => x.name === sa.name)!;
       const own = (t: "single" | "cluster") => (t === "single" ? sa : sb);
       const rt: Record<string, number> = {};
-      const keyOf = (s: ReturnType<typeof sides>[number]) => own(s.target).key ?? s.ds.big.key;
-      for (const s of sides()) rt[s.target] = (await countRoundTrips(s.proc, keyOf(s), own(s.target), cfg.countRequests)).perRequest;
+      const keyOf = (s: S) => own(s.target).key ?? s.ds.big.key;
+      for (const s of sides()) rt[s.target] = await counted(s, keyOf(s), own(s.target), cfg.countRequests, `${sa.name} (round-trip count)`);
       const pair: Pair = { name: sa.name, title: sa.title, write: sa.write, roundTrips: { single: rt.single!, cluster: rt.cluster! }, runs: [] };
       log(`${sa.title}: ${rt.single!.toFixed(1)} / ${rt.cluster!.toFixed(1)} round trips/request (single / cluster)`);
-      if (cfg.warmup > 0) for (const s of sides()) await load(s.proc, keyOf(s), own(s.target), 8, cfg.warmup, undefined);
+      if (cfg.warmup > 0) for (const s of sides()) await unmeasured(s, keyOf(s), own(s.target), 8, cfg.warmup, `${sa.name} (warm-up @8)`);
       for (const c of cfg.connections) {
         const got: CitusRun[] = [];
-        for (const s of sides()) got.push(await measure(s, keyOf(s), own(s.target), c, cfg.duration));
+        for (const s of sides()) got.push(await measure(s, keyOf(s), own(s.target), c, cfg.duration, `${sa.name} @${c}`));
         pair.runs.push(...got);
         const [a, b] = got as [CitusRun, CitusRun];
         log(
@@ -713,9 +799,9 @@ export async function citusMain(): Promise<void> {
       }
       pairs.push(pair);
     }
+    phase = "end";
     serviceHwm.single = memory(single.pid).hwm;
     serviceHwm.cluster = memory(cluster.pid).hwm;
-    for (const p of [single, cluster]) if (p.stderrTail().trim()) log(`${p.name} stderr (tail): ${p.stderrTail().trim().slice(-1500)}`);
   } finally {
     await probes?.single.close();
     await probes?.cluster.close();
@@ -761,8 +847,19 @@ export async function citusMain(): Promise<void> {
         servicePorts: { single: cfg.servicePort, cluster: citusCfg.clusterServicePort },
         serviceHwm,
         targets: TARGET,
+        idle,
+        idleSeconds: citusCfg.idleSeconds,
+        failures,
         jsonFile: path.relative(ROOT, jsonFile),
       };
+      for (const side of ["single", "cluster"] as const) {
+        const n = failures[side].reduce((a, f) => a + f.n, 0);
+        checks.push({
+          what: `no failed request and no error logged by the ${side === "single" ? "single node's" : "cluster's"} service (every phase: counts, warm-ups, runs, background)`,
+          ok: n === 0,
+          detail: n ? `${n}: ${failures[side].slice(0, 8).map((f) => `${f.phase}: ${f.what} ×${f.n}`).join("; ")}` : "none",
+        });
+      }
       writeFileSync(jsonFile, JSON.stringify({ meta, checks, growth, pairs }, null, 2) + "\n");
       const MARK = "<!-- notes: hand-written below this line, kept by re-runs -->";
       const previous = existsSync(out) ? readFileSync(out, "utf8") : "";

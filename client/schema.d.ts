@@ -33,7 +33,7 @@ export interface paths {
         };
         /**
          * List leads
-         * @description Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more.
+         * @description Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
          *
          *     Scope: `tenant:leads.read`.
          */
@@ -83,7 +83,7 @@ export interface paths {
         };
         /**
          * List contacts
-         * @description Live contacts of the tenant, newest first. Offset pagination (`offset`, `limit`), or keyset pagination: `nextCursor` (base64url of the last item's createdAt and id, null on the last page) passed back as the `cursor` query parameter continues strictly after that item, and `offset` is then ignored. A malformed cursor gives 422.
+         * @description Live contacts of the tenant, newest first. Offset pagination (`offset`, `limit`), or keyset pagination: `nextCursor` (base64url of the last item's createdAt and id, null on the last page) passed back as the `cursor` query parameter continues strictly after that item, and `offset` is then ignored. A malformed cursor gives 422. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size. A page cut by the budget also has a `nextCursor`.
          *
          *     Scope: `tenant:contacts.read`.
          */
@@ -133,7 +133,9 @@ export interface paths {
         };
         /**
          * List conversations
-         * @description Scope: `tenant:conversations.read`.
+         * @description Newest activity first (lastMessageAt, then id, descending). A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         *
+         *     Scope: `tenant:conversations.read`.
          */
         get: operations["conversations-list"];
         put?: never;
@@ -173,7 +175,7 @@ export interface paths {
         };
         /**
          * List messages
-         * @description Newest first. Pass `pagination.nextCursor` back as the `cursor` query parameter for the next (older) page; it is opaque and stable under concurrent inserts. `limit` 1 to 200, default 50. An unknown conversation gives 404 before the cursor is read; a malformed cursor gives 422.
+         * @description Newest first. Pass `pagination.nextCursor` back as the `cursor` query parameter for the next (older) page; it is opaque and stable under concurrent inserts. `limit` 1 to 200, default 50. An unknown conversation gives 404 before the cursor is read; a malformed cursor gives 422. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasMore` true and a `nextCursor` that continues after its last item.
          *
          *     Scope: `tenant:conversations.read`.
          */
@@ -199,7 +201,9 @@ export interface paths {
         };
         /**
          * List appointments
-         * @description Scope: `tenant:appointments.read`.
+         * @description Ordered by startsAt, then id. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         *
+         *     Scope: `tenant:appointments.read`.
          */
         get: operations["appointments-list"];
         put?: never;
@@ -263,7 +267,7 @@ export interface paths {
         };
         /**
          * List tickets
-         * @description Tickets of the tenant, newest first (createdAt, then id, descending), each with its comments oldest first. Filters: `status`, `assignedTo`, `customerId`; an unknown or foreign value matches nothing. `limit` 1 to 200 (default 50), `offset` default 0.
+         * @description Tickets of the tenant, newest first (createdAt, then id, descending), each with its comments oldest first. Filters: `status`, `assignedTo`, `customerId`; an unknown or foreign value matches nothing. `limit` 1 to 200 (default 50), `offset` default 0. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
          *
          *     Scope: `tenant:tickets.read`.
          */
@@ -341,7 +345,7 @@ export interface paths {
          *
          *     Each item: `type`, `id`, `action` and `changedAt`; `data` is exactly what the object's own GET/list returns at that moment (a ticket with its thread); `delete` (a soft-deleted contact) carries `data: null`. A new message is a change of its conversation, a new ticket comment a change of its ticket.
          *
-         *     `types` defaults to every type the key can read (`tenant:<resource>.read`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's `since` gives 422 VALIDATION_ERROR (`details.fields[0].field` = `since`). Tokens are valid for 30 days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with `details.code` = `since_expired` — start again without `since` and rebuild the mirror. A page holds at most `limit` items (1–500, default 100) and about 4 MiB.
+         *     `types` defaults to every type the key can read (`tenant:<resource>.read`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's `since` gives 422 VALIDATION_ERROR (`details.fields[0].field` = `since`). Tokens are valid for 30 days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with `details.code` = `since_expired` — start again without `since` and rebuild the mirror. `limit`: 1–500, default 100. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `hasMore` true: continue with `nextSince` (nothing is skipped).
          *
          *     Scope: at least one of `tenant:leads.read`, `tenant:contacts.read`, `tenant:conversations.read`, `tenant:appointments.read`, `tenant:tickets.read` (see above).
          */
@@ -392,6 +396,7 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
         };
+        /** @description `pageSize` is the `limit` asked for; `page` (⌊offset / limit⌋ + 1) and `totalPages` count pages of that size. A page cut by the byte budget holds fewer than `pageSize` items with `hasNext` true: the next page starts at `offset` + the number of items received. */
         Pagination: {
             page: number;
             pageSize: number;

@@ -17,11 +17,12 @@ import { drill6 } from "./drill6-fuzz.js";
 import { drill7 } from "./drill7-tenants.js";
 import { drill8 } from "./drill8-secrets.js";
 import { drill9 } from "./drill9-scale.js";
+import { drill10 } from "./drill10-citus.js";
 import type { Drill, DrillResult } from "./lib/result.js";
 import { closeAllScopes, Scope } from "./lib/scope.js";
 
-const DRILLS: Drill[] = [drill1, drill2, drill3, drill4, drill5, drill6, drill7, drill8, drill9];
-const NAMES: Record<string, number> = { instances: 1, redis: 2, postgres: 3, providers: 4, shutdown: 5, fuzz: 6, tenants: 7, secrets: 8, scale: 9 };
+const DRILLS: Drill[] = [drill1, drill2, drill3, drill4, drill5, drill6, drill7, drill8, drill9, drill10];
+const NAMES: Record<string, number> = { instances: 1, redis: 2, postgres: 3, providers: 4, shutdown: 5, fuzz: 6, tenants: 7, secrets: 8, scale: 9, citus: 10 };
 
 const scale = Number(process.env.DRILL_SCALE || 1);
 const perDrillTimeout = Number(process.env.DRILL_TIMEOUT_S || 300) * 1000;

@@ -43,7 +43,7 @@ const nodeEnd = ServerResponse.prototype.end as (this: ServerResponse, ...a: unk
  * what goes out instead is the envelope of the request's AppError (kept by onError), serialized once.
  * One function for every response, reading the request from `this`: a closure (and a bound end) made
  * per request and stored on the response kept requests alive through young-generation collections
- * (docs/decisions.md, "What the young generation kept").
+ * (docs/decisions/performance.md, "No per-request object kept by a long-lived one").
  */
 function endWithEnvelope(this: ServerResponse, chunk?: unknown, ...rest: unknown[]): ServerResponse {
   const req = this.req;

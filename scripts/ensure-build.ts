@@ -18,7 +18,7 @@ import { build, ENTRY, ROOT, staleReason } from "./build.mjs";
 export { ENTRY as SERVICE_ENTRY, ROOT };
 
 /**
- * The node flags of the production runtime (docs/decisions.md, "Compiled runtime and memory"):
+ * The node flags of the production runtime (docs/decisions/performance.md, "Compiled runtime and memory flags"):
  * source maps for stack traces; 4 MiB semi-spaces (V8's default 16 MiB keeps 32 MiB of young
  * generation committed once a burst has grown it); Liftoff only for WebAssembly (Prisma's query
  * compiler runs on query-plan cache misses only; TurboFan tier-up of it held ~40 MiB of compiler

@@ -16,7 +16,7 @@ export const CHANGES_RETENTION_MS = CHANGES_RETENTION_DAYS * 86_400_000;
 /**
  * Tombstones are purged one day after the retention: a token is accepted while it is younger than
  * the retention, and every tombstone it may still have to deliver was written at most a writer
- * transaction's duration before the token was issued (docs/decisions.md, "Changes feed").
+ * transaction's duration before the token was issued (docs/decisions/api.md, "Changes feed").
  */
 export const TOMBSTONE_KEEP_MS = CHANGES_RETENTION_MS + 86_400_000;
 /** Tombstones deleted per statement, and statements per purge run. */

@@ -5,7 +5,7 @@
 // goes through), on node's responses (ClosingResponse, server/main.ts) and on Express's (server/app.ts),
 // so no collection of the responses in progress is needed. A Set that every request was added to and
 // deleted from kept each request's objects alive through V8's young-generation collections (docs/
-// decisions.md, "What the young generation kept").
+// decisions/performance.md, "No per-request object kept by a long-lived one").
 import { ServerResponse } from "node:http";
 
 let stopping = false;

@@ -21,8 +21,8 @@ export type Logger = ReturnType<typeof createLogger>;
  * retried every RETRY_MS). A destination that fails otherwise — EPIPE: the reader of the pipe is gone
  * (`npm start | tee log`, then tee dies), EBADF, EIO — is written to no more: the service keeps
  * serving without a log and stops as usual on SIGTERM (issue 25 §2). What still waits when the
- * process exits is written synchronously, giving up at the first error (and after ~1 s of a full
- * pipe). No write is ever in flight in the thread pool, so lines keep their order, also at exit.
+ * process exits is written synchronously, giving up at the first error (and after ~1 s of a pipe
+ * that stays full). No write is ever in flight in the thread pool, so lines keep their order, also at exit.
  *
  * Not pino's default destination (sonic-boom 4, which pino 10 pins): its exit-time flushSync retries
  * a failed write every 100 ms forever whatever the error, so a line queued when the reader died made
@@ -95,6 +95,7 @@ export class LogDestination implements DestinationStream {
     while (buf.length > 0) {
       try {
         buf = buf.subarray(writeSync(this.fd, buf));
+        attempt = 0; // the reader is reading: only a pipe that stays full ends the attempt
       } catch (e) {
         if (!busy(e)) {
           this.close(e as NodeJS.ErrnoException);
@@ -119,7 +120,7 @@ export class LogDestination implements DestinationStream {
     this.opts.onClose?.(err);
   }
 
-  /** At exit (no event loop any more): writes what waits, retrying a full pipe for up to ~1 s. */
+  /** At exit (no event loop any more): writes what waits, while the reader keeps reading (giving up after ~1 s without progress). */
   flushSync(): void {
     if (this.closedBy || this.pending.length === 0) return;
     clearTimeout(this.retry);

@@ -24,7 +24,7 @@ export function parsePhone(raw: string, country?: string | null): PhoneResult {
     parsed = undefined;
   }
   // isPossible (right length for the region) rather than isValid: fictional test ranges such as
-  // +1 555 01xx are real-world integration data and must not be refused (docs/decisions.md).
+  // +1 555 01xx are real-world integration data and must not be refused (docs/decisions/api.md, "Phone numbers").
   if (!parsed || !parsed.isPossible()) return { ok: false, problem: "not a possible phone number for its region" };
   if (!E164.test(parsed.number)) return { ok: false, problem: `E.164 allows at most ${E164_MAX_DIGITS} digits` };
   return { ok: true, e164: parsed.number };

@@ -8,7 +8,8 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../server/admin/fixture.js";
 import { DEEP_OFFSET } from "../routers/_lib/totals.js";
-import { startApp } from "./helpers/app.js";
+import { directBaseUrl, startApp } from "./helpers/app.js";
+import { citusCluster, lockWaits, tenantNodeUrl } from "./helpers/cluster.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
 let app: Awaited<ReturnType<typeof startApp>>;
@@ -23,6 +24,7 @@ const rows = <R = any>(q: string, ...params: unknown[]) => app.db.prisma.$queryR
 const one = async <R = any>(q: string, ...params: unknown[]) => (await rows<R>(q, ...params))[0]!;
 const exec = (q: string, ...params: unknown[]) => app.db.prisma.$executeRawUnsafe(q, ...params);
 const onPostgres = Boolean(process.env.DATABASE_URL);
+const onCitus = async () => onPostgres && (await citusCluster(directBaseUrl()!)) !== null;
 
 /** The tenant's counter rows: how many, their sum, how many at 0, and every key's sum (slots summed). */
 async function counterState(t: string) {
@@ -283,10 +285,36 @@ describe("deep offsets with sparse years", () => {
     // positions of the widest ranges: flat in the years spanned. Before: one counter probe per year
     // between 0001 and 9999 (~20,000 buffers).
     const buffers = async (t: string, offset: number, desc: boolean, lo: string | null = null, hi: string | null = null) => {
-      const plan = await rows<{ "QUERY PLAN": string }>(
-        `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) SELECT * FROM "ListCounter_seek"($1::uuid, 'Appointment', $2::timestamptz, $3::timestamptz, $4::bigint, $5::boolean)`,
-        t, lo, hi, offset, desc,
-      );
+      const seek = `SELECT * FROM "ListCounter_seek"($1::uuid, 'Appointment', $2::timestamptz, $3::timestamptz, $4::bigint, $5::boolean)`;
+      const params = [t, lo, hi, offset, desc];
+      if (await onCitus()) {
+        // On Citus the seek's queries run on the worker that holds the tenant's counters, locally, where
+        // EXPLAIN's buffers do not count them (and the coordinator's are its own planning): measured
+        // there as the blocks the call fetched of the tenant's counter shard and its indexes, read in the
+        // call's own transaction.
+        const c = new pg.Client({ connectionString: await tenantNodeUrl(app.testDb.url!, t) });
+        await c.connect();
+        try {
+          const fetched = async () =>
+            (
+              await c.query<{ n: number }>(
+                `WITH s AS (SELECT format('%I', 'ListCounter_' || get_shard_id_for_distribution_column('"ListCounter"', $1::uuid))::regclass::oid AS rel)
+                 SELECT sum(pg_stat_get_xact_blocks_fetched(f.o))::int AS n
+                   FROM (SELECT s.rel AS o FROM s UNION ALL SELECT x.indexrelid FROM pg_index x, s WHERE x.indrelid = s.rel) f`,
+                [t],
+              )
+            ).rows[0]!.n;
+          await c.query("BEGIN");
+          const before = await fetched();
+          await c.query(seek, params);
+          const after = await fetched();
+          await c.query("COMMIT");
+          return after - before;
+        } finally {
+          await c.end();
+        }
+      }
+      const plan = await rows<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) ${seek}`, ...params);
       const text = plan.map((r) => r["QUERY PLAN"]).join("\n");
       return Number(/shared hit=(\d+)/.exec(text)?.[1] ?? 0) + Number(/read=(\d+)/.exec(text)?.[1] ?? 0);
     };
@@ -317,11 +345,11 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
         WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`,
       S, keyOf.entity, keyOf.dim, keyOf.value,
     ));
-  /** Waits until session `pid` waits for a lock held by `holder`. */
+  /** Waits until session `pid` waits for a lock held by `holder` (on Citus: on a worker, test/helpers/cluster.ts). */
   const waitsFor = async (pid: number, holder: number) => {
     for (let i = 0; i < 200; i++) {
-      const r = await one<{ w: boolean }>(`SELECT $2::int = ANY(pg_blocking_pids($1::int)) AS w`, pid, holder);
-      if (r.w) return;
+      const waits = await lockWaits((q, p) => rows(q, ...(p ?? [])));
+      if (waits.some((w) => w.pid === pid && w.blockers.includes(holder))) return;
       await new Promise((r) => setTimeout(r, 20));
     }
     throw new Error(`session ${pid} never waited for ${holder}`);
@@ -407,8 +435,9 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
               );
               await c.query(`SELECT pg_sleep(0.002 * ($1::int % 3))`, [w + r]);
               await c.query(
+                // Immutable expressions of the row (in UTC): Citus refuses a STABLE function (timestamptz + interval) of a column in an UPDATE.
                 `UPDATE "Appointment" SET "startsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time) AT TIME ZONE 'UTC',
-                                          "endsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time) AT TIME ZONE 'UTC' + interval '1 minute'
+                                          "endsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time + interval '1 minute') AT TIME ZONE 'UTC'
                   WHERE "tenantId" = $1::uuid AND "title" = $2`,
                 [S, `Race ${w}.${r}.1`, other],
               );

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { setPlanLimits, setTenantLimits } from "../server/admin/operations.js";
 import { hashKey } from "../server/auth/keys.js";
+import { AppError } from "../server/errors.js";
 import { Quotas, redisQuotaKeys } from "../server/limits/quotas.js";
 import { expectEnvelope, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
@@ -282,5 +283,197 @@ describe("a count given back when Redis stops answering (process memory)", () =>
     const q = await quotas.settle(hash, await quotas.count(hash), { perMinute: 1, perDay: 10 });
     expect(q).toMatchObject({ remaining: 0, window: "minute" });
     expect(await quotas.count(hash)).toMatchObject({ minute: { consumed: 3 }, day: { consumed: 2 } });
+  });
+});
+
+// Quotas.admit(), the one decision the guard asks for (server/limits/quotas.ts), without HTTP: the
+// rules, and the order of the key lookup and the count. `recordingRedis` stands for Redis: it runs the
+// three quota scripts over a Map (INCR per window; a give-back at 0 deletes) and logs each call.
+describe("Quotas.admit(): one decision per request", () => {
+  const wellFormed = (c: string) => `crm_${c.repeat(12)}_${c.repeat(40)}`;
+  function recordingRedis(log: string[]) {
+    const store = new Map<string, number>();
+    const incr = (k: string) => {
+      const n = (store.get(k) ?? 0) + 1;
+      store.set(k, n);
+      return n;
+    };
+    const scripts: Record<string, (...a: any[]) => number[]> = {
+      crmCountQuotas: (m: string, d: string) => [incr(m), 60_000, incr(d), 86_400_000],
+      crmConsumeQuotas: (m: string, d: string, perMinute: string) => {
+        const n = incr(m);
+        return n > Number(perMinute) ? [n, 60_000] : [n, 60_000, incr(d), 86_400_000];
+      },
+      crmGiveBackQuotas: (_n: number, ...keys: string[]) =>
+        keys.flatMap((k) => {
+          const n = (store.get(k) ?? 0) - 1;
+          if (n <= 0) return store.delete(k), [0, -2];
+          return store.set(k, n), [n, 59_000];
+        }),
+    };
+    const client = {
+      store,
+      // rate-limiter-flexible's read of a window (peek): GET and PTTL in one MULTI.
+      multi() {
+        let key = "";
+        const chain = {
+          get: (k: string) => ((key = k), chain),
+          pttl: () => chain,
+          exec: async () => {
+            log.push(`Read ${key}`);
+            return store.has(key) ? [[null, String(store.get(key))], [null, 59_000]] : [[null, null], [null, -2]];
+          },
+        };
+        return chain;
+      },
+      defineCommand(this: Record<string, unknown>, name: string) {
+        this[name] = (...args: unknown[]) => {
+          if (scripts[name]) log.push(`${name.replace(/^crm|Quotas$/g, "")} ${args.filter((a) => typeof a === "string").join(" ")}`);
+          return scripts[name] ? Promise.resolve(scripts[name]!(...args)) : Promise.reject(new Error("not scripted"));
+        };
+      },
+    };
+    return client;
+  }
+  /** The guard's admission, with a lookup that logs when it starts and answers, and resolves with `limits` (or throws `refusal`). */
+  function admission(log: string[], o: { limits?: { perMinute: number; perDay: number }; refusal?: unknown; inFlight?: number; gate?: Promise<void> } = {}) {
+    const seen: Array<[string | undefined, string | undefined]> = [];
+    return {
+      seen,
+      lookup: async (presented: string | undefined, keyHash: string | undefined) => {
+        seen.push([presented, keyHash]);
+        log.push("lookup");
+        await o.gate;
+        log.push("lookup answered");
+        if (o.refusal !== undefined) throw o.refusal;
+        return { keyHash: keyHash!, limits: o.limits ?? { perMinute: 2, perDay: 3 }, tag: "caller" };
+      },
+      anonymousPerMinute: 60,
+      inFlight: () => o.inFlight ?? 1,
+      now: () => new Date(),
+    };
+  }
+  const ns = () => `rl-admit-${Math.random().toString(36).slice(2)}`;
+
+  it("in process memory: admitted within both ceilings; 429 by the minute window, which the day window does not count; then 429 by the day window", async () => {
+    const quotas = new Quotas(undefined, ns());
+    const key = wellFormed("a");
+    const hash = hashKey(key);
+    const t0 = Math.floor(Date.now() / 1000) * 1000 + 250;
+    vi.useFakeTimers({ toFake: ["Date"], now: t0 });
+    try {
+      const how = admission([], { limits: { perMinute: 2, perDay: 3 } });
+      const admit = () => quotas.admit(key, hash, how);
+      const first = await admit();
+      expect(first).toEqual({ admitted: true, caller: { keyHash: hash, limits: { perMinute: 2, perDay: 3 }, tag: "caller" }, quota: { limit: 2, remaining: 1, reset: Math.ceil((t0 + 60_000) / 1000) } });
+      expect(how.seen).toEqual([[key, hash]]);
+      expect(await admit()).toMatchObject({ admitted: true, quota: { remaining: 0 } });
+      const minute = await admit();
+      expect(minute).toMatchObject({ admitted: false, caller: { tag: "caller" }, quota: { limit: 2, remaining: 0, retryAfter: 60, window: "minute" } });
+      const refusal = (minute as { refusal: AppError }).refusal;
+      expect(refusal).toBeInstanceOf(AppError);
+      expect(refusal).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", status: 429, details: { retryAfter: 60 } });
+      // A new minute: the day window holds 2 (the refused request not counted there), so one more is admitted, at 0 left.
+      vi.setSystemTime(t0 + 60_000);
+      expect(await admit()).toMatchObject({ admitted: true, quota: { limit: 2, remaining: 0 } });
+      const day = await admit();
+      expect(day).toMatchObject({ admitted: false, quota: { remaining: 0, window: "day" } });
+      expect(day.quota.retryAfter).toBe(86_400 - 60);
+      expect(day.quota.reset).toBe(Math.ceil((t0 + 86_400_000) / 1000));
+      expect((day as { refusal: AppError }).refusal).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", details: { retryAfter: 86_400 - 60 } });
+      expect(how.seen).toHaveLength(5);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("a key that does not authenticate: refused with what the lookup threw, counted nowhere, the headers at the anonymous ceiling", async () => {
+    for (const shared of [false, true]) {
+      for (const inFlight of [1, 5]) {
+        const redis = shared ? recordingRedis([]) : undefined;
+        const quotas = new Quotas(redis as any, ns());
+        const key = wellFormed("b");
+        const hash = hashKey(key);
+        const thrown = new AppError("INVALID_CREDENTIALS", "Invalid API key");
+        for (let i = 0; i < 3; i++) {
+          const d = await quotas.admit(key, hash, admission([], { refusal: thrown, inFlight }));
+          expect(d).toEqual({ admitted: false, refusal: thrown, quota: { limit: 60, remaining: 60, reset: expect.any(Number) } });
+        }
+        if (redis) expect(redis.store.size).toBe(0);
+        // Nothing was counted: the key's first admitted request has its ceiling less one left.
+        expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({ admitted: true, quota: { remaining: 1 } });
+        const outage = new Error("connection terminated");
+        expect(await quotas.admit(key, hash, admission([], { refusal: outage, inFlight }))).toMatchObject({ admitted: false, refusal: outage, quota: { limit: 60, remaining: 59 } });
+      }
+    }
+  });
+
+  it("Redis: an idle instance sends the count before the lookup answers, a busy one after it; a malformed key is not counted", async () => {
+    const log: string[] = [];
+    const redis = recordingRedis(log);
+    const quotas = new Quotas(redis as any, "rl");
+    const key = wellFormed("c");
+    const hash = hashKey(key);
+    const [m, d] = redisQuotaKeys("rl", hash);
+    for (const inFlight of [1, 2]) {
+      log.length = 0;
+      let open!: () => void;
+      const gate = new Promise<void>((r) => (open = r));
+      const pending = quotas.admit(key, hash, admission(log, { inFlight, gate, limits: { perMinute: 10, perDay: 100 } }));
+      await new Promise((r) => setImmediate(r));
+      expect(log).toEqual(inFlight === 1 ? [`Count ${m} ${d}`, "lookup"] : ["lookup"]);
+      open();
+      expect(await pending).toMatchObject({ admitted: true, quota: { remaining: inFlight === 1 ? 9 : 8 } });
+      expect(log).toEqual(inFlight === 1 ? [`Count ${m} ${d}`, "lookup", "lookup answered"] : ["lookup", "lookup answered", `Consume ${m} ${d} 10`]);
+    }
+    expect(redis.store).toEqual(new Map([[m, 2], [d, 2]]));
+    log.length = 0;
+    const malformed = await quotas.admit("crm_short", undefined, admission(log, { refusal: new AppError("INVALID_CREDENTIALS", "Invalid API key") }));
+    expect(malformed).toMatchObject({ admitted: false, quota: { limit: 60, remaining: 60 } });
+    expect(log).toEqual(["lookup", "lookup answered"]);
+  });
+
+  it("Redis, idle: a key that fails gets its early count back in both windows; over the minute ceiling, the day window gives it back", async () => {
+    const log: string[] = [];
+    const redis = recordingRedis(log);
+    const quotas = new Quotas(redis as any, "rl");
+    const key = wellFormed("e");
+    const hash = hashKey(key);
+    const [m, d] = redisQuotaKeys("rl", hash);
+    const refused = await quotas.admit(key, hash, admission(log, { refusal: new AppError("PLAN_NOT_ELIGIBLE", "no API access") }));
+    expect(refused).toMatchObject({ admitted: false, quota: { limit: 60, remaining: 60 } });
+    expect(log).toEqual([`Count ${m} ${d}`, "lookup", "lookup answered", `GiveBack ${m} ${d}`]);
+    expect(redis.store.size).toBe(0);
+    const statuses: Array<boolean | string> = [];
+    for (let i = 0; i < 3; i++) {
+      const dec = await quotas.admit(key, hash, admission(log, { limits: { perMinute: 1, perDay: 10 } }));
+      statuses.push(dec.admitted || dec.quota.window!);
+    }
+    expect(statuses).toEqual([true, "minute", "minute"]);
+    expect(log.filter((l) => l.startsWith("GiveBack")).slice(1)).toEqual([`GiveBack ${d}`, `GiveBack ${d}`]);
+    expect(redis.store).toEqual(new Map([[m, 3], [d, 1]]));
+  });
+
+  it("Redis not answering: admit() counts in process memory, and gives back there, on both paths", async () => {
+    const failing = {
+      defineCommand(this: Record<string, unknown>, name: string) {
+        this[name] = () => Promise.reject(new Error("connection refused"));
+      },
+    };
+    for (const inFlight of [1, 5]) {
+      const quotas = new Quotas(failing as any, ns());
+      const key = wellFormed("f");
+      const hash = hashKey(key);
+      expect(await quotas.admit(key, hash, admission([], { refusal: new AppError("INVALID_CREDENTIALS", "Invalid API key"), inFlight }))).toMatchObject({
+        admitted: false,
+        quota: { remaining: 60 },
+      });
+      const before = quotas.fallbackCount;
+      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({ admitted: true, quota: { remaining: 1 } });
+      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({ admitted: true, quota: { remaining: 0 } });
+      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({ admitted: false, quota: { window: "minute" } });
+      expect(quotas.fallback).toBe(true);
+      expect(quotas.fallbackCount - before).toBe(3);
+    }
   });
 });

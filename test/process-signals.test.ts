@@ -181,8 +181,9 @@ describe("a closed standard output (the log's reader died)", { timeout: 180_000 
   });
 
   it("the logger on a full pipe (a slow reader): never blocks the process, keeps every line in order, also those written just before exit", async () => {
-    // ~900 KB of log while the reader stalls for 1 s (a pipe holds 64 KiB): the rest waits in the
-    // process and is retried; a timer still fires on time; the last lines are written at exit.
+    // ~900 KB of log while the reader stalls (a pipe holds 64 KiB): the rest waits in the process; a
+    // timer still fires on time; then 100 more lines and exit at once, the pipe still full: what
+    // waits is written at exit as the reader resumes.
     const script = `import { createLogger } from ${JSON.stringify(path.join(ROOT, "server/logger.ts"))};
       const logger = createLogger("info");
       const pad = "x".repeat(100);
@@ -190,10 +191,12 @@ describe("a closed standard output (the log's reader died)", { timeout: 180_000 
       const t0 = Date.now();
       setTimeout(() => {
         process.stderr.write("lag " + (Date.now() - t0 - 10) + "\\n");
-        setTimeout(() => { for (let i = 6000; i < 6100; i++) logger.info({ i, pad }, "line"); process.exit(0); }, 1500);
+        for (let i = 6000; i < 6100; i++) logger.info({ i, pad }, "line");
+        process.exit(0);
       }, 10);`;
     const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
     leftovers.push(child.pid!);
+    const closed = new Promise<number | null>((r) => child.on("close", (c) => r(c)));
     let err = "";
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
     const chunks: Buffer[] = [];
@@ -203,10 +206,10 @@ describe("a closed standard output (the log's reader died)", { timeout: 180_000 
       child.on("exit", () => r(false));
     });
     expect(first, err).toBe(true);
-    await new Promise((r) => setTimeout(r, 1_000)); // the stall
+    await new Promise((r) => setTimeout(r, 300)); // the stall
     child.stdout.on("data", (d: Buffer) => chunks.push(d));
     child.stdout.resume();
-    const code = await new Promise<number | null>((r) => child.on("close", (c) => r(c)));
+    const code = await closed;
     expect(code, err).toBe(0);
     const lag = Number(/lag (-?\d+)/.exec(err)?.[1]);
     expect(lag, err).toBeLessThan(500); // the event loop was free while the pipe was full
@@ -223,6 +226,7 @@ describe("a closed standard output (the log's reader died)", { timeout: 180_000 
       setTimeout(() => process.exit(0), 1500);`;
     const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
     leftovers.push(child.pid!);
+    const closed = new Promise<number | null>((r) => child.on("close", (c) => r(c)));
     let err = "";
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
     child.stdout.pause();
@@ -233,7 +237,7 @@ describe("a closed standard output (the log's reader died)", { timeout: 180_000 
     const chunks: Buffer[] = [];
     child.stdout.on("data", (d: Buffer) => chunks.push(d));
     child.stdout.resume();
-    const code = await new Promise<number | null>((r) => child.on("close", (c) => r(c)));
+    const code = await closed;
     expect(code, err).toBe(0);
     const dropped = Number(/dropped (\d+)/.exec(err)?.[1]);
     const got = Buffer.concat(chunks).toString().trim().split("\n").map((l) => (JSON.parse(l) as { i: number }).i);

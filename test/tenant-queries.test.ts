@@ -3,7 +3,8 @@
 // documented operation, its success and its not-found / foreign-id paths, an idempotent replay, a
 // conflict, a bad key) is recorded at the driver and analysed (test/helpers/tenant-sql.ts): every
 // relation of a tenant-scoped table must be pinned by the statement's own conditions, and only to the
-// calling key's tenant. What is checked and its limits: docs/decisions.md, "Citus-ready schema (issue 14)".
+// calling key's tenant. What is checked and its limits: docs/decisions/scale-out.md, "Every statement pinned to the
+// caller's tenant".
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { documentedOperations } from "./helpers/conformance.js";
 import { readCatalog } from "./helpers/citus.js";

@@ -7,6 +7,7 @@ import type { LoadResult } from "../server/admin/fixture.js";
 import { DEEP_OFFSET } from "../routers/_lib/totals.js";
 import { randomUuid, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
+import { lockWaits } from "./helpers/cluster.js";
 
 let app: Awaited<ReturnType<typeof startApp>>;
 let ids: LoadResult;
@@ -187,7 +188,7 @@ async function probes(t: string): Promise<Probe[]> {
       path: "contacts",
       query: q,
       truth: `SELECT count(*)::int AS n FROM "Contact" c WHERE c."tenantId" = $1::uuid AND c."deletedAt" IS NULL
-                AND ($2::uuid IS NULL OR EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."listId" = $2::uuid AND m."contactId" = c."id"))
+                AND ($2::uuid IS NULL OR EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = $1::uuid AND m."listId" = $2::uuid AND m."contactId" = c."id"))
                 AND ($3::text IS NULL OR strpos(lower(c."fullName"), lower($3)) > 0 OR strpos(lower(c."email"), lower($3)) > 0
                      OR strpos(lower(c."phone"), lower($3)) > 0)`,
       params: [t, q.listId ?? null, q.search ?? null],
@@ -201,7 +202,9 @@ async function probes(t: string): Promise<Probe[]> {
     out.push({
       path: "conversations",
       query: q,
-      truth: `SELECT count(*)::int AS n FROM "Conversation" v JOIN "Channel" ch ON ch."id" = v."channelId" JOIN "Customer" cu ON cu."id" = v."customerId"
+      truth: `SELECT count(*)::int AS n FROM "Conversation" v
+                JOIN "Channel" ch ON ch."tenantId" = v."tenantId" AND ch."id" = v."channelId"
+                JOIN "Customer" cu ON cu."tenantId" = v."tenantId" AND cu."id" = v."customerId"
                WHERE v."tenantId" = $1::uuid AND ($2::text IS NULL OR v."status"::text = $2) AND ($3::text IS NULL OR ch."kind"::text = $3)
                  AND ($4::uuid IS NULL OR cu."contactId" = $4::uuid)`,
       params: [t, q.status ?? null, q.channel ?? null, q.customerId ?? null],
@@ -358,20 +361,22 @@ describe("counters", () => {
       body: { startsAt: "2031-02-03T23:30:00Z", endsAt: "2031-02-04T00:30:00Z" },
     });
     expect(res.status).toBe(200);
-    // In SQL: what the API cannot do.
+    // In SQL: what the API cannot do. Every statement pins the tenant, and moves a time in UTC
+    // ((t AT TIME ZONE 'UTC' ± interval) AT TIME ZONE 'UTC': immutable, which Citus needs of an
+    // expression of a column in an UPDATE; timestamptz ± interval is STABLE).
     await exec(`UPDATE "Contact" SET "deletedAt" = now() WHERE "tenantId" = $1::uuid AND "id" IN
                   (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL ORDER BY "id" LIMIT 5)`, A);
     await exec(`UPDATE "Contact" SET "deletedAt" = NULL WHERE "tenantId" = $1::uuid AND "id" IN
                   (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NOT NULL ORDER BY "id" DESC LIMIT 4)`, A);
-    await exec(`UPDATE "Contact" SET "createdAt" = "createdAt" - interval '400 days' WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%'`, A);
+    await exec(`UPDATE "Contact" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '400 days') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%'`, A);
     await exec(`UPDATE "Lead" SET "customerId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 1)
                  WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 1%'`, A);
     await exec(`UPDATE "Lead" SET "customerId" = NULL WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 2%'`, A);
-    await exec(`UPDATE "Lead" SET "createdAt" = "createdAt" + interval '36 hours' WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 3%'`, A);
+    await exec(`UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' + interval '36 hours') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 3%'`, A);
     await exec(`UPDATE "Conversation" SET "status" = 'resolved', "channelId" = (SELECT "id" FROM "Channel" WHERE "tenantId" = $1::uuid AND "kind" = 'web')
                  WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 7)`, A);
     await exec(`UPDATE "Conversation" SET "customerId" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1),
-                       "lastMessageAt" = "lastMessageAt" + interval '3 days'
+                       "lastMessageAt" = ("lastMessageAt" AT TIME ZONE 'UTC' + interval '3 days') AT TIME ZONE 'UTC'
                  WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 5)`, A);
     // A customer re-linked to another contact moves its conversations under the contact filter.
     await exec(`UPDATE "Customer" SET "contactId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 1)
@@ -383,17 +388,18 @@ describe("counters", () => {
                   (SELECT "contactId" FROM "ContactListMember" WHERE "tenantId" = $1::uuid ORDER BY "contactId" DESC LIMIT 4)`, A);
     // Hard deletes (a live contact with memberships: its lists lose it before the cascade removes them).
     await exec(`DELETE FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 4%'
-                  AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."leadId" = "Lead"."id")
-                  AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."leadId" = "Lead"."id")`, A);
+                  AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = $1::uuid AND a."leadId" = "Lead"."id")
+                  AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."tenantId" = $1::uuid AND t."leadId" = "Lead"."id")`, A);
     await exec(`DELETE FROM "Ticket" WHERE "tenantId" = $1::uuid AND "subject" LIKE 'Bulk ticket 5%'`, A);
     await exec(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" LIKE 'Bulk visit 6%'`, A);
     const { n: before } = await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ContactListMember" WHERE "tenantId" = $1::uuid`, A);
     const deleted = await exec(`DELETE FROM "Contact" WHERE "tenantId" = $1::uuid AND "id" IN (
                   SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid AND c."deletedAt" IS NULL
-                     AND EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."contactId" = c."id")
-                     AND NOT EXISTS (SELECT 1 FROM "Lead" l WHERE l."customerId" = c."id") AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."customerId" = c."id")
-                     AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."customerId" = c."id")
-                     AND NOT EXISTS (SELECT 1 FROM "Customer" u WHERE u."contactId" = c."id")
+                     AND EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = $1::uuid AND m."contactId" = c."id")
+                     AND NOT EXISTS (SELECT 1 FROM "Lead" l WHERE l."tenantId" = $1::uuid AND l."customerId" = c."id")
+                     AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."tenantId" = $1::uuid AND t."customerId" = c."id")
+                     AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = $1::uuid AND a."customerId" = c."id")
+                     AND NOT EXISTS (SELECT 1 FROM "Customer" u WHERE u."tenantId" = $1::uuid AND u."contactId" = c."id")
                    ORDER BY c."id" LIMIT 6)`, A);
     expect(deleted).toBeGreaterThan(0);
     const { n: after } = await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ContactListMember" WHERE "tenantId" = $1::uuid`, A);
@@ -444,7 +450,7 @@ describe("the count cache of contact searches", () => {
   // A search's total is cached under the contacts' version (routers/_lib/totals.ts CachedTotal):
   // every write that changes which contacts a search matches must move the version in its transaction.
   const SEARCH_TRUTH = `SELECT count(*)::int AS n FROM "Contact" c WHERE c."tenantId" = $1::uuid AND c."deletedAt" IS NULL
-      AND ($2::uuid IS NULL OR EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."listId" = $2::uuid AND m."contactId" = c."id"))
+      AND ($2::uuid IS NULL OR EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = $1::uuid AND m."listId" = $2::uuid AND m."contactId" = c."id"))
       AND (strpos(lower(c."fullName"), lower($3)) > 0 OR strpos(lower(c."email"), lower($3)) > 0 OR strpos(lower(c."phone"), lower($3)) > 0)`;
   const version = async (t = A) =>
     Number((await one<{ v: string }>(`SELECT coalesce(sum("n"), 0)::text AS v FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Contact' AND "dim" = 'v'`, t)).v);
@@ -517,7 +523,10 @@ describe("the count cache of contact searches", () => {
   it("a cached count answers until the version moves: a write that bypasses the triggers (a bulk load) is counted after ListCounter_rebuild", async () => {
     const n = await expectSearch("bulk 2");
     // Triggers off for one transaction (session_replication_role): the rows change, the version does not.
+    // On Citus the triggers fire on the workers, which get the transaction's SET LOCALs only with
+    // citus.propagate_set_commands = 'local' (elsewhere an inert placeholder setting).
     await app.db.prisma.$transaction(async (tx) => {
+      await tx.$executeRawUnsafe(`SET LOCAL citus.propagate_set_commands = 'local'`);
       await tx.$executeRawUnsafe(`SET LOCAL session_replication_role = replica`);
       await tx.$executeRawUnsafe(`UPDATE "Contact" SET "fullName" = 'Hidden ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
         (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 3)`, A);
@@ -705,7 +714,8 @@ describe("under concurrent writes", () => {
             });
             if (r.status !== 201) errors.push(`appointment ${r.status}`);
           } else if (op === 4 && i % 2 === 0) {
-            await tx((q) => q(`UPDATE "Contact" SET "deletedAt" = CASE WHEN "deletedAt" IS NULL THEN now() END WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(contactIds)).then(() => {}));
+            // The time as a parameter: Citus refuses now() (not immutable) inside a CASE of an UPDATE.
+            await tx((q) => q(`UPDATE "Contact" SET "deletedAt" = CASE WHEN "deletedAt" IS NULL THEN $3::timestamptz END WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(contactIds), new Date()).then(() => {}));
           } else if (op === 4) {
             // A rename in and out of the searches the reader runs (cached counts: the version must move).
             await tx((q) => q(`UPDATE "Contact" SET "fullName" = CASE WHEN "fullName" LIKE 'Bulk %' THEN 'Moved ' || "fullName" ELSE 'Bulk ' || "fullName" END
@@ -713,13 +723,14 @@ describe("under concurrent writes", () => {
           } else if (op === 5) {
             const [l, c] = [pick(listIds), pick(contactIds)];
             await tx(async (q) => {
-              const n = await q(`DELETE FROM "ContactListMember" WHERE "listId" = $1::uuid AND "contactId" = $2::uuid`, l, c);
+              const n = await q(`DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "listId" = $2::uuid AND "contactId" = $3::uuid`, A, l, c);
               if (n === 0) await q(`INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId") VALUES ($1::uuid, $2::uuid, $3::uuid) ON CONFLICT DO NOTHING`, A, l, c);
             });
           } else if (op === 6) {
             await tx((q) => q(`UPDATE "Lead" SET "customerId" = $3::uuid WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(leadIds), Math.random() < 0.3 ? null : pick(contactIds)).then(() => {}));
           } else if (op === 7) {
-            await tx((q) => q(`UPDATE "Conversation" SET "status" = $3::"ConversationStatus", "channelId" = $4::uuid, "lastMessageAt" = "lastMessageAt" + interval '20 hours'
+            await tx((q) => q(`UPDATE "Conversation" SET "status" = $3::"ConversationStatus", "channelId" = $4::uuid,
+                                                     "lastMessageAt" = ("lastMessageAt" AT TIME ZONE 'UTC' + interval '20 hours') AT TIME ZONE 'UTC'
                                WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(convIds), pick(["active", "escalated", "resolved"]), pick(channelIds)).then(() => {}));
           } else if (op === 8) {
             // Written, then rolled back: nothing may remain.
@@ -735,7 +746,7 @@ describe("under concurrent writes", () => {
             // A hard delete of a lead nothing points at, and a bulk re-date.
             await tx(async (q) => {
               await q(`DELETE FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerName" = $2`, A, `W${(w + 1) % 20}-${i - 3}`);
-              await q(`UPDATE "Lead" SET "createdAt" = "createdAt" - interval '1 day' WHERE "tenantId" = $1::uuid AND "customerName" LIKE $2`, A, `W${w}-%`);
+              await q(`UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '1 day') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE $2`, A, `W${w}-%`);
             });
           }
         } catch (e) {
@@ -794,16 +805,28 @@ describe("under concurrent writes", () => {
       await held.query("BEGIN");
       const stage = (await one<{ id: string }>(`SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`, tenantId)).id;
       await held.query(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'held open', $2)`, [tenantId, stage]);
-      const { pid: heldPid, slot: heldSlot } = (
-        await held.query<{ pid: number; slot: number }>(`SELECT pg_backend_pid() AS pid, (txid_current() % "ListCounter_slots"())::int AS slot`)
-      ).rows[0]!;
+      // The slot is the transaction id's where the triggers run: on Citus the worker that holds the
+      // tenant's shards, reached by a statement that names the tenant's rows (here its own lead).
+      const heldPid = (await held.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`)).rows[0]!.pid;
+      const heldSlot = (
+        await held.query<{ slot: number }>(
+          `SELECT (txid_current() % "ListCounter_slots"())::int AS slot FROM "Lead" WHERE "tenantId" = $1 AND "customerName" = 'held open' LIMIT 1`,
+          [tenantId],
+        )
+      ).rows[0]!.slot;
       all = (async () => {
         try {
           // Aimed creates first: the transaction ids are spent up to one before the held transaction's
           // slot, so that the next create's own slot (xid % 32) is the one the held transaction holds.
           for (let aimed = 0; aimed < 5 && waiters === 0; aimed++) {
             for (let spent = 0; spent < 64; spent++) {
-              const { next } = await one<{ next: number }>(`SELECT ((txid_current() + 1) % "ListCounter_slots"())::int AS next`);
+              // Spent where the creates' triggers run (on Citus: the statement names the tenant's leads,
+              // never read, so that it runs on their worker).
+              const { next } = await one<{ next: number }>(
+                `WITH x AS (SELECT ((txid_current() + 1) % "ListCounter_slots"())::int AS next)
+                 SELECT x.next FROM x WHERE x.next >= 0 OR EXISTS (SELECT 1 FROM "Lead" l WHERE l."tenantId" = $1::uuid)`,
+                tenantId,
+              );
               if (next === heldSlot) break;
             }
             statuses.push((await app.request("POST", "/public/v1/leads", { key: apiKey, body: { customerName: `aimed ${aimed}` } })).status);
@@ -821,11 +844,12 @@ describe("under concurrent writes", () => {
           done = true;
         }
       })();
-      // While they run, nobody ever waits for the open transaction (sampled from pg_stat_activity);
-      // and they all finish while it is still open (a create queued behind it never answers before it ends).
+      // While they run, nobody ever waits for the open transaction (sampled from the lock waits, on Citus
+      // the workers': test/helpers/cluster.ts); and they all finish while it is still open (a create
+      // queued behind it never answers before it ends).
       while (!done) {
-        const w = await one<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids("pid"))`, heldPid);
-        waiters = Math.max(waiters, w.n);
+        const w = (await lockWaits((q, p) => rows(q, ...(p ?? [])))).filter((x) => x.blockers.includes(heldPid)).length;
+        waiters = Math.max(waiters, w);
         if (waiters > 0) break;
         await new Promise((r) => setTimeout(r, 10));
       }

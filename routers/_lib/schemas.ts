@@ -103,7 +103,12 @@ export const Pagination = z.object({
   totalPages: z.number().int(),
   hasNext: z.boolean(),
   hasPrev: z.boolean(),
-}).meta({ id: "Pagination" });
+}).meta({
+  id: "Pagination",
+  description:
+    "`pageSize` is the `limit` asked for; `page` (⌊offset / limit⌋ + 1) and `totalPages` count pages of that size. A page cut by the byte budget " +
+    "holds fewer than `pageSize` items with `hasNext` true: the next page starts at `offset` + the number of items received.",
+});
 
 /**
  * `returned`: the items of this page — fewer than `limit` on a page cut by the byte budget

@@ -114,9 +114,18 @@ export async function guardAppointmentWrite<T>(write: () => Promise<T>, details:
  * writers of overlapping ranges can deadlock inside the exclusion constraint (each waiting for the
  * other's uncommitted row); with it the second writer waits, then sees the first one's row.
  * The exclusion constraint stays the guard. Must run inside a transaction.
+ *
+ * The statement names the tenant's appointments (never read: `locked = 1` holds) so that it runs
+ * where the one-statement create takes the same lock: on Citus a statement runs on the node of the
+ * tenant's shard when it names a distributed table pinned to the tenant, and on the coordinator when it
+ * names no table — an advisory lock is per node, so a lock taken without the table would not exclude
+ * the create's (docs/scaling.md, "Citus"). On one PostgreSQL it is the same lock either way.
  */
 export async function lockUserCalendar(db: Db, tenantId: string, userId: string): Promise<void> {
-  await db.$queryRaw`SELECT 1 AS locked FROM ${calendarLockSql(tenantId, userId)}`;
+  await db.$queryRaw`
+    WITH "calendar" AS (SELECT 1 AS "locked" FROM ${calendarLockSql(tenantId, userId)})
+    SELECT l."locked" FROM "calendar" l
+     WHERE l."locked" = 1 OR EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = ${tenantId}::uuid AND a."assignedUserId" = ${userId}::uuid)`;
 }
 
 /** The calendar lock as a FROM item (`pg_advisory_xact_lock(…)`), for lockUserCalendar and one-statement writes. */

@@ -76,7 +76,7 @@ export function revokeKeyArgs(keyId: string) {
 
 export async function revokeKey(db: Database, keyId: string) {
   const { id } = revokeKeyArgs(keyId);
-  // The contract names a key by its id alone; ApiKey is a reference table (docs/decisions.md, issue 14),
+  // The contract names a key by its id alone; ApiKey is a reference table (docs/decisions/scale-out.md),
   // so this lookup reads one replicated table, and the update then uses the full key.
   const existing = await db.prisma.apiKey.findFirst({ where: { id }, select: { tenantId: true, revokedAt: true } });
   if (!existing) throw new AdminError("no such key");

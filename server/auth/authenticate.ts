@@ -66,9 +66,8 @@ export const isKeyLookup = (sql: string) => sql === LOOKUP || sql === LOOKUP_CAL
 
 /**
  * Resolves the presented key. Throws 401 INVALID_CREDENTIALS / TOKEN_EXPIRED or 403 PLAN_NOT_ELIGIBLE.
- * `hash` is returned for a well-formed presented key even when authentication fails, so that the
- * caller can still describe that key's quota in the rate-limit headers. `presentedHash`: the key's
- * hash when the caller has already computed it (hashKey of the trimmed key).
+ * `presentedHash`: the key's hash when the caller has already computed it (hashKey of the trimmed
+ * key; the guard does, for the quota decision).
  */
 export async function authenticate(db: Database, presented: string | undefined, now = new Date(), presentedHash?: string): Promise<Caller> {
   const raw = presented?.trim() ?? "";

@@ -1,17 +1,19 @@
 // The first step of every /public/v1 (and /trpc) request: authenticate the key, apply the plan
 // gate, count the request against the key's quotas and set the X-RateLimit-* headers — on every
 // response, including 401 and 403, where they describe the presented key's hash at the default
-// ceiling (ANONYMOUS_RATE_LIMIT_PER_MINUTE) without counting it. It has no exemptions: it is mounted
-// with Express's own path matching on each prefix it guards (so every spelling that reaches a
-// handler passes it), and what is public (GET/HEAD /public/v1/openapi.json) is routed before it.
+// ceiling (ANONYMOUS_RATE_LIMIT_PER_MINUTE) without counting it. The guard asks the quota module
+// once (Quotas.admit(), server/limits/quotas.ts: the rate-limit rules, and the order of the key
+// lookup and the count) and applies its decision. It has no exemptions: it is mounted with Express's
+// own path matching on each prefix it guards (so every spelling that reaches a handler passes it),
+// and what is public (GET/HEAD /public/v1/openapi.json) is routed before it.
 // Written on node's request/response objects: the public API calls it without Express
 // (rest/facade.ts), /trpc mounts it in Express; each says how a rejection is written (`reject`).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { AppError, logFailure, toAppError } from "../errors.js";
 import { headerOf, sendEnvelope } from "../http.js";
-import type { QuotaState } from "../limits/quotas.js";
+import type { Admission, QuotaState } from "../limits/quotas.js";
 import type { Services } from "../services.js";
-import { authenticate } from "./authenticate.js";
+import { authenticate, type Caller } from "./authenticate.js";
 import { hashKey, keyPrefix } from "./keys.js";
 
 export function setQuotaHeaders(res: ServerResponse, q: QuotaState): void {
@@ -27,38 +29,34 @@ export function guard(
   services: Services,
   reject: Reject = sendEnvelope,
 ): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => Promise<void> {
+  // What the quota decision needs besides the key, made once: the key lookup (authentication and the
+  // plan gate, server/auth/authenticate.ts), the ceiling of a refused key's headers, the load, the clock.
+  const admission: Admission<Caller> = {
+    lookup: (presented, keyHash) => authenticate(services.db, presented, services.now(), keyHash),
+    anonymousPerMinute: services.config.anonymousPerMinute,
+    inFlight: () => services.metrics.inFlight,
+    now: () => services.now(),
+  };
   return async (req, res, next) => {
-    const presented = headerOf(req, "x-api-key");
-    // An instance with no other request in flight counts the request in Redis while the key is being
-    // looked up, and gives the count back if the key does not authenticate: the two round trips
-    // overlap, one Redis round trip less of latency. A busy instance counts after the lookup (one
-    // round trip after the other cost less CPU per request under load: docs/decisions.md, "GET /me at
-    // one connection"). Only a well-formed key is counted early: anything else is refused without a
-    // lookup.
-    const raw = presented?.trim() ?? "";
-    const hash = services.quotas.shared && services.metrics.inFlight <= 1 && keyPrefix(raw) ? hashKey(raw) : undefined;
-    const early = hash ? services.quotas.count(hash) : undefined;
-    let settled = false;
     try {
-      const caller = await authenticate(services.db, presented, services.now(), hash);
-      const q = early
-        ? await services.quotas.settle(caller.keyHash, await early, caller.limits, services.now().getTime())
-        : await services.quotas.consume(caller.keyHash, caller.limits, services.now().getTime());
-      settled = true;
-      setQuotaHeaders(res, q);
-      req.quota = q;
-      if (q.retryAfter !== undefined) {
-        services.metrics.rateLimited.inc({ window: q.window ?? "minute" });
-        return reject(req, res, new AppError("RATE_LIMIT_EXCEEDED", "Rate limit exceeded for this API key", { retryAfter: q.retryAfter }));
+      const presented = headerOf(req, "x-api-key");
+      // Only a well-formed key has a hash: anything else is refused without a lookup and never counted.
+      const raw = presented?.trim() ?? "";
+      const decision = await services.quotas.admit(presented, keyPrefix(raw) ? hashKey(raw) : undefined, admission);
+      setQuotaHeaders(res, decision.quota);
+      if (decision.caller) req.quota = decision.quota;
+      if (decision.admitted) {
+        req.caller = decision.caller;
+        return next();
       }
-      req.caller = caller;
-      next();
+      const app = toAppError(decision.refusal);
+      if (decision.quota.window) services.metrics.rateLimited.inc({ window: decision.quota.window });
+      else logFailure(services.logger, req.id, decision.refusal, app);
+      reject(req, res, app);
     } catch (err) {
+      // next() or reject() threw (admit() does not reject).
       const app = toAppError(err);
       logFailure(services.logger, req.id, err, app);
-      const anonymous = services.config.anonymousPerMinute;
-      if (early && !settled) setQuotaHeaders(res, await services.quotas.refund(hash!, await early, anonymous, services.now().getTime()));
-      else if (!res.hasHeader("X-RateLimit-Limit")) setQuotaHeaders(res, await services.quotas.peek(hashKey(presented ?? ""), anonymous, services.now().getTime()));
       reject(req, res, app);
     }
   };

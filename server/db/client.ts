@@ -218,8 +218,8 @@ export async function openPglite(dataDir: string, opts: { observe?: StatementObs
     import("pglite-prisma-adapter"),
   ]);
   // shared_buffers lives in this process's WebAssembly memory and is touched as pages are read:
-  // the service's 16 MB (instead of 128 MB) keeps it ~100 MiB smaller (docs/decisions.md,
-  // "Compiled runtime and memory"). Tests keep PGlite's default.
+  // the service's 16 MB (instead of 128 MB) keeps it ~100 MiB smaller (docs/decisions/performance.md,
+  // "Embedded database memory"). Tests keep PGlite's default.
   const instance = await PGlite.create({
     dataDir: dataDir === "memory://" ? undefined : dataDir,
     extensions: { btree_gin, btree_gist, pg_trgm },

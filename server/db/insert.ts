@@ -91,16 +91,22 @@ export async function insertBatch(db: Db, table: string, rows: Record<string, un
   for (let i = 0; i < rows.length; i += batch) await db.$executeRawUnsafe(sql, JSON.stringify(rows.slice(i, i + batch)));
 }
 
-/** Inserts the planned row (one statement, on `db`: the root client or a transaction). */
+/**
+ * Inserts the planned row (one statement, on `db`: the root client or a transaction), as
+ * `INSERT … VALUES`: on Citus that is a single-shard insert sent to the row's shard, whose errors keep
+ * their SQLSTATE and constraint; an `INSERT … SELECT <values>` is pulled to the coordinator and COPied
+ * to the shard, and a refusal there comes back as XX000 with the message only (a 500, not the 409/422).
+ */
 export async function insertRow(db: Db, planned: PlannedRow): Promise<void> {
   const { table, columns, values } = await rowSql(db, planned);
-  await db.$executeRaw`INSERT INTO ${table} ${columns} SELECT ${values}`;
+  await db.$executeRaw`INSERT INTO ${table} ${columns} VALUES (${values})`;
 }
 
 /**
  * A raw statement and its rows, on whichever connection the caller has: `readOn(tx)` inside a Prisma
  * transaction, `readRaw(database)` outside one — the pool's unnamed statement (or PGlite's query),
- * without Prisma's per-statement work (~0.2 ms of CPU per statement measured; docs/decisions.md).
+ * without Prisma's per-statement work (~0.2 ms of CPU per statement measured; docs/decisions/performance.md,
+ * "The raw runner for hot statements and list reads").
  */
 export type Read = <R>(q: Prisma.Sql) => Promise<R[]>;
 export const readOn = (db: Db): Read => (q) => db.$queryRaw(q) as Promise<any>;
@@ -109,6 +115,7 @@ export const readRaw = (database: Database, opts?: QueryOptions): Read => (q) =>
  * The cheaper of the two for where a procedure's queries run (`db`: the root client → the pool's
  * raw runner; a transaction → that transaction). Reads that only need rows (the list statements)
  * go through it: Prisma's $queryRaw costs ~0.7 ms of CPU more than the driver for a 50-row page and
- * ~0.25 ms for one row (docs/decisions.md, "Raw reads").
+ * ~0.25 ms for one row (docs/decisions/performance.md, "The raw runner for hot statements and list
+ * reads").
  */
 export const readFor = (database: Database, db: Db, opts?: QueryOptions): Read => (db === database.prisma ? readRaw(database, opts) : readOn(db));

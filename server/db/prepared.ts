@@ -5,8 +5,8 @@
 // A statement a procedure marks `prepare` (the key lookup of every request, the list pages) is
 // parsed and planned once per connection and then only bound and executed: PostgreSQL spends
 // ~25 µs of CPU on the key lookup as a named statement against ~50 µs as an unnamed one (pgbench,
-// docs/decisions.md "Prepared statements"). The pool starts in named mode unless it is told that it
-// talks to a pooler (DATABASE_URL ≠ DIRECT_DATABASE_URL) and leaves it, for good, at the first sign
+// docs/decisions/performance.md "Named prepared statements"). The pool starts in named mode unless it
+// is told that it talks to a pooler (DATABASE_URL ≠ DIRECT_DATABASE_URL) and leaves it, for good, at the first sign
 // of one on a statement of its own:
 // - 26000 "prepared statement … does not exist": the Bind reached a server connection that never
 //   saw our Parse;

@@ -1,15 +1,36 @@
-// Per-key quotas: a fixed minute window and a fixed day window, counted by the key's hash (never by
-// client address), shared through Redis when REDIS_URL is set and in-process otherwise.
-// Ceilings are per request (plan or tenant override, read fresh by authentication), so the
-// limiters count without a ceiling of their own and the comparison happens here.
-// With Redis, both windows are counted in one round trip (CONSUME_BOTH: rate-limiter-flexible's
-// script, keys and expiry, twice in one call). Redis down: the in-process windows (the limiters'
-// insurance) count, i.e. quotas fall back to per-instance limits until Redis answers again
-// (documented in docs/decisions.md).
-// Redis Cluster: both windows of a key are in one script call, so their Redis keys carry the key
-// hash as a hash tag ("rl:m:{<hash>}", "rl:d:{<hash>}"): one slot per API key, never CROSSSLOT, and
-// different keys spread over the cluster.
+// Per-key quotas: the one rate-limit decision of a request. server/auth/guard.ts calls
+// Quotas.admit() once per request and applies what it returns (headers, then the request served or
+// refused); admit() runs the key lookup and the count in the order it chooses. The rules:
+// 1. A request is counted by its API key's hash (never by client address) in two fixed windows, a
+//    minute and a day, each starting with its first request. The ceilings are the key's own: the
+//    tenant's override, else its plan's, read fresh by the key lookup on every request.
+// 2. A key that does not authenticate is counted in neither window: missing or malformed (refused
+//    without a lookup), unknown, wrong secret, revoked, expired, a plan without API access (403), or
+//    the lookup failing (an outage). Its response still carries X-RateLimit-*: the presented key's
+//    minute window at ANONYMOUS_RATE_LIMIT_PER_MINUTE, without counting (a 401 never turns into a 429).
+// 3. Over the minute ceiling: 429, and the day window does not count the request. Over the day
+//    ceiling: 429. Within both: admitted, and it stays counted even if it then fails (403 scope, 422,
+//    404, 409).
+// 4. Headers: X-RateLimit-Limit is the minute ceiling; X-RateLimit-Remaining the smaller of what is
+//    left in the minute and in the day; X-RateLimit-Reset the Unix second at which the window that
+//    refused (else the minute window) resets; a 429 adds Retry-After, the seconds until then (≥ 1).
+//
+// How, none of which changes a decision:
+// - With Redis (REDIS_URL, or a cluster), the windows are shared by every instance; both are counted
+//   in one script call (CONSUME_BOTH: the keys, values and expiry of rate-limiter-flexible, whose
+//   memory insurance and `get` read them). Redis not answering: the in-process windows count, i.e.
+//   quotas fall back to per-instance limits until Redis answers again (`fallback`, a metric).
+// - Redis Cluster: both windows of a key are in one script call, so their Redis keys carry the key's
+//   hash as a hash tag ("rl:m:{<hash>}", "rl:d:{<hash>}"): one slot per API key, never CROSSSLOT,
+//   and different keys spread over the cluster.
+// - The count beside the lookup: on an instance with no other request in flight, a well-formed key's
+//   request is counted in Redis while the key is being looked up (count(): both windows, no ceiling
+//   yet), one Redis round trip less of latency; the lookup then settles it (settle(): over the minute
+//   ceiling, the day window gives its count back) or, the key failing, refunds it (refund(): both
+//   windows as if never counted). A busy instance counts after the lookup (the overlap costs CPU
+//   under load): docs/decisions/performance.md, "The quota count beside the key lookup".
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from "rate-limiter-flexible";
+import { AppError } from "../errors.js";
 import type { RedisClient } from "../redis.js";
 
 export interface QuotaState {
@@ -24,6 +45,41 @@ export interface QuotaState {
   window?: "minute" | "day";
 }
 
+/** A key's ceilings (the tenant's override, else its plan's). */
+export interface Limits {
+  perMinute: number;
+  perDay: number;
+}
+
+/** What a successful key lookup gives admit(): the key's hash and its ceilings. */
+export interface Admittee {
+  keyHash: string;
+  limits: Limits;
+}
+
+/**
+ * What admit() needs besides the request's key, made once by the guard (nothing is allocated per
+ * request: admit() hands `lookup` the key it was given).
+ */
+export interface Admission<C extends Admittee> {
+  /** The key lookup (authentication and the plan gate): the caller, or a throw (401, 403 plan, an outage). */
+  lookup(presented: string | undefined, keyHash: string | undefined): Promise<C>;
+  /** The per-minute ceiling the headers of a key that did not authenticate describe (rule 2). */
+  anonymousPerMinute: number;
+  /** Requests of this instance in flight, this one included: 1 is an idle instance. */
+  inFlight(): number;
+  now(): Date;
+}
+
+/** admit()'s answer: the guard sets `quota` as the X-RateLimit-* / Retry-After headers, then serves `caller` or answers `refusal`. */
+export type Decision<C> =
+  | { admitted: true; caller: C; quota: QuotaState }
+  /**
+   * `refusal`: what the lookup threw (401, 403 plan, an outage; counted nowhere, no caller), or 429
+   * RATE_LIMIT_EXCEEDED (counted; `caller` set, `quota.window` names the window that refused).
+   */
+  | { admitted: false; caller?: C; quota: QuotaState; refusal: unknown };
+
 /** The limiter key of an API key hash: the hash as a Redis Cluster hash tag (one slot for both windows). */
 export const quotaKey = (keyHash: string) => `{${keyHash}}`;
 
@@ -32,19 +88,14 @@ export const redisQuotaKeys = (namespace: string, keyHash: string) => [`${namesp
 
 const UNBOUNDED = 2 ** 31 - 1;
 
-function limiter(redis: RedisClient | undefined, keyPrefix: string, duration: number, memory: RateLimiterMemory): RateLimiterAbstract {
-  if (!redis) return memory;
-  return new RateLimiterRedis({ storeClient: redis, keyPrefix, points: UNBOUNDED, duration, insuranceLimiter: memory });
-}
-
 // Both windows in one Redis round trip, with the same keys, values and expiry as rate-limiter-flexible
 // (its memory insurance and its `get` in peek() read them): a window is a counter whose TTL is the
 // window's length from its first request. The library's own script is `SET key 0 EX secs NX`,
 // `INCRBY key 1`, `PTTL key` (and `EXPIRE` if the key had no TTL); this one is `INCR` and `PTTL`, the
 // expiry set only when the key has none (a new window, or a key left without one): the same state,
 // two commands per window instead of three, inline (no Lua closure made per call). Measured on a
-// quiet machine: 18.7 → 11.8 µs of Redis time per request (docs/decisions.md, "GET /me at one
-// connection").
+// quiet machine: 18.7 → 11.8 µs of Redis time per request (docs/decisions/performance.md,
+// "The quota script: INCR and PTTL per window").
 const countWindow = (i: 1 | 2, secs: number, n: string, ttl: string) => `
 local ${n} = redis.call('incr', KEYS[${i}])
 local ${ttl} = redis.call('pttl', KEYS[${i}])
@@ -93,9 +144,9 @@ export interface Counted {
 }
 
 export class Quotas {
+  /** The minute window as peek() reads it: rate-limiter-flexible's Redis limiter (its memory insurance when Redis fails), or the in-process window. */
   private readonly minute: RateLimiterAbstract;
-  private readonly day: RateLimiterAbstract;
-  /** The in-process windows: the limiters themselves without Redis, their insurance with it. */
+  /** The in-process windows: the only ones without Redis, the fallback with it. */
   private readonly memoryMinute: RateLimiterMemory;
   private readonly memoryDay: RateLimiterMemory;
   private readonly consumeBoth?: ConsumeBoth;
@@ -112,8 +163,9 @@ export class Quotas {
   ) {
     this.memoryMinute = new RateLimiterMemory({ keyPrefix: `${namespace}:m`, points: UNBOUNDED, duration: 60 });
     this.memoryDay = new RateLimiterMemory({ keyPrefix: `${namespace}:d`, points: UNBOUNDED, duration: 86_400 });
-    this.minute = limiter(redis, `${namespace}:m`, 60, this.memoryMinute);
-    this.day = limiter(redis, `${namespace}:d`, 86_400, this.memoryDay);
+    this.minute = redis
+      ? new RateLimiterRedis({ storeClient: redis, keyPrefix: `${namespace}:m`, points: UNBOUNDED, duration: 60, insuranceLimiter: this.memoryMinute })
+      : this.memoryMinute;
     if (redis) {
       if (typeof (redis as any).crmConsumeQuotas !== "function") redis.defineCommand("crmConsumeQuotas", { numberOfKeys: 2, lua: CONSUME_BOTH });
       this.consumeBoth = (m, d, perMinute) => (redis as any).crmConsumeQuotas(m, d, perMinute);
@@ -131,9 +183,56 @@ export class Quotas {
   }
 
   /**
-   * Counts one request of the key in both windows before the key is known to be valid (server/auth/guard.ts
-   * sends this beside the key lookup). Never rejects: Redis not answering, it counts in process memory.
-   * Followed by settle() once the key's ceilings are known, or by refund() if the key did not authenticate.
+   * The request's decision, by the rules above: looks the key up (`how.lookup`) and counts the
+   * request, in the order that costs least, and says what to answer. Never rejects: a failing lookup
+   * is a refusal, and Redis not answering counts in process memory.
+   * `keyHash`: SHA-256 of the presented key (trimmed) when it is well formed, else undefined (a
+   * missing or malformed key is never counted, and its window is empty).
+   */
+  async admit<C extends Admittee>(presented: string | undefined, keyHash: string | undefined, how: Admission<C>): Promise<Decision<C>> {
+    // An idle instance on Redis counts a well-formed key's request now, beside the lookup.
+    const early = keyHash !== undefined && this.countBoth !== undefined && how.inFlight() <= 1 ? this.count(keyHash) : undefined;
+    let caller: C;
+    try {
+      caller = await how.lookup(presented, keyHash);
+    } catch (refusal) {
+      // Rule 2: counted nowhere (an early count is given back); the headers at the anonymous ceiling.
+      const quota = early
+        ? await this.refund(keyHash!, await early, how.anonymousPerMinute, how.now().getTime())
+        : await this.peek(keyHash, how.anonymousPerMinute, how.now().getTime());
+      return { admitted: false, quota, refusal };
+    }
+    // Rules 1 and 3: both windows, the day only within the minute ceiling; rule 4: the headers (state()).
+    const limits = caller.limits;
+    let quota: QuotaState;
+    if (early) {
+      // Counted without a ceiling: over the minute ceiling, settle() gives the day window its count back.
+      const counted = await early;
+      const now = how.now().getTime();
+      quota = counted.minute.consumed > limits.perMinute ? await this.settle(keyHash!, counted, limits, now) : state(limits, now, counted.minute.consumed, counted.minute.ms, counted.day.consumed, counted.day.ms);
+    } else {
+      // Counted at the key's ceilings: one script call with Redis (awaited here, not in a helper: one hop less per request).
+      const now = how.now().getTime();
+      let r: number[] | undefined;
+      if (this.consumeBoth) {
+        try {
+          const [minuteKey, dayKey] = redisQuotaKeys(this.namespace, caller.keyHash);
+          r = await this.consumeBoth(minuteKey, dayKey, String(limits.perMinute));
+          this.fallback = false;
+        } catch {
+          this.redisFailed();
+        }
+      }
+      quota = r ? state(limits, now, Number(r[0]), Number(r[1]), r.length > 2 ? Number(r[2]) : undefined, Number(r[3])) : await this.countInMemory(caller.keyHash, limits, now);
+    }
+    if (quota.retryAfter === undefined) return { admitted: true, caller, quota };
+    return { admitted: false, caller, quota, refusal: new AppError("RATE_LIMIT_EXCEEDED", "Rate limit exceeded for this API key", { retryAfter: quota.retryAfter }) };
+  }
+
+  /**
+   * admit()'s count beside the lookup: one request of the key in both windows, before the key is
+   * known to be valid. Never rejects: Redis not answering, it counts in process memory. Followed by
+   * settle() once the key's ceilings are known, or by refund() if the key did not authenticate.
    */
   async count(keyHash: string): Promise<Counted> {
     if (this.countBoth) {
@@ -143,8 +242,7 @@ export class Quotas {
         this.fallback = false;
         return { minute: { consumed: Number(r[0]), ms: Number(r[1]) }, day: { consumed: Number(r[2]), ms: Number(r[3]) }, memory: false };
       } catch {
-        this.fallback = true;
-        this.fallbackCount += 1;
+        this.redisFailed();
       }
     }
     const key = quotaKey(keyHash);
@@ -154,14 +252,13 @@ export class Quotas {
   }
 
   /**
-   * The quota state of a request count() counted, at the key's ceilings: the same as consume() gives.
-   * Over its minute ceiling, the request is given back to the day window, which consume() does not
-   * count for such a request.
+   * The quota state of a request count() counted, at the key's ceilings: what counting after the
+   * lookup gives. Over its minute ceiling, the request is given back to the day window (rule 3).
    */
-  async settle(keyHash: string, counted: Counted, limits: { perMinute: number; perDay: number }, now = Date.now()): Promise<QuotaState> {
-    if (counted.minute.consumed <= limits.perMinute) return state(limits, now, counted.minute, counted.day);
+  async settle(keyHash: string, counted: Counted, limits: Limits, now = Date.now()): Promise<QuotaState> {
+    if (counted.minute.consumed <= limits.perMinute) return state(limits, now, counted.minute.consumed, counted.minute.ms, counted.day.consumed, counted.day.ms);
     await this.giveBackOne(keyHash, counted.memory, false);
-    return state(limits, now, counted.minute);
+    return state(limits, now, counted.minute.consumed, counted.minute.ms);
   }
 
   /**
@@ -171,9 +268,7 @@ export class Quotas {
    */
   async refund(keyHash: string, counted: Counted, perMinute: number, now = Date.now()): Promise<QuotaState> {
     const minute = await this.giveBackOne(keyHash, counted.memory, true);
-    const used = minute?.consumed ?? 0;
-    const reset = minute && minute.ms > 0 ? resetAt(minute.ms, now) : Math.ceil((now + 60_000) / 1000);
-    return { limit: perMinute, remaining: Math.max(0, perMinute - used), reset };
+    return unauthenticated(perMinute, now, minute?.consumed ?? 0, minute && minute.ms > 0 ? minute.ms : undefined);
   }
 
   /** Gives one request back to the day window, and to the minute window too if `both`; the minute window after (undefined if unknown). */
@@ -199,50 +294,30 @@ export class Quotas {
     }
   }
 
-  /** Counts one request of the key against both windows. */
-  async consume(keyHash: string, limits: { perMinute: number; perDay: number }, now = Date.now()): Promise<QuotaState> {
+  /** Counts a request at the key's ceilings in the in-process windows (no Redis, or Redis not answering): the day window only within the minute ceiling. */
+  private async countInMemory(keyHash: string, limits: Limits, now: number): Promise<QuotaState> {
     const key = quotaKey(keyHash);
-    if (this.consumeBoth) {
-      let r: number[] | undefined;
-      try {
-        const [minuteKey, dayKey] = redisQuotaKeys(this.namespace, keyHash);
-        r = await this.consumeBoth(minuteKey, dayKey, String(limits.perMinute));
-        this.fallback = false;
-      } catch {
-        r = undefined; // Redis unavailable: the in-process windows, as rate-limiter-flexible's insurance does.
-        this.fallback = true;
-        this.fallbackCount += 1;
-      }
-      if (r) return state(limits, now, { consumed: Number(r[0]), ms: Number(r[1]) }, r.length > 2 ? { consumed: Number(r[2]), ms: Number(r[3]) } : undefined);
-      return this.consumeWith(this.memoryMinute, this.memoryDay, key, limits, now);
-    }
-    return this.consumeWith(this.minute, this.day, key, limits, now);
+    const m = await this.memoryMinute.consume(key);
+    if (m.consumedPoints > limits.perMinute) return state(limits, now, m.consumedPoints, m.msBeforeNext);
+    const d = await this.memoryDay.consume(key);
+    return state(limits, now, m.consumedPoints, m.msBeforeNext, d.consumedPoints, d.msBeforeNext);
   }
 
-  private async consumeWith(
-    minute: RateLimiterAbstract,
-    day: RateLimiterAbstract,
-    keyHash: string,
-    limits: { perMinute: number; perDay: number },
-    now: number,
-  ): Promise<QuotaState> {
-    const m = await minute.consume(keyHash);
-    if (m.consumedPoints > limits.perMinute) return state(limits, now, { consumed: m.consumedPoints, ms: m.msBeforeNext });
-    const d = await day.consume(keyHash);
-    return state(limits, now, { consumed: m.consumedPoints, ms: m.msBeforeNext }, { consumed: d.consumedPoints, ms: d.msBeforeNext });
+  private redisFailed(): void {
+    this.fallback = true;
+    this.fallbackCount += 1;
   }
 
-  /** The minute window of a key at a given ceiling, without counting (for rejected credentials). */
-  async peek(keyHash: string, perMinute: number, now = Date.now()): Promise<QuotaState> {
+  /** The minute window of a key at a given ceiling, without counting (a key that did not authenticate; none given: a malformed key, whose window is empty). */
+  private async peek(keyHash: string | undefined, perMinute: number, now: number): Promise<QuotaState> {
+    if (keyHash === undefined) return unauthenticated(perMinute, now, 0, undefined);
     let res: RateLimiterRes | null = null;
     try {
       res = await this.minute.get(quotaKey(keyHash));
     } catch {
       res = null;
     }
-    const used = res?.consumedPoints ?? 0;
-    const reset = res ? resetAt(res.msBeforeNext, now) : Math.ceil((now + 60_000) / 1000);
-    return { limit: perMinute, remaining: Math.max(0, perMinute - used), reset };
+    return unauthenticated(perMinute, now, res?.consumedPoints ?? 0, res ? res.msBeforeNext : undefined);
   }
 }
 
@@ -252,13 +327,20 @@ interface Window {
   ms: number;
 }
 
-/** The quota state after counting: over the minute ceiling (day not counted), over the day ceiling, or within both. */
-function state(limits: { perMinute: number; perDay: number }, now: number, m: Window, d?: Window): QuotaState {
-  const minuteReset = resetAt(m.ms, now);
-  if (m.consumed > limits.perMinute || !d) return { limit: limits.perMinute, remaining: 0, reset: minuteReset, retryAfter: waitSeconds(m.ms), window: "minute" };
-  if (d.consumed > limits.perDay) return { limit: limits.perMinute, remaining: 0, reset: resetAt(d.ms, now), retryAfter: waitSeconds(d.ms), window: "day" };
-  const remaining = Math.max(0, Math.min(limits.perMinute - m.consumed, limits.perDay - d.consumed));
-  return { limit: limits.perMinute, remaining, reset: minuteReset };
+/**
+ * Rule 4, the headers of a counted request: over the minute ceiling (the day not counted: `d`
+ * undefined), over the day ceiling, or within both.
+ */
+function state(limits: Limits, now: number, m: number, mMs: number, d?: number, dMs?: number): QuotaState {
+  const minuteReset = resetAt(mMs, now);
+  if (m > limits.perMinute || d === undefined) return { limit: limits.perMinute, remaining: 0, reset: minuteReset, retryAfter: waitSeconds(mMs), window: "minute" };
+  if (d > limits.perDay) return { limit: limits.perMinute, remaining: 0, reset: resetAt(dMs!, now), retryAfter: waitSeconds(dMs!), window: "day" };
+  return { limit: limits.perMinute, remaining: Math.max(0, Math.min(limits.perMinute - m, limits.perDay - d)), reset: minuteReset };
+}
+
+/** Rule 2, the headers of a key that did not authenticate: its minute window (`used`, `ms` before it resets; none: a new window) at `perMinute`. */
+function unauthenticated(perMinute: number, now: number, used: number, ms: number | undefined): QuotaState {
+  return { limit: perMinute, remaining: Math.max(0, perMinute - used), reset: ms === undefined ? Math.ceil((now + 60_000) / 1000) : resetAt(ms, now) };
 }
 
 const resetAt = (msBeforeNext: number, now: number) => Math.ceil((now + Math.max(msBeforeNext, 1)) / 1000);

@@ -98,7 +98,7 @@ export async function readCatalog(sql: Pick<SqlRunner, "query">): Promise<Catalo
 const ACTION: Record<string, string> = { a: "NO ACTION", r: "RESTRICT", c: "CASCADE", n: "SET NULL", d: "SET DEFAULT" };
 const TENANT = "tenantId";
 
-/** Every violation of the Citus-ready rules (docs/decisions.md, "Citus-ready schema (issue 14)"); [] when ready. */
+/** Every violation of the Citus-ready rules (docs/decisions/scale-out.md, "Citus-ready schema"); [] when ready. */
 export function schemaViolations(cat: Catalog): string[] {
   const out: string[] = [];
   const attnum = (t: Table, column: string) => [...t.columns].find(([, c]) => c.name === column)?.[0];

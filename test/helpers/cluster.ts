@@ -69,3 +69,57 @@ export async function dropClusterDatabase(baseUrl: string, cluster: Cluster, nam
 
 /** Shards per distributed table in the tests' databases (few: each test file distributes its own). */
 export const TEST_SHARD_COUNT = Number(process.env.TEST_CITUS_SHARDS || 4);
+
+/** Runs one query and returns its rows (a pool, a client or Prisma's raw query, as the test has it). */
+export type RowsOf = <R>(sql: string, params?: unknown[]) => Promise<R[]>;
+
+/**
+ * The lock waits of this database: each waiting backend and the backends it waits for, by their pids
+ * on the node they run on. On one PostgreSQL that is pg_blocking_pids. On a Citus coordinator a
+ * statement's row locks are taken on the worker that holds the shard, where the coordinator's
+ * pg_blocking_pids does not see them: citus_lock_waits has the cluster's wait edges, each end named
+ * by the global pid of its transaction (nodeid × 10^10 + pid): a distributed transaction's is that of
+ * the coordinator's backend that started it, a session's on a worker that worker's backend.
+ */
+export async function lockWaits(rows: RowsOf): Promise<{ pid: number; blockers: number[] }[]> {
+  const [ext] = await rows<{ citus: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus`);
+  const found = ext?.citus
+    ? await rows<{ pid: number; blockers: number[] }>(
+        `SELECT (w.waiting_gpid % 10000000000)::int AS pid, array_agg(DISTINCT (w.blocking_gpid % 10000000000)::int) AS blockers
+           FROM citus_lock_waits w
+          WHERE w.waiting_gpid IN (SELECT a.global_pid FROM citus_stat_activity a WHERE a.datname = current_database())
+          GROUP BY 1`,
+      )
+    : await rows<{ pid: number; blockers: number[] }>(
+        `SELECT pid, pg_blocking_pids(pid) AS blockers FROM pg_stat_activity
+          WHERE datname = current_database() AND cardinality(pg_blocking_pids(pid)) > 0`,
+      );
+  return found.map((r) => ({ pid: Number(r.pid), blockers: r.blockers.map(Number).sort((a, b) => a - b) }));
+}
+
+/**
+ * The URL of the node that holds `tenantId`'s rows: on a Citus coordinator the worker with the
+ * tenant's shards (every distributed table is co-located), where a session takes the same row locks
+ * as the service's statements for that tenant (a reference table's rows included: each node has its
+ * own copy); on one PostgreSQL `url` itself.
+ */
+export async function tenantNodeUrl(url: string, tenantId: string): Promise<string> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const ext = await c.query(`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
+    if (!ext.rowCount) return url;
+    const { rows } = await c.query<{ host: string; port: number }>(
+      `SELECT n.nodename AS host, n.nodeport AS port
+         FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+        WHERE p.shardid = get_shard_id_for_distribution_column('"Ticket"', $1::uuid)`,
+      [tenantId],
+    );
+    const at = new URL(url);
+    at.hostname = rows[0]!.host;
+    at.port = String(rows[0]!.port);
+    return at.toString();
+  } finally {
+    await c.end();
+  }
+}

@@ -1,6 +1,7 @@
 // Which tenant does a statement touch? A conservative check of SQL text as PostgreSQL parses it
 // (libpg-query: PostgreSQL's own parser compiled to WebAssembly), used by test/tenant-queries.test.ts
-// on every statement the API sends. What it proves and where it stops: docs/decisions.md, issue 14.
+// on every statement the API sends. What it proves and where it stops: docs/decisions/scale-out.md,
+// "Every statement pinned to the caller's tenant".
 //
 // A relation of a tenant-scoped table (one with "tenantId", and the tenants table by its id) is
 // "pinned" when the statement's own conditions fix its tenant column to known values:

@@ -1,0 +1,510 @@
+// Drill 10 — live shard moves on a Citus cluster (issue 26). The drill's own cluster (a coordinator
+// and two workers, drills/lib/citus.ts over ../shared/citus/cluster.sh), migrated and distributed as
+// an operator does it (`npm run db:migrate`, `npm run db:distribute -- --shard-count 8`), 24 tenants
+// (one of them takes half of the writes), a Redis for the quotas and three service instances on the
+// coordinator. Writers run on every tenant for the whole drill, round-robin over the instances:
+//   • creates (leads, contacts, tickets) with an Idempotency-Key, each sent once and then retried with
+//     the same key at the next instance (the duplicate a client's retry makes), and retried across the
+//     instances until acknowledged when an answer is a 5xx or lost;
+//   • ticket comments (keyed the same way) and lead updates;
+//   • rounds of 4 bookings racing for one slot of a tenant's bookable user;
+//   • a changes-feed mirror per tenant, following GET /public/v1/changes with nextSince (as
+//     client/index.ts followChanges does) and applying each page.
+// During the load, each timed:
+//   1. move: the busiest tenant's shard group to the other worker (citus_move_shard_placement,
+//      force_logical: logical replication, writes blocked only for the switch-over);
+//   2. isolate: the busiest tenant into shards of its own (isolate_tenant_to_new_shard, CASCADE over
+//      every co-located table, force_logical);
+//   3. rebalance: a third worker started and registered (citus_add_node), citus_rebalance_start(),
+//      citus_rebalance_wait().
+// Targets: every acknowledged write (201/200) is in the database, no Idempotency-Key made two rows,
+// no two scheduled appointments of one user overlap (and no round had two 201s), every mirror equals a
+// fresh read of its tenant after the writers stop (the resources' own lists, and the feed read from
+// the beginning), no request without an HTTP answer, and 5xx (and the services' error-level log
+// lines) only inside the window from the move's start to 5 s after the rebalance ended — counted and
+// printed with their times. Writers keep going for 10 s after the rebalance, outside the window.
+// Needs the citus extension installed (../shared/citus/install.sh; CI's citus leg runs it first).
+import { isDeepStrictEqual } from "node:util";
+import pg from "pg";
+import type { TenantIds } from "../server/admin/fixture.js";
+import { isolateTenant, moveShard, placements, rebalance, shardOf, startCitus, type Node, type TransferMode } from "./lib/citus.js";
+import { load, richTenant } from "./lib/fixture.js";
+import { Client, envelopeProblems, Tally, type ReqOpts, type Res } from "./lib/http.js";
+import { ROOT, runOk } from "./lib/proc.js";
+import { startRedis } from "./lib/redis.js";
+import { Report, type Drill } from "./lib/result.js";
+import { sleep } from "./lib/scope.js";
+import { startServices, type Service } from "./lib/service.js";
+
+const INSTANCES = 3;
+const TENANTS = 24; // "busy" and t01 … t23
+const SHARD_COUNT = 8;
+const BOOKERS = 4;
+const CREATE_LANES = 6;
+const COMMENT_LANES = 2;
+const COMMENTS_PER_TICKET = 30;
+const WINDOW_AFTER_MS = 5_000;
+const TAIL_MS = 10_000;
+const OP_TIMEOUT_S = 90;
+/** The isolation's shard_transfer_mode (drills/lib/citus.ts says why block_writes). */
+const ISOLATE_MODE = (process.env.DRILL_CITUS_ISOLATE_MODE || "block_writes") as TransferMode;
+const TYPES = ["lead", "contact", "conversation", "appointment", "ticket"] as const;
+type Type = (typeof TYPES)[number];
+const RESOURCE: Record<Type, string> = { lead: "leads", contact: "contacts", conversation: "conversations", appointment: "appointments", ticket: "tickets" };
+
+interface Tenant {
+  ref: string;
+  ids: TenantIds;
+  key: string;
+  /** Acknowledged leads (ids), for updates. */
+  leads: string[];
+  /** The drill's ticket being commented on, and how many comments it has. */
+  ticket: { id: string; comments: number } | null;
+  slot: number;
+}
+
+/** A keyed write: every answer it got, the ids its acknowledgements named. */
+interface Keyed {
+  what: "lead" | "contact" | "ticket" | "comment";
+  tenant: string;
+  idem: string;
+  marker: string;
+  ids: Set<string>;
+  acked: boolean;
+  attempts: number;
+}
+
+interface Round {
+  tenant: string;
+  startsAt: string;
+  endsAt: string;
+  results: Res[];
+}
+
+interface ChangeItem {
+  type: Type;
+  id: string;
+  action: "upsert" | "delete";
+  data: unknown;
+}
+
+export const drill10: Drill = {
+  id: 10,
+  name: "citus shard moves",
+  async run({ scope, log, scale }) {
+    const tallies = Array.from({ length: INSTANCES }, () => new Tally());
+    const report = new Report(tallies);
+
+    // ── cluster, schema, tenants, services ───────────────────────────────────────────────────
+    const cluster = await startCitus(scope, { workers: 2 });
+    const url = await cluster.createDatabase("drill10");
+    log(`citus coordinator :${cluster.coordinator.port}, workers ${cluster.workers.map((w) => `:${w.port}`).join(" ")} (${cluster.dir})`);
+    const { DIRECT_DATABASE_URL: _direct, ...inherited } = process.env;
+    const opEnv = { ...inherited, DATABASE_URL: url };
+    const migrated = JSON.parse((await runOk("npm", ["run", "--silent", "db:migrate"], { cwd: ROOT, env: opEnv, timeoutMs: 180_000 })).stdout);
+    const distributed = JSON.parse(
+      (await runOk("npm", ["run", "--silent", "db:distribute", "--", "--shard-count", String(SHARD_COUNT)], { cwd: ROOT, env: opEnv, timeoutMs: 180_000 })).stdout,
+    );
+    log(`db:migrate applied ${migrated.applied.length}; db:distribute: ${distributed.distributed.length} distributed, ${distributed.reference.length} reference, ${distributed.shardCount} shards on ${distributed.workers} workers`);
+    report.check(distributed.changed === true && distributed.workers === 2 && distributed.distributed.includes("Lead"), `db:distribute answered ${JSON.stringify(distributed).slice(0, 300)}`);
+
+    const refs = ["busy", ...Array.from({ length: TENANTS - 1 }, (_, i) => `t${String(i + 1).padStart(2, "0")}`)];
+    const loaded = await load(url, { tenants: refs.map((r) => richTenant(r)) });
+    const tenants: Tenant[] = refs.map((ref) => {
+      const ids = loaded.tenants[ref]!;
+      return { ref, ids, key: ids.apiKeys.full!.key, leads: [], ticket: null, slot: 0 };
+    });
+    const busy = tenants[0]!;
+    const others = tenants.slice(1);
+    const byRef = new Map(tenants.map((t) => [t.ref, t]));
+    const redis = await startRedis(scope);
+    const services: Service[] = await startServices(
+      scope,
+      Array.from({ length: INSTANCES }, (_, i) => `d10-${"abc"[i]}`),
+      { DATABASE_URL: url, REDIS_URL: redis.url, LOG_LEVEL: "info" },
+    );
+    const clients = services.map((svc, i) => new Client(svc.url, tallies[i]!, { maxSockets: 64 }));
+    scope.defer("close clients", () => clients.forEach((c) => c.close()));
+    const fiveXX: { at: number; status: number; what: string; error?: string }[] = [];
+    const noAnswer: { at: number; what: string; error?: string }[] = [];
+    let replays = 0;
+    const send = async (i: number, method: string, path: string, opts: ReqOpts): Promise<Res> => {
+      const inst = ((i % INSTANCES) + INSTANCES) % INSTANCES;
+      const res = await clients[inst]!.request(method, path, { timeoutMs: 30_000, ...opts });
+      const what = `${method} ${path.replace(/[0-9a-f-]{36}/g, "{id}")} @${services[inst]!.name}`;
+      if (res.status >= 500) fiveXX.push({ at: res.startedAt, status: res.status, what, error: res.body?.error });
+      if (res.status === 0) noAnswer.push({ at: res.startedAt, what, error: res.error });
+      if (res.headers["idempotent-replayed"] === "true") replays += 1;
+      return res;
+    };
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    scope.defer("close db", () => db.end());
+    const ops = new pg.Client({ connectionString: url });
+    await ops.connect();
+    scope.defer("close ops", () => ops.end());
+    // A shard operation that stalls fails the drill with its own error, not the runner's timeout.
+    await ops.query(`SET statement_timeout = '${OP_TIMEOUT_S}s'`);
+    const before = await placements(db);
+
+    // ── writers ──────────────────────────────────────────────────────────────────────────────
+    let running = true;
+    const lanes: Promise<void>[] = [];
+    const keyed: Keyed[] = [];
+    const unexpected: string[] = [];
+    const note = (what: string, r: Res) => {
+      if (unexpected.length < 20) unexpected.push(`${what}: ${r.status} ${r.body?.error ?? r.error ?? r.text.slice(0, 80)}`);
+    };
+    let seq = 0;
+    let busyWrites = 0;
+    let allWrites = 0;
+    /** Busy takes every other pick; the rest round-robin. */
+    const pick = (n: number): Tenant => (n % 2 === 0 ? busy : others[(n >> 1) % others.length]!);
+
+    /** Sends a keyed create once, then the client's retry with the same key at the next instance, then until acknowledged. */
+    const keyedWrite = async (k: Keyed, at: number, path: string, body: unknown, ok: (r: Res) => boolean): Promise<Res | null> => {
+      keyed.push(k);
+      const t = byRef.get(k.tenant)!;
+      allWrites += 1;
+      if (t === busy) busyWrites += 1;
+      let last: Res | null = null;
+      for (let a = 0; a < 60; a++) {
+        if (a >= 2) await sleep(250);
+        k.attempts += 1;
+        const r = await send(at + a, "POST", path, { key: t.key, body, headers: { "Idempotency-Key": k.idem } });
+        if (ok(r)) {
+          k.acked = true;
+          last = r;
+          if (r.body?.id) k.ids.add(r.body.id);
+        } else if (r.status >= 400 && r.status < 500) {
+          note(`${k.what} ${k.idem}`, r);
+          break;
+        }
+        // The first answer is followed by one retry of the same key (the duplicate), whatever it was.
+        if (k.acked && a >= 1) break;
+      }
+      return last;
+    };
+
+    // Creates of leads and contacts, and updates of acknowledged leads.
+    for (let w = 0; w < CREATE_LANES; w++)
+      lanes.push(
+        (async () => {
+          while (running) {
+            const n = seq++;
+            const t = pick(n);
+            if (n % 5 === 4 && t.leads.length) {
+              const id = t.leads[n % t.leads.length]!;
+              for (let a = 0; a < 40; a++) {
+                const r = await send(n + a, "PATCH", `/public/v1/leads/${id}`, { key: t.key, body: { notes: `patched-${n}` } });
+                if (r.status === 200) break;
+                if (r.status >= 400 && r.status < 500) {
+                  note(`patch lead ${id}`, r);
+                  break;
+                }
+                await sleep(250);
+              }
+              allWrites += 1;
+              if (t === busy) busyWrites += 1;
+            } else if (n % 2 === 0) {
+              const marker = `d10-lead-${n}`;
+              const k: Keyed = { what: "lead", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
+              const r = await keyedWrite(k, n, "/public/v1/leads", { customerName: marker, customerPhone: "+34600555000", notes: `Citus lead ${n}` }, (x) => x.status === 201);
+              if (r?.body?.id) t.leads.push(r.body.id);
+            } else {
+              const marker = `d10-contact-${n}`;
+              const k: Keyed = { what: "contact", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
+              await keyedWrite(k, n, "/public/v1/contacts", { fullName: marker, phone: `+3461${String(n).padStart(7, "0")}` }, (x) => x.status === 201);
+            }
+            await sleep(10);
+          }
+        })(),
+      );
+
+    // Tickets and their comments.
+    for (let w = 0; w < COMMENT_LANES; w++)
+      lanes.push(
+        (async () => {
+          while (running) {
+            const n = seq++;
+            const t = pick(n);
+            if (!t.ticket || t.ticket.comments >= COMMENTS_PER_TICKET) {
+              const marker = `d10-ticket-${n}`;
+              const k: Keyed = { what: "ticket", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
+              const r = await keyedWrite(k, n, "/public/v1/tickets", { subject: marker, customerId: t.ids.contacts.bea, assignedTo: t.ids.users.ana }, (x) => x.status === 201);
+              if (r?.body?.id) t.ticket = { id: r.body.id, comments: 0 };
+            } else {
+              const ticket = t.ticket;
+              ticket.comments += 1;
+              const marker = `d10-comment-${n}`;
+              const k: Keyed = { what: "comment", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
+              await keyedWrite(k, n, `/public/v1/tickets/${ticket.id}/comments`, { body: marker }, (x) => x.status === 201 || x.status === 200);
+            }
+            await sleep(10);
+          }
+        })(),
+      );
+
+    // Rounds of bookings racing for one slot (alternately the busy tenant's and another's).
+    const rounds: Round[] = [];
+    const day = Math.ceil(Date.now() / 86_400_000) * 86_400_000 + 10 * 86_400_000;
+    lanes.push(
+      (async () => {
+        for (let r = 0; running; r++) {
+          const t = pick(r);
+          const s = t.slot++;
+          const startsAt = new Date(day + s * 30 * 60_000).toISOString();
+          const endsAt = new Date(day + (s + 1) * 30 * 60_000).toISOString();
+          const round: Round = { tenant: t.ref, startsAt, endsAt, results: [] };
+          rounds.push(round);
+          allWrites += 1;
+          if (t === busy) busyWrites += 1;
+          round.results = await Promise.all(
+            Array.from({ length: BOOKERS }, (_, b) =>
+              send(r + b, "POST", "/public/v1/appointments", {
+                key: t.key,
+                body: { assignedUserId: t.ids.users.ana, title: `Citus booking ${r}.${b}`, appointmentType: "visit", startsAt, endsAt },
+              }),
+            ),
+          );
+          await sleep(100);
+        }
+      })(),
+    );
+
+    // A changes-feed mirror per tenant.
+    let mirroring = true;
+    const mirrors = new Map<string, { map: Map<string, unknown>; since?: string; polls: number; items: number; failures: string[] }>();
+    const drain = async (t: Tenant, m: { map: Map<string, unknown>; since?: string; polls: number; items: number; failures: string[] }, inst: number) => {
+      for (let pages = 0; pages < 5_000; pages++) {
+        const r = await send(inst + pages, "GET", "/public/v1/changes", { key: t.key, query: { since: m.since, limit: 200 } });
+        m.polls += 1;
+        if (r.status !== 200) {
+          if (r.status < 500 && r.status !== 0) {
+            m.failures.push(`${r.status} ${r.body?.error ?? ""} ${JSON.stringify(r.body?.details ?? {}).slice(0, 120)}`);
+            note(`changes ${t.ref}`, r);
+          }
+          return false;
+        }
+        for (const it of r.body.items as ChangeItem[]) {
+          if (it.action === "delete") m.map.delete(`${it.type}:${it.id}`);
+          else m.map.set(`${it.type}:${it.id}`, it.data);
+        }
+        m.items += r.body.items.length;
+        m.since = r.body.nextSince;
+        if (!r.body.hasMore) return true;
+      }
+      m.failures.push("the feed never ended (5000 pages)");
+      return false;
+    };
+    const mirrorLoops = tenants.map((t, i) => {
+      const m = { map: new Map<string, unknown>(), since: undefined as string | undefined, polls: 0, items: 0, failures: [] as string[] };
+      mirrors.set(t.ref, m);
+      return (async () => {
+        await sleep(i * 20);
+        for (let n = i; mirroring && m.failures.length < 5; n++) {
+          await drain(t, m, n);
+          await sleep(t === busy ? 200 : 500);
+        }
+      })();
+    });
+
+    // ── the moves ────────────────────────────────────────────────────────────────────────────
+    const t0 = Date.now();
+    const rel = (at: number) => `+${((at - t0) / 1000).toFixed(1)} s`;
+    await sleep(Math.round(8_000 * scale));
+    const home = await shardOf(ops, "Lead", busy.ids.id);
+    const target: Node = cluster.workers.find((w) => w.port !== home.node.port)!;
+    const moveStart = Date.now();
+    let moveMs = NaN;
+    let isolateMs = NaN;
+    let rebalanceMs = NaN;
+    let rebalanced: Awaited<ReturnType<typeof rebalance>> | null = null;
+    let third: Node | null = null;
+    let isolatedShard = "";
+    let movesEnd = moveStart;
+    /** Each operation's interval, to say which one a 5xx fell into. */
+    const phases: { name: string; from: number; to: number }[] = [];
+    try {
+      await moveShard(ops, home.shardId, home.node, target);
+      moveMs = Date.now() - moveStart;
+      phases.push({ name: "move", from: moveStart, to: Date.now() });
+      const moved = await shardOf(ops, "Lead", busy.ids.id);
+      report.check(moved.node.port === target.port, `after the move the busy tenant's shard ${moved.shardId} is on :${moved.node.port}, not :${target.port}`);
+      log(`move: shard ${home.shardId} (busy tenant's group) :${home.node.port} → :${target.port} in ${(moveMs / 1000).toFixed(1)} s`);
+      await sleep(Math.round(3_000 * scale));
+
+      const isoStart = Date.now();
+      isolatedShard = await isolateTenant(ops, "Lead", busy.ids.id, ISOLATE_MODE);
+      isolateMs = Date.now() - isoStart;
+      phases.push({ name: "isolate", from: isoStart, to: Date.now() });
+      const iso = await shardOf(ops, "Lead", busy.ids.id);
+      const sharing = (await ops.query(`SELECT count(*)::int AS n FROM "Tenant" WHERE get_shard_id_for_distribution_column('"Lead"', "id") = $1::bigint`, [iso.shardId])).rows[0].n;
+      report.check(iso.shardId === isolatedShard && sharing === 1, `after isolation the busy tenant's shard ${iso.shardId} (isolate answered ${isolatedShard}) holds ${sharing} tenants`);
+      log(`isolate (${ISOLATE_MODE}): busy tenant into shard ${isolatedShard} on :${iso.node.port} in ${(isolateMs / 1000).toFixed(1)} s`);
+      await sleep(Math.round(3_000 * scale));
+
+      const rbStart = Date.now();
+      third = await cluster.addWorker("drill10");
+      rebalanced = await rebalance(ops);
+      rebalanceMs = Date.now() - rbStart;
+      phases.push({ name: "rebalance", from: rbStart, to: Date.now() });
+      log(`rebalance: worker :${third.port} added, ${rebalanced.moves} shard moves (job ${rebalanced.jobId}, ${rebalanced.state}) in ${(rebalanceMs / 1000).toFixed(1)} s`);
+    } catch (e) {
+      report.fail(`shard operation failed: ${(e as Error).message.split("\n")[0]}`);
+    }
+    movesEnd = Date.now();
+    const windowFrom = moveStart - 1000;
+    const windowTo = movesEnd + WINDOW_AFTER_MS;
+    await sleep(WINDOW_AFTER_MS + TAIL_MS);
+    running = false;
+    await Promise.all(lanes);
+    const writersEnd = Date.now();
+    mirroring = false;
+    await Promise.all(mirrorLoops);
+    const after = await placements(db);
+
+    // ── verification ─────────────────────────────────────────────────────────────────────────
+    // Mirrors: one more drain each (nothing writes now), then a fresh read of the tenant two ways.
+    const listAll = async (t: Tenant, path: string): Promise<any[] | string> => {
+      const out: any[] = [];
+      for (let offset = 0; offset < 100_000; offset += 200) {
+        const r = await send(offset / 200, "GET", path, { key: t.key, query: { offset, limit: 200 } });
+        if (r.status !== 200) return `${path} answered ${r.status} ${r.body?.error ?? ""}`;
+        out.push(...r.body.items);
+        if (!r.body.pagination.hasNext) return out;
+      }
+      return `${path}: more than 100000 items`;
+    };
+    let mirrorsEqual = 0;
+    let feedEqual = 0;
+    let mirrored = 0;
+    let polls = 0;
+    for (const [i, t] of tenants.entries()) {
+      const m = mirrors.get(t.ref)!;
+      polls += m.polls;
+      for (const f of m.failures.slice(0, 2)) report.fail(`mirror ${t.ref}: ${f}`);
+      if (!(await drain(t, m, i))) {
+        report.fail(`mirror ${t.ref}: the final drain failed`);
+        continue;
+      }
+      const fresh = new Map<string, unknown>();
+      let broken = "";
+      for (const type of TYPES) {
+        const items = await listAll(t, `/public/v1/${RESOURCE[type]}`);
+        if (typeof items === "string") broken ||= items;
+        else for (const o of items) fresh.set(`${type}:${o.id}`, o);
+      }
+      if (broken) {
+        report.fail(`fresh read of ${t.ref}: ${broken}`);
+        continue;
+      }
+      const diff = mapDiff(m.map, fresh);
+      if (report.check(diff === null, `mirror of ${t.ref} differs from the lists: ${diff}`)) mirrorsEqual += 1;
+      const boot = { map: new Map<string, unknown>(), polls: 0, items: 0, failures: [] as string[] } as { map: Map<string, unknown>; since?: string; polls: number; items: number; failures: string[] };
+      if (await drain(t, boot, i + 1)) {
+        const d2 = mapDiff(m.map, boot.map);
+        if (report.check(d2 === null, `mirror of ${t.ref} differs from the feed read from the beginning: ${d2}`)) feedEqual += 1;
+      } else report.fail(`feed of ${t.ref} from the beginning: ${boot.failures[0] ?? "failed"}`);
+      mirrored += m.map.size;
+    }
+
+    // Keyed writes: every acknowledged one stored, none twice.
+    const stored = new Map<string, number>();
+    const count = async (sql: string) => {
+      for (const r of (await db.query(sql)).rows) stored.set(r.m, r.n);
+    };
+    await count(`SELECT "customerName" AS m, count(*)::int AS n FROM "Lead" WHERE "customerName" LIKE 'd10-lead-%' GROUP BY 1`);
+    await count(`SELECT "fullName" AS m, count(*)::int AS n FROM "Contact" WHERE "fullName" LIKE 'd10-contact-%' GROUP BY 1`);
+    await count(`SELECT "subject" AS m, count(*)::int AS n FROM "Ticket" WHERE "subject" LIKE 'd10-ticket-%' GROUP BY 1`);
+    await count(`SELECT "body" AS m, count(*)::int AS n FROM "TicketComment" WHERE "body" LIKE 'd10-comment-%' GROUP BY 1`);
+    const acked = keyed.filter((k) => k.acked);
+    const lost = acked.filter((k) => !stored.get(k.marker));
+    const duplicates = keyed.filter((k) => (stored.get(k.marker) ?? 0) > 1 || k.ids.size > 1);
+    const unacked = keyed.length - acked.length;
+    // Leads, contacts and tickets are also looked up by the ids the answers named.
+    const ackedIds = acked.filter((k) => k.what !== "comment").flatMap((k) => [...k.ids]);
+    const idRows = (
+      await db.query(
+        `SELECT count(*)::int AS n FROM (SELECT "id" FROM "Lead" WHERE "id" = ANY($1::uuid[]) UNION ALL SELECT "id" FROM "Contact" WHERE "id" = ANY($1::uuid[])
+           UNION ALL SELECT "id" FROM "Ticket" WHERE "id" = ANY($1::uuid[])) x`,
+        [ackedIds],
+      )
+    ).rows[0].n;
+    report.check(lost.length === 0, `${lost.length} acknowledged writes missing from the database (${lost.slice(0, 3).map((k) => k.marker).join(", ")})`);
+    report.check(idRows === ackedIds.length, `${ackedIds.length - idRows} acknowledged ids missing from the database`);
+    report.check(duplicates.length === 0, `${duplicates.length} Idempotency-Keys made two rows (${duplicates.slice(0, 3).map((k) => k.marker).join(", ")})`);
+    report.check(unacked <= CREATE_LANES + COMMENT_LANES, `${unacked} keyed writes never acknowledged (at most the ${CREATE_LANES + COMMENT_LANES} in flight at the end)`);
+
+    // Bookings: at most one 201 per slot, every acknowledged booking stored, no overlap at all.
+    const doubleRounds = rounds.filter((r) => r.results.filter((x) => x.status === 201).length > 1).length;
+    const badAnswers = rounds
+      .flatMap((r) => r.results)
+      .filter((x) => !(x.status === 201 || x.status >= 500 || (x.status === 409 && envelopeProblems(x, { error: "APPOINTMENT_OVERLAP" }).length === 0)));
+    const overlaps = (
+      await db.query(`SELECT count(*)::int AS n FROM "Appointment" a JOIN "Appointment" b
+        ON a."tenantId" = b."tenantId" AND a."assignedUserId" = b."assignedUserId" AND a."id" < b."id"
+       WHERE a."status" = 'scheduled' AND b."status" = 'scheduled' AND a."startsAt" < b."endsAt" AND b."startsAt" < a."endsAt"`)
+    ).rows[0].n;
+    const bookedIds = rounds.flatMap((r) => r.results.filter((x) => x.status === 201).map((x) => x.body.id as string));
+    const storedBookings = (await db.query(`SELECT count(*)::int AS n FROM "Appointment" WHERE "id" = ANY($1::uuid[])`, [bookedIds])).rows[0].n;
+    const wonRounds = rounds.filter((r) => r.results.some((x) => x.status === 201)).length;
+    const doubleBookings = doubleRounds + overlaps;
+    report.check(doubleBookings === 0, `double bookings: ${doubleRounds} rounds with two 201s, ${overlaps} overlapping scheduled pairs`);
+    report.check(storedBookings === bookedIds.length, `${bookedIds.length - storedBookings} acknowledged bookings missing`);
+    report.check(badAnswers.length === 0, `bookings answered ${badAnswers.slice(0, 3).map((x) => `${x.status} ${x.body?.error ?? x.error ?? ""}`).join(", ")}`);
+    for (const u of unexpected.slice(0, 5)) report.fail(`unexpected answer: ${u}`);
+
+    // 5xx and error logs: only inside the window around the moves.
+    const inWindow = (at: number) => at >= windowFrom && at <= windowTo;
+    const late5xx = fiveXX.filter((x) => !inWindow(x.at));
+    report.check(late5xx.length === 0, `${late5xx.length} × 5xx outside the window (${late5xx.slice(0, 3).map((x) => `${x.status} ${x.error ?? ""} ${x.what} at ${rel(x.at)}`).join("; ")})`);
+    report.check(noAnswer.length === 0, `${noAnswer.length} requests without an HTTP answer (${noAnswer.slice(0, 3).map((x) => `${x.what} ${x.error} at ${rel(x.at)}`).join("; ")})`);
+    const errorLogs = services.flatMap((svc) =>
+      svc.logs.flatMap((line) => {
+        try {
+          const j = JSON.parse(line) as { level: number; time: number; msg: string; err?: { message?: string; code?: string } };
+          const why = j.err?.message ? `${j.err.code ?? ""} ${j.err.message.split("\n")[0]}` : JSON.stringify(j.err ?? {});
+          return j.level >= 50 ? [{ at: j.time, text: `${svc.name}: ${j.msg} ${why.slice(0, 300)}` }] : [];
+        } catch {
+          return [];
+        }
+      }),
+    );
+    const strayLogs = errorLogs.filter((l) => !inWindow(l.at));
+    for (const l of strayLogs.slice(0, 5)) report.fail(`error log outside the window at ${rel(l.at)}: ${l.text}`);
+    // What the window's 5xx were: each distinct error log line with its count and times.
+    const distinct = new Map<string, number[]>();
+    for (const l of errorLogs) distinct.set(l.text.replace(/^d10-\w+: /, "").replace(/\b\d{6}\b/g, "N"), [...(distinct.get(l.text.replace(/^d10-\w+: /, "").replace(/\b\d{6}\b/g, "N")) ?? []), l.at]);
+    for (const [text, ats] of distinct) log(`error log ×${ats.length} at ${ats.map(rel).join(" ")}: ${text}`);
+    for (const x of fiveXX) log(`5xx ${x.status} ${x.error ?? ""} ${x.what} at ${rel(x.at)}`);
+
+    const all = tallies.reduce((n, t) => n + t.requests, 0);
+    const elapsed = (writersEnd - t0) / 1000;
+    const s = (ms: number) => (Number.isNaN(ms) ? "-" : (ms / 1000).toFixed(1));
+    const dist = (m: Map<number, number>) => [...m].map(([port, n]) => `:${port} ${n}`).join(", ");
+    report.figure(`move ${s(moveMs)} s, isolate ${s(isolateMs)} s, rebalance ${s(rebalanceMs)} s (${rebalanced?.moves ?? 0} shard moves onto :${third?.port ?? "-"})`);
+    report.figure(`${all} requests over ${elapsed.toFixed(0)} s on ${TENANTS} tenants (busy: ${allWrites ? Math.round((100 * busyWrites) / allWrites) : 0}% of ${allWrites} writes)`);
+    report.figure(`writes acked ${acked.length + bookedIds.length}: lost ${lost.length}, duplicates ${duplicates.length} (${replays} replays)`);
+    report.figure(`bookings ${wonRounds} slots won of ${rounds.length} rounds × ${BOOKERS}: double bookings ${doubleBookings}`);
+    report.figure(`mirrors ${mirrorsEqual}/${TENANTS} equal to the lists, ${feedEqual}/${TENANTS} to the feed from scratch (${mirrored} objects, ${polls} polls)`);
+    const phaseOf = (at: number) => phases.find((p) => at >= p.from - 500 && at <= p.to + 500)?.name ?? "between";
+    const byPhase = new Map<string, number>();
+    for (const x of fiveXX) byPhase.set(`${phaseOf(x.at)} ${x.status} ${x.error ?? ""}`.trim(), (byPhase.get(`${phaseOf(x.at)} ${x.status} ${x.error ?? ""}`.trim()) ?? 0) + 1);
+    report.figure(
+      `5xx ${fiveXX.length}${byPhase.size ? ` [${[...byPhase].map(([k, n]) => `${k} ×${n}`).join(", ")}]` : ""} (${fiveXX.length - late5xx.length} in the window ${rel(windowFrom)} … ${rel(windowTo)}, ${late5xx.length} outside), error logs ${errorLogs.length} (${strayLogs.length} outside)`,
+    );
+    report.figure(`shards per node ${dist(before)} → ${dist(after)}`);
+    return report.result({ allowed5xx: fiveXX.length - late5xx.length });
+  },
+};
+
+/** null when the two maps hold the same keys with deeply equal values; else the first difference. */
+function mapDiff(a: Map<string, unknown>, b: Map<string, unknown>): string | null {
+  for (const [k, v] of a) {
+    if (!b.has(k)) return `${k} only in the mirror`;
+    if (!isDeepStrictEqual(v, b.get(k))) return `${k}: mirror ${JSON.stringify(v).slice(0, 160)} vs ${JSON.stringify(b.get(k)).slice(0, 160)}`;
+  }
+  for (const k of b.keys()) if (!a.has(k)) return `${k} missing from the mirror`;
+  return null;
+}
