@@ -8,8 +8,8 @@ import { LRUCache } from "lru-cache";
 import type { Database, Db } from "../../server/db/client.js";
 import { readFor } from "../../server/db/insert.js";
 
-/** A list table (the counters' "entity"). */
-export type ListEntity = "Lead" | "Contact" | "Conversation" | "Appointment" | "Ticket";
+import { isCounted, isCountedList, type ListEntity } from "./counters.js";
+export type { ListEntity } from "./counters.js";
 
 /**
  * From this offset on, a page of an unfiltered list (or of a lead date range) is found through the UTC
@@ -23,8 +23,20 @@ export function counted(tenantId: string, entity: ListEntity, dim = "all", value
     WHERE c."tenantId" = ${tenantId}::uuid AND c."entity" = ${entity} AND c."dim" = ${dim} AND c."value" = ${value})`;
 }
 
-/** SQL: the sum of the counters of a filter over a set of values (`values`: a subquery of text). */
-export function countedAny(tenantId: string, entity: ListEntity, dim: string, values: Prisma.Sql): Prisma.Sql {
+/**
+ * SQL: the count of the filter `dim` (on `column`) at `value`, when the registry (counters.ts) says a
+ * counter holds it; else undefined (the total is then a count of the rows).
+ */
+export function counter(tenantId: string, entity: ListEntity, dim: string, column: string, value: string): Prisma.Sql | undefined {
+  return isCounted(entity, dim, column) ? counted(tenantId, entity, dim, value) : undefined;
+}
+
+/**
+ * SQL: the sum of the counters of the filter `dim` (on `column`) over a set of values (`values`: a
+ * subquery of text), when the registry says a counter holds it; else undefined.
+ */
+export function countedAny(tenantId: string, entity: ListEntity, dim: string, column: string, values: Prisma.Sql): Prisma.Sql | undefined {
+  if (!isCounted(entity, dim, column)) return undefined;
   return Prisma.sql`(SELECT coalesce(sum(c."n"), 0) FROM "ListCounter" c
     WHERE c."tenantId" = ${tenantId}::uuid AND c."entity" = ${entity} AND c."dim" = ${dim} AND c."value" IN (${values}))`;
 }
@@ -50,11 +62,14 @@ export interface Filter {
   counter?: Prisma.Sql;
 }
 
-/** An equality filter on `column` (SQL type `type`) whose count is the counter (entity, dim, value). */
+/**
+ * An equality filter on `column` (SQL type `type`), counted by the counter (entity, dim, value) when the
+ * registry (counters.ts) has it.
+ */
 export function eq(tenantId: string, entity: ListEntity, dim: string, column: string, value: string, type: string): Filter {
   return {
     cond: Prisma.sql`${Prisma.raw(`"${column}"`)} = ${value}::${Prisma.raw(`"${type}"`)}`,
-    counter: counted(tenantId, entity, dim, value),
+    counter: counter(tenantId, entity, dim, column, value),
   };
 }
 
@@ -71,7 +86,7 @@ export function whereOf(tenantId: string, filters: Filter[], always: Prisma.Sql[
  * filters, a filter without a counter) a count of the matching rows over the best index.
  */
 export function exactTotal(tenantId: string, entity: ListEntity, filters: Filter[], always: Prisma.Sql[] = []): Prisma.Sql {
-  if (filters.length === 0) return counted(tenantId, entity);
+  if (filters.length === 0 && isCountedList(entity)) return counted(tenantId, entity);
   if (filters.length === 1 && filters[0]!.counter) return filters[0]!.counter;
   return Prisma.sql`SELECT count(*) FROM ${Prisma.raw(`"${entity}"`)} WHERE ${whereOf(tenantId, filters, always)}`;
 }

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { budgetCut, contactSize, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { CachedTotal, counted, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type Seek, listRows } from "../_lib/totals.js";
+import { CachedTotal, counted, counter, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { CONTACT_COLUMNS, ContactObject, CursorInput, encodeCursor, toContact, type ContactRow } from "./schemas.js";
 
@@ -128,7 +128,7 @@ export const listContacts = scoped("tenant:contacts.read")
       const member: Filter = {
         cond: Prisma.sql`EXISTS (SELECT 1 FROM "ContactListMember" m
           WHERE m."tenantId" = ${t}::uuid AND m."contactId" = "Contact"."id" AND m."listId" = ${input.listId}::uuid)`,
-        counter: counted(t, "Contact", "listId", input.listId),
+        counter: counter(t, "Contact", "listId", "listId", input.listId),
       };
       filters.push(member);
       scanFilters.push(member);

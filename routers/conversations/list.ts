@@ -51,14 +51,14 @@ export const listConversations = scoped("tenant:conversations.read")
       const ids = Prisma.sql`SELECT ch."id" FROM "Channel" ch WHERE ch."tenantId" = ${t}::uuid AND ch."kind" = ${input.channel}::"ChannelKind"`;
       filters.push({
         cond: Prisma.sql`"channelId" IN (${ids})`,
-        counter: countedAny(t, "Conversation", "channelId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
+        counter: countedAny(t, "Conversation", "channelId", "channelId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
       });
     }
     if (input.customerId !== undefined) {
       const ids = Prisma.sql`SELECT cu."id" FROM "Customer" cu WHERE cu."tenantId" = ${t}::uuid AND cu."contactId" = ${input.customerId}::uuid`;
       filters.push({
         cond: Prisma.sql`"customerId" IN (${ids})`,
-        counter: countedAny(t, "Conversation", "customerId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
+        counter: countedAny(t, "Conversation", "customerId", "customerId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
       });
     }
     const where = whereOf(t, filters);
