@@ -149,22 +149,27 @@ CREATE TRIGGER "Customer_changes_update" AFTER UPDATE ON "Customer" REFERENCING 
 -- whose row types are the shards' own ("Lead_102008"). Every counted row has 'all' and its y/m/d
 -- buckets of the list's order column; then one key per filter with a value (a NULL filter value has no
 -- key: no list filters on null). Contacts count while live; their 'listId' keys (one per membership) and
--- a membership's own key need another table and are added by "ListCounter_apply".
+-- a membership's own key need another table and are added by "ListCounter_apply". The filter lists
+-- (dims and the columns they read, in the same order) are the database's half of the counter registry
+-- (routers/_lib/counters.ts; test/counter-registry.test.ts checks that both name the same pairs). One
+-- SELECT over arrays (inlined by the planner): ~2x cheaper than a join with a VALUES list.
 CREATE FUNCTION "ListCounter_keys"(p_table text, r jsonb) RETURNS TABLE("dim" text, "value" text) LANGUAGE sql STABLE AS $$
   SELECT k.d, k.v
-    FROM unnest(ARRAY['all', 'y', 'm', 'd'],
-                "ListCounter_base"((r ->> CASE p_table WHEN 'Appointment' THEN 'startsAt' WHEN 'Conversation' THEN 'lastMessageAt' ELSE 'createdAt' END)::timestamptz)) k(d, v)
+    FROM unnest(ARRAY['all', 'y', 'm', 'd'] || CASE p_table
+                  WHEN 'Lead' THEN ARRAY['customerId']
+                  WHEN 'Ticket' THEN ARRAY['status', 'assignedTo', 'customerId']
+                  WHEN 'Appointment' THEN ARRAY['userId', 'customerId', 'leadId', 'status']
+                  WHEN 'Conversation' THEN ARRAY['status', 'channelId', 'customerId']
+                  ELSE ARRAY[]::text[] END,
+                "ListCounter_base"((r ->> CASE p_table WHEN 'Appointment' THEN 'startsAt' WHEN 'Conversation' THEN 'lastMessageAt' ELSE 'createdAt' END)::timestamptz)
+                || CASE p_table
+                  WHEN 'Lead' THEN ARRAY[r ->> 'customerId']
+                  WHEN 'Ticket' THEN ARRAY[r ->> 'status', r ->> 'assignedToId', r ->> 'customerId']
+                  WHEN 'Appointment' THEN ARRAY[r ->> 'assignedUserId', r ->> 'customerId', r ->> 'leadId', r ->> 'status']
+                  WHEN 'Conversation' THEN ARRAY[r ->> 'status', r ->> 'channelId', r ->> 'customerId']
+                  ELSE ARRAY[]::text[] END) k(d, v)
    WHERE p_table IN ('Lead', 'Ticket', 'Appointment', 'Conversation', 'Contact') AND r ->> 'tenantId' IS NOT NULL
-     AND (p_table <> 'Contact' OR r ->> 'deletedAt' IS NULL)
-  UNION ALL
-  SELECT f.dim, r ->> f.col
-    FROM (VALUES ('Lead', 'customerId', 'customerId'),
-                 ('Ticket', 'status', 'status'), ('Ticket', 'assignedTo', 'assignedToId'), ('Ticket', 'customerId', 'customerId'),
-                 ('Appointment', 'userId', 'assignedUserId'), ('Appointment', 'customerId', 'customerId'),
-                 ('Appointment', 'leadId', 'leadId'), ('Appointment', 'status', 'status'),
-                 ('Conversation', 'status', 'status'), ('Conversation', 'channelId', 'channelId'),
-                 ('Conversation', 'customerId', 'customerId')) f(tbl, dim, col)
-   WHERE f.tbl = p_table AND r ->> 'tenantId' IS NOT NULL AND r ->> f.col IS NOT NULL
+     AND (p_table <> 'Contact' OR r ->> 'deletedAt' IS NULL) AND k.v IS NOT NULL
 $$;
 
 -- The one trigger function of every list table (TG_ARGV[0]: the table), as in 20261127000000 but
