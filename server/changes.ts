@@ -44,33 +44,41 @@ export async function sequenceChanges(prisma: PrismaClient, opts: { tenantId: st
   const tenantId = opts.tenantId;
   return prisma.$transaction(async (tx) => {
     await tx.$queryRaw`SELECT 1 AS locked FROM pg_advisory_xact_lock(${SEQUENCER_LOCK}::int, hashtext(${tenantId}))`;
-    const placed = await tx.$queryRaw<{ n: number }[]>`
+    // One statement, every part of it pinned to the tenant (Citus routes it, whole, to the tenant's
+    // shard: no part of it is planned apart). The head is an UPDATE: an INSERT … SELECT (an upsert
+    // from the batch) would be planned by Citus as separate distributed steps. A tenant's first step
+    // finds no head row: it is created (once per tenant) and the step runs again.
+    const step = () => tx.$queryRaw<{ n: number; heads: number; pending: number }[]>`
       WITH batch AS (
-        SELECT "tenantId", "type", "objectId", "changedAt"
+        SELECT "type", "objectId", "changedAt"
           FROM "ChangeLog"
          WHERE "tenantId" = ${tenantId}::uuid AND "pos" IS NULL
          ORDER BY "changedAt"
          LIMIT ${batch}
            FOR UPDATE SKIP LOCKED
       ), numbered AS (
-        SELECT b."tenantId", b."type", b."objectId",
+        SELECT b."type", b."objectId",
                row_number() OVER (ORDER BY b."changedAt", b."type", b."objectId") AS rn,
                count(*) OVER () AS cnt
           FROM batch b
-      ), heads AS (
-        INSERT INTO "ChangeHead" ("tenantId", "pos")
-        SELECT ${tenantId}::uuid, count(*) FROM batch HAVING count(*) > 0
-        ON CONFLICT ("tenantId") DO UPDATE SET "pos" = "ChangeHead"."pos" + EXCLUDED."pos"
-        RETURNING "tenantId", "pos"
+      ), head AS (
+        UPDATE "ChangeHead" SET "pos" = "pos" + (SELECT count(*) FROM batch)
+         WHERE "tenantId" = ${tenantId}::uuid AND EXISTS (SELECT 1 FROM batch)
+        RETURNING "pos"
       ), placed AS (
         UPDATE "ChangeLog" c
            SET "pos" = h."pos" - n.cnt + n.rn
-          FROM numbered n JOIN heads h ON h."tenantId" = n."tenantId"
+          FROM numbered n, head h
          WHERE c."tenantId" = ${tenantId}::uuid AND c."type" = n."type" AND c."objectId" = n."objectId"
         RETURNING 1
       )
-      SELECT count(*)::int AS n FROM placed`;
-    return placed[0]?.n ?? 0;
+      SELECT (SELECT count(*) FROM placed)::int AS n, (SELECT count(*) FROM head)::int AS heads, (SELECT count(*) FROM batch)::int AS pending`;
+    let [r] = await step();
+    if (r && r.pending > 0 && r.heads === 0) {
+      await tx.$executeRaw`INSERT INTO "ChangeHead" ("tenantId", "pos") VALUES (${tenantId}::uuid, 0) ON CONFLICT ("tenantId") DO NOTHING`;
+      [r] = await step();
+    }
+    return r?.n ?? 0;
   });
 }
 

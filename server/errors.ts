@@ -90,8 +90,11 @@ export function zodDetails(err: ZodError): Record<string, unknown> {
 const UNAVAILABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "P1001", "P1017", "P2024", "53300", "57014"]);
 // Driver-adapter error kinds (@prisma/adapter-pg) for a lost or unreachable server.
 const UNAVAILABLE_KINDS = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
+// Citus, while an operator moves, splits or isolates a shard: a statement planned against the old
+// placement (SQLSTATE XX000, Citus's generic code: only the message tells) or an intermediate result
+// lost with it. Transient (the next attempt finds the new placement): 503, like an unreachable server.
 const UNAVAILABLE_MESSAGE =
-  /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|DatabaseNotReachable|ConnectionClosed|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery)/i;
+  /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|DatabaseNotReachable|ConnectionClosed|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery)|could not find valid entry for shard|could not find the intermediate result file/i;
 
 /**
  * PostgreSQL / driver errors that mean "the database is not reachable right now": SQLSTATE classes

@@ -28,7 +28,7 @@ export const portFree = (port: number) =>
 /** This process's environment without database, Redis, port or data-folder settings. */
 export function baseEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const k of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "PGLITE_DATA_DIR", "METRICS_PORT", "PORT", "NO_DEMO"]) delete env[k];
+  for (const k of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "PGLITE_DATA_DIR", "METRICS_PORT", "PORT", "NO_DEMO", "LOG_FORMAT"]) delete env[k];
   for (const k of Object.keys(env)) if (k.startsWith("npm_")) delete env[k]; // as from a shell, not from `npm test`
   return { ...env, HOST: "127.0.0.1", LOG_LEVEL: "info" };
 }
