@@ -1,9 +1,10 @@
-// The tRPC HTTP mounts for internal TypeScript apps (issue 7):
+// The tRPC HTTP mounts for internal TypeScript apps (issue 7; batching and calls without input, issue 28):
 //   /trpc        the app router (the same procedures as /public/v1), behind the same guard: API key,
 //                plan gate, quotas and X-RateLimit-* headers, then the procedures' own scope check,
 //                validation and logic. Errors carry the public envelope in `error.data.envelope` and
-//                the same HTTP status (routers/trpc.ts trpcErrorShape). No batching: one call is one
-//                request against the key's quota; bodies are JSON.
+//                the same HTTP status (routers/trpc.ts trpcErrorShape). Batches (httpBatchLink,
+//                `?batch=1`) of at most MAX_BATCH_CALLS calls: every call is counted against the
+//                key's quotas like a request of its own (batchRules below). Bodies are JSON.
 //   /trpc-admin  the platform-admin router (routers/admin/), NOT part of the app router, behind the
 //                internal service token (`Authorization: Bearer <INTERNAL_TOKEN>`); 404 for
 //                everything when INTERNAL_TOKEN is unset.
@@ -11,11 +12,12 @@ import type { TRPCError } from "@trpc/server";
 import { createExpressMiddleware } from "@trpc/server/adapters/express";
 import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
 import express, { type Request, type RequestHandler, type Response } from "express";
+import type { Caller } from "../server/auth/authenticate.js";
 import { adminRouter } from "../routers/admin/_router.js";
 import { createAdminContext, internalTokenMatches } from "../routers/admin/trpc.js";
 import type { AppRouter } from "../routers/index.js";
 import { createContext, trpcErrorShape } from "../routers/trpc.js";
-import { guard } from "../server/auth/guard.js";
+import { guard, setQuotaHeaders } from "../server/auth/guard.js";
 import {
   jsonBodyReader,
   jsonShapeProblem,
@@ -27,22 +29,48 @@ import {
   textProblemError,
   textProblems,
 } from "../server/body.js";
-import { AppError, logFailure } from "../server/errors.js";
+import { AppError, logFailure, toAppError } from "../server/errors.js";
+import type { Admission, QuotaState } from "../server/limits/quotas.js";
 import type { Services } from "../server/services.js";
 
 export const TRPC_PREFIX = "/trpc";
 export const ADMIN_TRPC_PREFIX = "/trpc-admin";
+/**
+ * Most calls in one /trpc batch (set httpBatchLink's `maxItems` to it). A larger batch is refused
+ * whole with one 422 VALIDATION_ERROR before any of its calls runs (counted once, as a refused request).
+ */
+export const MAX_BATCH_CALLS = 20;
 
 /**
- * A tRPC error response written outside tRPC (the guard's and the admin gate's answers), so that
- * @trpc/client parses it like any other: `{error: shape}`, or one entry per call of a batch.
+ * The number of calls of a batch request, read exactly as tRPC reads it (resolveResponse: `batch=1`
+ * in the URL's search parameters; the last path segment, percent-decoded, split at ","), so that the
+ * count the quota charges is the count tRPC runs. undefined: not a batch (or a path tRPC refuses whole).
  */
-function sendTrpcError(req: Request, res: Response, status: number, shape: object): void {
+function batchCalls(req: Request): number | undefined {
+  if (!req.url.includes("?")) return undefined;
+  let batch: string | null;
+  try {
+    batch = new URL(req.url, "http://localhost").searchParams.get("batch");
+  } catch {
+    return undefined;
+  }
+  if (batch !== "1") return undefined;
+  try {
+    return decodeURIComponent(req.path.slice(req.path.lastIndexOf("/") + 1)).split(",").length;
+  } catch {
+    return undefined; // tRPC answers "Invalid URL-encoding in path" for the whole request, running nothing
+  }
+}
+
+/**
+ * A tRPC error response written outside tRPC (the guard's, the transport rules' and the admin gate's
+ * answers), for the whole request: `{error: shape}`, which @trpc/client also reads as the answer of
+ * every call of a batch (httpBatchLink applies a non-array body to each call), so its size does not
+ * grow with the number of calls a refused request names.
+ */
+function sendTrpcError(res: Response, status: number, shape: object): void {
   if (res.headersSent) return;
-  const calls = req.path.slice(req.path.lastIndexOf("/") + 1).split(",").length;
-  const batch = req.query.batch === "1" || req.query.batch === "true";
-  const body = batch ? Array.from({ length: calls }, () => ({ error: shape })) : { error: shape };
-  res.status(status).type("application/json").send(JSON.stringify(body));
+  res.status(status).type("application/json").send(JSON.stringify({ error: shape }));
 }
 
 /**
@@ -51,12 +79,76 @@ function sendTrpcError(req: Request, res: Response, status: number, shape: objec
  * the request and response are Express's.)
  */
 function trpcGuard(services: Services): RequestHandler {
-  return guard(services, (req, res, err) => sendTrpcError(req as Request, res as Response, err.status, trpcErrorShape(err, req.id))) as RequestHandler;
+  return guard(services, (req, res, err) => sendTrpcError(res as Response, err.status, trpcErrorShape(err, req.id))) as RequestHandler;
+}
+
+/**
+ * The batch rules of /trpc, after the guard (which authenticated the key and counted the first call):
+ * - at most MAX_BATCH_CALLS calls, else one 422 for the request before anything runs;
+ * - an Idempotency-Key belongs to one call: with it, a batch of more than one call → 422 (one header
+ *   for several writes would make them replays or mismatches of each other);
+ * - every further call is counted like a request of its own (Quotas.admit(), with the caller the
+ *   guard authenticated: same windows, same ceilings, same rules), in call order. A call the quota
+ *   refuses answers its own 429 inside the batch (req.callRefusals, thrown by the procedure builders
+ *   before the scope check, routers/trpc.ts) while the others run; the X-RateLimit-* headers are the
+ *   state after the last call. A batch of N calls costs N in the minute and day windows.
+ * A batch the guard refused (401, plan 403, or 429 at its first call) is refused whole, counted once:
+ * every later call would be refused for the same reason.
+ */
+function batchRules(services: Services): RequestHandler {
+  const admissionOf = (caller: Caller): Admission<Caller> => ({
+    lookup: async () => caller, // authenticated by the guard for this very request
+    anonymousPerMinute: services.config.anonymousPerMinute,
+    inFlight: () => 2, // count at the key's ceilings, no count beside a lookup
+    now: () => services.now(),
+  });
+  return async (req, res, next) => {
+    const calls = batchCalls(req);
+    if (calls === undefined || calls === 1) return next();
+    const refuse = (err: AppError) => sendTrpcError(res, err.status, trpcErrorShape(err, req.id));
+    if (calls > MAX_BATCH_CALLS)
+      return refuse(
+        new AppError("VALIDATION_ERROR", `A batch holds at most ${MAX_BATCH_CALLS} calls; this one has ${calls}: split it (httpBatchLink's maxItems)`, {
+          fields: [{ field: "(batch)", code: "too_many_calls", message: `at most ${MAX_BATCH_CALLS} calls per batch, got ${calls}` }],
+          maxCalls: MAX_BATCH_CALLS,
+        }),
+      );
+    if (req.headers["idempotency-key"] !== undefined)
+      return refuse(
+        new AppError("VALIDATION_ERROR", "Idempotency-Key applies to one call: send the call alone (httpLink) or as a batch of one", {
+          fields: [{ field: "Idempotency-Key", code: "batched", message: "not allowed on a batch of several calls" }],
+        }),
+      );
+    try {
+      const how = admissionOf(req.caller!);
+      const refusals: (AppError | undefined)[] = [];
+      let last: QuotaState | undefined;
+      for (let i = 1; i < calls; i++) {
+        const decision = await services.quotas.admit(undefined, undefined, how);
+        last = decision.quota;
+        if (!decision.admitted) {
+          refusals[i] = toAppError(decision.refusal);
+          if (decision.quota.window) services.metrics.rateLimited.inc({ window: decision.quota.window });
+        }
+      }
+      if (last) {
+        setQuotaHeaders(res, last);
+        req.quota = last;
+      }
+      if (refusals.length) req.callRefusals = refusals;
+    } catch (err) {
+      const app = toAppError(err);
+      logFailure(services.logger, req.id, err, app);
+      return refuse(app);
+    }
+    next();
+  };
 }
 
 /**
  * The transport rules of /trpc, checked after the guard so that 401/403/429 come first:
- * - one call per request (batching would count N calls as one request against the quota) → 422;
+ * - a POST without a body (Content-Length: 0) is a call without input, like a GET without `input`
+ *   (the procedure builders pass `{}`, routers/trpc.ts); tRPC reads the empty body itself;
  * - a POST body is read by the facade's body reader (server/body.ts: JSON media types, size, nesting
  *   depth, member count, NUL): a body it cannot use is recorded as the request's body problem and
  *   reported as 422 by scoped() after the scope check; too large → 413 at once;
@@ -67,14 +159,12 @@ function trpcGuard(services: Services): RequestHandler {
  * (tRPC itself would refuse these before building the context, i.e. without the request id.)
  */
 function transportRules(limitBytes: number): RequestHandler {
-  const readBody = jsonBodyReader(limitBytes, (req, res, err) => sendTrpcError(req as Request, res as Response, err.status, trpcErrorShape(err, req.id)));
+  const readBody = jsonBodyReader(limitBytes, (req, res, err) => sendTrpcError(res as Response, err.status, trpcErrorShape(err, req.id)));
   return (req, res, next) => {
-    if (req.query.batch !== undefined)
-      return sendTrpcError(req, res, 422, trpcErrorShape(new AppError("VALIDATION_ERROR", "Batching is not supported on /trpc: send one call per request"), req.id));
     const unstorable = queryTextProblems(rawQueryOf(req.originalUrl));
     for (const input of [req.query.input].flat()) {
       const shape = typeof input === "string" ? jsonShapeProblem(input) : null;
-      if (shape) return sendTrpcError(req, res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), req.id));
+      if (shape) return sendTrpcError(res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), req.id));
       if (typeof input === "string" && mayHoldTextProblem(input)) {
         let parsed: unknown;
         try {
@@ -86,6 +176,10 @@ function transportRules(limitBytes: number): RequestHandler {
       }
     }
     if (unstorable.length) recordInputProblem(req, textProblemError(unstorable));
+    if (req.method === "POST" && req.headers["content-length"] === "0" && req.headers["transfer-encoding"] === undefined) {
+      req.headers["content-type"] = "application/json"; // nothing to parse, whatever it said
+      return next();
+    }
     readBody(req, res, next);
   };
 }
@@ -102,11 +196,13 @@ export function internalTrpc(services: Services, router: AppRouter): express.Rou
   api.use(
     TRPC_PREFIX,
     trpcGuard(services),
+    batchRules(services),
     transportRules(services.config.bodyLimitBytes),
     createExpressMiddleware({
       router,
       createContext: ({ req, res }) => createContext(services, req, res),
-      allowBatching: false,
+      allowBatching: true,
+      maxBatchSize: MAX_BATCH_CALLS,
       maxBodySize: services.config.bodyLimitBytes,
       onError: ({ error, req, path }: { error: TRPCError; req: Request; path?: string }) => logFailure(services.logger, req.id, error, undefined, path),
     }),
@@ -119,10 +215,10 @@ export function adminTrpc(services: Services): express.Router {
   const api = express.Router();
   api.use(ADMIN_TRPC_PREFIX, (req, res, next) => {
     const token = services.config.internalToken;
-    if (!token) return sendTrpcError(req, res, 404, adminErrorShape("NOT_FOUND", 404, "Not found"));
+    if (!token) return sendTrpcError(res, 404, adminErrorShape("NOT_FOUND", 404, "Not found"));
     if (!internalTokenMatches(token, req.header("authorization"))) {
       res.setHeader("WWW-Authenticate", 'Bearer realm="internal"');
-      return sendTrpcError(req, res, 401, adminErrorShape("UNAUTHORIZED", 401, "Missing or invalid internal token"));
+      return sendTrpcError(res, 401, adminErrorShape("UNAUTHORIZED", 401, "Missing or invalid internal token"));
     }
     next();
   });

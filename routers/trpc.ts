@@ -3,9 +3,14 @@
 //   scoped(scope)     + the exact scope of the endpoint (403 PERMISSION_DENIED) and a usable body
 //   scopedAny(scopes) + at least one of several scopes (an operation over several resources, e.g.
 //                     GET /changes, which then narrows to what the key can read), and a usable body
-// Check order over the whole request: 401 → plan 403 → 429 → scope 403 → 422 → 404 → 409.
+// Check order over the whole request: 401 → plan 403 → 429 → scope 403 → 422 → 404 → 409; in a /trpc
+// batch the same order per call (rest/trpc.ts admits each call; a call over the quota answers its 429 here).
+// An input with no required field may be left out by a tRPC caller (`me.get.query()`,
+// `leads.list.query()`): the builders pass `{}` for a call without input, and their `.input()` types
+// such an input as omittable (LenientBuilder) — centrally, so no procedure declares it.
 import { initTRPC } from "@trpc/server";
 import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
+import type { inferParser, Parser, ProcedureBuilder, UnsetMarker } from "@trpc/server/unstable-core-do-not-import";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { Caller } from "../server/auth/authenticate.js";
@@ -41,6 +46,16 @@ export type Meta = OpenApiMeta<{
   errors?: ErrorCode[];
 }>;
 
+declare module "http" {
+  interface IncomingMessage {
+    /**
+     * A /trpc batch's quota refusals by call index (rest/trpc.ts): a call refused by the quota
+     * answers its own 429 (from the builders below) while the other calls of the batch run.
+     */
+    callRefusals?: (AppError | undefined)[];
+  }
+}
+
 /** tRPC's code for each status an AppError can have (data.code / the JSON-RPC code of a tRPC error). */
 const TRPC_KEY_BY_STATUS: Record<number, TRPC_ERROR_CODE_KEY> = {
   400: "BAD_REQUEST",
@@ -62,14 +77,25 @@ const TRPC_KEY_BY_STATUS: Record<number, TRPC_ERROR_CODE_KEY> = {
  */
 export function trpcErrorShape(app: AppError, requestId: string, path?: string) {
   const key = TRPC_KEY_BY_STATUS[app.status] ?? "INTERNAL_SERVER_ERROR";
-  const env = envelope(app, requestId);
   return {
-    message: app.message,
+    message: firstReason(app),
     code: TRPC_ERROR_CODES_BY_KEY[key],
-    data: { code: key, httpStatus: app.status, path, envelope: env },
-    envelope: env,
-    status: app.status,
+    data: { code: key, httpStatus: app.status, path, envelope: envelope(app, requestId) },
   };
+}
+
+/**
+ * The tRPC error's `message` (what TRPCClientError.message shows): for a VALIDATION_ERROR that names
+ * its fields, the first one's reason, `customerPhone: not a possible phone number for its region`,
+ * with ` (+N more)` when there are others (all of them are in data.envelope.details.fields); else the
+ * envelope's message.
+ */
+export function firstReason(app: AppError): string {
+  const fields = app.code === "VALIDATION_ERROR" ? app.details.fields : undefined;
+  const first = Array.isArray(fields) ? (fields[0] as { field?: unknown; message?: unknown } | undefined) : undefined;
+  if (!first || typeof first.field !== "string" || typeof first.message !== "string") return app.message;
+  const count = typeof app.details.fieldCount === "number" ? app.details.fieldCount : (fields as unknown[]).length;
+  return `${first.field}: ${first.message}${count > 1 ? ` (+${count - 1} more)` : ""}`;
 }
 
 const t = initTRPC
@@ -85,44 +111,80 @@ export const router = t.router;
 export const middleware = t.middleware;
 export const createCallerFactory = t.createCallerFactory;
 
-/** The caller the guard authenticated (server/auth), or 401: every operation but the public document needs one. */
-function callerOf(ctx: Context): Caller {
+/**
+ * The caller the guard authenticated (server/auth), or 401: every operation but the public document
+ * needs one. In a /trpc batch, a call the quota refused (rest/trpc.ts) answers its 429 here.
+ */
+function callerOf(ctx: Context, batchIndex: number): Caller {
   if (!ctx.caller) throw new AppError("INVALID_CREDENTIALS", "Missing X-API-Key header");
+  const refused = ctx.req.callRefusals?.[batchIndex];
+  if (refused) throw refused;
   return ctx.caller;
 }
+
+/** A call's input as sent, `{}` when the call sent none (a tRPC call without argument; never the case over REST). */
+const inputOrEmpty = (getRawInput: () => Promise<unknown>) => async () => {
+  const raw = await getRawInput();
+  return raw === undefined ? {} : raw;
+};
+
+/** An input type every field of which is optional (`{}` passes): a caller may leave the input out. */
+type OmittableWhenEmpty<T> = {} extends T ? T | undefined : T;
+
+/**
+ * The builders' type: tRPC's procedure builder whose `.input(schema)` types an input without a
+ * required field as omittable (`leads.list.query()` type-checks; at run time the builder passed `{}`).
+ * Only `.meta()` and `.input()` differ; everything after `.input()` is tRPC's own builder.
+ */
+export type LenientBuilder<B> =
+  B extends ProcedureBuilder<infer C, infer M, infer O, UnsetMarker, UnsetMarker, infer OI, infer OO, infer K, infer E>
+    ? Omit<B, "meta" | "input"> & {
+        meta(meta: M): LenientBuilder<B>;
+        input<$Parser extends Parser>(schema: $Parser): ProcedureBuilder<C, M, O, OmittableWhenEmpty<inferParser<$Parser>["in"]>, inferParser<$Parser>["out"], OI, OO, K, E>;
+      }
+    : never;
+
+const lenient = <B>(builder: B) => builder as LenientBuilder<B>;
 
 // Each builder is ONE middleware (authentication, scope and body problem together): tRPC copies the
 // call's options at every middleware level, so one level per procedure is the cheap shape. Only the
 // keys a middleware adds are passed to next(); tRPC merges them into the context.
-export const authed = t.procedure.use(({ ctx, next }) => {
-  const caller = callerOf(ctx);
-  return next({ ctx: { caller, tenantId: caller.tenantId } });
-});
+// `getRawInput` passed to next() (tRPC reads it there) makes a call without input `{}`; the typed
+// overloads of next() take either `ctx` or `getRawInput`, tRPC itself takes both.
+type NextOpts = { ctx: { caller: Caller; tenantId: string } };
+const withInput = (o: NextOpts, getRawInput: () => Promise<unknown>) => ({ ...o, getRawInput: inputOrEmpty(getRawInput) }) as NextOpts;
+
+export const authed = lenient(
+  t.procedure.use(({ ctx, next, batchIndex, getRawInput }) => {
+    const caller = callerOf(ctx, batchIndex);
+    return next(withInput({ ctx: { caller, tenantId: caller.tenantId } }, getRawInput));
+  }),
+);
 
 export function scoped(scope: Scope) {
-  return t.procedure.meta({ scope }).use(async ({ ctx, next }) => {
-    const caller = callerOf(ctx);
+  return lenient(t.procedure.meta({ scope }).use(async ({ ctx, next, batchIndex, getRawInput }) => {
+    const caller = callerOf(ctx, batchIndex);
     if (!caller.scopes.includes(scope))
       throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
     if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
-    const result = await next({ ctx: { caller, tenantId: caller.tenantId } });
+    const result = await next(withInput({ ctx: { caller, tenantId: caller.tenantId } }, getRawInput));
     // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts
     // zodDetails caps the field list): otherwise the REST adapter would also serialize zod's raw
     // issues (one per unknown key) into a response body that is then thrown away.
     if (!result.ok && result.error.code === "BAD_REQUEST" && (result.error.cause as any)?.name === "ZodError") throw toAppError(result.error);
     return result;
-  });
+  }));
 }
 
 /** Like scoped(), for an operation that needs any one of `scopes` (403 PERMISSION_DENIED when the key has none). */
 export function scopedAny(scopes: readonly Scope[]) {
-  return t.procedure.meta({ anyScope: [...scopes] }).use(({ ctx, next }) => {
-    const caller = callerOf(ctx);
+  return lenient(t.procedure.meta({ anyScope: [...scopes] }).use(({ ctx, next, batchIndex, getRawInput }) => {
+    const caller = callerOf(ctx, batchIndex);
     if (!scopes.some((s) => caller.scopes.includes(s)))
       throw new AppError("PERMISSION_DENIED", `This key has none of the scopes ${scopes.join(", ")}`, { requiredScopes: [...scopes] });
     if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
-    return next({ ctx: { caller, tenantId: caller.tenantId } });
-  });
+    return next(withInput({ ctx: { caller, tenantId: caller.tenantId } }, getRawInput));
+  }));
 }
 
 export type AuthedContext = Context & { caller: Caller; tenantId: string };

@@ -11,7 +11,7 @@ import { createProviders } from "./channels/providers.js";
 import type { Services } from "./services.js";
 
 export async function createServices(config: Config, opts: { db?: Database; logger?: Logger; now?: () => Date; redisReadyMs?: number } = {}): Promise<Services> {
-  const logger = opts.logger ?? createLogger(config.logLevel);
+  const logger = opts.logger ?? createLogger(config.logLevel, config.logFormat);
   const db =
     opts.db ??
     (await openDatabase(config, {

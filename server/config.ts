@@ -25,6 +25,8 @@ export interface Config {
    */
   databaseStatementTimeoutMs: number;
   logLevel: string;
+  /** LOG_FORMAT: "pretty" (lines for people) or "json"; undefined = pretty when standard output is a terminal, else JSON. */
+  logFormat: LogFormat | undefined;
   /** Request body limit in bytes for /public/v1 writes. */
   bodyLimitBytes: number;
   /** How long an Idempotency-Key is remembered. */
@@ -99,6 +101,17 @@ function redisUrl(value: string | undefined): string | undefined {
   return value;
 }
 
+/** The values LOG_FORMAT accepts (unset: pretty on a terminal, JSON otherwise). */
+export const LOG_FORMATS = ["pretty", "json"] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+function logFormat(value: string | undefined): LogFormat | undefined {
+  if (!value) return undefined;
+  if (!(LOG_FORMATS as readonly string[]).includes(value))
+    throw new ConfigError(`LOG_FORMAT must be one of ${LOG_FORMATS.join(", ")} (unset: pretty on a terminal, JSON otherwise), got "${value}"`);
+  return value as LogFormat;
+}
+
 function logLevel(value: string | undefined): string {
   if (!value) return "info";
   if (!(LOG_LEVELS as readonly string[]).includes(value)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}, got "${value}"`);
@@ -155,6 +168,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // PostgreSQL's statement_timeout is an int of milliseconds
     databaseStatementTimeoutMs: int("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, 5000, 0, INT_MAX),
     logLevel: logLevel(env.LOG_LEVEL),
+    logFormat: logFormat(env.LOG_FORMAT),
     bodyLimitBytes: int("BODY_LIMIT_BYTES", env.BODY_LIMIT_BYTES, 1024 * 1024, 1, INT_MAX),
     idempotencyTtlSeconds: int("IDEMPOTENCY_TTL_SECONDS", env.IDEMPOTENCY_TTL_SECONDS, 24 * 3600, 1, INT_MAX),
     anonymousPerMinute: int("ANONYMOUS_RATE_LIMIT_PER_MINUTE", env.ANONYMOUS_RATE_LIMIT_PER_MINUTE, 60, 0, INT_MAX),

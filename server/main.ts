@@ -6,7 +6,7 @@ import { createApp } from "./app.js";
 import { closeServices, createServices } from "./bootstrap.js";
 import { loadConfig } from "./config.js";
 import { loadFixture } from "./admin/fixture.js";
-import { demoFixture } from "./admin/demo.js";
+import { curlLine, DEMO_KEY_COMMAND, demoFixture, localBaseUrl, tenantsNotice } from "./admin/demo.js";
 import { purgeExpiredIdempotencyRecords } from "./idempotency.js";
 import { failAbandonedDeliveries } from "./channels/messages.js";
 import { purgeTombstones, sequencePending } from "./changes.js";
@@ -23,15 +23,19 @@ await checkDatabaseConnections(config);
 const services = await createServices(config);
 const { logger } = services;
 
+const base = localBaseUrl(config.host, config.port);
+// What this start says about the tenants (issue 28 §3), logged after "listening": the demo key on
+// the first start; later, how to get a new one; on a database without tenants, the next step.
+let tenants: Awaited<ReturnType<typeof tenantsNotice>>;
 if (!config.databaseUrl && !config.noDemo && (await services.db.prisma.tenant.count()) === 0) {
   const ids = await loadFixture(services.db, demoFixture());
   const demo = ids.tenants.demo!;
   const key = demo.apiKeys.demo!.key;
-  const base = `http://${config.host}:${config.port}`;
   process.stdout.write(
-    `\nDemo tenant loaded (${demo.id}).\nAPI key (shown once): ${key}\nTry:\n  curl -s -H 'X-API-Key: ${key}' ${base}/public/v1/me\n\n`,
+    `\nDemo tenant loaded (${demo.id}).\nAPI key (shown once): ${key}\nTry:\n  ${curlLine(key, base)}\n` +
+      `Later, for a new key: stop the service, then ${DEMO_KEY_COMMAND}\n\n`,
   );
-}
+} else tenants = await tenantsNotice(services.db, !config.databaseUrl).catch(() => undefined);
 
 const app = createApp(services);
 // Shutdown bookkeeping (see shutdown()): how many responses are in progress. Once stopping, responses
@@ -51,11 +55,21 @@ const server = createServer({ ServerResponse: ClosingResponse }, (req: IncomingM
 });
 server.keepAliveTimeout = 5_000;
 server.listen(config.port, config.host, () => {
+  const redis = redisState();
   logger.info(
-    { host: config.host, port: config.port, database: services.db.kind, redis: config.redisClusterNodes ? "cluster" : Boolean(services.redis) },
-    "listening",
+    { host: config.host, port: config.port, database: services.db.kind, redis: redis.state, ...(redis.cluster ? { redisCluster: true } : {}), quotas: redis.quotas },
+    `listening on http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port} (database: ${services.db.kind}; ${redis.text})`,
   );
+  if (tenants) logger.info(tenants.tenantId ? { tenantId: tenants.tenantId } : {}, tenants.msg);
 });
+/** Redis as it is now (issue 28 §4): not configured, connected, or configured but unreachable (quotas then count in this process). */
+function redisState(): { state: "not configured" | "connected" | "unreachable"; cluster: boolean; quotas: "shared" | "in process"; text: string } {
+  const cluster = Boolean(config.redisClusterNodes);
+  const what = cluster ? "Redis Cluster" : "Redis";
+  if (!services.redis) return { state: "not configured", cluster, quotas: "in process", text: "Redis not configured: quotas in process memory" };
+  if (services.redis.status === "ready") return { state: "connected", cluster, quotas: "shared", text: `${what} connected: quotas shared` };
+  return { state: "unreachable", cluster, quotas: "in process", text: `${what} configured but unreachable: quotas in process memory until it connects` };
+}
 // Prometheus metrics on a listener of their own (METRICS_PORT; off when unset): never on the public port.
 const metricsServer =
   config.metricsPort === undefined ? undefined : await startMetricsServer(services.metrics, config.metricsHost, config.metricsPort);

@@ -178,11 +178,12 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
   });
 
   it("a database error prints the database's message (not 'failed'), exit 1, nothing changed", async () => {
-    await withDb((db) =>
-      db.sql.exec(`CREATE FUNCTION h9_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'tablespace quota exceeded (test)'; END $$;
-        CREATE TRIGGER h9_refuse BEFORE UPDATE ON "Tenant" FOR EACH ROW EXECUTE FUNCTION h9_refuse();
-        CREATE TRIGGER h9_refuse BEFORE INSERT ON "ApiKey" FOR EACH ROW EXECUTE FUNCTION h9_refuse();`),
-    );
+    // One statement per exec: Citus refuses DDL in a multi-statement string.
+    await withDb(async (db) => {
+      await db.sql.exec(`CREATE FUNCTION h9_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'tablespace quota exceeded (test)'; END $$`);
+      await db.sql.exec(`CREATE TRIGGER h9_refuse BEFORE UPDATE ON "Tenant" FOR EACH ROW EXECUTE FUNCTION h9_refuse()`);
+      await db.sql.exec(`CREATE TRIGGER h9_refuse BEFORE INSERT ON "ApiKey" FOR EACH ROW EXECUTE FUNCTION h9_refuse()`);
+    });
     try {
       const before = await snapshot();
       await refused(["set-plan", acme.id, "starter"], "tablespace quota exceeded (test)");
@@ -195,9 +196,9 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
       expect(r.stderr.split("\n")[0]).toBe("tablespace quota exceeded (test)");
       expect(r.stderr).toMatch(/PrismaClientKnownRequestError[\s\S]*\n\s+at /);
     } finally {
-      await withDb((db) =>
-        db.sql.exec(`DROP TRIGGER h9_refuse ON "Tenant"; DROP TRIGGER h9_refuse ON "ApiKey"; DROP FUNCTION h9_refuse();`),
-      );
+      await withDb(async (db) => {
+        for (const drop of [`DROP TRIGGER h9_refuse ON "Tenant"`, `DROP TRIGGER h9_refuse ON "ApiKey"`, `DROP FUNCTION h9_refuse()`]) await db.sql.exec(drop);
+      });
     }
   });
 

@@ -4,11 +4,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TenantIds } from "../server/admin/fixture.js";
 import { AppError } from "../server/errors.js";
-import { guardAppointmentWrite } from "../routers/appointments/schemas.js";
+import { guardAppointmentWrite, lockUserCalendar } from "../routers/appointments/schemas.js";
 import { expectEnvelope, randomUuid, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
 const APPT = "/public/v1/appointments";
+const onPostgres = Boolean(process.env.DATABASE_URL);
 const KEYS = [
   "appointmentType",
   "assignedUserId",
@@ -336,6 +337,39 @@ describe("POST /appointments", () => {
       );
       expect(rs.filter((r) => r.status === 201)).toHaveLength(1);
       expect(rs.filter((r) => r.status === 409)).toHaveLength(9);
+    });
+
+    // Every writer of a calendar takes the same lock (routers/appointments/schemas.ts calendarLockSql):
+    // on Citus an advisory lock is per node, and the create's statement is planned differently with
+    // and without an Idempotency-Key claim. Needs a second transaction open at once (not PGlite).
+    it.runIf(onPostgres)("every write path waits for a held calendar lock: creates with and without an Idempotency-Key, a reschedule", async () => {
+      const moved = await post(body({ title: "To move", startsAt: at(9, 8), endsAt: at(9, 9) }));
+      expect(moved.status).toBe(201);
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const holder = app.db.prisma.$transaction(
+        async (tx) => {
+          await lockUserCalendar(tx, acme.id, acme.users.ana!);
+          locked();
+          await held;
+        },
+        { timeout: 20_000 },
+      );
+      await isLocked;
+      const done: string[] = [];
+      const track = <T>(name: string, p: Promise<T>) => p.finally(() => done.push(name));
+      const writes = [
+        track("create", post(body({ title: "Locked", startsAt: at(9, 10), endsAt: at(9, 11) }))),
+        track("keyed create", post(body({ title: "Locked keyed", startsAt: at(9, 12), endsAt: at(9, 13) }), key, { "Idempotency-Key": `calendar-${randomUuid()}` })),
+        track("reschedule", patch(moved.body.id, { startsAt: at(9, 14), endsAt: at(9, 15) })),
+      ];
+      await new Promise((r) => setTimeout(r, 500));
+      expect(done).toEqual([]);
+      release();
+      await holder;
+      expect((await Promise.all(writes)).map((r) => r.status)).toEqual([201, 201, 200]);
     });
   });
 });

@@ -10,10 +10,9 @@ import { ABANDONED_DELIVERY_SWEEP, failAbandonedDeliveries } from "../server/cha
 import { openPostgres } from "../server/db/client.js";
 import { directBaseUrl, expectEnvelope, startApp, withDatabase, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
-import { citusCluster, lockWaits, tenantNodeUrl } from "./helpers/cluster.js";
+import { lockWaits, tenantPlacements } from "./helpers/cluster.js";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
-const citus = onPostgres && (await citusCluster(directBaseUrl()!)) !== null;
 let app: TestApp & { testDb: { url?: string } };
 let ids: LoadResult;
 
@@ -124,26 +123,29 @@ describe("Idempotency-Key records under races", () => {
 });
 
 describe.runIf(onPostgres)("deadlocks", () => {
-  // Not on Citus: its reference-table row locks are shard-wide there (the Citus variant below says why).
-  it.skipIf(citus)("a write transaction chosen as a deadlock victim is run again: 201, never 500", async () => {
+  it("a write transaction chosen as a deadlock victim is run again: 201, never 500", async () => {
     const id = await newTicket();
-    const tenantLock = await other();
-    const userLock = await other();
+    // The rows are locked where the request's statements lock them (on Citus: on the worker that holds
+    // the tenant's shards, in its copies of User and Tenant and the tenant's Ticket shard, by name:
+    // test/helpers/cluster.ts tenantPlacements); on one PostgreSQL the tables themselves.
+    const at = await tenantPlacements(app.testDb.url!, acme().id, ["User", "Tenant", "Ticket"] as const);
+    const tenantLock = await other(at.url);
+    const userLock = await other(at.url);
     try {
       // The comment's transaction locks the ticket row (thread counters), then checks its foreign keys:
       // the author first (its row is held by the session named tenantLock, so it waits there), then
       // the tenant (held by the session named userLock). The order is PostgreSQL's order of the
       // foreign-key triggers (by name); lockWaiters below asserts the request waits where expected.
       await tenantLock.query("BEGIN");
-      await tenantLock.query(`SELECT 1 FROM "User" WHERE "id" = $1 FOR UPDATE`, [acme().users.ana]);
+      await tenantLock.query(`SELECT 1 FROM ${at.table.User} WHERE "id" = $1 FOR UPDATE`, [acme().users.ana]);
       await userLock.query("SET deadlock_timeout = '60s'"); // the service's transaction is the one to detect it
       await userLock.query("BEGIN");
-      await userLock.query(`SELECT 1 FROM "Tenant" WHERE "id" = $1 FOR UPDATE`, [acme().id]);
+      await userLock.query(`SELECT 1 FROM ${at.table.Tenant} WHERE "id" = $1 FOR UPDATE`, [acme().id]);
 
       const request = comment(id, "deadlocked");
       expect(await lockWaiters(1)).toEqual([[await pidOf(tenantLock)]]);
       // userLock now waits for the ticket row the request holds …
-      const ticketUpdate = userLock.query(`UPDATE "Ticket" SET "subject" = "subject" WHERE "tenantId" = $1 AND "id" = $2`, [acme().id, id]);
+      const ticketUpdate = userLock.query(`UPDATE ${at.table.Ticket} SET "subject" = "subject" WHERE "tenantId" = $1 AND "id" = $2`, [acme().id, id]);
       await lockWaiters(2);
       // … and once the tenant is released the request waits for the author userLock holds: a cycle,
       // which the request's backend detects after deadlock_timeout (40P01) — then it is run again.
@@ -157,42 +159,6 @@ describe.runIf(onPostgres)("deadlocks", () => {
     } finally {
       await tenantLock.end();
       await userLock.end();
-    }
-  });
-
-  // On Citus the cycle above cannot be built: the request's foreign-key checks lock the worker's own
-  // copy of the User and Tenant rows, and a session that locks a reference table's row FOR UPDATE
-  // there takes an exclusive lock on the whole reference shard (Citus serialises reference table
-  // writes), so the second party never gets its row. The same victim, with the tenant's own rows on
-  // the worker that holds them: the request locks the ticket row, then its changes capture waits for
-  // the ticket's ChangeLog row (held by `holder`), and `holder` then waits for the ticket row.
-  it.runIf(citus)("a write transaction chosen as a deadlock victim on a Citus worker is run again: 201, never 500", async () => {
-    const id = await newTicket();
-    const node = await tenantNodeUrl(app.testDb.url!, acme().id);
-    const holder = await other(node);
-    const probe = await other(node);
-    try {
-      await holder.query("SET deadlock_timeout = '60s'"); // never the victim: the service's transaction is
-      await holder.query("BEGIN");
-      const held = await holder.query(`SELECT 1 FROM "ChangeLog" WHERE "tenantId" = $1 AND "type" = 'ticket' AND "objectId" = $2 FOR UPDATE`, [acme().id, id]);
-      expect(held.rowCount).toBe(1);
-      // The request waits for the ChangeLog row …
-      const request = comment(id, "deadlocked");
-      expect(await lockWaiters(1)).toEqual([[await pidOf(holder)]]);
-      // … holding the ticket row meanwhile, so `holder`'s update of it closes the cycle, which Citus
-      // breaks by aborting the request's transaction (40P01 on the coordinator): it is run again.
-      await expect(
-        probe.query(`SELECT 1 FROM "Ticket" WHERE "tenantId" = $1 AND "id" = $2 FOR NO KEY UPDATE NOWAIT`, [acme().id, id]),
-      ).rejects.toMatchObject({ code: "55P03" });
-      await holder.query(`UPDATE "Ticket" SET "subject" = "subject" WHERE "tenantId" = $1 AND "id" = $2`, [acme().id, id]);
-      await holder.query("COMMIT");
-      const r = await request;
-      expect(r.status).toBe(201);
-      expect(r.body.comments.map((c: any) => c.body)).toEqual(["deadlocked"]);
-      expect(await commentCount(id)).toBe(1);
-    } finally {
-      await holder.end();
-      await probe.end();
     }
   });
 });

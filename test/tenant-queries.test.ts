@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { documentedOperations } from "./helpers/conformance.js";
 import { readCatalog } from "./helpers/citus.js";
 import { analyzeSql, loadSqlParser, tenantModel, type TenantModel } from "./helpers/tenant-sql.js";
-import { freshDatabase, randomUuid, startApp, type TestApp } from "./helpers/app.js";
+import { freshDatabase, randomUuid, startApp, type TestApp, type TestDb } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 import type { LoadResult } from "../server/admin/fixture.js";
 import { isKeyLookup, LOOKUP } from "../server/auth/authenticate.js";
@@ -49,14 +49,19 @@ const data = (ref: string) =>
     tickets: [{ ref: "t1", subject: "Broken link", createdBy: "ana", assignedTo: "ana", contact: "bea", comments: [{ author: "ana", body: "On it" }] }],
   } as any);
 
+let db: TestDb | undefined;
 beforeAll(async () => {
   await loadSqlParser();
-  const db = await freshDatabase({ observe: (sql, params) => recording && recorded.push({ sql, params: [...params] }) });
+  db = await freshDatabase({ observe: (sql, params) => recording && recorded.push({ sql, params: [...params] }) });
   app = await startApp({ db });
   model = tenantModel(await readCatalog(app.db.sql));
   ids = await app.load(fixture(data("acme"), data("globex")));
 });
-afterAll(() => app?.close());
+// The database is this file's own (passed to startApp, which then leaves it alone): dropped here.
+afterAll(async () => {
+  await app?.close();
+  await db?.drop();
+});
 
 const A = () => ids.tenants.acme!;
 const G = () => ids.tenants.globex!;

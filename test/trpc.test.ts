@@ -1,9 +1,12 @@
 // The internal tRPC API (issue 7): the app router at /trpc behind the same guard as /public/v1 (keys,
 // plan gate, quotas, scopes), errors carrying the public envelope in error.data.envelope, and the
 // platform-admin router at /trpc-admin behind the internal token — all through @trpc/client.
+// Issue 28: calls without input (`me.get.query()`), httpBatchLink batches (each call authenticated,
+// scope-checked and counted against the quotas; a cap; answers in order), the error's message.
 import { createTRPCClient, httpBatchLink, httpLink, TRPCClientError } from "@trpc/client";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import type { AdminRouter, AppOutputs, AppRouter } from "../routers/client-types.js";
+import { MAX_BATCH_CALLS } from "../rest/trpc.js";
 import { randomUuid, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
@@ -14,6 +17,8 @@ type Ids = Awaited<ReturnType<TestApp["load"]>>["tenants"][string];
 let acme: Ids;
 let other: Ids;
 let spare: Ids;
+let quota: Ids;
+let daily: Ids;
 
 beforeAll(async () => {
   app = await startApp({ config: { internalToken: TOKEN } });
@@ -28,10 +33,20 @@ beforeAll(async () => {
       leads: [{ ref: "l1", customerName: `Lead of ${ref}` }],
       conversations: [{ ref: "conv1", channel: "site", identity: { externalId: `visitor-${ref}`, contact: "c1" } }],
     });
-  const loaded = await app.load(fixture(withData("acme"), withData("other"), withData("spare")));
+  const loaded = await app.load(
+    fixture(
+      withData("acme"),
+      withData("other"),
+      withData("spare"),
+      { ...withData("quota"), rateLimit: { perMinute: 5, perDay: 1000 } },
+      { ...withData("daily"), rateLimit: { perMinute: 100, perDay: 4 } },
+    ),
+  );
   acme = loaded.tenants.acme!;
   other = loaded.tenants.other!;
   spare = loaded.tenants.spare!;
+  quota = loaded.tenants.quota!;
+  daily = loaded.tenants.daily!;
 });
 afterAll(() => app.close());
 
@@ -56,15 +71,22 @@ async function failure<R extends AppRouter | AdminRouter = AppRouter>(p: Promise
 
 const httpResponse = (err: TRPCClientError<any>) => err.meta?.response as Response;
 
-/** Asserts HTTP status, tRPC data and the public envelope of an app error; returns the envelope. */
-function expectAppError(err: TRPCClientError<AppRouter>, status: number, code: string) {
+/**
+ * Asserts HTTP status (`batchStatus`: the batch response's, 207 when its calls differ), tRPC data and
+ * the public envelope of an app error — once in the error, as `data.envelope` — and the message: the
+ * envelope's, or for a VALIDATION_ERROR naming fields, its first field's reason. Returns the envelope.
+ */
+function expectAppError(err: TRPCClientError<AppRouter>, status: number, code: string, batchStatus = status) {
   const res = httpResponse(err);
-  expect(res.status).toBe(status);
+  expect(res.status).toBe(batchStatus);
   expect(err.data?.httpStatus).toBe(status);
+  expect(Object.keys(err.shape as object).sort()).toEqual(["code", "data", "message"]);
   const env = err.data!.envelope;
   expect(env.error).toBe(code);
   expect(Object.keys(env).sort()).toEqual(["details", "error", "message", "request_id"]);
-  expect(err.message).toBe(env.message);
+  const fields = env.details.fields as { field: string; message: string }[] | undefined;
+  const more = ((env.details.fieldCount as number | undefined) ?? 1) - 1;
+  expect(err.message).toBe(code === "VALIDATION_ERROR" && fields?.[0] ? `${fields[0].field}: ${fields[0].message}${more > 0 ? ` (+${more} more)` : ""}` : env.message);
   expect(env.request_id).toBe(res.headers.get("x-request-id"));
   return env;
 }
@@ -123,17 +145,6 @@ describe("/trpc: the app procedures for internal apps", () => {
     expect(anonymous.headers.get("x-ratelimit-limit")).toMatch(/^\d+$/);
   });
 
-  it("does not batch: one call is one request against the quota (422 VALIDATION_ERROR per call)", async () => {
-    const batched = createTRPCClient<AppRouter>({
-      links: [httpBatchLink({ url: `${app.url}/trpc`, headers: { "X-API-Key": acme.apiKeys.full!.key } })],
-    });
-    const both = await Promise.allSettled([batched.me.get.query({}), batched.leads.list.query({})]);
-    for (const r of both) {
-      expect(r.status).toBe("rejected");
-      expectAppError((r as PromiseRejectedResult).reason, 422, "VALIDATION_ERROR");
-    }
-  });
-
   it("honours Idempotency-Key on mutations, as over REST", async () => {
     const key = `trpc-${randomUuid()}`;
     let replayed: string | null = null;
@@ -158,6 +169,234 @@ describe("/trpc: the app procedures for internal apps", () => {
     expect(second.id).toBe(first.id);
     expect(await ticketCount(acme.id)).toBe(before + 1);
     expectAppError(await failure(api.tickets.create.mutate({ leadId: acme.leads.l1, subject: "Different" })), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
+  });
+});
+
+/** A client over httpBatchLink (tRPC's default link); `seen` collects every HTTP response it receives. */
+function batchClient(key: string | undefined, opts: { maxItems?: number; headers?: Record<string, string>; seen?: Response[] } = {}) {
+  return createTRPCClient<AppRouter>({
+    links: [
+      httpBatchLink({
+        url: `${app.url}/trpc`,
+        maxItems: opts.maxItems,
+        headers: { ...(key === undefined ? {} : { "X-API-Key": key }), ...opts.headers },
+        fetch: async (input, init) => {
+          const res = await fetch(input, init as RequestInit);
+          opts.seen?.push(res);
+          return res;
+        },
+      }),
+    ],
+  });
+}
+
+/** The key's quota as a plain request after the calls under test sees it (that request counted too). */
+async function remainingAfter(key: string): Promise<number> {
+  const res = await rawTrpc("/trpc/me.get", { key });
+  expect(res.status).toBe(200);
+  return Number(res.headers.get("x-ratelimit-remaining"));
+}
+
+describe("/trpc calls without input", () => {
+  it("a query whose input has no required field is called with no argument (types and run time)", async () => {
+    const api = client(acme.apiKeys.full!.key);
+    const me = await api.me.get.query();
+    expect(me).toMatchObject({ tenantId: acme.id, plan: "pro" });
+    const leads = await api.leads.list.query();
+    expect(leads.items.map((l) => l.id)).toEqual([acme.leads.l1]);
+    expect(leads.pagination.pageSize).toBe(50); // the schema's default, as for GET /public/v1/leads
+    expect((await api.tickets.list.query()).total).toBe((await api.tickets.list.query({})).total);
+    expect((await api.changes.list.query()).items.length).toBeGreaterThan(0);
+    // The same through the batching link, where a call without input is a missing index of `input`.
+    const batched = batchClient(acme.apiKeys.full!.key);
+    const [b1, b2] = await Promise.all([batched.me.get.query(), batched.leads.list.query()]);
+    expect(b1.tenantId).toBe(acme.id);
+    expect(b2.total).toBe(1);
+    // A required input still is: the type says so, and the answer names the missing fields.
+    // @ts-expect-error leads.get needs its lead_id
+    const missing = expectAppError(await failure(api.leads.get.query()), 422, "VALIDATION_ERROR");
+    expect((missing.details.fields as { field: string }[]).map((f) => f.field)).toEqual(["lead_id"]);
+  });
+
+  it("over plain HTTP: GET without `input`, POST without a body; null is not a missing input", async () => {
+    const key = acme.apiKeys.full!.key;
+    const get = await rawTrpc("/trpc/leads.list", { key });
+    expect(get.status).toBe(200);
+    expect((await json(get)).result.data.total).toBe(1);
+    const before = await ticketCount(acme.id);
+    const post = await rawTrpc("/trpc/tickets.create", { method: "POST", key });
+    expect(post.status).toBe(422);
+    const env = (await json(post)).error.data.envelope;
+    expect(env.error).toBe("VALIDATION_ERROR");
+    expect((env.details.fields as { field: string }[]).map((f) => f.field).sort()).toEqual(["subject"]);
+    expect(await ticketCount(acme.id)).toBe(before);
+    const nul = await rawTrpc(`/trpc/leads.list?input=null`, { key });
+    expect(nul.status).toBe(422);
+    expect((await json(nul)).error.data.envelope.details.fields[0].field).toBe("(body)");
+  });
+});
+
+describe("/trpc batches (httpBatchLink)", () => {
+  it("answers every call of a batch, in order, in one HTTP request", async () => {
+    const seen: Response[] = [];
+    const api = batchClient(acme.apiKeys.full!.key, { seen });
+    const [me, leads, lead, tickets] = await Promise.all([
+      api.me.get.query(),
+      api.leads.list.query({ limit: 5 }),
+      api.leads.get.query({ lead_id: acme.leads.l1! }),
+      api.tickets.list.query({ customerId: acme.contacts.c1 }),
+    ]);
+    expect(seen.map((r) => r.status)).toEqual([200]);
+    expect(me.tenantId).toBe(acme.id);
+    expect(leads.items[0]!.id).toBe(acme.leads.l1);
+    expect(lead.customerName).toBe("Lead of acme");
+    expect(tickets.items.every((t) => t.customerId === acme.contacts.c1)).toBe(true);
+    // On the wire: an array with one answer per call, in the calls' order.
+    const raw = await rawTrpc(`/trpc/leads.get,me.get,leads.get?batch=1&input=${encodeURIComponent(JSON.stringify({ 0: { lead_id: randomUuid() }, 2: { lead_id: acme.leads.l1 } }))}`, {
+      key: acme.apiKeys.full!.key,
+    });
+    expect(raw.status).toBe(207);
+    const body = await json(raw);
+    expect(body).toHaveLength(3);
+    expect(body[0].error.data.envelope.error).toBe("NOT_FOUND");
+    expect(body[1].result.data.tenantId).toBe(acme.id);
+    expect(body[2].result.data.id).toBe(acme.leads.l1);
+    // The envelope once per error: in data.envelope, not repeated at the top.
+    expect(Object.keys(body[0].error).sort()).toEqual(["code", "data", "message"]);
+  });
+
+  it("mutations batch too, each with its own outcome; nothing persisted for the refused one", async () => {
+    const api = batchClient(acme.apiKeys.full!.key);
+    const before = await ticketCount(acme.id);
+    const [ok, bad] = await Promise.allSettled([
+      api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "Batched" }),
+      api.tickets.create.mutate({ customerId: other.contacts.c1, subject: "Foreign" }),
+    ]);
+    expect(ok.status === "fulfilled" && ok.value.subject).toBe("Batched");
+    expectAppError((bad as PromiseRejectedResult).reason, 404, "NOT_FOUND", 207);
+    expect(await ticketCount(acme.id)).toBe(before + 1);
+  });
+
+  it("checks the scope call by call: a refused call answers its 403 while the others answer", async () => {
+    const api = batchClient(acme.apiKeys.leadsonly!.key);
+    const before = await ticketCount(acme.id);
+    const [leads, tickets, create, me] = await Promise.allSettled([
+      api.leads.list.query(),
+      api.tickets.list.query(),
+      api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "x" }),
+      api.me.get.query(),
+    ]);
+    expect(leads.status === "fulfilled" && leads.value.total).toBe(1);
+    expect(me.status === "fulfilled" && me.value.scopes).toEqual(["tenant:leads.read"]);
+    expect(expectAppError((tickets as PromiseRejectedResult).reason, 403, "PERMISSION_DENIED", 207).details).toEqual({ requiredScope: "tenant:tickets.read" });
+    // (queries and mutations go in separate batches: the mutation's batch holds it alone)
+    expectAppError((create as PromiseRejectedResult).reason, 403, "PERMISSION_DENIED");
+    expect(await ticketCount(acme.id)).toBe(before);
+  });
+
+  it("counts every call against the minute window: a batch of N costs N; calls over the ceiling answer their own 429", async () => {
+    // quota: 5 per minute. A batch of 3, then one call: 5 - 4 = 1 left.
+    const key = quota.apiKeys.full!.key;
+    const seen: Response[] = [];
+    const api = batchClient(key, { seen });
+    await Promise.all([api.me.get.query(), api.leads.list.query(), api.me.get.query()]);
+    expect(seen[0]!.headers.get("x-ratelimit-remaining")).toBe("2");
+    expect(await remainingAfter(key)).toBe(1);
+    // A batch of 3 with one call left: the first answers, the next two are refused in order.
+    const results = await Promise.allSettled([api.leads.list.query(), api.me.get.query(), api.leads.list.query()]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "rejected"]);
+    for (const r of results.slice(1)) {
+      const env = expectAppError((r as PromiseRejectedResult).reason, 429, "RATE_LIMIT_EXCEEDED", 207);
+      expect(env.details.retryAfter).toBeGreaterThanOrEqual(1);
+    }
+    const last = seen.at(-1)!;
+    expect(last.headers.get("x-ratelimit-remaining")).toBe("0");
+    expect(Number(last.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    // Refused whole when the first call is already over the ceiling (the guard's 429 for every call).
+    const again = await Promise.allSettled([api.me.get.query(), api.leads.list.query()]);
+    for (const r of again) expectAppError((r as PromiseRejectedResult).reason, 429, "RATE_LIMIT_EXCEEDED");
+  });
+
+  it("counts every call against the day window", async () => {
+    // daily: 100 per minute, 4 per day. A batch of 3 leaves 1; the next batch of 3 answers one call.
+    const key = daily.apiKeys.full!.key;
+    const api = batchClient(key);
+    await Promise.all([api.me.get.query(), api.me.get.query(), api.me.get.query()]);
+    const results = await Promise.allSettled([api.me.get.query(), api.leads.list.query(), api.me.get.query()]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "rejected"]);
+    expectAppError((results[1] as PromiseRejectedResult).reason, 429, "RATE_LIMIT_EXCEEDED", 207);
+  });
+
+  it("counts the calls tRPC runs, however the path spells its commas", async () => {
+    const key = spare.apiKeys.full!.key;
+    const before = await remainingAfter(key);
+    const res = await rawTrpc("/trpc/me.get%2Cme.get%2Cme.get?batch=1", { key });
+    expect(res.status).toBe(200);
+    expect(await json(res)).toHaveLength(3);
+    expect(await remainingAfter(key)).toBe(before - 4);
+  });
+
+  it(`caps a batch at ${MAX_BATCH_CALLS} calls: more → one 422 for the request before anything runs, counted once`, async () => {
+    const key = spare.apiKeys.full!.key;
+    const seen: Response[] = [];
+    const api = batchClient(key, { seen });
+    const before = await remainingAfter(key);
+    const tickets = await ticketCount(spare.id);
+    const over = await Promise.allSettled(
+      Array.from({ length: MAX_BATCH_CALLS + 1 }, (_, i) => api.tickets.create.mutate({ customerId: spare.contacts.c1, subject: `t${i}` })),
+    );
+    expect(seen.map((r) => r.status)).toEqual([422]);
+    for (const r of over) {
+      const env = expectAppError((r as PromiseRejectedResult).reason, 422, "VALIDATION_ERROR");
+      expect(env.details.fields).toEqual([{ field: "(batch)", code: "too_many_calls", message: `at most ${MAX_BATCH_CALLS} calls per batch, got ${MAX_BATCH_CALLS + 1}` }]);
+    }
+    expect(await ticketCount(spare.id)).toBe(tickets);
+    expect(await remainingAfter(key)).toBe(before - 2);
+    // httpBatchLink's maxItems splits the same calls into batches the server takes.
+    const split = batchClient(key, { maxItems: MAX_BATCH_CALLS });
+    const all = await Promise.all(Array.from({ length: MAX_BATCH_CALLS + 1 }, () => split.me.get.query()));
+    expect(all).toHaveLength(MAX_BATCH_CALLS + 1);
+    expect(await remainingAfter(key)).toBe(before - 2 - (MAX_BATCH_CALLS + 1) - 1);
+  });
+
+  it("refuses an Idempotency-Key on a batch of several calls (422, nothing persisted); a batch of one keeps it", async () => {
+    const key = acme.apiKeys.full!.key;
+    const headers = { "Idempotency-Key": `batch-${randomUuid()}` };
+    const before = await ticketCount(acme.id);
+    const api = batchClient(key, { headers });
+    const both = await Promise.allSettled([
+      api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "one" }),
+      api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "two" }),
+    ]);
+    for (const r of both) expect(expectAppError((r as PromiseRejectedResult).reason, 422, "VALIDATION_ERROR").details.fields).toEqual([
+      { field: "Idempotency-Key", code: "batched", message: "not allowed on a batch of several calls" },
+    ]);
+    expect(await ticketCount(acme.id)).toBe(before);
+    const first = await api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "one" });
+    const replay = await api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "one" });
+    expect(replay.id).toBe(first.id);
+    expect(await ticketCount(acme.id)).toBe(before + 1);
+  });
+
+  it("a batch without a valid key → 401 for every call, counted nowhere", async () => {
+    const results = await Promise.allSettled([batchClient(undefined).me.get.query(), batchClient(undefined).leads.list.query()]);
+    for (const r of results) expectAppError((r as PromiseRejectedResult).reason, 401, "INVALID_CREDENTIALS");
+  });
+});
+
+describe("/trpc error messages", () => {
+  it("a validation error's message is its first reason; the envelope keeps the stable message", async () => {
+    const api = client(acme.apiKeys.full!.key);
+    const phone = await failure(api.contacts.create.mutate({ fullName: "Eva", phone: "12" }));
+    expect(phone.message).toBe("phone: not a possible phone number for its region");
+    expect(phone.data?.envelope.message).toBe("phone is not a valid phone number: not a possible phone number for its region");
+    expectAppError(phone, 422, "VALIDATION_ERROR");
+    const two = await failure(api.tickets.create.mutate({ customerId: "nope", subject: "" }));
+    expect(two.message).toMatch(/^customerId: .+ \(\+1 more\)$/);
+    expect(two.data?.envelope.message).toBe("Request validation failed");
+    expectAppError(two, 422, "VALIDATION_ERROR");
+    // Other errors keep the envelope's message.
+    expect((await failure(api.leads.get.query({ lead_id: randomUuid() }))).message).toBe("Lead not found");
   });
 });
 

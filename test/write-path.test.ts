@@ -7,7 +7,7 @@
 // a refused one).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TenantIds } from "../server/admin/fixture.js";
-import { expectEnvelope, freshDatabase, randomUuid, startApp, type TestApp } from "./helpers/app.js";
+import { expectEnvelope, freshDatabase, randomUuid, startApp, type TestApp, type TestDb } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 import { isKeyLookup } from "../server/auth/authenticate.js";
 
@@ -17,8 +17,9 @@ let app: TestApp;
 let acme: TenantIds;
 let key: string;
 
+let db: TestDb | undefined;
 beforeAll(async () => {
-  const db = await freshDatabase({ observe: (sql) => recording && statements.push(sql) });
+  db = await freshDatabase({ observe: (sql) => recording && statements.push(sql) });
   app = await startApp({ db });
   const ids = await app.load(
     fixture(
@@ -32,7 +33,11 @@ beforeAll(async () => {
   acme = ids.tenants.acme!;
   key = acme.apiKeys.full!.key;
 });
-afterAll(() => app?.close());
+// The database is this file's own (passed to startApp, which then leaves it alone): dropped here.
+afterAll(async () => {
+  await app?.close();
+  await db?.drop();
+});
 
 /** The statements the service sent to the database while answering one request. */
 async function traced(method: string, path: string, body: unknown, headers: Record<string, string> = {}) {

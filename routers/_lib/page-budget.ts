@@ -22,11 +22,12 @@
 // An item's size always counts one separating comma; the envelope (total, pagination, cursors, the
 // tRPC wrapper) has ENVELOPE_BYTES of the budget.
 import { Prisma } from "../../generated/prisma/client.js";
-import { toAppointment, APPOINTMENT_STATUSES } from "../appointments/schemas.js";
-import { toContact } from "../contacts/schemas.js";
-import { CHANNEL_KINDS, CONVERSATION_STATUSES, fromConversationRow, toMessage } from "../conversations/schemas.js";
-import { toLead } from "../leads/schemas.js";
-import { TICKET_STATUSES, toTicket, toTicketComment } from "../tickets/schemas.js";
+import { Appointment, toAppointment } from "../../model/appointment.js";
+import { Contact, toContact } from "../../model/contact.js";
+import { Conversation, Message, toConversation, toMessage } from "../../model/conversation.js";
+import { Lead, toLead } from "../../model/lead.js";
+import type { RowDef } from "../../model/row.js";
+import { Comment, Ticket, toTicket, toTicketComment } from "../../model/ticket.js";
 
 /** The most bytes of JSON a list response body holds (any list; at least one item always comes). */
 export const PAGE_BUDGET_BYTES = 4 * 1024 * 1024;
@@ -82,12 +83,8 @@ function sum(fixed: number, texts: ItemSize[]): ItemSize {
   };
 }
 
-// ---- the fixed parts: the JSON of a sample item whose texts are empty, every other field at its longest
-
-const UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff";
-const ISO = "2026-11-20T08:00:00.000Z"; // every instant the API returns is 24 characters (years 0001–9999)
-const INT_MIN = -2_147_483_648; // the longest int4 in JSON
-const longest = (values: readonly string[]) => values.reduce((a, b) => (b.length > a.length ? b : a));
+// ---- the fixed parts: the JSON of a sample item whose texts are empty, every other field at its
+// widest (a row definition's widest(), model/row.ts)
 
 /**
  * Bytes of `sample` as JSON, less the two quotes (or brackets) of each of its `empty` text fields
@@ -97,72 +94,36 @@ export function fixedBytes(sample: unknown, empty: number): number {
   return Buffer.byteLength(JSON.stringify(sample)) - 2 * empty + 1;
 }
 
+/** The fixed part of a row definition's public item: its widest row mapped, less its texts' and text[]s' brackets. */
+function fixedOf(def: RowDef<any, any>, map: (row: any) => unknown, extra: object = {}): number {
+  return fixedBytes(map({ ...def.widest(), ...extra }), def.texts.length + def.arrays.length);
+}
+
 export const FIXED = {
-  lead: fixedBytes(
-    toLead({
-      id: UUID, customerId: UUID, conversationId: UUID, customerName: "", customerEmail: "", customerPhone: "", intent: "", quality: "",
-      stageId: UUID, budgetMin: INT_MIN, budgetMax: INT_MIN, zones: [], rooms: INT_MIN, assignedOperatorId: UUID, source: "", notes: "",
-      createdAt: ISO, updatedAt: ISO,
-    }),
-    8,
-  ),
-  contact: fixedBytes(
-    toContact({
-      id: UUID, fullName: "", phone: "", email: "", country: "", phoneVerifiedAt: ISO, emailVerifiedAt: ISO, marketingOptOut: false,
-      marketingOptOutAt: ISO, origin: "", createdAt: ISO,
-    }),
-    5,
-  ),
-  conversation: fixedBytes(
-    fromConversationRow({
-      id: UUID, channelId: UUID, status: longest(CONVERSATION_STATUSES) as "escalated", subject: "", assignedOperatorId: UUID, lastMessagePreview: "",
-      lastMessageAt: ISO, createdAt: ISO, channelKind: longest(CHANNEL_KINDS), customerRowId: UUID, customerName: "", customerEmail: "",
-      customerPhone: "", customerContactId: UUID,
-    }),
-    5,
-  ),
-  appointment: fixedBytes(
-    toAppointment({
-      id: UUID, assignedUserId: UUID, customerId: UUID, conversationId: UUID, leadId: UUID, title: "", appointmentType: "", startsAt: ISO,
-      endsAt: ISO, status: longest(APPOINTMENT_STATUSES) as "scheduled", source: "", notes: "", createdAt: ISO, updatedAt: ISO,
-    }),
-    4,
-  ),
-  message: fixedBytes(
-    toMessage({ id: UUID, conversationId: UUID, role: "assistant", content: "", deliveryStatus: "delivered", createdAt: new Date(ISO) }),
-    1,
-  ),
+  lead: fixedOf(Lead, toLead),
+  contact: fixedOf(Contact, toContact),
+  conversation: fixedOf(Conversation, toConversation),
+  appointment: fixedOf(Appointment, toAppointment),
+  message: fixedOf(Message, toMessage),
   /** A ticket without its comments (`"comments":[]` included). */
-  ticket: fixedBytes(
-    toTicket({
-      id: UUID, customerId: UUID, leadId: UUID, conversationId: UUID, subject: "", status: longest(TICKET_STATUSES) as "resolved", createdById: UUID,
-      assignedToId: UUID, createdAt: ISO, updatedAt: ISO, comments: [],
-    }),
-    1,
-  ),
+  ticket: fixedOf(Ticket, toTicket, { comments: [] }),
   /** One comment of a thread, without its body. */
-  comment: fixedBytes(toTicketComment({ id: UUID, authorUserId: UUID, body: "", createdAt: ISO }), 1),
+  comment: fixedOf(Comment, toTicketComment),
 };
 
-// ---- each list's item, over the columns of its page row
+// ---- each list's item, over the columns of its page row: the fixed part, each text column and each
+// text[] column of its row definition (so a text column added to a row is sized without another edit)
 
-export const leadSize = (col: Col = pageCol): ItemSize =>
-  sum(FIXED.lead, [
-    ...["customerName", "customerEmail", "customerPhone", "intent", "quality", "source", "notes"].map((n) => text(col(n))),
-    textArray(col("zones")),
-  ]);
+function sizeOf(def: RowDef<any, any>, fixed: number, col: Col): ItemSize {
+  return sum(fixed, [...def.texts.map((n) => text(col(n))), ...def.arrays.map((n) => textArray(col(n)))]);
+}
 
-export const contactSize = (col: Col = pageCol): ItemSize =>
-  sum(FIXED.contact, ["fullName", "phone", "email", "country", "origin"].map((n) => text(col(n))));
-
+export const leadSize = (col: Col = pageCol): ItemSize => sizeOf(Lead, FIXED.lead, col);
+export const contactSize = (col: Col = pageCol): ItemSize => sizeOf(Contact, FIXED.contact, col);
 /** A conversation, over selectConversations()'s columns (its customer's fields included). */
-export const conversationSize = (col: Col = pageCol): ItemSize =>
-  sum(FIXED.conversation, ["subject", "lastMessagePreview", "customerName", "customerEmail", "customerPhone"].map((n) => text(col(n))));
-
-export const appointmentSize = (col: Col = pageCol): ItemSize =>
-  sum(FIXED.appointment, ["title", "appointmentType", "source", "notes"].map((n) => text(col(n))));
-
-export const messageSize = (col: Col = pageCol): ItemSize => sum(FIXED.message, [text(col("content"))]);
+export const conversationSize = (col: Col = pageCol): ItemSize => sizeOf(Conversation, FIXED.conversation, col);
+export const appointmentSize = (col: Col = pageCol): ItemSize => sizeOf(Appointment, FIXED.appointment, col);
+export const messageSize = (col: Col = pageCol): ItemSize => sizeOf(Message, FIXED.message, col);
 
 /**
  * A ticket with its thread, over a whole "Ticket" row: ub from the thread's counters (kept by

@@ -12,44 +12,9 @@ import { z } from "zod";
  */
 export const Id = z.guid({ message: "must be a UUID" }).overwrite((s) => s.toLowerCase());
 
-/** Output date-time (always UTC, ISO 8601 with milliseconds). */
-export const Timestamp = z.iso.datetime();
-/**
- * An instant read from the database: a Date (Prisma, a transaction), or already the ISO string
- * (a list read on the raw runner with `isoTimes`, server/db/times.ts). Only serialized, never
- * computed with: code that compares or shifts one reads it as a Date first.
- */
-export type Instant = Date | string;
-export const iso = (d: Instant) => (typeof d === "string" ? d : d.toISOString());
-export const isoOrNull = (d: Instant | null | undefined) => (d ? iso(d) : null);
-
-// Instants the database stores and returns, and that serialize as ISO 8601 with a 4-digit year:
-// years 0001–9999 in UTC. PostgreSQL refuses year 0 ("0000-…", 22008) and JavaScript writes years
-// after 9999 as "+010000-…", so every date and date-time input is checked against these bounds after
-// its offset is applied, and derived instants (e.g. availability's local midnights) are clamped to them.
-export const MIN_INSTANT = new Date("0001-01-01T00:00:00.000Z");
-export const MAX_INSTANT = new Date("9999-12-31T23:59:59.999Z");
-export const INSTANT_RANGE = "between 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z (UTC)";
-
-/** Whether a Date is a real instant within [MIN_INSTANT, MAX_INSTANT]. */
-export const isStorableInstant = (d: Date) => {
-  const t = d.getTime();
-  return t >= MIN_INSTANT.getTime() && t <= MAX_INSTANT.getTime();
-};
-
-/** `d` moved into [MIN_INSTANT, MAX_INSTANT]. */
-export const clampInstant = (d: Date) =>
-  d.getTime() < MIN_INSTANT.getTime() ? MIN_INSTANT : d.getTime() > MAX_INSTANT.getTime() ? MAX_INSTANT : d;
-
-/** Input date-time with an explicit offset or Z → Date, within the storable range after UTC conversion. */
-export const DateTimeInput = z.iso
-  .datetime({ offset: true, message: "must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z)" })
-  .transform((s, ctx) => {
-    const d = new Date(s);
-    if (isStorableInstant(d)) return d;
-    ctx.addIssue({ code: "custom", message: `must be ${INSTANT_RANGE}`, params: { code: "out_of_range" } });
-    return z.NEVER;
-  });
+// Instants (output Timestamp, input DateTimeInput, the storable range) live in model/instants.ts,
+// below both the routers and the admin code; re-exported here for the routers.
+export { clampInstant, DateTimeInput, INSTANT_RANGE, isStorableInstant, MAX_INSTANT, MIN_INSTANT, Timestamp } from "../../model/instants.js";
 
 /** Input calendar date YYYY-MM-DD that exists (2026-02-30 is rejected), years 0001–9999. */
 export const DateInput = z

@@ -296,8 +296,8 @@ export type ListRows<R, M = object> = ((R | { [K in keyof R]: null }) & { total:
  * Runs a listStatement() where the procedure's queries run: outside a transaction on the pool's raw
  * runner, not through Prisma's $queryRaw (server/db/insert.ts readFor: ~0.7 ms of CPU less per
  * 50-row page). The statement is the same Prisma.sql, with the same bound parameters. Its instants
- * come back as ISO strings on the raw runner (server/db/times.ts) and as Dates in a transaction:
- * the row types say `Instant`, and the mappers' iso() takes either.
+ * come back as ISO strings on either (server/db/insert.ts readFor with isoTimes): the rows are the
+ * row types of model/ (RowOf), whichever runner read them.
  */
 export function listRows<R, M = object>(ctx: { services: { db: Database }; db: Db }, statement: Prisma.Sql, opts: { prepare?: boolean } = {}): Promise<ListRows<R, M>> {
   return readFor(ctx.services.db, ctx.db, { isoTimes: true, prepare: opts.prepare ?? true })<ListRows<R, M>[number]>(statement);

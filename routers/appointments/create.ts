@@ -11,18 +11,8 @@ import { DateTimeInput, Id, Text } from "../_lib/schemas.js";
 import { idempotent, type OneStatement } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped, type AuthedContext } from "../trpc.js";
-import {
-  AppointmentObject,
-  calendarLockSql,
-  findOverlap,
-  guardAppointmentWrite,
-  lockUserCalendar,
-  Notes,
-  overlapSql,
-  overlapError,
-  toAppointment,
-  type AppointmentRow,
-} from "./schemas.js";
+import { AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
+import { calendarLockSql, findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, overlapSql, overlapError } from "./schemas.js";
 
 export const CreateAppointmentInput = z
   .object({
@@ -42,7 +32,7 @@ export const CreateAppointmentInput = z
 type Input = z.output<typeof CreateAppointmentInput>;
 
 /** The appointment row of this request (no read, no write): both paths insert exactly this row. */
-function appointmentRow(ctx: AuthedContext, input: Input): AppointmentRow & { tenantId: string } {
+function appointmentRow(ctx: AuthedContext, input: Input) {
   const now = ctx.services.now();
   return {
     id: randomUUID(),
@@ -60,7 +50,7 @@ function appointmentRow(ctx: AuthedContext, input: Input): AppointmentRow & { te
     notes: input.notes ?? null,
     createdAt: now,
     updatedAt: now,
-  };
+  } satisfies Record<keyof AppointmentRow | "tenantId", unknown>; // every column of the row (model/appointment.ts)
 }
 
 /**
@@ -78,10 +68,10 @@ function planAppointment(ctx: AuthedContext, input: Input): OneStatement<Appoint
   const lead = row.leadId;
   return {
     table: "Appointment",
-    row: row as unknown as Record<string, unknown>,
+    row,
     body: toAppointment(row),
     // Only the checks of the ids this body names are in the statement (an absent id checks nothing).
-    with: Prisma.sql`"calendar" AS (SELECT 1 AS "locked" FROM ${calendarLockSql(t, row.assignedUserId)}),
+    with: Prisma.sql`"calendar" AS (${calendarLockSql(t, row.assignedUserId)}),
       "admitted" AS (
         SELECT 1 FROM "calendar" l
          WHERE EXISTS (SELECT 1 FROM "User" u WHERE u."tenantId" = ${t}::uuid AND u."id" = ${row.assignedUserId}::uuid AND u."bookable" AND l."locked" = 1)
@@ -130,7 +120,7 @@ export const createAppointment = scoped("tenant:appointments.manage")
         if (blocker) throw overlapError({ conflictingAppointmentId: blocker.id });
 
         const row = appointmentRow(ctx, input);
-        await guardAppointmentWrite(() => insertRow(db, { table: "Appointment", row: row as unknown as Record<string, unknown> }));
+        await guardAppointmentWrite(() => insertRow(db, { table: "Appointment", row }));
         return toAppointment(row);
       },
       { plan: async ({ ctx, input }) => planAppointment(ctx, input) },

@@ -10,7 +10,8 @@ import { appointmentSize, budgetCut, cutToBudget, OFFSET_BUDGET_DOC, withheld, t
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { APPOINTMENT_COLUMNS, AppointmentObject, isAppointmentStatus, toAppointment, type AppointmentRow } from "./schemas.js";
+import { Appointment, AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
+import { isAppointmentStatus } from "./schemas.js";
 
 export const ListAppointmentsQuery = z.object({
   userId: Id.optional(),
@@ -74,7 +75,7 @@ export const listAppointments = scoped("tenant:appointments.read")
           budgetCut(
             cut,
             Prisma.sql`
-              SELECT ${APPOINTMENT_COLUMNS} FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
+              SELECT ${Appointment.select()} FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
             appointmentSize(),
             Prisma.sql`"startsAt", "id"`,
           ),

@@ -1,80 +1,18 @@
-// Appointment: the public object, its serializer, the shared input pieces, and the mapping of the
-// database-held invariants (the "Appointment_no_overlap" exclusion constraint and the
-// "Appointment_ends_after_starts" CHECK) to their API errors.
+// Appointment: the shared input pieces, and the mapping of the database-held invariants (the
+// "Appointment_no_overlap" exclusion constraint and the "Appointment_ends_after_starts" CHECK) to
+// their API errors. The public object, the row and the mapper: model/appointment.ts.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import { APPOINTMENT_STATUSES, type AppointmentStatus } from "../../model/appointment.js";
 import { dbViolation, isExclusionViolation } from "../../server/db/errors.js";
 import { AppError, validation } from "../../server/errors.js";
 import type { Db } from "../../server/db/client.js";
-import { iso, Timestamp, type Instant } from "../_lib/schemas.js";
 
-export const APPOINTMENT_STATUSES = ["scheduled", "cancelled", "completed", "no_show"] as const;
-export const AppointmentStatus = z.enum(APPOINTMENT_STATUSES, {
-  message: `must be one of ${APPOINTMENT_STATUSES.join(", ")}`,
-});
-export type AppointmentStatus = (typeof APPOINTMENT_STATUSES)[number];
 export const isAppointmentStatus = (s: string): s is AppointmentStatus => (APPOINTMENT_STATUSES as readonly string[]).includes(s);
 
 /** Maximum length of `notes` (the spec leaves it open). */
 export const NOTES_MAX = 10_000;
 export const Notes = z.string().max(NOTES_MAX);
-
-export const AppointmentObject = z.object({
-  id: z.string(),
-  assignedUserId: z.string(),
-  customerId: z.string().nullable(),
-  conversationId: z.string().nullable(),
-  leadId: z.string().nullable(),
-  title: z.string(),
-  appointmentType: z.string(),
-  startsAt: Timestamp,
-  endsAt: Timestamp,
-  status: AppointmentStatus,
-  source: z.string(),
-  notes: z.string().nullable(),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-}).meta({ id: "Appointment" });
-export type AppointmentObject = z.infer<typeof AppointmentObject>;
-
-export interface AppointmentRow {
-  id: string;
-  assignedUserId: string;
-  customerId: string | null;
-  conversationId: string | null;
-  leadId: string | null;
-  title: string;
-  appointmentType: string;
-  startsAt: Instant;
-  endsAt: Instant;
-  /** The "AppointmentStatus" domain: one of APPOINTMENT_STATUSES (the database checks it). */
-  status: string;
-  source: string;
-  notes: string | null;
-  createdAt: Instant;
-  updatedAt: Instant;
-}
-
-/** The columns of an AppointmentRow, as the list and the changes feed read them (unqualified). */
-export const APPOINTMENT_COLUMNS = Prisma.sql`"id", "assignedUserId", "customerId", "conversationId", "leadId", "title", "appointmentType",
-  "startsAt", "endsAt", "status", "source", "notes", "createdAt", "updatedAt"`;
-
-export const toAppointment = (a: AppointmentRow): AppointmentObject => ({
-  id: a.id,
-  assignedUserId: a.assignedUserId,
-  customerId: a.customerId,
-  conversationId: a.conversationId,
-  leadId: a.leadId,
-  title: a.title,
-  appointmentType: a.appointmentType,
-  startsAt: iso(a.startsAt),
-  endsAt: iso(a.endsAt),
-  status: a.status as AppointmentStatus,
-  source: a.source,
-  notes: a.notes,
-  createdAt: iso(a.createdAt),
-  updatedAt: iso(a.updatedAt),
-});
 
 export const OVERLAP_CONSTRAINT = "Appointment_no_overlap";
 export const ORDER_CONSTRAINT = "Appointment_ends_after_starts";
@@ -114,23 +52,27 @@ export async function guardAppointmentWrite<T>(write: () => Promise<T>, details:
  * writers of overlapping ranges can deadlock inside the exclusion constraint (each waiting for the
  * other's uncommitted row); with it the second writer waits, then sees the first one's row.
  * The exclusion constraint stays the guard. Must run inside a transaction.
- *
- * The statement names the tenant's appointments (never read: `locked = 1` holds) so that it runs
- * where the one-statement create takes the same lock: on Citus a statement runs on the node of the
- * tenant's shard when it names a distributed table pinned to the tenant, and on the coordinator when it
- * names no table — an advisory lock is per node, so a lock taken without the table would not exclude
- * the create's (docs/scaling.md, "Citus"). On one PostgreSQL it is the same lock either way.
  */
 export async function lockUserCalendar(db: Db, tenantId: string, userId: string): Promise<void> {
-  await db.$queryRaw`
-    WITH "calendar" AS (SELECT 1 AS "locked" FROM ${calendarLockSql(tenantId, userId)})
-    SELECT l."locked" FROM "calendar" l
-     WHERE l."locked" = 1 OR EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = ${tenantId}::uuid AND a."assignedUserId" = ${userId}::uuid)`;
+  await db.$queryRaw(calendarLockSql(tenantId, userId));
 }
 
-/** The calendar lock as a FROM item (`pg_advisory_xact_lock(…)`), for lockUserCalendar and one-statement writes. */
+/**
+ * The calendar lock as a query of one row ("locked" = 1), for lockUserCalendar and as the first CTE of
+ * a one-statement write: pg_advisory_xact_lock(…) in a CTE of its own (taken once, before anything
+ * that reads "locked"), in a query that names the tenant's appointments without reading them
+ * (`locked = 1` holds). An advisory lock belongs to the node whose backend takes it, and on Citus a
+ * query that names no table runs on the coordinator while one that names the tenant's rows runs on
+ * the worker that holds them: this form is taken on that worker in every statement it is part of
+ * (lockUserCalendar's, a create's single statement, and one with an Idempotency-Key claim, where Citus
+ * plans the CTE on its own), so every writer of a calendar waits for the same lock. On one PostgreSQL
+ * it is the same lock either way.
+ */
 export function calendarLockSql(tenantId: string, userId: string): Prisma.Sql {
-  return Prisma.sql`pg_advisory_xact_lock(hashtext('appointments'), hashtext(${`${tenantId}:${userId}`}))`;
+  return Prisma.sql`
+    WITH "lock" AS (SELECT 1 AS "locked" FROM pg_advisory_xact_lock(hashtext('appointments'), hashtext(${`${tenantId}:${userId}`})))
+    SELECT k."locked" FROM "lock" k
+     WHERE k."locked" = 1 OR EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = ${tenantId}::uuid AND a."assignedUserId" = ${userId}::uuid)`;
 }
 
 /**

@@ -10,17 +10,8 @@ import { transaction } from "../../server/db/transaction.js";
 import { DateTimeInput, Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import {
-  AppointmentObject,
-  AppointmentStatus,
-  findOverlap,
-  guardAppointmentWrite,
-  lockUserCalendar,
-  Notes,
-  orderError,
-  overlapError,
-  toAppointment,
-} from "./schemas.js";
+import { AppointmentObject, AppointmentStatus, toAppointment } from "../../model/appointment.js";
+import { findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, orderError, overlapError } from "./schemas.js";
 
 export const UpdateAppointmentInput = z
   .object({

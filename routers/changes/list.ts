@@ -18,10 +18,12 @@ import { Prisma } from "../../generated/prisma/client.js";
 import { CHANGES_RETENTION_DAYS, CHANGES_RETENTION_MS, sequenceChanges } from "../../server/changes.js";
 import { AppError, validation } from "../../server/errors.js";
 import { readFor } from "../../server/db/insert.js";
-import { APPOINTMENT_COLUMNS, toAppointment, type AppointmentRow } from "../appointments/schemas.js";
-import { CONTACT_COLUMNS, toContact, type ContactRow } from "../contacts/schemas.js";
-import { fromConversationRow, selectConversations, type ConversationListRow } from "../conversations/schemas.js";
-import { selectLeads, toLead, type LeadRow } from "../leads/schemas.js";
+import { Appointment, toAppointment, type AppointmentRow } from "../../model/appointment.js";
+import { Contact, toContact, type ContactRow } from "../../model/contact.js";
+import { Conversation, toConversation, type ConversationRow } from "../../model/conversation.js";
+import { toLead, type LeadRow } from "../../model/lead.js";
+import { selectConversations } from "../conversations/schemas.js";
+import { selectLeads } from "../leads/schemas.js";
 import {
   appointmentSize,
   budgeted,
@@ -35,7 +37,7 @@ import {
   type Col,
   type ItemSize,
 } from "../_lib/page-budget.js";
-import { iso, queryIntDefault } from "../_lib/schemas.js";
+import { queryIntDefault } from "../_lib/schemas.js";
 import { fromThreadRow, selectTickets, type TicketThreadRow } from "../tickets/schemas.js";
 import { scopedAny, type AuthedContext } from "../trpc.js";
 import {
@@ -110,7 +112,7 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       const loaded = row.action === "delete" ? undefined : objects.get(row.type)?.get(row.objectId);
       const data = loaded?.data ?? null;
       const action: ChangeAction = data === null ? "delete" : "upsert";
-      const item = { type: row.type, id: row.objectId, action, changedAt: iso(row.changedAt), data } as ChangeItem;
+      const item = { type: row.type, id: row.objectId, action, changedAt: row.changedAt.toISOString(), data } as ChangeItem;
       // An object changed since its size was read (a later statement: it has left this position and
       // will come again later) is measured as it is now — the only item ever serialised twice.
       bytes += loaded && loaded.pos !== row.pos ? Buffer.byteLength(JSON.stringify(item)) + 1 : row.size;
@@ -183,14 +185,14 @@ const ITEM_FIXED = fixedBytes({ type: "conversation", id: "ffffffff-ffff-ffff-ff
  */
 function objectSizes(tenantId: string): Record<ChangeType, { from: Prisma.Sql; size: ItemSize }> {
   const o: Col = (name) => Prisma.raw(`o."${name}"`);
-  const customer: Record<string, string> = { customerName: `cu."name"`, customerEmail: `cu."email"`, customerPhone: `cu."phone"` };
   const t = Prisma.sql`${tenantId}::uuid`;
   return {
     lead: { from: Prisma.sql`"Lead" o`, size: leadSize(o) },
     contact: { from: Prisma.sql`"Contact" o`, size: contactSize(o) },
     conversation: {
       from: Prisma.sql`"Conversation" o JOIN "Customer" cu ON cu."tenantId" = ${t} AND cu."id" = o."customerId"`,
-      size: conversationSize((name) => Prisma.raw(customer[name] ?? `o."${name}"`)),
+      // Its row's customer columns read the joined Customer cu, the rest the conversation o.
+      size: conversationSize((name) => Prisma.raw(Conversation.sql(name as keyof typeof Conversation.columns, "o"))),
     },
     appointment: { from: Prisma.sql`"Appointment" o`, size: appointmentSize(o) },
     ticket: { from: Prisma.sql`"Ticket" o`, size: ticketSize(tenantId, o) },
@@ -318,10 +320,10 @@ async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded
   const loaders: Record<ChangeType, () => Promise<(readonly [string, { data: ChangeItem["data"]; pos: number | null }])[]>> = {
     lead: async () => byId(await read<LeadRow & WithPos>(withPos("lead", selectLeads(t, rowsOf("Lead", "lead", Prisma.sql`"id"`)))), toLead),
     contact: async () =>
-      byId(await read<ContactRow & WithPos>(withPos("contact", rowsOf("Contact", "contact", CONTACT_COLUMNS, Prisma.sql`AND "deletedAt" IS NULL`))), toContact),
+      byId(await read<ContactRow & WithPos>(withPos("contact", rowsOf("Contact", "contact", Contact.select(), Prisma.sql`AND "deletedAt" IS NULL`))), toContact),
     conversation: async () =>
-      byId(await read<ConversationListRow & WithPos>(withPos("conversation", selectConversations(t, rowsOf("Conversation", "conversation", all)))), fromConversationRow),
-    appointment: async () => byId(await read<AppointmentRow & WithPos>(withPos("appointment", rowsOf("Appointment", "appointment", APPOINTMENT_COLUMNS))), toAppointment),
+      byId(await read<ConversationRow & WithPos>(withPos("conversation", selectConversations(t, rowsOf("Conversation", "conversation", all)))), toConversation),
+    appointment: async () => byId(await read<AppointmentRow & WithPos>(withPos("appointment", rowsOf("Appointment", "appointment", Appointment.select()))), toAppointment),
     ticket: async () => byId(await read<TicketThreadRow & WithPos>(withPos("ticket", selectTickets(t, rowsOf("Ticket", "ticket", all)))), fromThreadRow),
   };
   const loaded = await Promise.all([...ids.keys()].map(async (type) => [type, new Map(await loaders[type]())] as const));

@@ -3,12 +3,12 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Scope } from "../../server/auth/scopes.js";
-import { AppointmentObject } from "../appointments/schemas.js";
-import { ContactObject } from "../contacts/schemas.js";
-import { ConversationObject } from "../conversations/schemas.js";
-import { LeadObject } from "../leads/schemas.js";
+import { AppointmentObject } from "../../model/appointment.js";
+import { ContactObject } from "../../model/contact.js";
+import { ConversationObject } from "../../model/conversation.js";
+import { LeadObject } from "../../model/lead.js";
+import { TicketObject } from "../../model/ticket.js";
 import { Timestamp } from "../_lib/schemas.js";
-import { TicketObject } from "../tickets/schemas.js";
 
 export const CHANGE_TYPES = ["lead", "contact", "conversation", "appointment", "ticket"] as const;
 export type ChangeType = (typeof CHANGE_TYPES)[number];

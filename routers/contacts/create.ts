@@ -9,7 +9,8 @@ import { z } from "zod";
 import { requirePhone } from "../../server/phone.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, Country, duplicateContact, Email, FullName, RawPhone, toContact } from "./schemas.js";
+import { ContactObject, toContact } from "../../model/contact.js";
+import { Country, duplicateContact, Email, FullName, RawPhone } from "./schemas.js";
 
 export const CreateContactInput = z
   .object({

@@ -11,7 +11,8 @@ import { budgetCut, contactSize, OFFSET_BUDGET_DOC, withheld, type Cut } from ".
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { CachedTotal, counted, counter, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { CONTACT_COLUMNS, ContactObject, CursorInput, encodeCursor, toContact, type ContactRow } from "./schemas.js";
+import { Contact, ContactObject, toContact, type ContactRow } from "../../model/contact.js";
+import { CursorInput, encodeCursor } from "./schemas.js";
 
 export const ListContactsQuery = z.object({
   search: z
@@ -180,12 +181,12 @@ export const listContacts = scoped("tenant:contacts.read")
       { prepare: input.search === undefined },
     );
     function contactPage(at: { where: Prisma.Sql; offset: Prisma.Sql }): Prisma.Sql {
-      const plain = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where}
+      const plain = Prisma.sql`SELECT ${Contact.select()} FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where}
         ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}`;
       if (cached === undefined) return plain;
       // The walk: ids only, so that it is an index-only scan of "Contact_search_walk_idx" (every
       // column it tests is in that index); then the page's rows by primary key.
-      const walk = Prisma.sql`SELECT ${CONTACT_COLUMNS} FROM "Contact" WHERE "tenantId" = ${t}::uuid AND "id" IN (
+      const walk = Prisma.sql`SELECT ${Contact.select()} FROM "Contact" WHERE "tenantId" = ${t}::uuid AND "id" IN (
           SELECT "id" FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where} AND ${cached.span}
            ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset})`;
       // Only one branch runs: the gate is a constant of the row of s.
@@ -193,7 +194,7 @@ export const listContacts = scoped("tenant:contacts.read")
       const small = Prisma.sql`COALESCE(s."total" - s."before" <= ${SMALL_SEARCH}
         AND (s."before" + ${take}::bigint) * s."live" >= ${WALK_PER_MATCH}::bigint * s."total" * (s."total" - s."before"), true)`;
       return Prisma.sql`
-        SELECT * FROM (SELECT ${CONTACT_COLUMNS} FROM (SELECT * FROM "Contact" WHERE ${where} AND ${after} AND ${at.where} OFFSET 0) m
+        SELECT * FROM (SELECT ${Contact.select()} FROM (SELECT * FROM "Contact" WHERE ${where} AND ${after} AND ${at.where} OFFSET 0) m
                         ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}) small
          WHERE ${small}
         UNION ALL

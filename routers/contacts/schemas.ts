@@ -1,58 +1,12 @@
-// Contact: the public object, its serializer, the input pieces shared by create and update, the
-// duplicate (unique-index) mapping, and the opaque keyset cursor of the contacts list.
+// Contact: the input pieces shared by create and update, the duplicate (unique-index) mapping, and
+// the opaque keyset cursor of the contacts list. The public object, the row and the mapper:
+// model/contact.ts.
 import { isSupportedCountry } from "libphonenumber-js/max";
 import { z } from "zod";
-import { Prisma } from "../../generated/prisma/client.js";
+import { toIso } from "../../model/instants.js";
 import { isUniqueViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
-import { iso, isoOrNull, isStorableInstant, Timestamp, type Instant } from "../_lib/schemas.js";
-
-export const ContactObject = z.object({
-  id: z.string(),
-  fullName: z.string().nullable(),
-  phone: z.string().nullable(),
-  email: z.string().nullable(),
-  country: z.string().nullable(),
-  phoneVerifiedAt: Timestamp.nullable(),
-  emailVerifiedAt: Timestamp.nullable(),
-  marketingOptOut: z.boolean(),
-  marketingOptOutAt: Timestamp.nullable(),
-  origin: z.string(),
-  createdAt: Timestamp,
-}).meta({ id: "Contact" });
-export type ContactObject = z.infer<typeof ContactObject>;
-
-export interface ContactRow {
-  id: string;
-  fullName: string | null;
-  phone: string | null;
-  email: string | null;
-  country: string | null;
-  phoneVerifiedAt: Instant | null;
-  emailVerifiedAt: Instant | null;
-  marketingOptOut: boolean;
-  marketingOptOutAt: Instant | null;
-  origin: string;
-  createdAt: Instant;
-}
-
-/** The columns of a ContactRow, as the list and the changes feed read them (unqualified). */
-export const CONTACT_COLUMNS = Prisma.sql`"id", "fullName", "phone", "email", "country", "phoneVerifiedAt", "emailVerifiedAt", "marketingOptOut",
-  "marketingOptOutAt", "origin", "createdAt"`;
-
-export const toContact = (c: ContactRow): ContactObject => ({
-  id: c.id,
-  fullName: c.fullName,
-  phone: c.phone,
-  email: c.email,
-  country: c.country,
-  phoneVerifiedAt: isoOrNull(c.phoneVerifiedAt),
-  emailVerifiedAt: isoOrNull(c.emailVerifiedAt),
-  marketingOptOut: c.marketingOptOut,
-  marketingOptOutAt: isoOrNull(c.marketingOptOutAt),
-  origin: c.origin,
-  createdAt: iso(c.createdAt),
-});
+import { isStorableInstant } from "../_lib/schemas.js";
 
 // ---- input pieces -------------------------------------------------------------------------------
 
@@ -94,7 +48,7 @@ export interface ContactCursor {
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** base64url("<createdAt ISO>|<id>") of the last item of a page. */
-export const encodeCursor = (c: { createdAt: Instant; id: string }) => Buffer.from(`${iso(c.createdAt)}|${c.id}`, "utf8").toString("base64url");
+export const encodeCursor = (c: { createdAt: Date | string; id: string }) => Buffer.from(`${toIso(c.createdAt)}|${c.id}`, "utf8").toString("base64url");
 
 export function decodeCursor(raw: string): ContactCursor | null {
   if (!/^[A-Za-z0-9_-]{1,200}$/.test(raw)) return null;

@@ -9,7 +9,8 @@ import { notFound } from "../../server/errors.js";
 import { BodyBool, Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, duplicateContact, Email, FullName, toContact } from "./schemas.js";
+import { ContactObject, toContact } from "../../model/contact.js";
+import { duplicateContact, Email, FullName } from "./schemas.js";
 
 export const UpdateContactInput = z
   .object({

@@ -7,7 +7,8 @@ import { budgetCut, conversationSize, cutToBudget, OFFSET_BUDGET_DOC, withheld, 
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { countedAny, eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, fromConversationRow, selectConversations, type ConversationListRow } from "./schemas.js";
+import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "../../model/conversation.js";
+import { selectConversations } from "./schemas.js";
 
 
 export const ListConversationsQuery = z.object({
@@ -62,7 +63,7 @@ export const listConversations = scoped("tenant:conversations.read")
       });
     }
     const where = whereOf(t, filters);
-    const read = (cut: Cut) => listRows<ConversationListRow>(ctx,
+    const read = (cut: Cut) => listRows<ConversationRow>(ctx,
       listStatement({
         tenantId: t,
         offset: input.offset,
@@ -85,5 +86,5 @@ export const listConversations = scoped("tenant:conversations.read")
       }),
     );
     const { total, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, input.offset)));
-    return offsetList(items.map(fromConversationRow), total, page);
+    return offsetList(items.map(toConversation), total, page);
   });

@@ -8,11 +8,13 @@ import { Prisma } from "../../generated/prisma/client.js";
 import { readFor } from "../../server/db/insert.js";
 import { validation } from "../../server/errors.js";
 import { BUDGET_DOC, budgetCut, cutToBudget, messageSize, type Cut } from "../_lib/page-budget.js";
-import { DEFAULT_LIMIT, Id, isStorableInstant, MAX_LIMIT, queryIntDefault, type Instant } from "../_lib/schemas.js";
+import { Message, toMessage, type MessageRow } from "../../model/conversation.js";
+import { toIso } from "../../model/instants.js";
+import { DEFAULT_LIMIT, Id, isStorableInstant, MAX_LIMIT, queryIntDefault } from "../_lib/schemas.js";
 import { sqlTime } from "../_lib/totals.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { MessageList, toMessage, type MessageRow } from "./schemas.js";
+import { MessageList } from "./schemas.js";
 
 export const ListMessagesQuery = z.object({
   id: Id,
@@ -28,9 +30,8 @@ interface Keyset {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-export function encodeCursor(k: { createdAt: Instant; id: string }): string {
-  const t = typeof k.createdAt === "string" ? k.createdAt : k.createdAt.toISOString();
-  return Buffer.from(JSON.stringify({ t, i: k.id }), "utf8").toString("base64url");
+export function encodeCursor(k: { createdAt: Date | string; id: string }): string {
+  return Buffer.from(JSON.stringify({ t: toIso(k.createdAt), i: k.id }), "utf8").toString("base64url");
 }
 
 /** The keyset in a cursor, or undefined when it is not one this service issued. */
@@ -80,7 +81,7 @@ export const listMessages = scoped("tenant:conversations.read")
     const read = (cut: Cut) => readFor(ctx.services.db, ctx.db, { isoTimes: true, prepare: true })<MessageRow & { _fetched?: number | string }>(Prisma.sql`
       SELECT * FROM (${budgetCut(
         cut,
-        Prisma.sql`SELECT "id", "conversationId", "role", "content", "deliveryStatus", "createdAt" FROM "Message"
+        Prisma.sql`SELECT ${Message.select()} FROM "Message"
                     WHERE "tenantId" = ${ctx.tenantId}::uuid AND "conversationId" = ${conversation.id}::uuid ${keyset}
                     ORDER BY "createdAt" DESC, "id" DESC LIMIT ${input.limit + 1}`,
         messageSize(),

@@ -16,7 +16,8 @@ import { Id, Text } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import type { AuthedContext } from "../trpc.js";
 import { scoped } from "../trpc.js";
-import { MESSAGE_MAX_CHARS, MessageObject, toMessage } from "./schemas.js";
+import { MessageObject, toMessage } from "../../model/conversation.js";
+import { MESSAGE_MAX_CHARS } from "./schemas.js";
 
 export const SendMessageInput = z.object({ id: Id, content: Text(MESSAGE_MAX_CHARS) }).strict();
 

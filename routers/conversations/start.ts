@@ -10,7 +10,10 @@
 // create one, assign it to the key owner, store the rendered text as a pending operator message, link
 // the lead (when it has no conversation yet), commit; then send the template and record the outcome.
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
+import { ConversationObject, toConversation, type ConversationRow } from "../../model/conversation.js";
 import type { Db } from "../../server/db/client.js";
+import { readOn } from "../../server/db/insert.js";
 import { abandonDelivery, prepareDelivery } from "../../server/channels/messages.js";
 import { validation } from "../../server/errors.js";
 import { requirePhone } from "../../server/phone.js";
@@ -19,7 +22,7 @@ import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import type { AuthedContext } from "../trpc.js";
 import { scoped } from "../trpc.js";
-import { conversationInclude, ConversationObject, toConversation } from "./schemas.js";
+import { selectConversations } from "./schemas.js";
 
 export const StartConversationInput = z
   .object({
@@ -172,6 +175,11 @@ export const startConversation = scoped("tenant:conversations.manage")
     }),
   );
 
+/** The conversation as the list reads it (selectConversations), on `db`. */
 async function readConversation(db: Db, tenantId: string, id: string) {
-  return toConversation(await db.conversation.findUniqueOrThrow({ where: { tenantId_id: { tenantId, id } }, include: conversationInclude }));
+  const [row] = await readOn(db, { isoTimes: true })<ConversationRow>(
+    selectConversations(tenantId, Prisma.sql`SELECT * FROM "Conversation" WHERE "tenantId" = ${tenantId}::uuid AND "id" = ${id}::uuid`),
+  );
+  if (!row) throw new Error(`conversation ${id} not found`);
+  return toConversation(row);
 }

@@ -19,7 +19,8 @@ import { phoneForMatching } from "../../server/phone.js";
 import { idempotent, type OneStatement } from "../_lib/idempotent.js";
 import { Id, Text } from "../_lib/schemas.js";
 import { scoped, type AuthedContext } from "../trpc.js";
-import { LeadBudgetInput, LeadIntent, LeadNotes, LeadObject, LeadQuality, LeadRooms, LeadZones, toLead, type LeadRow } from "./schemas.js";
+import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
+import { LeadBudgetInput, LeadIntent, LeadNotes, LeadQuality, LeadRooms, LeadZones } from "./schemas.js";
 
 export const CreateLeadInput = z
   .object({
@@ -97,10 +98,13 @@ async function resolveIds(ctx: AuthedContext, input: Input): Promise<{ customerI
   return { customerId: input.conversationId ? r!.conversationContact : r!.matched, stageId: r!.stageId };
 }
 
-/** The lead row of this request; customerId and stageId are values, or SQL resolving them. */
-function leadRow(ctx: AuthedContext, input: Input, customerId: string | null | Prisma.Sql, stageId: string | Prisma.Sql) {
+/**
+ * The lead row of this request (every column of the row, model/lead.ts, and the tenant); customerId
+ * and stageId are values, or SQL resolving them.
+ */
+function leadRow<C extends string | null | Prisma.Sql, S extends string | Prisma.Sql>(ctx: AuthedContext, input: Input, customerId: C, stageId: S) {
   const now = ctx.services.now();
-  return {
+  const row = {
     id: randomUUID(),
     tenantId: ctx.tenantId,
     customerId,
@@ -121,6 +125,8 @@ function leadRow(ctx: AuthedContext, input: Input, customerId: string | null | P
     createdAt: now,
     updatedAt: now,
   };
+  // Every column of the row: a column added to model/lead.ts and not written here fails to compile.
+  return row satisfies Record<keyof LeadRow | "tenantId", unknown>;
 }
 
 /**
@@ -136,7 +142,7 @@ function planLead(ctx: AuthedContext, input: Input): OneStatement<LeadObject> {
     table: "Lead",
     row,
     // Filled in from the RETURNING (resolved); null until then.
-    body: toLead({ ...row, customerId: null, stageId: "" } as LeadRow),
+    body: toLead({ ...row, customerId: null, stageId: "" }),
     with: Prisma.sql`"resolved" AS (${resolveSql(ctx, input)})`,
     gate: Prisma.sql`(SELECT r."conversationFound" AND r."stageId" IS NOT NULL AND r."operatorFound" FROM "resolved" r)`,
     resolved: ["customerId", "stageId"],
@@ -160,7 +166,7 @@ export const createLead = scoped("tenant:leads.manage")
         const { customerId, stageId } = await resolveIds(ctx, input);
         const row = leadRow(ctx, input, customerId, stageId);
         await insertRow(ctx.db, { table: "Lead", row });
-        return toLead(row as LeadRow);
+        return toLead(row);
       },
       { plan: ({ ctx, input }) => planLead(ctx, input) },
     ),

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { LeadObject, toLead } from "./schemas.js";
+import { LeadObject, toLead } from "../../model/lead.js";
 
 export const GetLeadInput = z.object({ lead_id: Id });
 

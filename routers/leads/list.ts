@@ -8,10 +8,12 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { budgetCut, cutToBudget, leadSize, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
-import { DateTimeInput, Id, isoOrNull, OffsetList, offsetList, PageQuery, Timestamp, type Instant } from "../_lib/schemas.js";
+import type { Iso } from "../../model/instants.js";
+import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
+import { DateTimeInput, Id, OffsetList, offsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
 import { countedRange, eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { LeadObject, selectLeads, toLead, type LeadRow } from "./schemas.js";
+import { selectLeads } from "./schemas.js";
 
 export const ListLeadsInput = z.object({
   dateFrom: DateTimeInput.optional(),
@@ -55,7 +57,7 @@ export const listLeads = scoped("tenant:leads.read")
     const dated = input.dateFrom !== undefined || input.dateTo !== undefined;
     const total = seek && dated ? countedRange(ctx.tenantId, seek) : exactTotal(ctx.tenantId, "Lead", filters);
     const firstPage = input.offset === 0;
-    const read = (cut: Cut) => listRows<LeadRow, { newest?: Instant | null }>(ctx,
+    const read = (cut: Cut) => listRows<LeadRow, { newest?: Iso | null }>(ctx,
       listStatement({
         tenantId: ctx.tenantId,
         offset: input.offset,
@@ -80,5 +82,5 @@ export const listLeads = scoped("tenant:leads.read")
     );
     const { total: count, extra, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, input.offset)));
     const newest = firstPage ? (items[0]?.createdAt ?? null) : (extra.newest ?? null);
-    return { ...offsetList(items.map(toLead), count, input), cursor: isoOrNull(newest) };
+    return { ...offsetList(items.map(toLead), count, input), cursor: newest };
   });

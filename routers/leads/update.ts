@@ -7,7 +7,8 @@ import { z } from "zod";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { LeadNotes, LeadObject, LeadQuality, toLead } from "./schemas.js";
+import { LeadObject, toLead } from "../../model/lead.js";
+import { LeadNotes, LeadQuality } from "./schemas.js";
 
 export const UpdateLeadInput = z
   .object({

@@ -14,15 +14,8 @@ import { Id } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import {
-  CommentBody,
-  commentLimitError,
-  loadTicket,
-  TICKET_COMMENTS_MAX,
-  TICKET_THREAD_CHARS_MAX,
-  TicketObject,
-  ticketRecord,
-} from "./schemas.js";
+import { TicketObject } from "../../model/ticket.js";
+import { CommentBody, commentLimitError, loadTicket, TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX, ticketRecord } from "./schemas.js";
 
 export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody }).strict();
 

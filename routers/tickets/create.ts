@@ -11,7 +11,8 @@ import { Id } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { CommentBody, mustBeAssignable, Subject, TicketObject, toTicket } from "./schemas.js";
+import { TicketObject, toTicket } from "../../model/ticket.js";
+import { CommentBody, mustBeAssignable, Subject } from "./schemas.js";
 
 const LINKS = ["customerId", "leadId", "conversationId"] as const;
 

@@ -13,7 +13,8 @@ import { budgetCut, cutToBudget, OFFSET_BUDGET_DOC, ticketSize, withheld, type C
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { fromThreadRow, isTicketStatus, selectTickets, TicketObject, type TicketThreadRow } from "./schemas.js";
+import { TicketObject } from "../../model/ticket.js";
+import { fromThreadRow, isTicketStatus, selectTickets, type TicketThreadRow } from "./schemas.js";
 
 export const ListTicketsInput = z.object({
   status: z.string().meta({ description: "open, pending, resolved or closed; any other value matches nothing" }).optional(),

@@ -1,16 +1,17 @@
-// Ticket and ticket comment: the public objects, their serializer, and the input pieces shared by
-// the ticket operations (status values, subject and comment bounds, the row shape with its thread).
+// Ticket and ticket comment: the list's select (the row, model/ticket.ts, with its thread), the input
+// pieces shared by the ticket operations (status values, subject and comment bounds), the thread
+// bound's error and the Idempotency-Key record of a comment. The public objects, the rows and the
+// mappers: model/ticket.ts.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import type { ModelOf } from "../../model/row.js";
+import { Comment, Ticket, TICKET_STATUSES, toTicket, toTicketComment, type TicketObject, type TicketRow, type TicketStatus } from "../../model/ticket.js";
 import type { Db } from "../../server/db/client.js";
 import { dbViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
-import { iso, Timestamp, type Instant } from "../_lib/schemas.js";
 import { jsonRows } from "../_lib/totals.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 
-export const TICKET_STATUSES = ["open", "pending", "resolved", "closed"] as const;
-export type TicketStatus = (typeof TICKET_STATUSES)[number];
 export const isTicketStatus = (s: string): s is TicketStatus => (TICKET_STATUSES as readonly string[]).includes(s);
 
 export const SUBJECT_MAX = 500;
@@ -41,95 +42,29 @@ export const TicketStatusInput = z
   .enum(TICKET_STATUSES, { message: `must be one of ${TICKET_STATUSES.join(", ")}` })
   .meta({ description: "one of open, pending, resolved, closed" });
 
-export const TicketComment = z.object({
-  id: z.string(),
-  authorUserId: z.string(),
-  body: z.string(),
-  createdAt: Timestamp,
-}).meta({ id: "TicketComment" });
-export type TicketComment = z.infer<typeof TicketComment>;
+/** A selectTickets() row: the ticket's columns and its thread as JSON (json_agg). */
+export type TicketThreadRow = Omit<TicketRow, "comments"> & { comments: unknown };
 
-export const TicketObject = z.object({
-  id: z.string(),
-  customerId: z.string().nullable(),
-  leadId: z.string().nullable(),
-  conversationId: z.string().nullable(),
-  subject: z.string(),
-  status: z.enum(TICKET_STATUSES),
-  createdBy: z.string(),
-  assignedTo: z.string().nullable(),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-  comments: z.array(TicketComment).meta({ description: "the thread, oldest first" }),
-}).meta({ id: "Ticket" });
-export type TicketObject = z.infer<typeof TicketObject>;
-
-export interface TicketCommentRow {
-  id: string;
-  authorUserId: string;
-  body: string;
-  createdAt: Instant;
-}
-
-export interface TicketRow {
-  id: string;
-  customerId: string | null;
-  leadId: string | null;
-  conversationId: string | null;
-  subject: string;
-  /** The "TicketStatus" domain (the database checks the value). */
-  status: string;
-  createdById: string;
-  assignedToId: string | null;
-  createdAt: Instant;
-  updatedAt: Instant;
-}
-
-/** A ticket row with its thread as JSON (selectTickets): the comments' createdAt are ISO strings there. */
-export type TicketThreadRow = TicketRow & { comments: unknown };
-type TicketCommentJson = Omit<TicketCommentRow, "createdAt"> & { createdAt: string };
+/** json_build_object's arguments for a comment of the thread: each column of the comment row by name. */
+const threadFields = Prisma.raw(Comment.names.map((n) => `'${n}', ${Comment.sql(n, "c")}`).join(", "));
 
 /**
  * The tickets `tickets` selects (a statement giving whole "Ticket" rows), each with its thread in
  * one json_agg (oldest first, ties by id), as the list and the changes feed read them.
  */
 export const selectTickets = (tenantId: string, tickets: Prisma.Sql) => Prisma.sql`
-  SELECT t."id", t."customerId", t."leadId", t."conversationId", t."subject", t."status", t."createdById", t."assignedToId",
-         t."createdAt", t."updatedAt",
-         (SELECT coalesce(json_agg(json_build_object('id', c."id", 'authorUserId', c."authorUserId", 'body', c."body",
-                                                     'createdAt', c."createdAt") ORDER BY c."createdAt", c."id"), '[]'::json)
+  SELECT ${Ticket.select("t")},
+         (SELECT coalesce(json_agg(json_build_object(${threadFields}) ORDER BY c."createdAt", c."id"), '[]'::json)
             FROM "TicketComment" c WHERE c."tenantId" = ${tenantId}::uuid AND c."ticketId" = t."id") AS "comments"
     FROM (${tickets}) t`;
 
-/** A selectTickets() row → the public ticket. */
-export const fromThreadRow = (t: TicketThreadRow): TicketObject =>
-  toTicket({ ...t, comments: jsonRows<TicketCommentJson>(t.comments).map((c) => ({ ...c, createdAt: new Date(c.createdAt) })) });
+/** A selectTickets() row → the public ticket (the thread's instants, PostgreSQL's JSON form, made Iso by the mapper). */
+export const fromThreadRow = (t: TicketThreadRow): TicketObject => toTicket({ ...t, comments: jsonRows<ModelOf<typeof Comment>>(t.comments) });
 
 /** The embedded thread: oldest first, ties by id. */
 export const COMMENT_ORDER = [{ createdAt: "asc" as const }, { id: "asc" as const }];
 /** Prisma include for the thread (batched by Prisma into one query per page, never one per ticket). */
 export const withComments = { comments: { orderBy: COMMENT_ORDER } };
-
-export const toTicketComment = (c: TicketCommentRow): TicketComment => ({
-  id: c.id,
-  authorUserId: c.authorUserId,
-  body: c.body,
-  createdAt: iso(c.createdAt),
-});
-
-export const toTicket = (t: TicketRow & { comments: TicketCommentRow[] }): TicketObject => ({
-  id: t.id,
-  customerId: t.customerId,
-  leadId: t.leadId,
-  conversationId: t.conversationId,
-  subject: t.subject,
-  status: t.status as TicketStatus,
-  createdBy: t.createdById,
-  assignedTo: t.assignedToId,
-  createdAt: iso(t.createdAt),
-  updatedAt: iso(t.updatedAt),
-  comments: t.comments.map(toTicketComment),
-});
 
 /** 409 TICKET_COMMENT_LIMIT_REACHED for a comment the database refused as past a thread bound, else undefined. */
 export function commentLimitError(err: unknown): AppError | undefined {

@@ -9,7 +9,8 @@ import { z } from "zod";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { mustBeAssignable, Subject, TicketObject, TicketStatusInput, toTicket, withComments } from "./schemas.js";
+import { TicketObject, toTicket } from "../../model/ticket.js";
+import { mustBeAssignable, Subject, TicketStatusInput, withComments } from "./schemas.js";
 
 export const UpdateTicketInput = z
   .object({

@@ -7,6 +7,7 @@ import { loadConfig } from "../config.js";
 import { openDatabase, type Database } from "../db/client.js";
 import { migrateDirect } from "../db/migrate.js";
 import { checkDatabaseConnections, startupErrorText } from "../startup-error.js";
+import { localBaseUrl } from "./demo.js";
 import { loadFixture } from "./fixture.js";
 import * as ops from "./operations.js";
 
@@ -21,6 +22,7 @@ verbs:
   set-tenant-limits TENANT_ID PER_MINUTE PER_DAY
   set-tenant-limits TENANT_ID clear
   inbound-message CONVERSATION_ID TEXT
+  demo-key
   help`;
 
 /** A command line that names no verb, an unknown one, or the wrong arguments: the CLI prints the reason, then USAGE. */
@@ -89,6 +91,13 @@ export async function parse(argv: string[]): Promise<"help" | ((db: Database) =>
       arity(verb, args, 2);
       ops.inboundMessageArgs(args[0]!, args[1]!);
       return (db) => ops.inboundMessage(db, args[0]!, args[1]!);
+    case "demo-key":
+      // The curl line names HOST and PORT as this process sees them (the service's defaults).
+      arity(verb, args, 0);
+      return (db) => {
+        const config = loadConfig();
+        return ops.demoKey(db, localBaseUrl(config.host, config.port));
+      };
     default:
       throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);
   }

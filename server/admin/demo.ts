@@ -1,5 +1,54 @@
-// The demo tenant loaded by the first `npm start` on an empty embedded database.
+// The demo tenant loaded by the first `npm start` on an empty embedded database, how it is found
+// again (the admin verb demo-key, the later starts' line), and what a start says about the tenants.
+import type { Database } from "../db/client.js";
 import type { FixtureInput } from "./fixture.js";
+
+/** The demo tenant is the one with this name and a user with DEMO_OWNER_EMAIL (the owner of its keys). */
+export const DEMO_TENANT_NAME = "Demo Realty";
+export const DEMO_OWNER_EMAIL = "ana@demo.test";
+
+/** The admin command that prints a new key of the demo tenant (server/admin/cli.ts). */
+export const DEMO_KEY_COMMAND = "npm run --silent admin -- demo-key";
+export const LOAD_COMMAND = "npm run --silent admin -- load FILE";
+
+/**
+ * The demo tenant (and its owner user), or undefined. Should there be several (the demo fixture
+ * loaded into one PostgreSQL database more than once), the oldest: always the same one.
+ */
+export async function findDemoTenant(db: Database): Promise<{ tenantId: string; ownerId: string } | undefined> {
+  const owner = await db.prisma.user.findFirst({
+    where: { email: DEMO_OWNER_EMAIL, tenant: { name: DEMO_TENANT_NAME } },
+    orderBy: [{ tenant: { createdAt: "asc" } }, { tenantId: "asc" }],
+    select: { id: true, tenantId: true },
+  });
+  return owner ? { tenantId: owner.tenantId, ownerId: owner.id } : undefined;
+}
+
+/** The base URL a local client reaches the service at: HOST and PORT, a wildcard address as loopback. */
+export function localBaseUrl(host: string, port: number): string {
+  const h = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `http://${h.includes(":") ? `[${h}]` : h}:${port}`;
+}
+
+/** The sample request printed with a key. */
+export function curlLine(key: string, baseUrl: string): string {
+  return `curl -s -H 'X-API-Key: ${key}' ${baseUrl}/public/v1/me`;
+}
+
+/**
+ * The line a start logs about the tenants, when there is something to say (issue 28 §3): on a
+ * database without any tenant, the next step (the admin CLI's load); on one with the demo tenant,
+ * how to get a new key of it (on the embedded database the CLI needs the service stopped: one
+ * process per folder). Nothing otherwise (a production database). Two small queries, once per start.
+ */
+export async function tenantsNotice(db: Database, embedded: boolean): Promise<{ msg: string; tenantId?: string } | undefined> {
+  const stop = embedded ? "stop the service (the embedded database allows one process), then run " : "run ";
+  if (!(await db.prisma.tenant.findFirst({ select: { id: true } })))
+    return { msg: `the ${embedded ? "embedded " : ""}database has no tenant yet: to create tenants, users and API keys, ${stop}${LOAD_COMMAND} (README.md, "Admin CLI")` };
+  const demo = await findDemoTenant(db);
+  if (!demo) return undefined;
+  return { msg: `demo tenant ${demo.tenantId}: for a new API key, ${stop}${DEMO_KEY_COMMAND}`, tenantId: demo.tenantId };
+}
 
 export function demoFixture(now = new Date()): FixtureInput {
   const day = (d: number, h = 0) => new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + d, h)).toISOString();
@@ -8,13 +57,13 @@ export function demoFixture(now = new Date()): FixtureInput {
     tenants: [
       {
         ref: "demo",
-        name: "Demo Realty",
+        name: DEMO_TENANT_NAME,
         plan: "pro",
         timezone: "Europe/Madrid",
         defaultCountry: "ES",
         slotMinutes: 30,
         users: [
-          { ref: "ana", name: "Ana Ruiz", email: "ana@demo.test", bookable: true, assignable: true, workingHours: weekdays },
+          { ref: "ana", name: "Ana Ruiz", email: DEMO_OWNER_EMAIL, bookable: true, assignable: true, workingHours: weekdays },
           { ref: "luis", name: "Luis Vega", email: "luis@demo.test", bookable: true, assignable: true, workingHours: weekdays },
         ],
         stages: [

@@ -5,8 +5,9 @@ import { transaction } from "../db/transaction.js";
 import { generateKey } from "../auth/keys.js";
 import { parseScopes } from "../auth/scopes.js";
 import { DELIVERY, storeMessage } from "../channels/messages.js";
-import { DateTimeInput } from "../../routers/_lib/schemas.js";
-import { toMessage, type MessageObject } from "../../routers/conversations/schemas.js";
+import { toMessage, type MessageObject } from "../../model/conversation.js";
+import { DateTimeInput } from "../../model/instants.js";
+import { curlLine, findDemoTenant, LOAD_COMMAND } from "./demo.js";
 
 /** A refused admin verb: the message is the one-line reason the CLI prints. */
 export class AdminError extends Error {}
@@ -68,6 +69,21 @@ export async function createKey(db: Database, tenantId: string, ownerId: string,
     data: { tenantId: a.tenantId, ownerId: a.ownerId, prefix: g.prefix, keyHash: g.hash, scopes: a.scopes, expiresAt: a.expiresAt },
   });
   return { id: key.id, key: g.key, prefix: g.prefix };
+}
+
+/** demo-key's refusal where there is no demo tenant (server/admin/demo.ts, findDemoTenant). */
+export const NO_DEMO_TENANT = `no demo tenant: start the service once on an empty embedded database, or load a fixture with ${LOAD_COMMAND}`;
+
+/**
+ * A new key of the demo tenant with every scope, owned by the demo's user (on any database where
+ * the demo tenant exists): the key as create-key prints it, with the tenant, the owner and a curl
+ * line against `baseUrl` (HOST and PORT as the CLI sees them).
+ */
+export async function demoKey(db: Database, baseUrl: string) {
+  const demo = await findDemoTenant(db);
+  if (!demo) throw new AdminError(NO_DEMO_TENANT);
+  const key = await createKey(db, demo.tenantId, demo.ownerId, "all");
+  return { tenantId: demo.tenantId, ownerId: demo.ownerId, ...key, scopes: "all", curl: curlLine(key.key, baseUrl) };
 }
 
 export function revokeKeyArgs(keyId: string) {

@@ -1,4 +1,5 @@
-// One way to write a planned row with raw SQL: `INSERT INTO "<table>" (<columns>) SELECT <values>`,
+// One way to write a planned row with raw SQL: `INSERT INTO "<table>" (<columns>) VALUES (<values>)` (or
+// `SELECT <values> …` in the one-statement create),
 // each value cast to its column's declared type (read once per process from the catalog, so a JS value
 // never depends on the driver's guess of a parameter type: uuid, enums, text[], timestamptz(3) …).
 // Used by server/idempotency.ts for the one-statement create (claim + row + stored response), by
@@ -106,11 +107,24 @@ export async function insertRow(db: Db, planned: PlannedRow): Promise<void> {
  * A raw statement and its rows, on whichever connection the caller has: `readOn(tx)` inside a Prisma
  * transaction, `readRaw(database)` outside one — the pool's unnamed statement (or PGlite's query),
  * without Prisma's per-statement work (~0.2 ms of CPU per statement measured; docs/decisions/performance.md,
- * "The raw runner for hot statements and list reads").
+ * "The raw runner for hot statements and list reads"). With `isoTimes`, both give the instants as ISO
+ * text: the raw runner parses them so (times.ts), a transaction's Dates are formatted (isoDates), so a
+ * row reads the same inside and outside a transaction (model/row.ts).
  */
 export type Read = <R>(q: Prisma.Sql) => Promise<R[]>;
-export const readOn = (db: Db): Read => (q) => db.$queryRaw(q) as Promise<any>;
+export const readOn = (db: Db, opts?: QueryOptions): Read =>
+  opts?.isoTimes ? async (q) => isoDates(await (db.$queryRaw(q) as Promise<any[]>)) : (q) => db.$queryRaw(q) as Promise<any>;
 export const readRaw = (database: Database, opts?: QueryOptions): Read => (q) => database.sql.query(q.text, q.values, opts);
+
+/** Every Date of the rows (Prisma's timestamptz) → its ISO text, in place: what `isoTimes` gives on the raw runner. */
+function isoDates<R>(rows: R[]): R[] {
+  for (const row of rows as Record<string, unknown>[])
+    for (const k in row) {
+      const v = row[k];
+      if (v instanceof Date) row[k] = v.toISOString();
+    }
+  return rows;
+}
 /**
  * The cheaper of the two for where a procedure's queries run (`db`: the root client → the pool's
  * raw runner; a transaction → that transaction). Reads that only need rows (the list statements)
@@ -118,4 +132,4 @@ export const readRaw = (database: Database, opts?: QueryOptions): Read => (q) =>
  * ~0.25 ms for one row (docs/decisions/performance.md, "The raw runner for hot statements and list
  * reads").
  */
-export const readFor = (database: Database, db: Db, opts?: QueryOptions): Read => (db === database.prisma ? readRaw(database, opts) : readOn(db));
+export const readFor = (database: Database, db: Db, opts?: QueryOptions): Read => (db === database.prisma ? readRaw(database, opts) : readOn(db, opts));

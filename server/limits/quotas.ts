@@ -206,18 +206,19 @@ export class Quotas {
     const limits = caller.limits;
     let quota: QuotaState;
     if (early) {
-      // Counted without a ceiling: over the minute ceiling, settle() gives the day window its count back.
+      // Counted without a ceiling: over the minute ceiling, settle() also gives the day window its count back.
       const counted = await early;
       const now = how.now().getTime();
-      quota = counted.minute.consumed > limits.perMinute ? await this.settle(keyHash!, counted, limits, now) : state(limits, now, counted.minute.consumed, counted.minute.ms, counted.day.consumed, counted.day.ms);
+      const { minute, day } = counted;
+      quota = minute.consumed <= limits.perMinute ? state(limits, now, minute.consumed, minute.ms, day.consumed, day.ms) : await this.settle(keyHash!, counted, limits, now);
     } else {
       // Counted at the key's ceilings: one script call with Redis (awaited here, not in a helper: one hop less per request).
       const now = how.now().getTime();
       let r: number[] | undefined;
       if (this.consumeBoth) {
         try {
-          const [minuteKey, dayKey] = redisQuotaKeys(this.namespace, caller.keyHash);
-          r = await this.consumeBoth(minuteKey, dayKey, String(limits.perMinute));
+          const tag = quotaKey(caller.keyHash); // redisQuotaKeys() without its array
+          r = await this.consumeBoth(`${this.namespace}:m:${tag}`, `${this.namespace}:d:${tag}`, String(limits.perMinute));
           this.fallback = false;
         } catch {
           this.redisFailed();
@@ -225,6 +226,7 @@ export class Quotas {
       }
       quota = r ? state(limits, now, Number(r[0]), Number(r[1]), r.length > 2 ? Number(r[2]) : undefined, Number(r[3])) : await this.countInMemory(caller.keyHash, limits, now);
     }
+    // Rule 3: over a ceiling, 429.
     if (quota.retryAfter === undefined) return { admitted: true, caller, quota };
     return { admitted: false, caller, quota, refusal: new AppError("RATE_LIMIT_EXCEEDED", "Rate limit exceeded for this API key", { retryAfter: quota.retryAfter }) };
   }
@@ -237,8 +239,8 @@ export class Quotas {
   async count(keyHash: string): Promise<Counted> {
     if (this.countBoth) {
       try {
-        const [minuteKey, dayKey] = redisQuotaKeys(this.namespace, keyHash);
-        const r = await this.countBoth(minuteKey, dayKey);
+        const tag = quotaKey(keyHash); // redisQuotaKeys() without its array
+        const r = await this.countBoth(`${this.namespace}:m:${tag}`, `${this.namespace}:d:${tag}`);
         this.fallback = false;
         return { minute: { consumed: Number(r[0]), ms: Number(r[1]) }, day: { consumed: Number(r[2]), ms: Number(r[3]) }, memory: false };
       } catch {

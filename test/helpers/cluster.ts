@@ -55,11 +55,24 @@ export async function createClusterDatabase(baseUrl: string, cluster: Cluster, n
   const nodes = [cluster.coordinator, ...cluster.workers];
   await Promise.all(nodes.map((n) => onNode(nodeUrl(baseUrl, n, "postgres"), `CREATE DATABASE ${name}`)));
   await Promise.all(nodes.map((n) => onNode(nodeUrl(baseUrl, n, name), "CREATE EXTENSION IF NOT EXISTS citus")));
-  await onNode(nodeUrl(baseUrl, cluster.coordinator, name), [
-    `SELECT citus_set_coordinator_host('${cluster.coordinator.host}', ${cluster.coordinator.port})`,
-    ...cluster.workers.map((w) => `SELECT citus_add_node('${w.host}', ${w.port})`),
-  ]);
+  // One registration at a time across the test processes: citus_add_node syncs the roles, which are
+  // shared by every database of a node, and two at once fail with "tuple concurrently updated". The
+  // lock is an advisory lock in the coordinator's "postgres" database (advisory locks are per database).
+  const gate = new pg.Client({ connectionString: nodeUrl(baseUrl, cluster.coordinator, "postgres") });
+  await gate.connect();
+  try {
+    await gate.query("SELECT pg_advisory_lock($1)", [REGISTRATION_LOCK]);
+    await onNode(nodeUrl(baseUrl, cluster.coordinator, name), [
+      `SELECT citus_set_coordinator_host('${cluster.coordinator.host}', ${cluster.coordinator.port})`,
+      ...cluster.workers.map((w) => `SELECT citus_add_node('${w.host}', ${w.port})`),
+    ]);
+  } finally {
+    await gate.end(); // ends the session, and its lock
+  }
 }
+
+/** The advisory lock key of createClusterDatabase's node registration. */
+const REGISTRATION_LOCK = 7_245_026;
 
 /** Drops database `name` on every node. */
 export async function dropClusterDatabase(baseUrl: string, cluster: Cluster, name: string): Promise<void> {
@@ -98,28 +111,45 @@ export async function lockWaits(rows: RowsOf): Promise<{ pid: number; blockers: 
 }
 
 /**
- * The URL of the node that holds `tenantId`'s rows: on a Citus coordinator the worker with the
- * tenant's shards (every distributed table is co-located), where a session takes the same row locks
- * as the service's statements for that tenant (a reference table's rows included: each node has its
- * own copy); on one PostgreSQL `url` itself.
+ * Where a session takes the same row locks as the service's statements for `tenantId`: the URL of the
+ * node and the name of each of `tables` there. On a Citus coordinator: the worker with the tenant's
+ * shards (every distributed table is co-located) and, by name, the tenant's shard of a distributed
+ * table or that worker's own copy of a reference table — plain PostgreSQL tables, locked as such (a
+ * Citus query on the worker would lock a reference table's whole shard, and join a distributed
+ * transaction that Citus's own deadlock detector may pick as its victim). On one PostgreSQL: `url`
+ * and the tables themselves.
  */
-export async function tenantNodeUrl(url: string, tenantId: string): Promise<string> {
+export async function tenantPlacements<T extends string>(url: string, tenantId: string, tables: readonly T[]): Promise<{ url: string; table: Record<T, string> }> {
+  const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`;
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
     const ext = await c.query(`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
-    if (!ext.rowCount) return url;
+    if (!ext.rowCount) return { url, table: Object.fromEntries(tables.map((t) => [t, quoted(t)])) as Record<T, string> };
     const { rows } = await c.query<{ host: string; port: number }>(
       `SELECT n.nodename AS host, n.nodeport AS port
          FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
-        WHERE p.shardid = get_shard_id_for_distribution_column('"Ticket"', $1::uuid)`,
+        WHERE p.shardid = get_shard_id_for_distribution_column('"ChangeLog"', $1::uuid)`,
       [tenantId],
     );
+    const table = {} as Record<T, string>;
+    for (const t of tables) {
+      const shard = await c.query<{ id: string }>(
+        `SELECT (CASE WHEN p.partmethod = 'n' THEN get_shard_id_for_distribution_column(p.logicalrelid)
+                      ELSE get_shard_id_for_distribution_column(p.logicalrelid, $2::uuid) END)::text AS id
+           FROM pg_dist_partition p WHERE p.logicalrelid = $1::regclass`,
+        [quoted(t), tenantId],
+      );
+      table[t] = quoted(`${t}_${shard.rows[0]!.id}`);
+    }
     const at = new URL(url);
     at.hostname = rows[0]!.host;
     at.port = String(rows[0]!.port);
-    return at.toString();
+    return { url: at.toString(), table };
   } finally {
     await c.end();
   }
 }
+
+/** The URL of the node that holds `tenantId`'s rows (see tenantPlacements): on one PostgreSQL `url`. */
+export const tenantNodeUrl = async (url: string, tenantId: string) => (await tenantPlacements(url, tenantId, [])).url;

@@ -1,0 +1,37 @@
+// Contact: the public object, its row and the mapper between them.
+import { z } from "zod";
+import { Timestamp } from "./instants.js";
+import { col, defineRow, type RowOf } from "./row.js";
+
+export const ContactObject = z.object({
+  id: z.string(),
+  fullName: z.string().nullable(),
+  phone: z.string().nullable(),
+  email: z.string().nullable(),
+  country: z.string().nullable(),
+  phoneVerifiedAt: Timestamp.nullable(),
+  emailVerifiedAt: Timestamp.nullable(),
+  marketingOptOut: z.boolean(),
+  marketingOptOutAt: Timestamp.nullable(),
+  origin: z.string(),
+  createdAt: Timestamp,
+}).meta({ id: "Contact" });
+export type ContactObject = z.infer<typeof ContactObject>;
+
+export const Contact = defineRow("Contact", {
+  id: col.uuid(),
+  fullName: col.text().nullable(),
+  phone: col.text().nullable(),
+  email: col.text().nullable(),
+  country: col.text().nullable(),
+  phoneVerifiedAt: col.instant().nullable(),
+  emailVerifiedAt: col.instant().nullable(),
+  marketingOptOut: col.bool(),
+  marketingOptOutAt: col.instant().nullable(),
+  origin: col.text(),
+  createdAt: col.instant(),
+});
+export type ContactRow = RowOf<typeof Contact>;
+
+/** A contact row (or Prisma's Contact) → the public contact. */
+export const toContact = Contact.toPublic(ContactObject, { composed: {} });
