@@ -1,5 +1,5 @@
 // Runs a command against local scale-out pieces (the CI legs of issue 14), then removes them:
-//   node --import tsx scripts/topology.ts [OPTIONS] -- COMMAND [ARGS...]
+//   node --import tsx drills/topology.ts [OPTIONS] -- COMMAND [ARGS...]
 //   --pgbouncer POSTGRES_URL   PgBouncer 1.18 (transaction pooling, wildcard [databases] entry) in
 //                              front of the server of POSTGRES_URL; the command gets DATABASE_URL
 //                              (the same database through PgBouncer) and DIRECT_DATABASE_URL (POSTGRES_URL)
@@ -16,9 +16,9 @@
 // everything stays up until SIGINT/SIGTERM (for trying things by hand).
 import { spawn } from "node:child_process";
 import { parseArgs } from "node:util";
-import { startPgBouncer } from "../drills/lib/pgbouncer.js";
-import { startRedisCluster } from "../drills/lib/redis-cluster.js";
-import { Scope } from "../drills/lib/scope.js";
+import { startPgBouncer } from "./lib/pgbouncer.js";
+import { startRedisCluster } from "./lib/redis-cluster.js";
+import { Scope } from "./lib/scope.js";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

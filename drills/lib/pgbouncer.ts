@@ -3,7 +3,7 @@
 // as a child process (as the `postgres` OS user when run as root: PgBouncer refuses root).
 // A wildcard [databases] entry forwards every database name to the server, so per-test databases
 // created on the server are reachable through it at once.
-// Used by the scale drill and, through scripts/topology.ts, by the PgBouncer leg of .ci/run.
+// Used by the scale drill and, through drills/topology.ts, by the PgBouncer leg of .ci/run.
 import { spawn, type ChildProcess } from "node:child_process";
 import { chown, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

@@ -2,7 +2,7 @@
 // replicas when asked), joined with `redis-cli --cluster create … --cluster-yes`, no persistence,
 // every file in a temporary folder. killMaster() SIGKILLs the master serving a slot (the failover
 // fault); the cluster promotes its replica after cluster-node-timeout.
-// Used by the scale drill and, through scripts/topology.ts, by the Redis Cluster leg of .ci/run.
+// Used by the scale drill and, through drills/topology.ts, by the Redis Cluster leg of .ci/run.
 import calculateSlot from "cluster-key-slot";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
