@@ -9,7 +9,7 @@ export type LeadsCreateOutput = {
   id: string;
   customerId: string | null;
   conversationId: string | null;
-  customerName: string | null;
+  customerName: string;
   customerEmail: string | null;
   customerPhone: string | null;
   intent: string;

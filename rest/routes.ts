@@ -36,7 +36,9 @@ export function routeTemplates(router: AppRouter): (method: string, path: string
     if (under(path, ADMIN_TRPC_PREFIX)) return ADMIN_TRPC_PREFIX;
     if (under(path, TRPC_PREFIX)) {
       const name = path.slice(TRPC_PREFIX.length + 1);
-      return procedures.has(name) ? `${TRPC_PREFIX}/${name}` : `${TRPC_PREFIX}/${UNMATCHED}`;
+      if (procedures.has(name)) return `${TRPC_PREFIX}/${name}`;
+      // A batch (httpBatchLink: "a.b,c.d"): one label for all, whatever it holds.
+      return /^[^/]*(?:,|%2c)/i.test(name) ? `${TRPC_PREFIX}/batch` : `${TRPC_PREFIX}/${UNMATCHED}`;
     }
     if (under(path, "/docs")) return "/docs";
     return UNMATCHED;

@@ -152,12 +152,13 @@ const lenient = <B>(builder: B) => builder as LenientBuilder<B>;
 // `getRawInput` passed to next() (tRPC reads it there) makes a call without input `{}`; the typed
 // overloads of next() take either `ctx` or `getRawInput`, tRPC itself takes both.
 type NextOpts = { ctx: { caller: Caller; tenantId: string } };
-const withInput = (o: NextOpts, getRawInput: () => Promise<unknown>) => ({ ...o, getRawInput: inputOrEmpty(getRawInput) }) as NextOpts;
+const nextOpts = (caller: Caller, getRawInput: () => Promise<unknown>) =>
+  ({ ctx: { caller, tenantId: caller.tenantId }, getRawInput: inputOrEmpty(getRawInput) }) as NextOpts;
 
 export const authed = lenient(
   t.procedure.use(({ ctx, next, batchIndex, getRawInput }) => {
     const caller = callerOf(ctx, batchIndex);
-    return next(withInput({ ctx: { caller, tenantId: caller.tenantId } }, getRawInput));
+    return next(nextOpts(caller, getRawInput));
   }),
 );
 
@@ -167,7 +168,7 @@ export function scoped(scope: Scope) {
     if (!caller.scopes.includes(scope))
       throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
     if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
-    const result = await next(withInput({ ctx: { caller, tenantId: caller.tenantId } }, getRawInput));
+    const result = await next(nextOpts(caller, getRawInput));
     // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts
     // zodDetails caps the field list): otherwise the REST adapter would also serialize zod's raw
     // issues (one per unknown key) into a response body that is then thrown away.
@@ -183,7 +184,7 @@ export function scopedAny(scopes: readonly Scope[]) {
     if (!scopes.some((s) => caller.scopes.includes(s)))
       throw new AppError("PERMISSION_DENIED", `This key has none of the scopes ${scopes.join(", ")}`, { requiredScopes: [...scopes] });
     if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
-    return next(withInput({ ctx: { caller, tenantId: caller.tenantId } }, getRawInput));
+    return next(nextOpts(caller, getRawInput));
   }));
 }
 

@@ -42,6 +42,15 @@ expectTypeOf<Declared.AppOutputs>().toEqualTypeOf<Real.AppOutputs>();
 const TSC = path.join(ROOT, "node_modules/typescript/bin/tsc");
 
 describe("client/trpc.d.ts", () => {
+  it("package.json pins @trpc/client to exactly @trpc/server's version, and that version is installed", () => {
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8"));
+    const installed = (name: string) => JSON.parse(readFileSync(path.join(ROOT, "node_modules", name, "package.json"), "utf8")).version;
+    expect(pkg.dependencies["@trpc/server"]).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(pkg.devDependencies["@trpc/client"]).toBe(pkg.dependencies["@trpc/server"]);
+    expect(installed("@trpc/client")).toBe(pkg.dependencies["@trpc/server"]);
+    expect(installed("@trpc/server")).toBe(pkg.dependencies["@trpc/server"]);
+  });
+
   it("is what scripts/trpc-types.ts generates from the routers now (else CI's staleness check fails)", { timeout: 180_000 }, () => {
     const text = renderTrpcDeclaration();
     const committed = path.join(ROOT, TRPC_DECLARATION);

@@ -6,7 +6,9 @@
 import { createTRPCClient, httpBatchLink, httpLink, TRPCClientError } from "@trpc/client";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import type { AdminRouter, AppOutputs, AppRouter } from "../routers/client-types.js";
+import { routeTemplates } from "../rest/routes.js";
 import { MAX_BATCH_CALLS } from "../rest/trpc.js";
+import { appRouter } from "../routers/index.js";
 import { randomUuid, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
@@ -376,6 +378,14 @@ describe("/trpc batches (httpBatchLink)", () => {
     const replay = await api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "one" });
     expect(replay.id).toBe(first.id);
     expect(await ticketCount(acme.id)).toBe(before + 1);
+  });
+
+  it("a batch is one metrics route label, whatever it holds", () => {
+    const route = routeTemplates(appRouter);
+    expect(route("GET", "/trpc/me.get,leads.list")).toBe("/trpc/batch");
+    expect(route("POST", "/trpc/tickets.create%2Ctickets.create")).toBe("/trpc/batch");
+    expect(route("GET", "/trpc/me.get")).toBe("/trpc/me.get");
+    expect(route("GET", "/trpc/no.such")).toBe("/trpc/unmatched");
   });
 
   it("a batch without a valid key → 401 for every call, counted nowhere", async () => {

@@ -7,11 +7,11 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { insertRow } from "../../server/db/insert.js";
+import { AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
 import { DateTimeInput, Id, Text } from "../_lib/schemas.js";
 import { idempotent, type OneStatement } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped, type AuthedContext } from "../trpc.js";
-import { AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
 import { calendarLockSql, findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, overlapSql, overlapError } from "./schemas.js";
 
 export const CreateAppointmentInput = z

@@ -6,11 +6,11 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
+import { Appointment, AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
 import { appointmentSize, budgetCut, cutToBudget, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { Appointment, AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
 import { isAppointmentStatus } from "./schemas.js";
 
 export const ListAppointmentsQuery = z.object({

@@ -3,10 +3,10 @@
 // their API errors. The public object, the row and the mapper: model/appointment.ts.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import { APPOINTMENT_STATUSES, type AppointmentStatus } from "../../model/appointment.js";
 import { dbViolation, isExclusionViolation } from "../../server/db/errors.js";
 import { AppError, validation } from "../../server/errors.js";
 import type { Db } from "../../server/db/client.js";
+import { APPOINTMENT_STATUSES, type AppointmentStatus } from "../../model/appointment.js";
 
 export const isAppointmentStatus = (s: string): s is AppointmentStatus => (APPOINTMENT_STATUSES as readonly string[]).includes(s);
 

@@ -7,10 +7,10 @@
 // An empty body returns the object unchanged (updatedAt untouched); any write advances updatedAt.
 import { z } from "zod";
 import { transaction } from "../../server/db/transaction.js";
+import { AppointmentObject, AppointmentStatus, toAppointment } from "../../model/appointment.js";
 import { DateTimeInput, Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { AppointmentObject, AppointmentStatus, toAppointment } from "../../model/appointment.js";
 import { findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, orderError, overlapError } from "./schemas.js";
 
 export const UpdateAppointmentInput = z

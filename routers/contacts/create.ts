@@ -7,9 +7,9 @@
 //      → 409 ALREADY_EXISTS, held by the unique indexes (so concurrent creates cannot both win)
 import { z } from "zod";
 import { requirePhone } from "../../server/phone.js";
+import { ContactObject, toContact } from "../../model/contact.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, toContact } from "../../model/contact.js";
 import { Country, duplicateContact, Email, FullName, RawPhone } from "./schemas.js";
 
 export const CreateContactInput = z

@@ -7,11 +7,11 @@
 // Soft-deleted contacts are never listed. `nextCursor` is null on the last page.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import { Contact, ContactObject, toContact, type ContactRow } from "../../model/contact.js";
 import { budgetCut, contactSize, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { CachedTotal, counted, counter, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type Seek, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { Contact, ContactObject, toContact, type ContactRow } from "../../model/contact.js";
 import { CursorInput, encodeCursor } from "./schemas.js";
 
 export const ListContactsQuery = z.object({

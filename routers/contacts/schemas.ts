@@ -3,9 +3,9 @@
 // model/contact.ts.
 import { isSupportedCountry } from "libphonenumber-js/max";
 import { z } from "zod";
-import { toIso } from "../../model/instants.js";
 import { isUniqueViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
+import { toIso } from "../../model/instants.js";
 import { isStorableInstant } from "../_lib/schemas.js";
 
 // ---- input pieces -------------------------------------------------------------------------------

@@ -6,10 +6,10 @@
 //   One UPDATE statement: a failed PATCH changes nothing. {} changes nothing and returns the contact.
 import { z } from "zod";
 import { notFound } from "../../server/errors.js";
+import { ContactObject, toContact } from "../../model/contact.js";
 import { BodyBool, Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { ContactObject, toContact } from "../../model/contact.js";
 import { duplicateContact, Email, FullName } from "./schemas.js";
 
 export const UpdateContactInput = z

@@ -3,11 +3,11 @@
 // status or channel kind matches nothing (200 empty, never 422); a malformed customerId is 422.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "../../model/conversation.js";
 import { budgetCut, conversationSize, cutToBudget, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { countedAny, eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "../../model/conversation.js";
 import { selectConversations } from "./schemas.js";
 
 

@@ -11,12 +11,12 @@ import { z } from "zod";
 import { abandonDelivery, prepareDelivery } from "../../server/channels/messages.js";
 import type { ChannelRef } from "../../server/channels/index.js";
 import { AppError } from "../../server/errors.js";
+import { MessageObject, toMessage } from "../../model/conversation.js";
 import { AfterCommit, idempotent } from "../_lib/idempotent.js";
 import { Id, Text } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import type { AuthedContext } from "../trpc.js";
 import { scoped } from "../trpc.js";
-import { MessageObject, toMessage } from "../../model/conversation.js";
 import { MESSAGE_MAX_CHARS } from "./schemas.js";
 
 export const SendMessageInput = z.object({ id: Id, content: Text(MESSAGE_MAX_CHARS) }).strict();

@@ -11,12 +11,12 @@
 // the lead (when it has no conversation yet), commit; then send the template and record the outcome.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import { ConversationObject, toConversation, type ConversationRow } from "../../model/conversation.js";
 import type { Db } from "../../server/db/client.js";
 import { readOn } from "../../server/db/insert.js";
 import { abandonDelivery, prepareDelivery } from "../../server/channels/messages.js";
 import { validation } from "../../server/errors.js";
 import { requirePhone } from "../../server/phone.js";
+import { ConversationObject, toConversation, type ConversationRow } from "../../model/conversation.js";
 import { AfterCommit, idempotent } from "../_lib/idempotent.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";

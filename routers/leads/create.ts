@@ -16,10 +16,10 @@ import { Prisma } from "../../generated/prisma/client.js";
 import { insertRow } from "../../server/db/insert.js";
 import { AppError, notFound } from "../../server/errors.js";
 import { phoneForMatching } from "../../server/phone.js";
+import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { idempotent, type OneStatement } from "../_lib/idempotent.js";
 import { Id, Text } from "../_lib/schemas.js";
 import { scoped, type AuthedContext } from "../trpc.js";
-import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { LeadBudgetInput, LeadIntent, LeadNotes, LeadQuality, LeadRooms, LeadZones } from "./schemas.js";
 
 export const CreateLeadInput = z

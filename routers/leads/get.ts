@@ -1,9 +1,9 @@
 // GET /public/v1/leads/{lead_id} — one lead (scope tenant:leads.read). Unknown or foreign → 404.
 import { z } from "zod";
+import { LeadObject, toLead } from "../../model/lead.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { LeadObject, toLead } from "../../model/lead.js";
 
 export const GetLeadInput = z.object({ lead_id: Id });
 

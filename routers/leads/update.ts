@@ -4,10 +4,10 @@
 // UPDATE, so a failed PATCH applies none of its fields. {} or values equal to the current ones
 // return the lead unchanged (updatedAt only advances on a real change).
 import { z } from "zod";
+import { LeadObject, toLead } from "../../model/lead.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { LeadObject, toLead } from "../../model/lead.js";
 import { LeadNotes, LeadQuality } from "./schemas.js";
 
 export const UpdateLeadInput = z

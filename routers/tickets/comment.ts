@@ -10,11 +10,11 @@
 //   5. returns the full refreshed ticket with its whole thread, oldest first; an Idempotency-Key
 //      stores the ticket's scalars and thread length only (ticketRecord), a replay rebuilds it.
 import { z } from "zod";
+import { TicketObject } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { TicketObject } from "../../model/ticket.js";
 import { CommentBody, commentLimitError, loadTicket, TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX, ticketRecord } from "./schemas.js";
 
 export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody }).strict();

@@ -7,11 +7,11 @@
 //   3. the ticket is `open`, created by the key owner; an optional `comment` becomes the first
 //      comment of the thread, authored by the key owner, in the same transaction.
 import { z } from "zod";
+import { TicketObject, toTicket } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { TicketObject, toTicket } from "../../model/ticket.js";
 import { CommentBody, mustBeAssignable, Subject } from "./schemas.js";
 
 const LINKS = ["customerId", "leadId", "conversationId"] as const;

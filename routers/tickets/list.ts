@@ -9,11 +9,11 @@
 // tickets returned are built.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import { TicketObject } from "../../model/ticket.js";
 import { budgetCut, cutToBudget, OFFSET_BUDGET_DOC, ticketSize, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
-import { TicketObject } from "../../model/ticket.js";
 import { fromThreadRow, isTicketStatus, selectTickets, type TicketThreadRow } from "./schemas.js";
 
 export const ListTicketsInput = z.object({

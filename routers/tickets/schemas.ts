@@ -4,11 +4,11 @@
 // mappers: model/ticket.ts.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import type { ModelOf } from "../../model/row.js";
-import { Comment, Ticket, TICKET_STATUSES, toTicket, toTicketComment, type TicketObject, type TicketRow, type TicketStatus } from "../../model/ticket.js";
 import type { Db } from "../../server/db/client.js";
 import { dbViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
+import type { ModelOf } from "../../model/row.js";
+import { Comment, Ticket, TICKET_STATUSES, toTicket, toTicketComment, type TicketObject, type TicketRow, type TicketStatus } from "../../model/ticket.js";
 import { jsonRows } from "../_lib/totals.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 

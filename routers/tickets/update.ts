@@ -6,10 +6,10 @@
 //      tenant → 404; both before any write, so nothing changes.
 //   3. `{}` returns the ticket unchanged; any given field is written and `updatedAt` advances.
 import { z } from "zod";
+import { TicketObject, toTicket } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
-import { TicketObject, toTicket } from "../../model/ticket.js";
 import { mustBeAssignable, Subject, TicketStatusInput, withComments } from "./schemas.js";
 
 export const UpdateTicketInput = z
