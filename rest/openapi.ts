@@ -1,9 +1,14 @@
 // The OpenAPI 3.1 document: trpc-to-openapi's generator over the procedures, then made exact —
 // the X-API-Key scheme with per-operation scopes, real success statuses, Idempotency-Key on
 // creates, rate-limit and request-id headers, and for each operation the error responses it can
-// really give with the envelope schema and their codes (replacing the generator's tRPC error shapes).
+// really give with the envelope schema and their codes (replacing the generator's tRPC error shapes);
+// the tags declared with descriptions, contact and license (so Spectral's spectral:oas and Redocly's
+// recommended rules pass: `npm run lint:openapi`); optional query parameters as the REST adapter
+// reads them (an empty value counts as absent); and the examples of rest/examples.ts — a request
+// example on every operation, an error example for every code of every error status.
 import { generateOpenApiDocument, type OpenAPIObject } from "trpc-to-openapi";
 import { ERROR_STATUS, type ErrorCode } from "../server/errors.js";
+import { ERROR_EXAMPLES, EXAMPLE_REQUEST_ID, OPERATION_EXAMPLES, type ErrorExample } from "./examples.js";
 import type { AppRouter } from "../routers/index.js";
 import type { Meta } from "../routers/trpc.js";
 
@@ -13,6 +18,30 @@ appointments and availability, tickets, and caller introspection.
 Every request carries \`X-API-Key\`. Errors always have the body \`{error, message, request_id, details}\`;
 program against \`error\` only. Every response carries \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\`,
 \`X-RateLimit-Reset\` and \`X-Request-Id\`; a 429 also carries \`Retry-After\`.`;
+
+/** The operations' tags, in the order the reference shows them, each with its description. */
+export const TAGS: { name: string; description: string }[] = [
+  { name: "me", description: "Caller introspection: the key's tenant, owner, effective scopes and rate limits." },
+  { name: "leads", description: "Sales leads: people interested in a property, moving through the tenant's pipeline stages." },
+  { name: "contacts", description: "The tenant's address book: one contact per phone number, in contact lists, with marketing consent." },
+  {
+    name: "conversations",
+    description:
+      "Conversations with customers on the tenant's channels (WhatsApp, website chat, …) and their messages; outbound WhatsApp conversations start from an approved template.",
+  },
+  { name: "appointments", description: "Appointments of the tenant's users with customers (viewings, calls, …); a user's scheduled appointments never overlap." },
+  { name: "availability", description: "Free slots of the bookable users, from their working hours and scheduled appointments." },
+  { name: "tickets", description: "Support tickets about a contact, lead or conversation, with their comment threads." },
+  { name: "changes", description: "The changes feed: every create and update of the key's readable objects, in order, for incremental sync." },
+];
+
+/**
+ * Who answers for the API, and its license: the service is private (package.json `"private": true`,
+ * no license), so the document says so instead of naming an open-source license. `LicenseRef-…` is
+ * SPDX's form for a license that is not on its list.
+ */
+const CONTACT = { name: "The CRM platform team (owners of this service)" };
+const LICENSE = { name: "Proprietary: all rights reserved (UNLICENSED)", identifier: "LicenseRef-Proprietary" };
 
 const STATUS_TEXT: Record<number, string> = {
   401: "Missing, unknown, revoked or expired API key",
@@ -38,6 +67,35 @@ export function operationErrors(method: string, meta: Meta): ErrorCode[] {
 
 const header = (description: string) => ({ description, schema: { type: "integer" as const } });
 
+/** An operation's example of an error code: its own, the one made from its scope (403), or the common one. */
+function errorExample(code: ErrorCode, key: string, meta: Meta): ErrorExample {
+  const own = OPERATION_EXAMPLES[key]?.errors?.[code];
+  if (own) return own;
+  if (code === "PERMISSION_DENIED" && meta.scope) return { message: `This key lacks the scope ${meta.scope}`, details: { requiredScope: meta.scope } };
+  if (code === "PERMISSION_DENIED" && meta.anyScope?.length)
+    return { message: `This key has none of the scopes ${meta.anyScope.join(", ")}`, details: { requiredScopes: [...meta.anyScope] } };
+  return ERROR_EXAMPLES[code];
+}
+
+/** What Swagger UI shows above an error example: the code and the first words of its meaning. */
+const CODE_SUMMARY: Record<ErrorCode, string> = {
+  VALIDATION_ERROR: "A parameter or the body failed validation",
+  IDEMPOTENCY_KEY_REUSE_MISMATCH: "The Idempotency-Key was used with another body",
+  INVALID_CREDENTIALS: "Missing, unknown or revoked API key",
+  TOKEN_EXPIRED: "The API key has expired",
+  PERMISSION_DENIED: "The key lacks the operation's scope",
+  PLAN_NOT_ELIGIBLE: "The tenant's plan has no API access",
+  NOT_FOUND: "An id names nothing of this tenant",
+  MESSAGING_SESSION_WINDOW_CLOSED: "The 24-hour WhatsApp session window is closed",
+  APPOINTMENT_OVERLAP: "The user already has a scheduled appointment then",
+  ALREADY_EXISTS: "A contact with this phone or e-mail exists",
+  TICKET_COMMENT_LIMIT_REACHED: "The ticket's thread is full",
+  PAYLOAD_TOO_LARGE: "The request body is over the limit",
+  RATE_LIMIT_EXCEEDED: "The key's per-minute or per-day quota is used up",
+  INTERNAL_ERROR: "An unexpected failure",
+  SERVICE_UNAVAILABLE: "The database or Redis is briefly unavailable",
+};
+
 export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
   const doc = generateOpenApiDocument(router as any, {
     title: "CRM public API",
@@ -46,6 +104,7 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     baseUrl: "/",
     securitySchemes: { ApiKey: { type: "apiKey", in: "header", name: "X-API-Key" } },
   }) as OpenAPIObject;
+  doc.info = { ...doc.info, contact: CONTACT, license: LICENSE };
 
   const metaByOperation = new Map<string, Meta>();
   const strictBody = new Set<string>();
@@ -87,7 +146,7 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       in: "header",
       required: false,
       description:
-        "Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours.",
+        "Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`.",
       schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7E]+$" },
     },
   };
@@ -109,9 +168,24 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
           ? `Scope: at least one of ${meta.anyScope.map((s) => `\`${s}\``).join(", ")} (see above).`
           : "Scope: none (a valid key of a tenant on an eligible plan).";
       op.description = [op.description, scopeLine].filter(Boolean).join("\n\n");
+      const key = `${method.toUpperCase()} ${path}`;
+      const example = OPERATION_EXAMPLES[key];
+      for (const p of op.parameters ?? []) {
+        if (p.in === "query" && !p.required) {
+          // The REST adapter drops an empty query value: `?search=` is the same request as no
+          // `search`. Said with allowEmptyValue, and a lower length bound of 1 (zod's min(1), which
+          // only a tRPC caller can reach) is not the wire's.
+          p.allowEmptyValue = true;
+          if (p.schema?.minLength === 1) delete p.schema.minLength;
+        }
+        const value = example?.parameters?.[p.name];
+        if (value !== undefined) p.example = value;
+      }
       if (method === "post") (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
-      const body = op.requestBody?.content?.["application/json"]?.schema;
+      const media = op.requestBody?.content?.["application/json"];
+      const body = media?.schema;
       if (body && strictBody.has(`${method} ${path}`)) body.additionalProperties = false;
+      if (media && example?.body) media.examples = { demo: { summary: example.summary, value: example.body } };
 
       const success = op.responses["200"];
       const status = String(meta.successStatus ?? 200);
@@ -122,12 +196,19 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
         byStatus.set(s, [...(byStatus.get(s) ?? []), code]);
       }
       for (const [s, codes] of [...byStatus.entries()].sort((a, b) => a[0] - b[0])) {
+        const examples = Object.fromEntries(
+          codes.map((code) => {
+            const { message, details = {} } = errorExample(code, key, meta);
+            return [code, { summary: CODE_SUMMARY[code], value: { error: code, message, request_id: EXAMPLE_REQUEST_ID, details } }];
+          }),
+        );
         responses[String(s)] = {
           description: `${STATUS_TEXT[s] ?? "Error"}: ${codes.join(", ")}`,
           headers: s === 429 ? { ...rateHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } } : rateHeaders,
           content: {
             "application/json": {
               schema: { allOf: [{ $ref: "#/components/schemas/Error" }], properties: { error: { type: "string", enum: codes } } },
+              examples,
             },
           },
         };
@@ -135,5 +216,7 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       op.responses = responses;
     }
   }
-  return doc;
+  // The tags after info and servers, before the paths (where readers look for them).
+  const { paths, components: built, ...head } = doc;
+  return { ...head, tags: TAGS, paths, components: built } as OpenAPIObject;
 }

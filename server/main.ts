@@ -28,7 +28,7 @@ const base = localBaseUrl(config.host, config.port);
 // the first start; later, how to get a new one; on a database without tenants, the next step.
 let tenants: Awaited<ReturnType<typeof tenantsNotice>>;
 if (!config.databaseUrl && !config.noDemo && (await services.db.prisma.tenant.count()) === 0) {
-  const ids = await loadFixture(services.db, demoFixture());
+  const ids = await loadFixture(services.db, demoFixture(new Date(), { fixedIds: true }));
   const demo = ids.tenants.demo!;
   const key = demo.apiKeys.demo!.key;
   process.stdout.write(

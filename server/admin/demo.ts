@@ -50,7 +50,33 @@ export async function tenantsNotice(db: Database, embedded: boolean): Promise<{ 
   return { msg: `demo tenant ${demo.tenantId}: for a new API key, ${stop}${DEMO_KEY_COMMAND}`, tenantId: demo.tenantId };
 }
 
-export function demoFixture(now = new Date()): FixtureInput {
+/**
+ * The ids of the demo's objects as the first start loads them (the fixture format's optional `id`):
+ * known in advance, so the OpenAPI document's examples (rest/examples.ts) name objects that exist in
+ * the demo tenant and Swagger UI's "Try it out" succeeds with the demo key. Random-looking UUIDs, as
+ * the service makes them.
+ */
+export const DEMO_IDS = {
+  users: { ana: "1b205cd4-5d5a-4a74-bb15-c515e0f11a97", luis: "d8bddbe4-d893-4e4b-ac59-923c67fbfeee" },
+  stages: { new: "572afef1-54ad-45e5-835e-8afc0a4ec350", qualified: "864f5cdb-0236-4732-b381-37e3deff1c73", won: "861eb1a7-1485-4ea7-a26d-00e324ed611d" },
+  channels: { wa: "ee1ca5e3-c104-40be-abb8-ebb5b5cefd70", site: "cc6d9e4b-4541-49c3-b341-e6de5fb750e0" },
+  contactLists: { vip: "ec82acfc-882f-41b2-918f-043cf94e448c" },
+  contacts: { bea: "fa916082-0e75-40eb-98ce-d58e2c312496", carlos: "02ae08d4-490e-4c4b-a8b1-9423a20aa979" },
+  conversations: { c1: "9ea29cb6-bef2-4754-9faf-9c7b56c2d6f7", c2: "87bb9c5e-e44c-4bc0-a2c1-1267321ef08d" },
+  leads: { l1: "5f35a93a-f250-4e2a-bb7c-d4cd013e4a09", l2: "1fd270df-ae7f-41e8-9f8e-ecc3253d9e33" },
+  appointments: { a1: "c763cfb3-280d-41d6-baf0-4728f59fbf41" },
+  tickets: { t1: "83381faa-18ff-4db9-bcc9-a930bd5ef904" },
+} as const;
+
+/**
+ * The demo tenant's fixture, its times relative to `now`. With `fixedIds` (the first start of the
+ * embedded database, server/main.ts) its objects carry DEMO_IDS: such a fixture loads once per
+ * database (an id names one object, server/admin/fixture/tenant.ts); without, the loader makes the
+ * ids and it can be loaded any number of times.
+ */
+export function demoFixture(now = new Date(), opts: { fixedIds?: boolean } = {}): FixtureInput {
+  const id = <K extends keyof typeof DEMO_IDS>(kind: K, ref: keyof (typeof DEMO_IDS)[K]) =>
+    opts.fixedIds ? { id: DEMO_IDS[kind][ref] as string } : {};
   const day = (d: number, h = 0) => new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + d, h)).toISOString();
   const weekdays = [1, 2, 3, 4, 5].map((weekday) => ({ weekday, start: "09:00", end: "17:00" }));
   return {
@@ -63,45 +89,45 @@ export function demoFixture(now = new Date()): FixtureInput {
         defaultCountry: "ES",
         slotMinutes: 30,
         users: [
-          { ref: "ana", name: "Ana Ruiz", email: DEMO_OWNER_EMAIL, bookable: true, assignable: true, workingHours: weekdays },
-          { ref: "luis", name: "Luis Vega", email: "luis@demo.test", bookable: true, assignable: true, workingHours: weekdays },
+          { ref: "ana", ...id("users", "ana"), name: "Ana Ruiz", email: DEMO_OWNER_EMAIL, bookable: true, assignable: true, workingHours: weekdays },
+          { ref: "luis", ...id("users", "luis"), name: "Luis Vega", email: "luis@demo.test", bookable: true, assignable: true, workingHours: weekdays },
         ],
         stages: [
-          { ref: "new", name: "New", defaultEntry: true },
-          { ref: "qualified", name: "Qualified" },
-          { ref: "won", name: "Won" },
+          { ref: "new", ...id("stages", "new"), name: "New", defaultEntry: true },
+          { ref: "qualified", ...id("stages", "qualified"), name: "Qualified" },
+          { ref: "won", ...id("stages", "won"), name: "Won" },
         ],
         apiKeys: [{ ref: "demo", owner: "ana", scopes: "all" }],
         channels: [
           // A local address where nothing listens: sends are stored with deliveryStatus "failed".
-          { ref: "wa", kind: "whatsapp", name: "WhatsApp", config: { baseUrl: "http://127.0.0.1:9", phoneNumberId: "1001", accessToken: "demo" } },
-          { ref: "site", kind: "web", name: "Website chat" },
+          { ref: "wa", ...id("channels", "wa"), kind: "whatsapp", name: "WhatsApp", config: { baseUrl: "http://127.0.0.1:9", phoneNumberId: "1001", accessToken: "demo" } },
+          { ref: "site", ...id("channels", "site"), kind: "web", name: "Website chat" },
         ],
         templates: [{ ref: "welcome", channel: "wa", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true }],
-        contactLists: [{ ref: "vip", name: "VIP" }],
+        contactLists: [{ ref: "vip", ...id("contactLists", "vip"), name: "VIP" }],
         contacts: [
-          { ref: "bea", fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test", country: "ES", lists: ["vip"] },
-          { ref: "carlos", fullName: "Carlos Gil", phone: "+34600000002", email: "carlos@example.test", country: "ES" },
+          { ref: "bea", ...id("contacts", "bea"), fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test", country: "ES", lists: ["vip"] },
+          { ref: "carlos", ...id("contacts", "carlos"), fullName: "Carlos Gil", phone: "+34600000002", email: "carlos@example.test", country: "ES" },
         ],
         conversations: [
           {
-            ref: "c1", channel: "wa", status: "active", assignedTo: "ana",
+            ref: "c1", ...id("conversations", "c1"), channel: "wa", status: "active", assignedTo: "ana",
             identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" },
             messages: [{ role: "user", content: "Hi! Is the flat still available?", createdAt: day(0) }],
           },
-          { ref: "c2", channel: "site", status: "active", identity: { externalId: "visitor-1", name: "Carlos", contact: "carlos" },
+          { ref: "c2", ...id("conversations", "c2"), channel: "site", status: "active", identity: { externalId: "visitor-1", name: "Carlos", contact: "carlos" },
             messages: [{ role: "user", content: "Can I book a visit?", createdAt: day(-1, 10) }] },
         ],
         leads: [
-          { ref: "l1", customerName: "Bea Soto", customerEmail: "bea@example.test", customerPhone: "+34600000001", stage: "new",
+          { ref: "l1", ...id("leads", "l1"), customerName: "Bea Soto", customerEmail: "bea@example.test", customerPhone: "+34600000001", stage: "new",
             contact: "bea", conversation: "c1", intent: "buy", quality: "hot", createdAt: day(-2, 8) },
-          { ref: "l2", customerName: "Carlos Gil", customerPhone: "+34600000002", stage: "qualified", contact: "carlos", createdAt: day(-1, 9) },
+          { ref: "l2", ...id("leads", "l2"), customerName: "Carlos Gil", customerPhone: "+34600000002", stage: "qualified", contact: "carlos", createdAt: day(-1, 9) },
         ],
         appointments: [
-          { ref: "a1", assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: day(7, 10), endsAt: day(7, 11), contact: "bea", lead: "l1" },
+          { ref: "a1", ...id("appointments", "a1"), assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: day(7, 10), endsAt: day(7, 11), contact: "bea", lead: "l1" },
         ],
         tickets: [
-          { ref: "t1", subject: "Broken link in listing", status: "open", createdBy: "ana", assignedTo: "ana", contact: "bea",
+          { ref: "t1", ...id("tickets", "t1"), subject: "Broken link in listing", status: "open", createdBy: "ana", assignedTo: "ana", contact: "bea",
             comments: [{ author: "ana", body: "Looking into it" }] },
         ],
       },
