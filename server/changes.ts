@@ -5,6 +5,7 @@
 // sequencer step for its tenant before reading, and every instance runs a global step every second
 // (server/main.ts), so the backlog stays small.
 import { Prisma, type PrismaClient } from "../generated/prisma/client.js";
+import { transaction } from "./db/transaction.js";
 
 /** pg_advisory_xact_lock key that serialises sequencer steps (transaction-scoped: PgBouncer-safe). */
 export const SEQUENCER_LOCK = 7_245_015;
@@ -42,7 +43,7 @@ const PURGE_ROUNDS = 20;
 export async function sequenceChanges(prisma: PrismaClient, opts: { tenantId: string; batch?: number }): Promise<number> {
   const batch = opts.batch ?? SEQUENCE_BATCH;
   const tenantId = opts.tenantId;
-  return prisma.$transaction(async (tx) => {
+  return transaction(prisma, async (tx) => {
     await tx.$queryRaw`SELECT 1 AS locked FROM pg_advisory_xact_lock(${SEQUENCER_LOCK}::int, hashtext(${tenantId}))`;
     // One statement, every part of it pinned to the tenant (Citus routes it, whole, to the tenant's
     // shard: no part of it is planned apart). The head is an UPDATE: an INSERT … SELECT (an upsert

@@ -39,6 +39,8 @@ export interface Config {
   internalToken: string | undefined;
   /** Skip loading the demo tenant on an empty embedded database. */
   noDemo: boolean;
+  /** Benchmark aid (BENCH_COUNT_QUERIES=1): count the statements sent to PostgreSQL (bench/proc.ts reads them). */
+  countQueries: boolean;
 }
 
 /** A configuration value that cannot be used: the message names the variable, the rule and the value given. */
@@ -176,5 +178,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     providerTimeoutMs: int("PROVIDER_TIMEOUT_MS", env.PROVIDER_TIMEOUT_MS, 5000, 1, INT_MAX),
     internalToken: env.INTERNAL_TOKEN || undefined,
     noDemo: env.NO_DEMO === "1" || env.NO_DEMO === "true",
+    countQueries: env.BENCH_COUNT_QUERIES === "1",
   };
+}
+
+/**
+ * The npm script this process runs under (npm's `npm_lifecycle_event`: "start", "admin", "db:migrate",
+ * …), or undefined when it was started otherwise (`node dist/server/main.js`, npx). Read here so that
+ * this module stays the one reader of process.env.
+ */
+export function npmScript(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const event = env.npm_lifecycle_event;
+  return event && event !== "npx" ? event : undefined;
 }

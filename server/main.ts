@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { Server as NetServer } from "node:net";
 import { createApp } from "./app.js";
 import { closeServices, createServices } from "./bootstrap.js";
-import { loadConfig } from "./config.js";
+import { loadConfig, npmScript } from "./config.js";
 import { loadFixture } from "./admin/fixture.js";
 import { curlLine, DEMO_KEY_COMMAND, demoFixture, localBaseUrl, tenantsNotice } from "./admin/demo.js";
 import { purgeExpiredIdempotencyRecords } from "./idempotency.js";
@@ -163,7 +163,7 @@ process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
 // `npm start` execs node (package.json), so npm's SIGTERM/SIGINT reach it. Should npm die without
 // passing one on (SIGKILL), stop as on SIGTERM rather than run on as an orphan.
-if (process.env.npm_lifecycle_event === "start") {
+if (npmScript() === "start") {
   const npm = process.ppid;
   const npmGone = () => {
     try {

@@ -85,6 +85,8 @@ export interface PostgresOptions {
   observe?: StatementObserver;
   /** The URL is a transaction pooler's (DATABASE_URL ≠ DIRECT_DATABASE_URL): no named statements from the start. */
   pooled?: boolean;
+  /** Benchmark aid: count the statements sent (SIGUSR2 prints the count on stderr; config.countQueries). */
+  countQueries?: boolean;
   /** Told once, if the connections refuse a named statement (the pool then sends only unnamed ones). */
   onUnnamed?: (reason: string) => void;
   /**
@@ -107,7 +109,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   );
   // An idle client losing its connection (a PostgreSQL restart) must not crash the process.
   pool.on("error", () => {});
-  if (process.env.BENCH_COUNT_QUERIES === "1") countQueries(pool);
+  if (opts.countQueries) countQueries(pool);
   if (opts.observe) observePool(pool, opts.observe);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
@@ -266,12 +268,13 @@ export const PGLITE_SHARED_BUFFERS = "16MB";
  * this process, one statement at a time, and has no way to interrupt one (no statement_timeout).
  */
 export function openDatabase(
-  cfg: { databaseUrl?: string; directDatabaseUrl?: string; dataDir: string; databaseStatementTimeoutMs?: number },
+  cfg: { databaseUrl?: string; directDatabaseUrl?: string; dataDir: string; databaseStatementTimeoutMs?: number; countQueries?: boolean },
   opts: Pick<PostgresOptions, "onUnnamed" | "onTimeoutFallback"> = {},
 ): Promise<Database> {
   return cfg.databaseUrl
     ? openPostgres(cfg.databaseUrl, {
         statementTimeoutMs: cfg.databaseStatementTimeoutMs,
+        countQueries: cfg.countQueries,
         pooled: Boolean(cfg.directDatabaseUrl && cfg.directDatabaseUrl !== cfg.databaseUrl),
         onUnnamed: opts.onUnnamed,
         onTimeoutFallback: opts.onTimeoutFallback,

@@ -23,6 +23,7 @@ import { randomUUID } from "node:crypto";
 import { closeSync, mkdirSync, openSync, readFileSync, renameSync, linkSync, unlinkSync, writeSync } from "node:fs";
 import { hostname } from "node:os";
 import path from "node:path";
+import { npmScript } from "../config.js";
 
 export const LOCK_FILE = "crm-owner.lock";
 
@@ -243,7 +244,7 @@ function shownDir(dataDir: string): string {
 
 /** How this process was started, for the other side's line: `npm start`, `npm run admin -- set-plan`, `node dist/server/main.js`. */
 function describeCommand(): string {
-  const event = process.env.npm_lifecycle_event === "npx" ? undefined : process.env.npm_lifecycle_event;
+  const event = npmScript();
   let cmd: string;
   if (event === "start" || event === "test") cmd = `npm ${event}`;
   else if (event === "admin") cmd = `npm run admin${process.argv[2] ? ` -- ${process.argv[2]}` : ""}`;
