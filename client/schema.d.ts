@@ -625,7 +625,7 @@ export interface components {
     };
     responses: never;
     parameters: {
-        /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. */
+        /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
         IdempotencyKey: string;
     };
     requestBodies: never;
@@ -753,10 +753,15 @@ export interface operations {
     "leads-list": {
         parameters: {
             query?: {
+                /** @example 2026-01-01T00:00:00Z */
                 dateFrom?: string;
+                /** @example 2036-01-01T00:00:00Z */
                 dateTo?: string;
+                /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
+                /** @example 0 */
                 offset?: number;
+                /** @example 50 */
                 limit?: number;
             };
             header?: never;
@@ -887,7 +892,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. */
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -1065,6 +1070,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 5f35a93a-f250-4e2a-bb7c-d4cd013e4a09 */
                 lead_id: string;
             };
             cookie?: never;
@@ -1204,6 +1210,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 5f35a93a-f250-4e2a-bb7c-d4cd013e4a09 */
                 lead_id: string;
             };
             cookie?: never;
@@ -1367,10 +1374,14 @@ export interface operations {
     "contacts-list": {
         parameters: {
             query?: {
+                /** @example soto */
                 search?: string;
+                /** @example ec82acfc-882f-41b2-918f-043cf94e448c */
                 listId?: string;
                 cursor?: string;
+                /** @example 0 */
                 offset?: number;
+                /** @example 50 */
                 limit?: number;
             };
             header?: never;
@@ -1501,7 +1512,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. */
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -1668,6 +1679,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 02ae08d4-490e-4c4b-a8b1-9423a20aa979 */
                 contact_id: string;
             };
             cookie?: never;
@@ -1845,10 +1857,15 @@ export interface operations {
     "conversations-list": {
         parameters: {
             query?: {
+                /** @example active */
                 status?: string;
+                /** @example whatsapp */
                 channel?: string;
+                /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
+                /** @example 0 */
                 offset?: number;
+                /** @example 50 */
                 limit?: number;
             };
             header?: never;
@@ -1977,7 +1994,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. */
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2147,10 +2164,12 @@ export interface operations {
         parameters: {
             query?: {
                 cursor?: string;
+                /** @example 50 */
                 limit?: number;
             };
             header?: never;
             path: {
+                /** @example 9ea29cb6-bef2-4754-9faf-9c7b56c2d6f7 */
                 id: string;
             };
             cookie?: never;
@@ -2296,10 +2315,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. */
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @example 87bb9c5e-e44c-4bc0-a2c1-1267321ef08d */
                 id: string;
             };
             cookie?: never;
@@ -2475,13 +2495,21 @@ export interface operations {
     "appointments-list": {
         parameters: {
             query?: {
+                /** @example 1b205cd4-5d5a-4a74-bb15-c515e0f11a97 */
                 userId?: string;
+                /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
+                /** @example 5f35a93a-f250-4e2a-bb7c-d4cd013e4a09 */
                 leadId?: string;
+                /** @example scheduled */
                 status?: string;
+                /** @example 2026-01-01T00:00:00Z */
                 from?: string;
+                /** @example 2036-01-01T00:00:00Z */
                 to?: string;
+                /** @example 0 */
                 offset?: number;
+                /** @example 50 */
                 limit?: number;
             };
             header?: never;
@@ -2610,7 +2638,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. */
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2803,6 +2831,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example c763cfb3-280d-41d6-baf0-4728f59fbf41 */
                 appointment_id: string;
             };
             cookie?: never;
@@ -2984,8 +3013,11 @@ export interface operations {
     "availability-get": {
         parameters: {
             query: {
+                /** @example 2027-03-01 */
                 from: string;
+                /** @example 2027-03-05 */
                 to: string;
+                /** @example d8bddbe4-d893-4e4b-ac59-923c67fbfeee */
                 userId?: string;
             };
             header?: never;
@@ -3125,10 +3157,15 @@ export interface operations {
     "tickets-list": {
         parameters: {
             query?: {
+                /** @example open */
                 status?: string;
+                /** @example 1b205cd4-5d5a-4a74-bb15-c515e0f11a97 */
                 assignedTo?: string;
+                /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
+                /** @example 0 */
                 offset?: number;
+                /** @example 50 */
                 limit?: number;
             };
             header?: never;
@@ -3257,7 +3294,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. */
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -3431,6 +3468,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 83381faa-18ff-4db9-bcc9-a930bd5ef904 */
                 ticket_id: string;
             };
             cookie?: never;
@@ -3599,10 +3637,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. */
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
+                /** @example 83381faa-18ff-4db9-bcc9-a930bd5ef904 */
                 ticket_id: string;
             };
             cookie?: never;
@@ -3780,7 +3819,9 @@ export interface operations {
         parameters: {
             query?: {
                 since?: string;
+                /** @example lead,contact */
                 types?: string;
+                /** @example 100 */
                 limit?: number;
             };
             header?: never;

@@ -533,6 +533,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
         } | null;
         users?: {
           ref: string;
+          id?: string;
           name?: string;
           email?: string;
           bookable?: boolean;
@@ -546,6 +547,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
         }[];
         stages?: {
           ref: string;
+          id?: string;
           name?: string;
           defaultEntry?: boolean;
         }[];
@@ -560,6 +562,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
         channels?: {
           ref: string;
           kind: "instagram" | "messenger" | "telegram" | "web" | "whatsapp";
+          id?: string;
           name?: string;
           connected?: boolean;
           config?: {
@@ -576,10 +579,12 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
         }[];
         contactLists?: {
           ref: string;
+          id?: string;
           name?: string;
         }[];
         contacts?: {
           ref: string;
+          id?: string;
           fullName?: string | null;
           phone?: string | null;
           email?: string | null;
@@ -595,6 +600,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
         conversations?: {
           ref: string;
           channel: string;
+          id?: string;
           status?: "active" | "escalated" | "resolved";
           subject?: string | null;
           assignedTo?: string | null;
@@ -617,6 +623,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
         leads?: {
           ref: string;
           customerName: string;
+          id?: string;
           customerEmail?: string | null;
           customerPhone?: string | null;
           stage?: string;
@@ -642,6 +649,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
           appointmentType: string;
           startsAt: string;
           endsAt: string;
+          id?: string;
           status?: "cancelled" | "completed" | "no_show" | "scheduled";
           contact?: string | null;
           lead?: string | null;
@@ -654,6 +662,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
           ref: string;
           subject: string;
           createdBy: string;
+          id?: string;
           status?: "closed" | "open" | "pending" | "resolved";
           assignedTo?: string | null;
           contact?: string | null;

@@ -17,7 +17,12 @@ appointments and availability, tickets, and caller introspection.
 
 Every request carries \`X-API-Key\`. Errors always have the body \`{error, message, request_id, details}\`;
 program against \`error\` only. Every response carries \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\`,
-\`X-RateLimit-Reset\` and \`X-Request-Id\`; a 429 also carries \`Retry-After\`.`;
+\`X-RateLimit-Reset\` and \`X-Request-Id\`; a 429 also carries \`Retry-After\`.
+
+The examples name the objects of the demo tenant that the first \`npm start\` on an empty embedded
+database loads: on that service, Authorize with the key it printed (a new one:
+\`npm run --silent admin -- demo-key\`) and "Try it out" succeeds as filled in (each create once: a
+second try of \`POST /public/v1/contacts\` is the documented 409, its phone being taken).`;
 
 /** The operations' tags, in the order the reference shows them, each with its description. */
 export const TAGS: { name: string; description: string }[] = [
