@@ -32,9 +32,9 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import pg from "pg";
 import { benchConfig as cfg, dbUrl } from "./config.js";
-import { createDataset, reuseDataset, type Dataset } from "./dataset.js";
+import { CHANGES_REBUILD, createDataset, reuseDataset, type Dataset } from "./dataset.js";
 import { cpuSeconds, memory, serviceCommand, startProcess, waitReady, type Proc } from "./proc.js";
-import { changesTokens, comparable, countRoundTrips, load, prepare, send, versions, type Run } from "./run.js";
+import { changesTokens, commonReportFields, comparable, countRoundTrips, load, prepare, send, versions, writeReport, type Run } from "./run.js";
 import { buildScenarios, type Prepared, type Req, type Scenario } from "./scenarios.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -272,22 +272,6 @@ function sameMaps(a: Map<string, string>, b: Map<string, string>): string | unde
   return diff.length ? `${diff.length} of ${keys.size} tenants differ (e.g. ${diff[0]}: ${a.get(diff[0]!) ?? "none"} vs ${b.get(diff[0]!) ?? "none"})` : undefined;
 }
 
-// The changes feed as the loader's backfill makes it (bench/dataset.ts, CHANGES_REBUILD).
-const FEED_BACKFILL = [
-  `DELETE FROM "ChangeLog"`,
-  `DELETE FROM "ChangeHead"`,
-  `INSERT INTO "ChangeLog" ("tenantId", "type", "objectId", "pos", "action", "changedAt")
-   SELECT o."tenantId", o."type", o."objectId",
-          row_number() OVER (PARTITION BY o."tenantId" ORDER BY o."changedAt", o."type", o."objectId"),
-          'upsert', o."changedAt"
-     FROM (SELECT "tenantId", 'lead' AS "type", "id" AS "objectId", "updatedAt" AS "changedAt" FROM "Lead"
-           UNION ALL SELECT "tenantId", 'contact', "id", "updatedAt" FROM "Contact" WHERE "deletedAt" IS NULL
-           UNION ALL SELECT "tenantId", 'conversation', "id", "updatedAt" FROM "Conversation"
-           UNION ALL SELECT "tenantId", 'appointment', "id", "updatedAt" FROM "Appointment"
-           UNION ALL SELECT "tenantId", 'ticket', "id", "updatedAt" FROM "Ticket") o`,
-  `INSERT INTO "ChangeHead" ("tenantId", "pos") SELECT "tenantId", max("pos") FROM "ChangeLog" GROUP BY "tenantId"`,
-];
-
 /**
  * Both datasets hold the same rows, counters and feed (the cluster's were distributed after the load
  * with the triggers off); on the cluster, the loader's rebuilds run on the distributed schema (each in
@@ -341,7 +325,7 @@ async function checkDatasets(single: Dataset, cluster: Dataset, rebuilds: boolea
     let fed: string | undefined;
     await b.query("BEGIN");
     try {
-      for (const s of FEED_BACKFILL) await b.query(s);
+      for (const s of CHANGES_REBUILD) await b.query(s);
       const after = await fingerprints(b, Object.keys(FINGERPRINTS).slice(1, 3));
       fed = Object.entries(after).map(([name, m]) => sameMaps(fb[name]!, m)).filter(Boolean).join("; ") || undefined;
     } catch (e) {
@@ -820,11 +804,7 @@ export async function citusMain(): Promise<void> {
       const jsonFile = out.replace(/\.md$/, ".json");
       mkdirSync(path.dirname(out), { recursive: true });
       const meta = {
-        date,
-        label: process.env.BENCH_LABEL,
-        runId,
-        elapsedSeconds: (Date.now() - started) / 1000,
-        versions: v,
+        ...commonReportFields({ date, runId, started, versions: v, loadStart, ds: dsCluster, serviceLabel: svc.label }),
         nodes,
         citus: nodes.coordinator?.citus,
         workers: citusCfg.ports.length - 1,
@@ -832,21 +812,8 @@ export async function citusMain(): Promise<void> {
         singlePort: citusCfg.singlePort,
         shardCount: (distributed?.shardCount as number | undefined) ?? citusCfg.shardCount,
         distribute: distributed,
-        loadStart,
-        loadEnd: os.loadavg()[0]!,
         loadSeconds: { single: dsSingle.loadSeconds, cluster: dsCluster.loadSeconds },
         phases: { single: dsSingle.phases, cluster: dsCluster.phases },
-        rows: dsCluster.rows,
-        tenants: dsCluster.sized.map((t) => ({ label: t.label, size: t.size })),
-        sizeLabels: dsCluster.sized.map((t) => t.label),
-        matrixLabel: dsCluster.big.label,
-        sizeDuration: cfg.sizeDuration,
-        sizeConnections: cfg.sizeConnections,
-        duration: cfg.duration,
-        warmup: cfg.warmup,
-        countRequests: cfg.countRequests,
-        connections: cfg.connections,
-        serviceLabel: svc.label,
         servicePorts: { single: cfg.servicePort, cluster: citusCfg.clusterServicePort },
         serviceHwm,
         targets: TARGET,
@@ -864,10 +831,7 @@ export async function citusMain(): Promise<void> {
         });
       }
       writeFileSync(jsonFile, JSON.stringify({ meta, checks, growth, pairs }, null, 2) + "\n");
-      const MARK = "<!-- notes: hand-written below this line, kept by re-runs -->";
-      const previous = existsSync(out) ? readFileSync(out, "utf8") : "";
-      const notes = previous.includes(MARK) ? previous.slice(previous.indexOf(MARK)) : `${MARK}\n`;
-      writeFileSync(out, `${report(meta, pairs, growth, checks)}\n${notes}`);
+      writeReport(out, report(meta, pairs, growth, checks));
       log(`results: ${path.relative(ROOT, out)} (${((Date.now() - started) / 1000).toFixed(0)} s in all)`);
     }
   }

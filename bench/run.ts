@@ -91,6 +91,53 @@ export async function versions(pgUrl = cfg.pgBase) {
   };
 }
 
+// ---- the report (this runner's and bench/citus.ts's) ---------------------------------------------
+
+/**
+ * The report meta both runners write (here and bench/citus.ts), in their order: the run, the machine,
+ * the dataset `ds` (whose load figures a runner may replace) and the load settings.
+ */
+export function commonReportFields(o: {
+  date: string;
+  runId: string;
+  started: number;
+  versions: Awaited<ReturnType<typeof versions>>;
+  loadStart: number;
+  ds: Dataset;
+  serviceLabel: string;
+}) {
+  return {
+    date: o.date,
+    label: process.env.BENCH_LABEL,
+    runId: o.runId,
+    elapsedSeconds: (Date.now() - o.started) / 1000,
+    versions: o.versions,
+    loadStart: o.loadStart,
+    loadEnd: os.loadavg()[0]!,
+    loadSeconds: o.ds.loadSeconds,
+    phases: o.ds.phases,
+    rows: o.ds.rows,
+    tenants: o.ds.sized.map((t) => ({ label: t.label, size: t.size })),
+    sizeLabels: o.ds.sized.map((t) => t.label),
+    matrixLabel: o.ds.big.label,
+    sizeDuration: cfg.sizeDuration,
+    sizeConnections: cfg.sizeConnections,
+    duration: cfg.duration,
+    warmup: cfg.warmup,
+    countRequests: cfg.countRequests,
+    connections: cfg.connections,
+    serviceLabel: o.serviceLabel,
+  };
+}
+
+/** Writes the Markdown report to `out`; hand-written notes below the marker survive a re-run on the same day. */
+export function writeReport(out: string, markdown: string): void {
+  const MARK = "<!-- notes: hand-written below this line, kept by re-runs -->";
+  const previous = existsSync(out) ? readFileSync(out, "utf8") : "";
+  const notes = previous.includes(MARK) ? previous.slice(previous.indexOf(MARK)) : `${MARK}\n`;
+  writeFileSync(out, `${markdown}\n${notes}`);
+}
+
 // ---- database CPU (all backends of the benchmark database) --------------------------------------
 
 async function dbCpuProbe(url: string) {
@@ -587,26 +634,7 @@ async function main() {
       const jsonFile = out.replace(/\.md$/, ".json");
       mkdirSync(path.dirname(out), { recursive: true });
       const meta = {
-        date,
-        label: process.env.BENCH_LABEL,
-        runId,
-        elapsedSeconds: (Date.now() - started) / 1000,
-        versions: v,
-        loadStart,
-        loadEnd: os.loadavg()[0]!,
-        loadSeconds: ds.loadSeconds,
-        phases: ds.phases,
-        rows: ds.rows,
-        tenants: ds.sized.map((t) => ({ label: t.label, size: t.size })),
-        sizeLabels: ds.sized.map((t) => t.label),
-        matrixLabel: ds.big.label,
-        sizeDuration: cfg.sizeDuration,
-        sizeConnections: cfg.sizeConnections,
-        duration: cfg.duration,
-        warmup: cfg.warmup,
-        countRequests: cfg.countRequests,
-        connections: cfg.connections,
-        serviceLabel: svc.label,
+        ...commonReportFields({ date, runId, started, versions: v, loadStart, ds, serviceLabel: svc.label }),
         serviceHwm,
         baselineHwm,
         servicePeak32,
@@ -616,11 +644,7 @@ async function main() {
         jsonFile: path.relative(ROOT, jsonFile),
       };
       writeFileSync(jsonFile, JSON.stringify({ meta, growth, results }, null, 2) + "\n");
-      // Hand-written notes below the marker survive a re-run on the same day.
-      const MARK = "<!-- notes: hand-written below this line, kept by re-runs -->";
-      const previous = existsSync(out) ? readFileSync(out, "utf8") : "";
-      const notes = previous.includes(MARK) ? previous.slice(previous.indexOf(MARK)) : `${MARK}\n`;
-      writeFileSync(out, `${report(meta, results, growth, profile)}\n${notes}`);
+      writeReport(out, report(meta, results, growth, profile));
       log(`results: ${path.relative(ROOT, out)} (${((Date.now() - started) / 1000).toFixed(0)} s in all)`);
     }
   }

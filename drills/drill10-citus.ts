@@ -32,9 +32,10 @@
 import { isDeepStrictEqual } from "node:util";
 import pg from "pg";
 import type { TenantIds } from "../server/admin/fixture.js";
+import { bookingDay, checkBookings, raceForSlot, slotOf, type BookingRound } from "./lib/bookings.js";
 import { isolateTenant, moveShard, placements, rebalance, shardOf, startCitus, type Node, type TransferMode } from "./lib/citus.js";
 import { load, richTenant } from "./lib/fixture.js";
-import { Client, envelopeProblems, Tally, type ReqOpts, type Res } from "./lib/http.js";
+import { Client, Tally, type ReqOpts, type Res } from "./lib/http.js";
 import { ROOT, runOk } from "./lib/proc.js";
 import { startRedis } from "./lib/redis.js";
 import { Report, type Drill } from "./lib/result.js";
@@ -80,11 +81,8 @@ interface Keyed {
   attempts: number;
 }
 
-interface Round {
+interface Round extends BookingRound {
   tenant: string;
-  startsAt: string;
-  endsAt: string;
-  results: Res[];
 }
 
 interface ChangeItem {
@@ -253,25 +251,17 @@ export const drill10: Drill = {
 
     // Rounds of bookings racing for one slot (alternately the busy tenant's and another's).
     const rounds: Round[] = [];
-    const day = Math.ceil(Date.now() / 86_400_000) * 86_400_000 + 10 * 86_400_000;
+    const day = bookingDay(10);
     lanes.push(
       (async () => {
         for (let r = 0; running; r++) {
           const t = pick(r);
-          const s = t.slot++;
-          const startsAt = new Date(day + s * 30 * 60_000).toISOString();
-          const endsAt = new Date(day + (s + 1) * 30 * 60_000).toISOString();
-          const round: Round = { tenant: t.ref, startsAt, endsAt, results: [] };
+          const round: Round = { tenant: t.ref, ...slotOf(day, t.slot++), results: [] };
           rounds.push(round);
           allWrites += 1;
           if (t === busy) busyWrites += 1;
-          round.results = await Promise.all(
-            Array.from({ length: BOOKERS }, (_, b) =>
-              send(r + b, "POST", "/public/v1/appointments", {
-                key: t.key,
-                body: { assignedUserId: t.ids.users.ana, title: `Citus booking ${r}.${b}`, appointmentType: "visit", startsAt, endsAt },
-              }),
-            ),
+          round.results = await raceForSlot(round, BOOKERS, t.ids.users.ana!, `Citus booking ${r}`, (b, body) =>
+            send(r + b, "POST", "/public/v1/appointments", { key: t.key, body }),
           );
           await sleep(100);
         }
@@ -443,22 +433,7 @@ export const drill10: Drill = {
     report.check(unacked <= CREATE_LANES + COMMENT_LANES, `${unacked} keyed writes never acknowledged (at most the ${CREATE_LANES + COMMENT_LANES} in flight at the end)`);
 
     // Bookings: at most one 201 per slot, every acknowledged booking stored, no overlap at all.
-    const doubleRounds = rounds.filter((r) => r.results.filter((x) => x.status === 201).length > 1).length;
-    const badAnswers = rounds
-      .flatMap((r) => r.results)
-      .filter((x) => !(x.status === 201 || x.status >= 500 || (x.status === 409 && envelopeProblems(x, { error: "APPOINTMENT_OVERLAP" }).length === 0)));
-    const overlaps = (
-      await db.query(`SELECT count(*)::int AS n FROM "Appointment" a JOIN "Appointment" b
-        ON a."tenantId" = b."tenantId" AND a."assignedUserId" = b."assignedUserId" AND a."id" < b."id"
-       WHERE a."status" = 'scheduled' AND b."status" = 'scheduled' AND a."startsAt" < b."endsAt" AND b."startsAt" < a."endsAt"`)
-    ).rows[0].n;
-    const bookedIds = rounds.flatMap((r) => r.results.filter((x) => x.status === 201).map((x) => x.body.id as string));
-    const storedBookings = (await db.query(`SELECT count(*)::int AS n FROM "Appointment" WHERE "id" = ANY($1::uuid[])`, [bookedIds])).rows[0].n;
-    const wonRounds = rounds.filter((r) => r.results.some((x) => x.status === 201)).length;
-    const doubleBookings = doubleRounds + overlaps;
-    report.check(doubleBookings === 0, `double bookings: ${doubleRounds} rounds with two 201s, ${overlaps} overlapping scheduled pairs`);
-    report.check(storedBookings === bookedIds.length, `${bookedIds.length - storedBookings} acknowledged bookings missing`);
-    report.check(badAnswers.length === 0, `bookings answered ${badAnswers.slice(0, 3).map((x) => `${x.status} ${x.body?.error ?? x.error ?? ""}`).join(", ")}`);
+    const { bookedIds, doubleBookings, wonRounds } = await checkBookings(db, rounds, report, (x) => x.status >= 500);
     for (const u of unexpected.slice(0, 5)) report.fail(`unexpected answer: ${u}`);
 
     // 5xx and error logs: only inside the windows around the operations.

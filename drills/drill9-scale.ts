@@ -25,8 +25,9 @@ import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import pg from "pg";
 import { redisQuotaKeys } from "../server/limits/quotas.js";
+import { bookingDay, checkBookings, raceForSlot, slotOf, type BookingRound } from "./lib/bookings.js";
 import { load, richTenant } from "./lib/fixture.js";
-import { Client, envelopeProblems, pool, Tally, type ReqOpts, type Res } from "./lib/http.js";
+import { Client, pool, Tally, type ReqOpts, type Res } from "./lib/http.js";
 import { startPgBouncer } from "./lib/pgbouncer.js";
 import { startPostgres } from "./lib/postgres.js";
 import { freePort } from "./lib/proc.js";
@@ -60,11 +61,8 @@ interface QuotaAnswer {
   phase: "before" | "failover" | "after" | "final";
 }
 
-interface Round {
+interface Round extends BookingRound {
   r: number;
-  startsAt: string;
-  endsAt: string;
-  results: Res[];
 }
 
 export const drill9: Drill = {
@@ -212,22 +210,13 @@ export const drill9: Drill = {
 
     // Bookings racing for one slot.
     const rounds: Round[] = [];
-    const day = Math.ceil(Date.now() / 86_400_000) * 86_400_000 + 7 * 86_400_000;
+    const day = bookingDay(7);
     workers.push(
       (async () => {
         for (let r = 0; running; r++) {
-          const startsAt = new Date(day + r * 30 * 60_000).toISOString();
-          const endsAt = new Date(day + (r + 1) * 30 * 60_000).toISOString();
-          const round: Round = { r, startsAt, endsAt, results: [] };
+          const round: Round = { r, ...slotOf(day, r), results: [] };
           rounds.push(round);
-          round.results = await Promise.all(
-            Array.from({ length: BOOKERS }, (_, b) =>
-              send(b, "POST", "/public/v1/appointments", {
-                key,
-                body: { assignedUserId: s.users.ana, title: `Scale booking ${r}.${b}`, appointmentType: "visit", startsAt, endsAt },
-              }),
-            ),
-          );
+          round.results = await raceForSlot(round, BOOKERS, s.users.ana!, `Scale booking ${r}`, (b, body) => send(b, "POST", "/public/v1/appointments", { key, body }));
           await sleep(1000);
         }
       })(),
@@ -399,20 +388,7 @@ export const drill9: Drill = {
     report.check(unacked <= 6, `${unacked} creates never acknowledged after retries (at most the 6 in flight at the end)`);
 
     // Bookings: at most one 201 per slot, every acknowledged booking stored, no overlap at all.
-    const doubleRounds = rounds.filter((r) => r.results.filter((x) => x.status === 201).length > 1).length;
-    const badAnswers = rounds.flatMap((r) => r.results).filter((x) => !(x.status === 201 || x.status === 503 || (x.status === 409 && envelopeProblems(x, { error: "APPOINTMENT_OVERLAP" }).length === 0)));
-    const overlaps = (
-      await db.query(`SELECT count(*)::int AS n FROM "Appointment" a JOIN "Appointment" b
-        ON a."tenantId" = b."tenantId" AND a."assignedUserId" = b."assignedUserId" AND a."id" < b."id"
-       WHERE a."status" = 'scheduled' AND b."status" = 'scheduled' AND a."startsAt" < b."endsAt" AND b."startsAt" < a."endsAt"`)
-    ).rows[0].n;
-    const bookedIds = rounds.flatMap((r) => r.results.filter((x) => x.status === 201).map((x) => x.body.id as string));
-    const storedBookings = (await db.query(`SELECT count(*)::int AS n FROM "Appointment" WHERE "id" = ANY($1::uuid[])`, [bookedIds])).rows[0].n;
-    const doubleBookings = doubleRounds + overlaps;
-    const wonRounds = rounds.filter((r) => r.results.some((x) => x.status === 201)).length;
-    report.check(doubleBookings === 0, `double bookings: ${doubleRounds} rounds with two 201s, ${overlaps} overlapping scheduled pairs`);
-    report.check(storedBookings === bookedIds.length, `${bookedIds.length - storedBookings} acknowledged bookings missing`);
-    report.check(badAnswers.length === 0, `bookings answered ${badAnswers.slice(0, 3).map((x) => `${x.status} ${x.body?.error ?? x.error ?? ""}`).join(", ")}`);
+    const { doubleBookings, wonRounds } = await checkBookings(db, rounds, report, (x) => x.status === 503);
 
     // 503 only while PgBouncer was away (until every instance served again, + 1 s of stragglers).
     const windowEnd = (served ?? pgbUp + 30_000) + 1000;

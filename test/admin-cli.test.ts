@@ -5,7 +5,6 @@
 // wrong arguments) prints its reason and then the verbs with their arguments (exit 2), `help` and
 // `--help` print them on stdout (exit 0); create-key refuses an --expires-at in the past or
 // unparsable; an unknown tenant is "no such tenant" for create-key, set-plan and set-tenant-limits.
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -16,6 +15,7 @@ import { loadFixture, type TenantIds } from "../server/admin/fixture.js";
 import { openPglite, openPostgres, type Database } from "../server/db/client.js";
 import { directBaseUrl, freshDatabase, onServer, withDatabase, type TestDb } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
+import { runNpm } from "./helpers/processes.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-admin-cli-"));
 let pgDb: TestDb | undefined;
@@ -33,17 +33,7 @@ function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...e, ...extra };
 }
 
-function admin(args: string[], e: NodeJS.ProcessEnv = env): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("npm", ["run", "--silent", "admin", "--", ...args], { env: e, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const admin = (args: string[], e: NodeJS.ProcessEnv = env) => runNpm(["run", "--silent", "admin", "--", ...args], e);
 
 /** Runs a refused verb: exit 1, nothing on stdout, exactly `line` on stderr. */
 async function refused(args: string[], line: string, e: NodeJS.ProcessEnv = env) {

@@ -4,8 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TenantIds } from "../server/admin/fixture.js";
 import { AppError } from "../server/errors.js";
-import { guardAppointmentWrite, lockUserCalendar } from "../routers/appointments/schemas.js";
-import { expectEnvelope, randomUuid, startApp, type TestApp } from "./helpers/app.js";
+import { guardAppointmentWrite } from "../routers/appointments/schemas.js";
+import { expectEnvelope, holdCalendarLock, randomUuid, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
 const APPT = "/public/v1/appointments";
@@ -345,19 +345,7 @@ describe("POST /appointments", () => {
     it.runIf(onPostgres)("every write path waits for a held calendar lock: creates with and without an Idempotency-Key, a reschedule", async () => {
       const moved = await post(body({ title: "To move", startsAt: at(9, 8), endsAt: at(9, 9) }));
       expect(moved.status).toBe(201);
-      let release!: () => void;
-      const held = new Promise<void>((r) => (release = r));
-      let locked!: () => void;
-      const isLocked = new Promise<void>((r) => (locked = r));
-      const holder = app.db.prisma.$transaction(
-        async (tx) => {
-          await lockUserCalendar(tx, acme.id, acme.users.ana!);
-          locked();
-          await held;
-        },
-        { timeout: 20_000 },
-      );
-      await isLocked;
+      const release = await holdCalendarLock(app.db, acme.id, acme.users.ana!);
       const done: string[] = [];
       const track = <T>(name: string, p: Promise<T>) => p.finally(() => done.push(name));
       const writes = [
@@ -367,8 +355,7 @@ describe("POST /appointments", () => {
       ];
       await new Promise((r) => setTimeout(r, 500));
       expect(done).toEqual([]);
-      release();
-      await holder;
+      await release();
       expect((await Promise.all(writes)).map((r) => r.status)).toEqual([201, 201, 200]);
     });
   });

@@ -19,7 +19,7 @@ import { ConfigError, loadConfig } from "../server/config.js";
 import { openPglite, type Database } from "../server/db/client.js";
 import { freshDatabase, type TestDb } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
-import { baseEnv, descendants, freePort, killAll, portFree, spawnNpm, until, waitReady, type Spawned } from "./helpers/processes.js";
+import { baseEnv, descendants, freePort, killAll, logIntoClosedPipe, portFree, runNpm, spawnNpm, until, waitReady, type Spawned } from "./helpers/processes.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-first-hour-"));
 const PG = Boolean(process.env.DATABASE_URL);
@@ -86,18 +86,7 @@ async function startService(env: NodeJS.ProcessEnv): Promise<Spawned & { url: st
 }
 
 /** `npm run --silent admin -- …` as an operator runs it. */
-function admin(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("npm", ["run", "--silent", "admin", "--", ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-    leftovers.push(child.pid!);
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const admin = (args: string[], env: NodeJS.ProcessEnv) => runNpm(["run", "--silent", "admin", "--", ...args], env, { cwd: ROOT, pids: leftovers });
 
 /** stderr without npm's own warnings about the machine's npm configuration. */
 const ownLines = (stderr: string) => stderr.split("\n").filter((l) => l && !l.startsWith("npm warn"));
@@ -397,18 +386,7 @@ describe("LOG_FORMAT", { timeout: 60_000 }, () => {
   }
 
   it("pretty goes through the same destination: a closed pipe ends logging with one notice, never a hang at exit", async () => {
-    const script = `import { createLogger } from ${JSON.stringify(path.join(ROOT, "server/logger.ts"))};
-      const logger = createLogger("info", "pretty");
-      setTimeout(() => { logger.info("one"); logger.info("two"); process.exit(0); }, 200);`;
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    leftovers.push(child.pid!);
-    child.stdout.destroy(); // the reader is gone before the first line
-    let stderr = "";
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const exit = await Promise.race([
-      new Promise<number | null>((r) => child.on("exit", (code) => r(code))),
-      new Promise<string>((r) => setTimeout(() => r("still running after 10 s"), 10_000)),
-    ]);
+    const { exit, stderr } = await logIntoClosedPipe(`"info", "pretty"`, leftovers);
     expect(exit, stderr).toBe(0);
     expect(stderr).toContain("log output closed (EPIPE): no more log lines are written");
   });

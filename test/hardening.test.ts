@@ -8,10 +8,9 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServices } from "../server/bootstrap.js";
 import { loadConfig } from "../server/config.js";
-import { lockUserCalendar } from "../routers/appointments/schemas.js";
 import type { TenantIds } from "../server/admin/fixture.js";
 import type { Logger } from "../server/logger.js";
-import { expectEnvelope, startApp, type TestApp } from "./helpers/app.js";
+import { expectEnvelope, holdCalendarLock, startApp, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
 const TOKEN = "hardening-token";
@@ -399,19 +398,7 @@ describe("ids are normalised to lower case once, at the input schema", () => {
 
   it.skipIf(!onPostgres)("the calendar lock is the same for every spelling of the user id", async () => {
     // Hold the lock for the lower-case id; a create naming the user in upper case must wait for it.
-    let release!: () => void;
-    const held = new Promise<void>((r) => (release = r));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((r) => (locked = r));
-    const holder = app.db.prisma.$transaction(
-      async (tx) => {
-        await lockUserCalendar(tx, acme.id, acme.users.ana!);
-        locked();
-        await held;
-      },
-      { timeout: 20_000 },
-    );
-    await isLocked;
+    const release = await holdCalendarLock(app.db, acme.id, acme.users.ana!);
     let done = false;
     const create = app
       .request("POST", "/public/v1/appointments", {
@@ -421,8 +408,7 @@ describe("ids are normalised to lower case once, at the input schema", () => {
       .finally(() => (done = true));
     await new Promise((r) => setTimeout(r, 400));
     expect(done).toBe(false);
-    release();
-    await holder;
+    await release();
     expect((await create).status).toBe(201);
   });
 });

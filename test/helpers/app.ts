@@ -13,6 +13,7 @@ import { loadConfig, type Config } from "../../server/config.js";
 import { openPglite, openPostgres, type Database, type StatementObserver } from "../../server/db/client.js";
 import { migrate, migrateDirect } from "../../server/db/migrate.js";
 import { loadFixture, type FixtureInput, type LoadResult } from "../../server/admin/fixture.js";
+import { lockUserCalendar } from "../../routers/appointments/schemas.js";
 import { Quotas } from "../../server/limits/quotas.js";
 import { createLogger } from "../../server/logger.js";
 import { startMetricsServer } from "../../server/metrics.js";
@@ -226,3 +227,28 @@ export function expectEnvelope(res: Response, status: number, error: string) {
 }
 
 export const randomUuid = () => crypto.randomUUID();
+
+/**
+ * Holds a user's calendar lock (lockUserCalendar) in a transaction of its own, taken when this
+ * resolves; the function it resolves to lets the transaction end and waits for it. Needs a second
+ * transaction open at once (PostgreSQL, not PGlite).
+ */
+export async function holdCalendarLock(db: Database, tenantId: string, userId: string): Promise<() => Promise<void>> {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => (locked = r));
+  const holder = db.prisma.$transaction(
+    async (tx) => {
+      await lockUserCalendar(tx, tenantId, userId);
+      locked();
+      await held;
+    },
+    { timeout: 20_000 },
+  );
+  await isLocked;
+  return async () => {
+    release();
+    await holder;
+  };
+}

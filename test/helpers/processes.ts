@@ -1,9 +1,10 @@
 // Service processes as an operator starts them (`npm start`, `npm run admin`, …) for the process
-// tests (test/process-signals.test.ts, test/embedded-lock.test.ts): spawn, wait until ready, the
-// process tree under a pid (Linux /proc), and whether a port is free.
+// tests (test/process-signals.test.ts, test/embedded-lock.test.ts, …): spawn, run to the end, wait
+// until ready, the process tree under a pid (Linux /proc), and whether a port is free.
 import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
+import path from "node:path";
 import { ROOT } from "../../scripts/ensure-build.js";
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -51,6 +52,45 @@ export function spawnNpm(args: string[], env: NodeJS.ProcessEnv, stdio: StdioOpt
     child.on("exit", (code, signal) => resolve({ code, signal, at: Date.now() })),
   );
   return { child, out: () => out, err: () => err, exited };
+}
+
+/** `npm <args>` run to its end: the exit code and everything it wrote; `pids`, when given, gets its pid (for cleanup). */
+export function runNpm(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  opts: { cwd?: string; pids?: number[] } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("npm", args, { cwd: opts.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    opts.pids?.push(child.pid!);
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/**
+ * A process that logs two lines through server/logger.ts (`createLogger(${loggerArgs})`) and exits,
+ * its standard output closed before the first line: the exit code (or "still running after 10 s")
+ * and its stderr. `pids` gets its pid (for cleanup).
+ */
+export async function logIntoClosedPipe(loggerArgs: string, pids: number[]): Promise<{ exit: number | null | string; stderr: string }> {
+  const script = `import { createLogger } from ${JSON.stringify(path.join(ROOT, "server/logger.ts"))};
+      const logger = createLogger(${loggerArgs});
+      setTimeout(() => { logger.info("one"); logger.info("two"); process.exit(0); }, 200);`;
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  pids.push(child.pid!);
+  child.stdout.destroy(); // the reader is gone before the first line
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exit = await Promise.race([
+    new Promise<number | null>((r) => child.on("exit", (code) => r(code))),
+    new Promise<string>((r) => setTimeout(() => r("still running after 10 s"), 10_000)),
+  ]);
+  return { exit, stderr };
 }
 
 /** Polls `url` until it answers 200 (or the process exits, or the time is up). */
