@@ -333,8 +333,11 @@ describe("deep offsets with sparse years", () => {
 });
 
 describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () => {
+  // Sessions of their own on PostgreSQL itself: the choreography below holds session advisory locks
+  // and reads backend pids across statements, which a transaction-mode pooler (CI's PgBouncer legs)
+  // hands to other server connections between statements. The triggers under test run the same.
   const client = async () => {
-    const c = new pg.Client({ connectionString: app.testDb.url });
+    const c = new pg.Client({ connectionString: app.testDb.directUrl ?? app.testDb.url });
     await c.connect();
     return c;
   };
