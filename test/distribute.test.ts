@@ -1,7 +1,6 @@
 // `npm run db:distribute` (issue 26): on a Citus coordinator the migrated schema is distributed as the
 // tables' roles say, in one transaction, idempotently, foreign keys and triggers kept; later
 // migrations reach every shard. Elsewhere it refuses with one line and changes nothing.
-import { spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
@@ -12,21 +11,12 @@ import { distribute, parseRole } from "../server/db/distribute.js";
 import { migrate, MIGRATIONS_DIR } from "../server/db/migrate.js";
 import { directBaseUrl, freshDatabase, withDatabase } from "./helpers/app.js";
 import { citusCluster, createClusterDatabase, dropClusterDatabase, TEST_SHARD_COUNT } from "./helpers/cluster.js";
+import { runNpm } from "./helpers/processes.js";
 
 const base = process.env.DATABASE_URL ? directBaseUrl()! : undefined;
 const cluster = base ? await citusCluster(base) : null;
 
-function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("npm", ["run", "--silent", "db:distribute", "--", ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[], env: NodeJS.ProcessEnv) => runNpm(["run", "--silent", "db:distribute", "--", ...args], env);
 
 const envWith = (url: string | undefined) => {
   const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: "silent" };
