@@ -6,7 +6,7 @@
 //
 // Environment: DRILL_SCALE (default 1; multiplies load durations and counts), DRILL_FUZZ_COUNT
 // (default 10000), DRILL_FUZZ_SEED (default 20261122), DRILL_REDIS_OUTAGE_S (20), DRILL_PG_OUTAGE_S
-// (5), DRILL_LOG_LEVEL (debug), DRILL_TIMEOUT_S (per drill, default 300).
+// (5), DRILL_LOG_LEVEL (debug), DRILL_TIMEOUT_S (per drill; default each drill's timeoutS, else 300).
 import { writeFileSync } from "node:fs";
 import { drill1 } from "./drill1-instances.js";
 import { drill2 } from "./drill2-redis.js";
@@ -25,7 +25,7 @@ const DRILLS: Drill[] = [drill1, drill2, drill3, drill4, drill5, drill6, drill7,
 const NAMES: Record<string, number> = { instances: 1, redis: 2, postgres: 3, providers: 4, shutdown: 5, fuzz: 6, tenants: 7, secrets: 8, scale: 9, citus: 10 };
 
 const scale = Number(process.env.DRILL_SCALE || 1);
-const perDrillTimeout = Number(process.env.DRILL_TIMEOUT_S || 300) * 1000;
+const timeoutOf = (d: Drill) => Number(process.env.DRILL_TIMEOUT_S || d.timeoutS || 300) * 1000;
 const args = process.argv.slice(2);
 const unknown = args.filter((a) => !(a in NAMES) && !DRILLS.some((d) => String(d.id) === a));
 if (unknown.length) {
@@ -57,6 +57,7 @@ for (const d of selected) {
   process.stderr.write(`== drill ${d.id}: ${d.name}\n`);
   let result: DrillResult;
   let timer: NodeJS.Timeout | undefined;
+  const perDrillTimeout = timeoutOf(d);
   try {
     result = await Promise.race([
       d.run({ scale, scope, log }),

@@ -21,6 +21,8 @@ export interface DrillResult {
 export interface Drill {
   id: number;
   name: string;
+  /** Seconds the runner allows this drill (default 300; DRILL_TIMEOUT_S overrides every drill's). */
+  timeoutS?: number;
   run(ctx: DrillContext): Promise<DrillResult>;
 }
 
