@@ -9,10 +9,11 @@
 // ahead of the feed → 422 with details.code "since_expired" (restart from the beginning).
 // The page: the tenant's pending changes are placed first (one sequencer step, only when it has
 // some), then one statement reads the head and the positions after `since` (index range scans
-// only) and sizes each position's object in SQL (routers/_lib/page-budget.ts), keeping the prefix
-// that fits the byte budget; only those objects are loaded, with one query per type present (the
-// type's own list select), and serialised exactly as their own GET/list does. The response is
-// bounded to PAGE_BUDGET_BYTES (at least one item).
+// only), a second sizes each position's object in SQL (routers/_lib/page-budget.ts) and keeps the
+// prefix that fits the byte budget; only those objects are loaded, with one query per type present
+// (the type's own list select), serialised exactly as their own GET/list does and each counted at its
+// own JSON's bytes (an object changed since it was sized counts as loaded). The response is bounded
+// to PAGE_BUDGET_BYTES (at least one item).
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { CHANGES_RETENTION_DAYS, CHANGES_RETENTION_MS, sequenceChanges } from "../../server/changes.js";
@@ -109,13 +110,12 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
     const items: ChangeItem[] = [];
     let bytes = 0;
     for (const row of page) {
-      const loaded = row.action === "delete" ? undefined : objects.get(row.type)?.get(row.objectId);
-      const data = loaded?.data ?? null;
+      const data = (row.action === "delete" ? undefined : objects.get(row.type)?.get(row.objectId)) ?? null;
       const action: ChangeAction = data === null ? "delete" : "upsert";
       const item = { type: row.type, id: row.objectId, action, changedAt: row.changedAt.toISOString(), data } as ChangeItem;
-      // An object changed since its size was read (a later statement: it has left this position and
-      // will come again later) is measured as it is now — the only item ever serialised twice.
-      bytes += loaded && loaded.pos !== row.pos ? Buffer.byteLength(JSON.stringify(item)) + 1 : row.size;
+      // Each loaded item counts its own JSON: an object changed since it was sized (the load is a later
+      // statement) counts as it is now, so the budget holds whatever happened in between.
+      bytes += Buffer.byteLength(JSON.stringify(item)) + 1;
       if (items.length > 0 && bytes > ITEMS_BUDGET_BYTES) {
         more = true;
         break;
@@ -162,8 +162,6 @@ interface Position {
   pos: number;
   action: ChangeAction;
   changedAt: Date;
-  /** Bytes of JSON the item was counted at (an upper bound of it as it was read). */
-  size: number;
 }
 
 interface RawPosition {
@@ -257,19 +255,19 @@ async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], t
     SELECT h."head", h."pending", p.* FROM h LEFT JOIN LATERAL (${positions}) p ON true
      ORDER BY p."pos"`;
   const first = raw[0]!;
-  const rows: Omit<Position, "size">[] = raw
+  const rows: Position[] = raw
     .filter((r) => r.pos !== null)
     .map((r) => ({ type: r.type!, objectId: r.objectId!, pos: Number(r.pos), action: r.action!, changedAt: new Date(r.changedAt!) }));
   return { head: Number(first.head ?? 0), pending: first.pending === true, rows };
 }
 
 /**
- * The leading positions of `page` whose objects fit the byte budget (at least one), each with the
- * bytes it was counted at (`size`): one statement over the positions (given as arrays, in order) and
- * one lookup of each one's object for its ub (routers/_lib/page-budget.ts) — all of them when those
- * fit ("gate"); else a second statement, the walk by exact sizes. Nothing for an empty page.
+ * The leading positions of `page` whose objects fit the byte budget (at least one), so that only those
+ * are loaded: one statement over the positions (given as arrays, in order) summing each one's ub
+ * (one lookup of its object; routers/_lib/page-budget.ts) — all of them when that sum fits ("gate");
+ * else a second statement, the walk by exact sizes. Nothing for an empty page.
  */
-async function sizePositions(ctx: AuthedContext, page: Omit<Position, "size">[]): Promise<Position[]> {
+async function sizePositions(ctx: AuthedContext, page: Position[]): Promise<Position[]> {
   if (page.length === 0) return [];
   const present = CHANGE_TYPES.filter((ty) => page.some((r) => r.type === ty));
   const { bounds, size } = feedSize(ctx.tenantId, present);
@@ -279,21 +277,16 @@ async function sizePositions(ctx: AuthedContext, page: Omit<Position, "size">[])
            WITH ORDINALITY AS x("type", "objectId", "action", "ord")
       LEFT JOIN LATERAL (${bounds}) z ON true`;
   const read = readFor(ctx.services.db, ctx.db, { prepare: true });
-  const sized = (rows: { ord: bigint | number | string; _size: bigint | number | string }[]) =>
-    rows.map((r) => ({ ...page[Number(r.ord) - 1]!, size: Number(r._size) })).sort((a, b) => a.pos - b.pos);
-  const gate = await read<{ ord: string; _size: string; _ubAll: string }>(Prisma.sql`
-    SELECT p."ord", ${size.ub} AS "_size", sum(${size.ub}) OVER () AS "_ubAll" FROM (${positions}) p`);
-  if (Number(gate[0]!._ubAll) <= ITEMS_BUDGET_BYTES) return sized(gate);
-  return sized(await read(Prisma.sql`SELECT k."ord", k."_size" FROM (${budgeted(positions, size, Prisma.sql`"ord"`)}) k`));
+  const [gate] = await read<{ ubAll: string }>(Prisma.sql`SELECT sum(${size.ub}) AS "ubAll" FROM (${positions}) p`);
+  if (Number(gate!.ubAll) <= ITEMS_BUDGET_BYTES) return page;
+  const walked = await read<{ ord: string }>(Prisma.sql`SELECT k."ord" FROM (${budgeted(positions, size, Prisma.sql`"ord"`)}) k`);
+  return walked.map((r) => page[Number(r.ord) - 1]!).sort((a, b) => a.pos - b.pos);
 }
 
-/** A loaded object: its public form, and its ChangeLog position now (another than read: it changed since). */
-type Loaded = Map<ChangeType, Map<string, { data: ChangeItem["data"]; pos: number | null }>>;
+/** The page's loaded objects by type and id. */
+type Loaded = Map<ChangeType, Map<string, ChangeItem["data"]>>;
 
-/**
- * The public objects of the page's upserts: one query per type present; a contact now deleted (or a
- * row gone) maps to null. Each with its ChangeLog position as this query reads it.
- */
+/** The public objects of the page's upserts: one query per type present; a contact now deleted (or a row gone) maps to null. */
 async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded> {
   const ids = new Map<ChangeType, string[]>();
   for (const r of page) {
@@ -309,22 +302,14 @@ async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded
   const rowsOf = (table: string, type: ChangeType, columns: Prisma.Sql, live = Prisma.empty) => Prisma.sql`
     SELECT ${columns} FROM ${Prisma.raw(`"${table}"`)}
      WHERE "tenantId" = ${t}::uuid AND "id" IN (${Prisma.join(ids.get(type)!.map((id) => Prisma.sql`${id}::uuid`))}) ${live}`;
-  type WithPos = { _pos: bigint | number | string | null };
-  // The type's own select, and each row's ChangeLog position in the same snapshot.
-  const withPos = (type: ChangeType, select: Prisma.Sql) => Prisma.sql`
-    SELECT o.*, (SELECT cl."pos" FROM "ChangeLog" cl WHERE cl."tenantId" = ${t}::uuid AND cl."type" = ${type} AND cl."objectId" = o."id") AS "_pos"
-      FROM (${select}) o`;
-  const byId = <R extends { id: string } & WithPos>(rows: R[], serialize: (r: R) => ChangeItem["data"]) =>
-    rows.map((r) => [r.id, { data: serialize(r), pos: r._pos === null ? null : Number(r._pos) }] as const);
+  const byId = <R extends { id: string }>(rows: R[], serialize: (r: R) => ChangeItem["data"]) => rows.map((r) => [r.id, serialize(r)] as const);
   const all = Prisma.sql`*`;
-  const loaders: Record<ChangeType, () => Promise<(readonly [string, { data: ChangeItem["data"]; pos: number | null }])[]>> = {
-    lead: async () => byId(await read<LeadRow & WithPos>(withPos("lead", selectLeads(t, rowsOf("Lead", "lead", Prisma.sql`"id"`)))), toLead),
-    contact: async () =>
-      byId(await read<ContactRow & WithPos>(withPos("contact", rowsOf("Contact", "contact", Contact.select(), Prisma.sql`AND "deletedAt" IS NULL`))), toContact),
-    conversation: async () =>
-      byId(await read<ConversationRow & WithPos>(withPos("conversation", selectConversations(t, rowsOf("Conversation", "conversation", all)))), toConversation),
-    appointment: async () => byId(await read<AppointmentRow & WithPos>(withPos("appointment", rowsOf("Appointment", "appointment", Appointment.select()))), toAppointment),
-    ticket: async () => byId(await read<TicketThreadRow & WithPos>(withPos("ticket", selectTickets(t, rowsOf("Ticket", "ticket", all)))), fromThreadRow),
+  const loaders: Record<ChangeType, () => Promise<(readonly [string, ChangeItem["data"]])[]>> = {
+    lead: async () => byId(await read<LeadRow>(selectLeads(t, rowsOf("Lead", "lead", Prisma.sql`"id"`))), toLead),
+    contact: async () => byId(await read<ContactRow>(rowsOf("Contact", "contact", Contact.select(), Prisma.sql`AND "deletedAt" IS NULL`)), toContact),
+    conversation: async () => byId(await read<ConversationRow>(selectConversations(t, rowsOf("Conversation", "conversation", all))), toConversation),
+    appointment: async () => byId(await read<AppointmentRow>(rowsOf("Appointment", "appointment", Appointment.select())), toAppointment),
+    ticket: async () => byId(await read<TicketThreadRow>(selectTickets(t, rowsOf("Ticket", "ticket", all))), fromThreadRow),
   };
   const loaded = await Promise.all([...ids.keys()].map(async (type) => [type, new Map(await loaders[type]())] as const));
   return new Map(loaded);
