@@ -46,6 +46,31 @@ export interface Run {
   roundTripsPerReq: number;
 }
 
+/** Two runs of one scenario as one: counts summed, per-request costs over all requests, rates averaged, tails the worse. */
+export function combineRuns<R extends Omit<Run, "target">>(a: R, b: R): R {
+  const n = a.requests + b.requests;
+  const per = (x: number, y: number) => (n ? (x * a.requests + y * b.requests) / n : NaN);
+  const statuses = { ...a.statuses };
+  for (const [k, v] of Object.entries(b.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
+  return {
+    ...a,
+    requests: n,
+    rps: (a.rps + b.rps) / 2,
+    p50: per(a.p50, b.p50),
+    p90: Math.max(a.p90, b.p90),
+    p99: Math.max(a.p99, b.p99),
+    max: Math.max(a.max, b.max),
+    non2xx: a.non2xx + b.non2xx,
+    errors: a.errors + b.errors,
+    timeouts: a.timeouts + b.timeouts,
+    statuses,
+    rssMaxMiB: Math.max(a.rssMaxMiB, b.rssMaxMiB),
+    cpuMsPerReq: per(a.cpuMsPerReq, b.cpuMsPerReq),
+    dbCpuMsPerReq: per(a.dbCpuMsPerReq, b.dbCpuMsPerReq),
+    roundTripsPerReq: per(a.roundTripsPerReq, b.roundTripsPerReq),
+  };
+}
+
 export interface ScenarioResult {
   name: string;
   title: string;
@@ -445,7 +470,7 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
   L.push("");
   if (growth.length) {
     L.push("## Growth with the tenant's size", "");
-    L.push(`Service, ${meta.sizeConnections} connections. DB = database backend CPU ms per request, CPU = service CPU ms per request.`, "");
+    L.push(`Service, ${meta.sizeConnections} connections. DB = database backend CPU ms per request, CPU = service CPU ms per request. Two passes (sizes ascending, then descending), each size's figures over both.`, "");
     const sizes: string[] = meta.sizeLabels;
     L.push(`| scenario | ${sizes.map((x) => `DB ms ${x}`).join(" | ")} | ${sizes.map((x) => `CPU ms ${x}`).join(" | ")} | ${sizes.map((x) => `req/s ${x}`).join(" | ")} | DB ${sizes[sizes.length - 1]} / ${sizes[0]} | flat (≤ 1.5×) |`);
     L.push(`|---|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|---:|---|`);
@@ -572,17 +597,25 @@ async function main() {
     // The answer check created leads and appointments in this tenant: its feed moved on.
     Object.assign(prep.changes, await changesTokens(ds, ds.big));
 
-    // 1. Growth: the list scenarios on each sized tenant (reads only, before any write).
-    for (const t of ds.sized) {
-      const tp = t === ds.big ? prep : await prepare(service, ds, t);
-      for (const sc of buildScenarios(ds, t, tp, runId).filter((x) => x.growth && (!cfg.only || cfg.only.has(x.name)))) {
-        let g = growth.find((x) => x.name === sc.name);
-        if (!g) growth.push((g = { name: sc.name, title: sc.title.replace(/\(half the leads\)/, "(half)"), bySize: {}, roundTrips: {} }));
-        g.roundTrips[t.label] = (await countRoundTrips(service, t.key, sc, Math.min(5, cfg.countRequests))).perRequest;
-        await load(service, t.key, sc, cfg.sizeConnections, 1, undefined);
-        const r = await load(service, t.key, sc, cfg.sizeConnections, cfg.sizeDuration, db);
-        g.bySize[t.label] = r;
-        log(`growth ${t.label} ${sc.name}: db ${r.dbCpuMsPerReq.toFixed(2)} cpu ${r.cpuMsPerReq.toFixed(2)} ms/req, ${r.rps.toFixed(0)} req/s, non-2xx ${r.non2xx}`);
+    // 1. Growth: the list scenarios on each sized tenant (reads only, before any write), in two
+    //    passes — sizes ascending, then descending — each size's figures the two passes together:
+    //    whatever drifts during the phase (the machine, the caches after the load) weighs on every
+    //    size alike instead of on the sizes measured last.
+    const prepared = new Map<string, Prepared>();
+    for (const order of [ds.sized, [...ds.sized].reverse()]) {
+      for (const t of order) {
+        let tp = t === ds.big ? prep : prepared.get(t.label);
+        if (!tp) prepared.set(t.label, (tp = await prepare(service, ds, t)));
+        for (const sc of buildScenarios(ds, t, tp, runId).filter((x) => x.growth && (!cfg.only || cfg.only.has(x.name)))) {
+          let g = growth.find((x) => x.name === sc.name);
+          if (!g) growth.push((g = { name: sc.name, title: sc.title.replace(/\(half the leads\)/, "(half)"), bySize: {}, roundTrips: {} }));
+          g.roundTrips[t.label] ??= (await countRoundTrips(service, t.key, sc, Math.min(5, cfg.countRequests))).perRequest;
+          await load(service, t.key, sc, cfg.sizeConnections, 1, undefined);
+          const r = await load(service, t.key, sc, cfg.sizeConnections, cfg.sizeDuration, db);
+          const before = g.bySize[t.label];
+          g.bySize[t.label] = before ? combineRuns(before, r) : r;
+          log(`growth ${t.label} ${sc.name}: db ${r.dbCpuMsPerReq.toFixed(2)} cpu ${r.cpuMsPerReq.toFixed(2)} ms/req, ${r.rps.toFixed(0)} req/s, non-2xx ${r.non2xx}`);
+        }
       }
     }
 

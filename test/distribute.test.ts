@@ -101,6 +101,11 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
     const out = JSON.parse(r.stdout);
     expect(out).toMatchObject({ changed: true, shardCount: TEST_SHARD_COUNT, workers: cluster!.workers.length, foreignKeys: before.size });
     expect(out.reference.sort()).toEqual(["ApiKey", "PlanLimit", "Tenant", "User"]);
+    // The creates' function, delegated by its tenant argument, co-located with the tables.
+    expect(out.delegated).toEqual(["tenant_exec(uuid,text[],text[])"]);
+    const [fn] = await db.sql.query<{ arg: number; colocation: number }>(
+      `SELECT distribution_argument_index AS arg, colocationid AS colocation FROM pg_dist_object WHERE classid = 'pg_proc'::regclass AND objid = '"tenant_exec"(uuid, text[], text[])'::regprocedure`,
+    );
 
     const roles = await db.sql.query<{ name: string; comment: string | null; method: string | null; column: string | null; colocation: number | null }>(`
       SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment, p.partmethod::text AS method,
@@ -119,6 +124,7 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
       }
     }
     expect(colocations.size).toBe(1);
+    expect(fn).toEqual({ arg: 0, colocation: [...colocations][0] });
     expect(out.distributed.length).toBe(roles.filter((t) => parseRole(t.comment)?.kind === "distributed").length);
     expect(await foreignKeys(db)).toEqual(before);
     const [leads] = await db.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM "Lead" WHERE "tenantId" = $1`, [tenant]);
@@ -126,7 +132,7 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
 
     const again = await cli([], envWith(url));
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.stdout)).toMatchObject({ changed: false, reference: [], distributed: [], foreignKeys: 0, note: "already distributed: nothing to do" });
+    expect(JSON.parse(again.stdout)).toMatchObject({ changed: false, reference: [], distributed: [], delegated: [], foreignKeys: 0, note: "already distributed: nothing to do" });
     expect(await foreignKeys(db)).toEqual(before);
   });
 

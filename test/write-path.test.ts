@@ -1,7 +1,7 @@
 // Issue 13 §3: the round trips of a create. A successful POST /leads and a successful POST
-// /appointments are each ONE statement besides the guard's key lookup (the lookups the row needs +
-// the Idempotency-Key claim + the row + the stored response; for an appointment also the calendar
-// lock and the checks), with no BEGIN/COMMIT. Everything else — replays, mismatches, 404s, 409s —
+// /appointments are each ONE round trip besides the guard's key lookup — one "tenant_exec" call
+// (server/db/delegate.ts): the lookups the row needs + the Idempotency-Key claim + the row + the
+// stored response; for an appointment also the calendar lock and the checks — with no BEGIN/COMMIT. Everything else — replays, mismatches, 404s, 409s —
 // goes through the transactional path and must behave exactly as before (the resource files test each
 // behaviour; here: that they still hold after a one-statement write, and that nothing is persisted by
 // a refused one).
@@ -19,7 +19,8 @@ let key: string;
 
 let db: TestDb | undefined;
 beforeAll(async () => {
-  db = await freshDatabase({ observe: (sql) => recording && statements.push(sql) });
+  // One entry per round trip: a "tenant_exec" call (the one-statement create) as its first statement.
+  db = await freshDatabase({ observe: (sql, _params, part) => recording && (part?.index ?? 0) === 0 && statements.push(sql) });
   app = await startApp({ db });
   const ids = await app.load(
     fixture(

@@ -11,6 +11,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaClient } from "../../generated/prisma/client.js";
+import { undelegated } from "./delegate.js";
 import { rawTypes } from "./arrays.js";
 import { TimeoutPool, type StatementTimeoutState } from "./pooler-timeout.js";
 import { lockEmbeddedDatabase } from "./pglite-lock.js";
@@ -65,7 +66,11 @@ const transactionOptions = { maxWait: 15_000, timeout: 30_000 };
  * Sees every statement sent to the database (SQL text and parameters), from Prisma and from the raw
  * runner alike, before it is sent. A test aid (test/tenant-queries.test.ts); off unless given.
  */
-export type StatementObserver = (sql: string, params: readonly unknown[]) => void;
+/**
+ * Told of every statement sent. A "tenant_exec" call (server/db/delegate.ts) is told as the
+ * statements it runs, each with `part` (its index in the call, and how many): one round trip.
+ */
+export type StatementObserver = (sql: string, params: readonly unknown[], part?: { index: number; of: number }) => void;
 
 /**
  * Per-connection settings of the pool: `statement_timeout` (ms, 0 = none), sent by node-postgres as
@@ -175,11 +180,19 @@ function statementOf(args: unknown[]): [string, readonly unknown[]] {
   return [config.text ?? "", config.values ?? (Array.isArray(second) ? second : [])];
 }
 
+/** Tells `observe` of a statement sent, or of each statement a "tenant_exec" call runs (server/db/delegate.ts). */
+function report(observe: StatementObserver, args: unknown[]): void {
+  const [text, params] = statementOf(args);
+  const parts = undelegated(text, params);
+  if (!parts) return observe(text, params);
+  parts.forEach(([t, p], index) => observe(t, p, { index, of: parts.length }));
+}
+
 function observePool(pool: pg.Pool, observe: StatementObserver): void {
   pool.on("connect", (c: any) => {
     const query = c.query.bind(c);
     c.query = (...args: unknown[]) => {
-      observe(...statementOf(args));
+      report(observe, args);
       return query(...args);
     };
   });
@@ -195,7 +208,7 @@ function observedPglite<T extends object>(lite: T, observe: StatementObserver): 
       get(t, key) {
         const value = Reflect.get(t, key, t);
         if (typeof value !== "function") return value;
-        if (key === "query") return (...args: unknown[]) => (observe(...statementOf(args)), value.apply(t, args));
+        if (key === "query") return (...args: unknown[]) => (report(observe, args), value.apply(t, args));
         if (key === "exec") return (...args: unknown[]) => (observe(String(args[0]), []), value.apply(t, args));
         if (key === "transaction" && !inner) return (fn: (tx: object) => unknown) => value.call(t, (tx: object) => fn(wrap(tx, true)));
         return value.bind(t);

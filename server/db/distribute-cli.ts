@@ -32,7 +32,7 @@ async function main(): Promise<number> {
   const db = await openPostgres(url, { max: 1 });
   try {
     const result = await distribute(db.sql, { shardCount });
-    const changed = result.reference.length + result.distributed.length > 0;
+    const changed = result.reference.length + result.distributed.length + result.delegated.length > 0;
     await writeFully(process.stdout, `${JSON.stringify({ changed, ...result, ...(changed ? {} : { note: "already distributed: nothing to do" }) })}\n`);
     return 0;
   } catch (err) {

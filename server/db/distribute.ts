@@ -14,7 +14,10 @@
 //   3. the tables' triggers are off while Citus copies their rows into the shards (moving rows is not
 //      a write: their counters and changes are copied too), then on again;
 //   4. the foreign keys are added back exactly as they were (every key between tenant rows pairs
-//      "tenantId" with "tenantId", so Citus checks it shard by shard).
+//      "tenantId" with "tenantId", so Citus checks it shard by shard);
+//   5. each function whose comment is 'citus:delegated(<argument>)' becomes a distributed function
+//      co-located with the distributed tables, by that argument: a call is sent whole to the worker
+//      holding that tenant's shards ("tenant_exec", server/db/delegate.ts).
 // A second run finds every role realised and changes nothing. On plain PostgreSQL it refuses.
 import type { SqlRunner } from "./client.js";
 
@@ -37,6 +40,8 @@ export interface DistributeResult {
   distributed: string[];
   /** Tables whose role was realised already. */
   unchanged: number;
+  /** Functions made distributed (delegated by their tenant argument) by this run. */
+  delegated: string[];
   /** Foreign keys dropped and added back. */
   foreignKeys: number;
   /** Shards per distributed table (the co-location group's). */
@@ -75,6 +80,20 @@ async function readTables(sql: SqlRunner): Promise<TableState[]> {
     column: r.column ?? undefined,
     colocation: r.colocation ?? undefined,
   }));
+}
+
+/** The functions whose comment is 'citus:delegated(<argument>)', and whether Citus has them distributed. */
+async function readFunctions(sql: SqlRunner): Promise<{ signature: string; argument: string; distributed: boolean }[]> {
+  const rows = await sql.query<{ signature: string; comment: string; distributed: boolean }>(`
+    SELECT p.oid::regprocedure::text AS signature, obj_description(p.oid, 'pg_proc') AS comment,
+           EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid AND o.distribution_argument_index IS NOT NULL) AS distributed
+      FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND obj_description(p.oid, 'pg_proc') LIKE 'citus:delegated(%'
+     ORDER BY 1`);
+  return rows.map((r) => {
+    const m = /^citus:delegated\(([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(r.comment);
+    if (!m) throw new DistributeError(`function ${r.signature}: comment "${r.comment}" is not citus:delegated(<argument>)`);
+    return { signature: r.signature, argument: m[1]!, distributed: r.distributed };
+  });
 }
 
 /** Whether Citus already holds the table as its role says; throws when it holds it otherwise. */
@@ -134,6 +153,7 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
       const result: DistributeResult = {
         reference: [],
         distributed: [],
+        delegated: [],
         unchanged: tables.length - pending.length,
         foreignKeys: 0,
         shardCount: null,
@@ -171,6 +191,15 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
         for (const f of fks) await s.exec(`ALTER TABLE ${ident(f.table)} ADD CONSTRAINT ${ident(f.name)} ${f.def}`);
         result.foreignKeys = fks.length;
       }
+      const anchorNow = anchor ?? tables.find((t) => result.distributed.includes(t.name));
+      const functions = await readFunctions(s);
+      for (const f of functions) {
+        if (f.distributed) continue;
+        if (!anchorNow) throw new DistributeError(`function ${f.signature} is delegated by tenant, but no table is distributed`);
+        await s.query(`SELECT create_distributed_function($1::regprocedure, $2::text, colocate_with => $3::text)`, [f.signature, f.argument, ident(anchorNow.name)]);
+        result.delegated.push(f.signature);
+      }
+      result.unchanged += functions.length - result.delegated.length;
       const [group] = await s.query<{ shards: number | null }>(`
         SELECT max(g.shardcount)::int AS shards FROM pg_dist_partition p JOIN pg_dist_colocation g ON g.colocationid = p.colocationid
          WHERE p.partmethod = 'h' AND p.logicalrelid::regclass::text = ANY($1::text[])`,
