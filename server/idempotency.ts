@@ -112,6 +112,21 @@ export interface OneStatement<T> extends PlannedRow {
 /** Database refusals after which the transactional path runs instead (integrity, data, conflicts). */
 const FALL_BACK_STATES = /^(22|23|40)/;
 
+/** The claim's row, written by every path: `INSERT INTO ${CLAIM_INTO} … (${claimValues(…)}) ${CLAIM_CONFLICT}`. */
+const CLAIM_INTO = Prisma.sql`"IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "expiresAt")`;
+const CLAIM_CONFLICT = Prisma.sql`ON CONFLICT ("tenantId", "apiKeyId", "endpoint", "key") DO NOTHING`;
+/** The claim's values: 201 with the response stored (the one-statement creates), 0 with '{}' while unfinished. */
+function claimValues(claim: IdempotencyClaim, status: 0 | 201, body: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}::text, ${claim.key}::text, ${claim.fingerprint}::text, ${Prisma.raw(String(status))}, ${body},
+    now() + make_interval(secs => ${claim.ttlSeconds}::double precision)`;
+}
+/** The stored response of a one-statement create: the body, with each resolved key set to `valueOf(key)`. */
+function storedWith(stored: string, resolved: readonly string[], valueOf: (name: string) => Prisma.Sql): Prisma.Sql {
+  return resolved.length
+    ? Prisma.sql`${stored}::jsonb || jsonb_build_object(${Prisma.join(resolved.map((n) => Prisma.sql`${n}::text, ${valueOf(n)}`))})`
+    : Prisma.sql`${stored}::jsonb`;
+}
+
 /**
  * The one-statement create: the Idempotency-Key claim (with the response already stored, status 201),
  * the row, and whatever `with` and `gate` check, in ONE round trip and its implicit transaction, no
@@ -122,9 +137,9 @@ const FALL_BACK_STATES = /^(22|23|40)/;
  *   - where "tenant_exec" is distributed (Citus), its statements in one call run on the tenant's
  *     worker (delegatedStatements; server/db/delegate.ts): Citus plans the CTE form in steps whose
  *     intermediate results go to every node, with a two-phase commit (~45 ms of database time per
- *     create on the bench's cluster; ~10 as statements of one delegated call), while on one server
- *     the call's three unprepared statements cost ~1.3 ms more than the one prepared statement
- *     (POST /leads at 1 connection: 217 against 277 req/s; docs/decisions/scale-out.md).
+ *     create on the bench's cluster; ~9 as statements of one delegated call), while on one server
+ *     the call's three unprepared statements cost more than the one prepared statement (POST /leads
+ *     at 1 connection: 217 against 376 req/s; docs/decisions/scale-out.md).
  * Returns the body written, or undefined when nothing was written.
  */
 async function writeInOneStatement<T>(db: Database, claim: IdempotencyClaim | undefined, plan: OneStatement<T>, stored: string): Promise<T | undefined> {
@@ -147,21 +162,14 @@ async function oneStatement<T>(db: Database, claim: IdempotencyClaim | undefined
   const withs = plan.with ? Prisma.sql`WITH ${plan.with}` : Prisma.empty;
   const resolved = plan.resolved ?? [];
   // The stored response with the resolved keys set from the same expressions as the row's columns.
-  const storedSql = resolved.length
-    ? Prisma.sql`${stored}::jsonb || jsonb_build_object(${Prisma.join(resolved.map((n) => Prisma.sql`${n}::text, ${plan.row[n] as Prisma.Sql}`))})`
-    : Prisma.sql`${stored}::jsonb`;
+  const storedSql = storedWith(stored, resolved, (n) => plan.row[n] as Prisma.Sql);
   const returning = Prisma.raw(["1 AS \"written\"", ...resolved.map((n) => `"${n}"`)].join(", "));
   // Sent through the raw runner (one statement, autocommit), not Prisma: see readRaw. Prepared: its
   // texts are one per endpoint and shape of `with`/`gate`, and planning it cost more than running it.
   const statement = claim
     ? Prisma.sql`
         WITH ${plan.with ? Prisma.sql`${plan.with},` : Prisma.empty} "claim" AS (
-          INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "expiresAt")
-          SELECT ${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}::text, ${claim.key}::text, ${claim.fingerprint}::text, 201, ${storedSql},
-                 now() + make_interval(secs => ${claim.ttlSeconds}::double precision)
-           WHERE ${gate}
-          ON CONFLICT ("tenantId", "apiKeyId", "endpoint", "key") DO NOTHING
-          RETURNING "id")
+          INSERT INTO ${CLAIM_INTO} SELECT ${claimValues(claim, 201, storedSql)} WHERE ${gate} ${CLAIM_CONFLICT} RETURNING "id")
         INSERT INTO ${table} ${columns} SELECT ${values} FROM "claim" RETURNING ${returning}`
     : Prisma.sql`${withs} INSERT INTO ${table} ${columns} SELECT ${values} WHERE ${gate} RETURNING ${returning}`;
   const rows = await readRaw(db, { prepare: true })<Record<string, unknown>>(statement);
@@ -187,15 +195,8 @@ async function delegatedStatements<T>(db: Database, claim: IdempotencyClaim | un
       SELECT jsonb_build_object(${values}) AS "result" WHERE ${plan.gate ?? Prisma.sql`true`}`);
   }
   if (claim) {
-    const storedSql = resolved.length
-      ? Prisma.sql`${stored}::jsonb || jsonb_build_object(${Prisma.join(resolved.map((n) => Prisma.sql`${n}::text, ${PREVIOUS}->${n}::text`))})`
-      : Prisma.sql`${stored}::jsonb`;
-    statements.push(Prisma.sql`
-      INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "expiresAt")
-      VALUES (${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}::text, ${claim.key}::text, ${claim.fingerprint}::text, 201, ${storedSql},
-              now() + make_interval(secs => ${claim.ttlSeconds}::double precision))
-      ON CONFLICT ("tenantId", "apiKeyId", "endpoint", "key") DO NOTHING
-      RETURNING ${PREVIOUS}`);
+    const storedSql = storedWith(stored, resolved, (n) => Prisma.sql`${PREVIOUS}->${n}::text`);
+    statements.push(Prisma.sql`INSERT INTO ${CLAIM_INTO} VALUES (${claimValues(claim, 201, storedSql)}) ${CLAIM_CONFLICT} RETURNING ${PREVIOUS}`);
   }
   // The row: its SQL values as statement 1 computed them (cast to their columns' types by rowSql).
   const row = { ...plan.row };
@@ -268,11 +269,7 @@ export async function withIdempotency<T>(
   for (;;) {
     const step = await transaction(db.prisma, async (tx): Promise<Step<T>> => {
       const claimed = await tx.$queryRaw<{ id: string }[]>`
-        INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "expiresAt")
-        VALUES (${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}, ${claim.key}, ${claim.fingerprint}, 0, '{}'::jsonb,
-                now() + make_interval(secs => ${claim.ttlSeconds}))
-        ON CONFLICT ("tenantId", "apiKeyId", "endpoint", "key") DO NOTHING
-        RETURNING "id"`;
+        INSERT INTO ${CLAIM_INTO} VALUES (${claimValues(claim, 0, Prisma.sql`'{}'::jsonb`)}) ${CLAIM_CONFLICT} RETURNING "id"`;
       if (claimed.length === 0) {
         const [existing] = await tx.$queryRaw<{ id: string; fingerprint: string; statusCode: number; responseBody: unknown; expired: boolean; stale: boolean }[]>`
           SELECT "id", "fingerprint", "statusCode", "responseBody", "expiresAt" <= now() AS "expired",

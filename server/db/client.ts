@@ -64,11 +64,9 @@ const transactionOptions = { maxWait: 15_000, timeout: 30_000 };
 
 /**
  * Sees every statement sent to the database (SQL text and parameters), from Prisma and from the raw
- * runner alike, before it is sent. A test aid (test/tenant-queries.test.ts); off unless given.
- */
-/**
- * Told of every statement sent. A "tenant_exec" call (server/db/delegate.ts) is told as the
- * statements it runs, each with `part` (its index in the call, and how many): one round trip.
+ * runner alike, before it is sent. A test aid (test/tenant-queries.test.ts); off unless given. A
+ * "tenant_exec" call (server/db/delegate.ts) is told as the statements it runs, each with `part` (its
+ * index in the call, and how many): together one round trip.
  */
 export type StatementObserver = (sql: string, params: readonly unknown[], part?: { index: number; of: number }) => void;
 
