@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../server/admin/fixture.js";
 import { encodeSince } from "../routers/changes/schemas.js";
 import { CHANGES_RETENTION_MS, purgeTombstones, sequencePending, TOMBSTONE_KEEP_MS } from "../server/changes.js";
-import { expectEnvelope, startApp, type Response, type TestApp } from "./helpers/app.js";
+import { expectEnvelope, startApp, untimed, type Response, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
 const TYPES = ["lead", "contact", "conversation", "appointment", "ticket"] as const;
@@ -146,7 +146,7 @@ async function expectOk(p: Promise<Response>, status = 200) {
 }
 
 const listItem = async (type: Type, id: string) => (await listAll(key("acme"), `/public/v1/${RESOURCE[type]}`)).find((o) => o.id === id);
-const sql = <R = Record<string, unknown>>(text: string, params: unknown[] = []) => app.db.sql.query<R>(text, params);
+const sql = <R = Record<string, unknown>>(text: string, params: unknown[] = []) => untimed(app.db)<R>(text, params);
 
 function expectInvalid(r: Response, field: string) {
   const b = expectEnvelope(r, 422, "VALIDATION_ERROR");

@@ -23,7 +23,7 @@ import {
   type ItemSize,
 } from "../routers/_lib/page-budget.js";
 import { TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX } from "../routers/tickets/schemas.js";
-import { startApp, type TestApp } from "./helpers/app.js";
+import { startApp, untimed, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
 let app: TestApp;
@@ -51,7 +51,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => app?.close());
 
-const sql = <T = Record<string, unknown>>(text: string, params: unknown[] = []) => app.db.sql.query<T>(text, params);
+/** Test data and inspection straight in the database (no statement_timeout: helpers/app.ts untimed). */
+const sql = <T = Record<string, unknown>>(text: string, params: unknown[] = []) => untimed(app.db)<T>(text, params);
 const C = "\u0001";
 
 // ---- data (straight in the database, through its triggers: counters, thread bounds, the feed) ------

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../server/admin/fixture.js";
 import { TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX } from "../routers/tickets/schemas.js";
-import { expectEnvelope, startApp, type TestApp } from "./helpers/app.js";
+import { expectEnvelope, startApp, untimed, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
 let app: TestApp;
@@ -36,7 +36,7 @@ const comment = (id: string, body: string, headers: Record<string, string> = {})
 
 /** Adds n comments of `body` straight in the database (through the same trigger as the API). */
 async function fill(ticketId: string, n: number, body = "x") {
-  await app.db.sql.query(
+  await untimed(app.db)(
     `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body", "createdAt")
      SELECT $1::uuid, $2::uuid, $3::uuid, $4, now() - interval '1 day' + i * interval '1 millisecond' FROM generate_series(1, $5::int) i`,
     [acme().id, ticketId, acme().users.ana, body, n],

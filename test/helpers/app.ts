@@ -130,6 +130,29 @@ export interface StartOptions {
   redisReadyMs?: number;
 }
 
+/**
+ * A runner of test-data statements without the pool's statement_timeout: a leg may give the pool 5 s,
+ * meant for API requests (the PgBouncer legs), and a bulk fill through the triggers can take longer on
+ * a slower machine (CI's pgbouncer leg once cut 15,000 comments of 300 characters at 5 s). Each
+ * statement runs in its own transaction with SET LOCAL statement_timeout = 0 (also behind a
+ * transaction pooler: the setting ends with the transaction).
+ */
+export function untimed(db: Database) {
+  return <T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> =>
+    db.sql.session(async (s) => {
+      await s.exec("BEGIN");
+      try {
+        await s.exec("SET LOCAL statement_timeout = 0");
+        const rows = await s.query<T>(text, params);
+        await s.exec("COMMIT");
+        return rows;
+      } catch (err) {
+        await s.exec("ROLLBACK").catch(() => {});
+        throw err;
+      }
+    });
+}
+
 export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quotaNamespace: string; testDb: TestDb }> {
   const testDb = opts.db ?? (await freshDatabase());
   const config: Config = { ...loadConfig(), logLevel: process.env.LOG_LEVEL ?? "silent", providerTimeoutMs: 1500, ...opts.config };
