@@ -138,6 +138,34 @@ describe("counter rows follow the data", () => {
     expect(await appointmentMismatches(A)).toEqual([]);
   });
 
+  it("one statement over two tenants (\"ListCounter_add_all\": each tenant's keys in one batch, then the rest): both exact, and back to no rows", async () => {
+    const users = await rows<{ t: string; u: string }>(
+      `SELECT "tenantId"::text AS t, "id"::text AS u FROM "User" WHERE "tenantId" IN ($1::uuid, $2::uuid) AND "bookable"`, D, S,
+    );
+    const before = { D: await counterState(D), S: await counterState(S) };
+    // 3 appointments of each tenant on one day (new keys for the batch to miss), one statement.
+    const insert = (hour: number) =>
+      exec(
+        `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
+         SELECT u.t::uuid, u.u::uuid, 'Two ' || i, 'visit', timestamptz '2037-07-07 00:00:00+00' + ($2::int + i) * interval '1 hour',
+                timestamptz '2037-07-07 00:30:00+00' + ($2::int + i) * interval '1 hour'
+           FROM jsonb_to_recordset($1::jsonb) u(t text, u text), generate_series(1, 3) i`,
+        JSON.stringify(users), hour,
+      );
+    await insert(0);
+    // Again: now every key has a row for the batch to take.
+    await insert(10);
+    for (const t of [D, S]) expect(await appointmentMismatches(t)).toEqual([]);
+    const day = await rows<{ t: string; n: string }>(
+      `SELECT "tenantId"::text AS t, sum("n")::text AS n FROM "ListCounter" WHERE "tenantId" IN ($1::uuid, $2::uuid)
+          AND "entity" = 'Appointment' AND "dim" = 'd' AND "value" = '2037-07-07' GROUP BY 1 ORDER BY 1`,
+      D, S,
+    );
+    expect(day).toEqual([D, S].sort().map((t) => ({ t, n: "6" })));
+    await exec(`DELETE FROM "Appointment" WHERE "tenantId" IN ($1::uuid, $2::uuid) AND "title" LIKE 'Two %'`, D, S);
+    expect({ D: await counterState(D), S: await counterState(S) }).toEqual(before);
+  });
+
   it("a delta larger than a slot row is split over the rows: keys spread over several slots empty to no rows", async () => {
     // Spread one day's key over three slots (as concurrent creates leave it), then delete all its rows at once.
     const day = "2031-05-05";
