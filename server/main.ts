@@ -28,6 +28,10 @@ const base = localBaseUrl(config.host, config.port);
 // the first start; later, how to get a new one; on a database without tenants, the next step.
 let tenants: Awaited<ReturnType<typeof tenantsNotice>>;
 if (!config.databaseUrl && !config.noDemo && (await services.db.prisma.tenant.count()) === 0) {
+  // The demo's key is shown once: a start that cannot listen (a port in use) must fail before it
+  // loads the demo, or the key would be printed for a service that never ran.
+  await assertCanListen(config.port, config.host);
+  if (config.metricsPort !== undefined) await assertCanListen(config.metricsPort, config.metricsHost);
   const ids = await loadFixture(services.db, demoFixture(new Date(), { fixedIds: true }));
   const demo = ids.tenants.demo!;
   const key = demo.apiKeys.demo!.key;
@@ -36,6 +40,17 @@ if (!config.databaseUrl && !config.noDemo && (await services.db.prisma.tenant.co
       `Later, for a new key: stop the service, then ${DEMO_KEY_COMMAND}\n\n`,
   );
 } else tenants = await tenantsNotice(services.db, !config.databaseUrl).catch(() => undefined);
+
+/** Rejects with the listen error (EADDRINUSE, EACCES …) when `port` cannot be bound now; frees it again. */
+async function assertCanListen(port: number, host: string): Promise<void> {
+  const probe = createServer();
+  probe.listen(port, host);
+  try {
+    await once(probe, "listening");
+  } finally {
+    probe.close();
+  }
+}
 
 const app = createApp(services);
 // Shutdown bookkeeping (see shutdown()): how many responses are in progress. Once stopping, responses

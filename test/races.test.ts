@@ -10,7 +10,7 @@ import { ABANDONED_DELIVERY_SWEEP, failAbandonedDeliveries } from "../server/cha
 import { openPostgres } from "../server/db/client.js";
 import { directBaseUrl, expectEnvelope, startApp, withDatabase, type TestApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
-import { lockWaits, tenantPlacements } from "./helpers/cluster.js";
+import { citusCluster, lockWaits, tenantPlacements } from "./helpers/cluster.js";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
 let app: TestApp & { testDb: { url?: string } };
@@ -159,6 +159,41 @@ describe.runIf(onPostgres)("deadlocks", () => {
     } finally {
       await tenantLock.end();
       await userLock.end();
+    }
+  });
+});
+
+describe("a one-statement create chosen as a deadlock victim", () => {
+  // The create is one statement in its implicit transaction (server/idempotency.ts): aborted as a
+  // deadlock victim it wrote nothing, and the create runs its transactional path (FALL_BACK_STATES),
+  // itself retried on a deadlock (server/db/transaction.ts).
+  // The victim is played by a trigger that raises 40P01 on its first run only (a sequence: nextval is
+  // not rolled back). Not on Citus: the trigger and its sequence would have to exist on every worker;
+  // the code under test is the same there.
+  it("the transactional path writes it: 201, one lead, one key record, two attempts", async () => {
+    if (onPostgres && (await citusCluster(directBaseUrl()!))) return;
+    const sql = (text: string) => app.db.sql.exec(text);
+    await sql(`CREATE SEQUENCE "test_victim_once"`);
+    await sql(`CREATE FUNCTION "test_victim_once"() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN IF nextval('"test_victim_once"') = 1 THEN RAISE EXCEPTION 'deadlock detected (test)' USING ERRCODE = '40P01'; END IF; RETURN NULL; END $$`);
+    await sql(`CREATE TRIGGER "test_victim_once" AFTER INSERT ON "Lead" FOR EACH ROW WHEN (NEW."customerName" = 'Victim') EXECUTE FUNCTION "test_victim_once"()`);
+    try {
+      const r = await app.request("POST", "/public/v1/leads", { key: key(), body: { customerName: "Victim" }, headers: { "Idempotency-Key": "victim-1" } });
+      expect(r.status, r.text).toBe(201);
+      expect(r.body.customerName).toBe("Victim");
+      const [row] = await app.db.sql.query<{ leads: number; records: number; attempts: string }>(
+        `SELECT (SELECT count(*)::int FROM "Lead" WHERE "tenantId" = $1 AND "customerName" = 'Victim') AS leads,
+                (SELECT count(*)::int FROM "IdempotencyRecord" WHERE "tenantId" = $1 AND "key" = 'victim-1') AS records,
+                (SELECT last_value::text FROM "test_victim_once") AS attempts`,
+        [acme().id],
+      );
+      expect(row).toEqual({ leads: 1, records: 1, attempts: "2" });
+      // The key answers the stored response.
+      const again = await app.request("POST", "/public/v1/leads", { key: key(), body: { customerName: "Victim" }, headers: { "Idempotency-Key": "victim-1" } });
+      expect(again.status).toBe(201);
+      expect(again.body.id).toBe(r.body.id);
+    } finally {
+      await sql(`DROP TRIGGER "test_victim_once" ON "Lead"; DROP FUNCTION "test_victim_once"(); DROP SEQUENCE "test_victim_once"`);
     }
   });
 });

@@ -12,6 +12,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild, serviceCommand, ROOT } from "../scripts/ensure-build.js";
 import { loadConfig } from "../server/config.js";
+import { openPglite } from "../server/db/client.js";
 import { databaseTarget, describeStartupError, prismaCause } from "../server/startup-error.js";
 import { freshDatabase, withDatabase, type TestDb } from "./helpers/app.js";
 
@@ -175,6 +176,30 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
       await expectLine(baseEnv({ ...db, PORT: String(await freePort()), METRICS_PORT: String(held.port) }), `port ${held.port} is already in use (METRICS_PORT)`);
     } finally {
       held.server.close();
+    }
+  });
+
+  it.skipIf(Boolean(process.env.DATABASE_URL))("the first start on an empty embedded database with a port in use loads no demo and prints no key (it is shown once)", async () => {
+    const held = await holdPort();
+    const folder = path.join(dir, "first-start-port-in-use");
+    try {
+      const first = await expectLine(baseEnv({ NO_DEMO: "", PGLITE_DATA_DIR: folder, PORT: String(held.port) }), `port ${held.port} is already in use (PORT)`);
+      expect(first.stdout).not.toContain("shown once");
+      const metrics = await expectLine(
+        baseEnv({ NO_DEMO: "", PGLITE_DATA_DIR: folder, PORT: String(await freePort()), METRICS_PORT: String(held.port) }),
+        `port ${held.port} is already in use (METRICS_PORT)`,
+      );
+      expect(metrics.stdout).not.toContain("shown once");
+    } finally {
+      held.server.close();
+    }
+    // Nothing loaded: the next start (on a free port) is still the first, and shows the demo's key.
+    const db = await openPglite(folder);
+    try {
+      expect(await db.prisma.tenant.count()).toBe(0);
+      expect(await db.prisma.apiKey.count()).toBe(0);
+    } finally {
+      await db.close();
     }
   });
 
