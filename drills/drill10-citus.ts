@@ -26,6 +26,10 @@
 // lines) only inside the windows around the three operations (each from 1 s before it started to 5 s
 // after it ended) — counted per operation, each printed with its time and the database's error.
 // Writers keep going for 10 s after the rebalance's window, outside every window.
+// The cluster runs with synchronous_commit on (drills/lib/citus.ts; db:distribute must not warn): with
+// it off a logical move now and then loses an acknowledged write (docs/decisions/scale-out.md). At the
+// end every node's WARNING/ERROR lines are printed, each shape once with its count, and a coordinator
+// that could not finish a one-phase commit on a worker (*failed to commit transaction*) fails the drill.
 // Eight shards (not Citus's 32) keep the rebalance to a few moves: each move costs ~5-10 s here
 // (logical replication set-up and catch-up polls), whatever the shard's size.
 // Needs the citus extension installed (../shared/citus/install.sh; CI's citus leg runs it first).
@@ -33,7 +37,7 @@ import { isDeepStrictEqual } from "node:util";
 import pg from "pg";
 import type { TenantIds } from "../server/admin/fixture.js";
 import { bookingDay, checkBookings, raceForSlot, slotOf, type BookingRound } from "./lib/bookings.js";
-import { isolateTenant, moveShard, placements, rebalance, shardOf, startCitus, type Node, type TransferMode } from "./lib/citus.js";
+import { isolateTenant, moveShard, nodeWarnings, placements, rebalance, shardOf, startCitus, type Node, type TransferMode } from "./lib/citus.js";
 import { load, richTenant } from "./lib/fixture.js";
 import { Client, Tally, type ReqOpts, type Res } from "./lib/http.js";
 import { ROOT, runOk } from "./lib/proc.js";
@@ -114,6 +118,8 @@ export const drill10: Drill = {
     );
     log(`db:migrate applied ${migrated.applied.length}; db:distribute: ${distributed.distributed.length} distributed, ${distributed.reference.length} reference, ${distributed.shardCount} shards on ${distributed.workers} workers`);
     report.check(distributed.changed === true && distributed.workers === 2 && distributed.distributed.includes("Lead"), `db:distribute answered ${JSON.stringify(distributed).slice(0, 300)}`);
+    // The cluster as the service needs it: synchronous_commit on everywhere (drills/lib/citus.ts).
+    report.check(Array.isArray(distributed.warnings) && distributed.warnings.length === 0, `db:distribute warned: ${JSON.stringify(distributed.warnings)}`);
 
     const refs = ["busy", ...Array.from({ length: TENANTS - 1 }, (_, i) => `t${String(i + 1).padStart(2, "0")}`)];
     const loaded = await load(url, { tenants: refs.map((r) => richTenant(r)) });
@@ -486,6 +492,12 @@ export const drill10: Drill = {
       `5xx ${fiveXX.length}${byPhase.size ? ` [${[...byPhase].map(([k, n]) => `${k} ×${n}`).join(", ")}]` : ""} (${fiveXX.length - late5xx.length} in the windows ${windows.map((w) => `${w.name} ${rel(w.from)}…${rel(w.to)}`).join(", ")}; ${late5xx.length} outside), error logs ${errorLogs.length} (${strayLogs.length} outside)`,
     );
     report.figure(`shards per node ${dist(before)} → ${dist(after)}`);
+    // The nodes' own WARNING/ERROR lines: each shape once with its count. A one-phase commit the
+    // coordinator could not finish on a worker is a write acknowledged and not stored (nodeWarnings).
+    const warnings = await nodeWarnings(cluster.dir);
+    for (const w of warnings) log(`node ${w.node} ×${w.count} ${w.message}`);
+    const unfinished = warnings.filter((w) => /failed to commit transaction|failure on connection marked as essential/.test(w.message));
+    report.check(unfinished.length === 0, `the coordinator could not finish commits on workers: ${unfinished.map((w) => `${w.node} ×${w.count} ${w.first}`).join("; ")}`);
     return report.result({ allowed5xx: fiveXX.length - late5xx.length });
   },
 };

@@ -6,7 +6,8 @@
 //
 // Environment: DRILL_SCALE (default 1; multiplies load durations and counts), DRILL_FUZZ_COUNT
 // (default 10000), DRILL_FUZZ_SEED (default 20261122), DRILL_REDIS_OUTAGE_S (20), DRILL_PG_OUTAGE_S
-// (5), DRILL_LOG_LEVEL (debug), DRILL_TIMEOUT_S (per drill; default each drill's timeoutS, else 300).
+// (5), DRILL_LOG_LEVEL (debug), DRILL_TIMEOUT_S (per drill; default each drill's timeoutS, else 300),
+// DRILL_CITUS_KEEP (1: drill 10 keeps its cluster's folder, data and server logs, for a post-mortem).
 import { writeFileSync } from "node:fs";
 import { drill1 } from "./drill1-instances.js";
 import { drill2 } from "./drill2-redis.js";

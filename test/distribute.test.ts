@@ -10,7 +10,8 @@ import { openPostgres, type Database } from "../server/db/client.js";
 import { distribute, parseRole } from "../server/db/distribute.js";
 import { migrate, MIGRATIONS_DIR } from "../server/db/migrate.js";
 import { directBaseUrl, freshDatabase, withDatabase } from "./helpers/app.js";
-import { citusCluster, createClusterDatabase, dropClusterDatabase, TEST_SHARD_COUNT } from "./helpers/cluster.js";
+import pg from "pg";
+import { citusCluster, createClusterDatabase, dropClusterDatabase, nodeUrl, TEST_SHARD_COUNT } from "./helpers/cluster.js";
 import { runNpm } from "./helpers/processes.js";
 
 const base = process.env.DATABASE_URL ? directBaseUrl()! : undefined;
@@ -101,6 +102,8 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
     const out = JSON.parse(r.stdout);
     expect(out).toMatchObject({ changed: true, shardCount: TEST_SHARD_COUNT, workers: cluster!.workers.length, foreignKeys: before.size });
     expect(out.reference.sort()).toEqual(["ApiKey", "PlanLimit", "Tenant", "User"]);
+    // Every node commits synchronously (the CI cluster is set so: .ci/run): nothing to warn of.
+    expect(out.warnings).toEqual([]);
     // The creates' function, delegated by its tenant argument, co-located with the tables.
     expect(out.delegated).toEqual(["tenant_exec(uuid,text[],text[])"]);
     const [fn] = await db.sql.query<{ arg: number; colocation: number }>(
@@ -134,6 +137,29 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
     expect(again.code).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ changed: false, reference: [], distributed: [], delegated: [], foreignKeys: 0, note: "already distributed: nothing to do" });
     expect(await foreignKeys(db)).toEqual(before);
+  });
+
+  it("warns of a node whose synchronous_commit is off (a shard move could drop acknowledged writes), on stdout and stderr, and distributes", async () => {
+    const { db, url } = await migrated();
+    const name = new URL(url).pathname.slice(1);
+    const worker = cluster!.workers[0]!;
+    const w = new pg.Client({ connectionString: nodeUrl(base!, worker, "postgres") });
+    await w.connect();
+    try {
+      await w.query(`ALTER DATABASE ${name} SET synchronous_commit = off`);
+    } finally {
+      await w.end();
+    }
+    const r = await cli(["--shard-count", String(TEST_SHARD_COUNT)], envWith(url));
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.changed).toBe(true);
+    expect(out.warnings).toEqual([
+      `synchronous_commit is off on ${worker.host}:${worker.port}: a shard move, split or rebalance can drop writes already acknowledged; set it to on (PostgreSQL's default) on every node`,
+    ]);
+    expect(r.stderr).toBe(`warning: ${out.warnings[0]}\n`);
+    const [lead] = await db.sql.query<{ method: string }>(`SELECT partmethod::text AS method FROM pg_dist_partition WHERE logicalrelid = '"Lead"'::regclass`);
+    expect(lead?.method).toBe("h");
   });
 
   it("a migration applied after distribution reaches every shard: a new column, a new trigger, a changed function", async () => {

@@ -11,6 +11,10 @@
 // decodes with its own plugin, `citus`: without it in the list the split fails with *library "citus"
 // may not be used as an output plugin*. Every node gets it appended (ALTER SYSTEM, reload) when the
 // server has the setting at all.
+// And one setting against cluster.sh's: synchronous_commit is on (PostgreSQL's default; cluster.sh
+// turns it off for speed). With it off, Citus's logical shard moves drop an acknowledged write now and
+// then (the service's requirement, checked by `npm run db:distribute`: server/db/distribute.ts
+// asyncCommitNodes; docs/decisions/scale-out.md).
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -88,6 +92,18 @@ async function allowCitusDecoder(node: Node): Promise<void> {
   throw new Error(`output_plugin_libraries on :${node.port} did not take citus`);
 }
 
+/** synchronous_commit = on for the node (see the header), and waits until a new session has it. */
+async function synchronousCommit(node: Node): Promise<void> {
+  const url = `postgresql://postgres@${node.host}:${node.port}/postgres`;
+  await onNode(url, ["ALTER SYSTEM SET synchronous_commit = on", "SELECT pg_reload_conf()"]);
+  for (let i = 0; i < 50; i++) {
+    const [r] = await onNode(url, ["SHOW synchronous_commit"]);
+    if (r![0].synchronous_commit === "on") return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error(`synchronous_commit on :${node.port} did not become on`);
+}
+
 /** Distinct free ports (freePort() twice in a row can answer the same one). */
 async function freePorts(n: number, taken: number[] = []): Promise<number[]> {
   const out: number[] = [];
@@ -103,7 +119,8 @@ export async function startCitus(scope: Scope, opts: { workers?: number } = {}):
   if (missing) throw new Error(`cannot start a Citus cluster: ${missing}`);
   const script = path.join(citusShared()!, "cluster.sh");
   const dir = await mkdtemp(path.join(tmpdir(), "crm-drill-citus-"));
-  scope.defer(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
+  // DRILL_CITUS_KEEP=1 keeps the folder (the nodes' data and server logs) for a post-mortem.
+  if (!process.env.DRILL_CITUS_KEEP) scope.defer(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
   const [coordPort, ...workerPorts] = await freePorts(1 + (opts.workers ?? 2));
   const coordinator: Node = { host: HOST, port: coordPort! };
   const workers: Node[] = workerPorts.map((port) => ({ host: HOST, port }));
@@ -114,7 +131,10 @@ export async function startCitus(scope: Scope, opts: { workers?: number } = {}):
     await sh("stop", dir);
   });
   await start();
-  for (const n of [coordinator, ...workers]) await allowCitusDecoder(n);
+  for (const n of [coordinator, ...workers]) {
+    await allowCitusDecoder(n);
+    await synchronousCommit(n);
+  }
   const databases: string[] = [];
   const url = (db: string, node: Node = coordinator) => `postgresql://postgres@${node.host}:${node.port}/${db}`;
   return {
@@ -135,6 +155,7 @@ export async function startCitus(scope: Scope, opts: { workers?: number } = {}):
       // the new node only (the running ones are left as they are).
       await start();
       await allowCitusDecoder(node);
+      await synchronousCommit(node);
       await onNode(url("postgres", node), [`CREATE DATABASE "${db}"`]);
       await onNode(url(db, node), ["CREATE EXTENSION IF NOT EXISTS citus"]);
       await onNode(url(db), [`SELECT citus_add_node('${node.host}', ${node.port})`]);
@@ -197,4 +218,31 @@ export async function rebalance(db: pg.ClientBase): Promise<{ jobId: string | nu
 export async function placements(db: pg.ClientBase): Promise<Map<number, number>> {
   const r = await db.query(`SELECT nodeport AS port, count(DISTINCT shardid)::int AS n FROM citus_shards WHERE citus_table_type = 'distributed' GROUP BY 1 ORDER BY 1`);
   return new Map(r.rows.map((x: any) => [Number(x.port), x.n]));
+}
+
+/**
+ * What the cluster's nodes logged at WARNING or above (each node's server log under the cluster's
+ * folder), as distinct messages with their counts and the first line of each. A coordinator that
+ * cannot COMMIT on a worker in a one-phase commit only WARNs (*failed to commit transaction on
+ * host:port*, citusdata/citus remote_transaction.c) and answers COMMIT as a success: the client has
+ * an acknowledgement for a write the worker never committed. The drill reads these lines so such a
+ * loss is named by the database's own words, not only by a missing row.
+ */
+export async function nodeWarnings(dir: string): Promise<{ node: string; message: string; count: number; first: string }[]> {
+  const { readdir, readFile } = await import("node:fs/promises");
+  const out = new Map<string, { node: string; message: string; count: number; first: string }>();
+  for (const d of (await readdir(dir).catch(() => [] as string[])).filter((n) => n.startsWith("node-")).sort()) {
+    const text = await readFile(path.join(dir, d, "log"), "utf8").catch(() => "");
+    for (const line of text.split("\n")) {
+      const m = /\b(WARNING|ERROR|FATAL|PANIC):\s+(.*)$/.exec(line);
+      if (!m) continue;
+      // Numbers (pids, ports, shard ids, xids) vary: one message per shape.
+      const message = `${m[1]}: ${m[2]!.replace(/\d+/g, "N").slice(0, 200)}`;
+      const key = `${d} ${message}`;
+      const seen = out.get(key);
+      if (seen) seen.count += 1;
+      else out.set(key, { node: d.replace("node-", ":"), message, count: 1, first: line.slice(0, 300) });
+    }
+  }
+  return [...out.values()];
 }

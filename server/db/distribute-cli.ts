@@ -1,6 +1,7 @@
 // `npm run db:distribute [-- --shard-count N]`: distributes the migrated schema on a Citus
 // coordinator (DIRECT_DATABASE_URL, else DATABASE_URL) as the tables' roles say (server/db/distribute.ts).
-// Prints one JSON document and exits 0; or one line on stderr and a non-zero exit, having changed nothing.
+// Prints one JSON document and exits 0 (its `warnings`, if any, also on stderr, one line each); or one
+// line on stderr and a non-zero exit, having changed nothing.
 import { writeFully } from "../admin/cli.js";
 import { loadConfig } from "../config.js";
 import { openPostgres } from "./client.js";
@@ -34,6 +35,8 @@ async function main(): Promise<number> {
     const result = await distribute(db.sql, { shardCount });
     const changed = result.reference.length + result.distributed.length + result.delegated.length > 0;
     await writeFully(process.stdout, `${JSON.stringify({ changed, ...result, ...(changed ? {} : { note: "already distributed: nothing to do" }) })}\n`);
+    // Also where an operator reads them: the JSON document may go to a file or a pipe.
+    for (const w of result.warnings) await writeFully(process.stderr, `warning: ${w}\n`);
     return 0;
   } catch (err) {
     const msg = err instanceof DistributeError ? err.message : `distribute failed: ${firstLine(err)}`;

@@ -19,6 +19,9 @@
 //      co-located with the distributed tables, by that argument: a call is sent whole to the worker
 //      holding that tenant's shards ("tenant_exec", server/db/delegate.ts).
 // A second run finds every role realised and changes nothing. On plain PostgreSQL it refuses.
+// Every run also reads each node's synchronous_commit and warns of a node where it is off: Citus's
+// online shard moves and splits (logical replication) can then drop a write already acknowledged
+// (measured; docs/decisions/scale-out.md, "Shard moves need synchronous_commit on").
 import type { SqlRunner } from "./client.js";
 
 export type Role = { kind: "reference" } | { kind: "local" } | { kind: "distributed"; column: string };
@@ -48,6 +51,8 @@ export interface DistributeResult {
   shardCount: number | null;
   workers: number;
   citus: string;
+  /** What the operator must fix for the service's guarantees to hold (asyncCommitNodes); empty when nothing. */
+  warnings: string[];
 }
 
 interface TableState {
@@ -124,6 +129,33 @@ export async function citusCoordinator(sql: SqlRunner): Promise<{ version: strin
   return { version: ext.version, workers: node.workers };
 }
 
+/**
+ * A warning per node of the cluster (the coordinator too) whose synchronous_commit is off, or that
+ * did not answer. With asynchronous commit a transaction is visible, and its COMMIT answered, before
+ * its WAL is written, and Citus's logical shard transfer (citus_move_shard_placement,
+ * citus_rebalance_start, isolate_tenant_to_new_shard with force_logical) can switch a shard over
+ * without that transaction: the write is acknowledged to the client and gone from the cluster
+ * (reproduced: 3 of 6 moves under a stream of single-row inserts lost one acknowledged row with it off,
+ * none of 6 with it on; drill 10 lost one acknowledged create in 8 runs with it off). Read in each
+ * node's own session for this database, as Citus's connections get it (a role's or database's
+ * setting included).
+ */
+export async function asyncCommitNodes(sql: SqlRunner): Promise<string[]> {
+  const rows = await sql.query<{ node: string; ok: boolean; setting: string }>(`
+    SELECT n.nodename || ':' || n.nodeport AS node, r.success AS ok, r.result AS setting
+      FROM run_command_on_all_nodes('SHOW synchronous_commit') r JOIN pg_dist_node n ON n.nodeid = r.nodeid
+     ORDER BY n.nodeid`);
+  return rows.flatMap((r) =>
+    !r.ok
+      ? [`could not read synchronous_commit on ${r.node}: ${r.setting}`]
+      : r.setting === "off"
+        ? [
+            `synchronous_commit is off on ${r.node}: a shard move, split or rebalance can drop writes already acknowledged; set it to on (PostgreSQL's default) on every node`,
+          ]
+        : [],
+  );
+}
+
 /** Whether `sql` is a Citus coordinator's database (the extension is installed). */
 export async function isCitus(sql: SqlRunner): Promise<boolean> {
   const rows = await sql.query(`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
@@ -137,6 +169,7 @@ export async function isCitus(sql: SqlRunner): Promise<boolean> {
 export async function distribute(sql: SqlRunner, opts: { shardCount?: number } = {}): Promise<DistributeResult> {
   return sql.session(async (s) => {
     const { version, workers } = await citusCoordinator(s);
+    const warnings = await asyncCommitNodes(s);
     await s.exec("BEGIN");
     try {
       await s.exec("SET LOCAL statement_timeout = 0; SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'");
@@ -159,6 +192,7 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
         shardCount: null,
         workers,
         citus: version,
+        warnings,
       };
       if (pending.length) {
         const fks = await s.query<{ table: string; name: string; def: string }>(`

@@ -20,7 +20,8 @@ async function onNode(url: string, sql: string | string[]): Promise<void> {
   }
 }
 
-const nodeUrl = (base: string, node: { host: string; port: number }, database: string) => {
+/** The URL of `database` on `node`, with `base`'s user and options. */
+export const nodeUrl = (base: string, node: { host: string; port: number }, database: string) => {
   const url = new URL(base);
   url.hostname = node.host;
   url.port = String(node.port);
