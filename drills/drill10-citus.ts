@@ -19,6 +19,8 @@
 //      (drills/lib/citus.ts says why; DRILL_CITUS_ISOLATE_MODE=force_logical shows it);
 //   3. rebalance: a third worker started and registered (citus_add_node), citus_rebalance_start(),
 //      citus_rebalance_wait().
+// Of the three instances, one sends each tenant's statements to its worker (DATABASE_ROUTING=workers,
+// server/db/routing.ts): a route it holds goes stale at each operation and must stay correct.
 // Targets: every acknowledged write (201/200) is in the database, no Idempotency-Key made two rows,
 // no two scheduled appointments of one user overlap (and no round had two 201s), every mirror equals a
 // fresh read of its tenant after the writers stop (the resources' own lists, and the feed read from
@@ -131,11 +133,14 @@ export const drill10: Drill = {
     const others = tenants.slice(1);
     const byRef = new Map(tenants.map((t) => [t.ref, t]));
     const redis = await startRedis(scope);
-    const services: Service[] = await startServices(
-      scope,
-      Array.from({ length: INSTANCES }, (_, i) => `d10-${"abc"[i]}`),
-      { DATABASE_URL: url, REDIS_URL: redis.url, LOG_LEVEL: "info" },
-    );
+    // Instances a and b send every statement through the coordinator; c sends each tenant's to its
+    // worker (DATABASE_ROUTING=workers): its routes go stale at every move, and its writers race the
+    // others' for the same calendars and keys.
+    const services: Service[] = await Promise.all(
+      Array.from({ length: INSTANCES }, (_, i) =>
+        startServices(scope, [`d10-${"abc"[i]}`], { DATABASE_URL: url, REDIS_URL: redis.url, LOG_LEVEL: "info", DATABASE_ROUTING: i === 2 ? "workers" : "coordinator" }),
+      ),
+    ).then((x) => x.flat());
     const clients = services.map((svc, i) => new Client(svc.url, tallies[i]!, { maxSockets: 64 }));
     scope.defer("close clients", () => clients.forEach((c) => c.close()));
     const fiveXX: { at: number; status: number; what: string; error?: string }[] = [];

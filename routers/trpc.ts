@@ -15,7 +15,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { Caller } from "../server/auth/authenticate.js";
 import type { Scope } from "../server/auth/scopes.js";
-import type { Db } from "../server/db/client.js";
+import type { Database, Db } from "../server/db/client.js";
 import { AppError, envelope, toAppError, type ErrorCode } from "../server/errors.js";
 import "../server/http-types.js";
 import type { Services } from "../server/services.js";
@@ -26,12 +26,18 @@ export interface Context {
   res: ServerResponse;
   requestId: string;
   caller?: Caller;
-  /** Where queries run: the root client, or the transaction of an idempotent create. */
+  /**
+   * The database of the caller's tenant: services.db, or with DATABASE_ROUTING=workers the worker
+   * that holds the tenant's shards (server/db/routing.ts). Every statement of the operation goes here.
+   */
+  database: Database;
+  /** Where queries run: `database`'s root client, or the transaction of an idempotent create. */
   db: Db;
 }
 
-export function createContext(services: Services, req: IncomingMessage, res: ServerResponse): Context {
-  return { services, req, res, requestId: req.id, caller: req.caller, db: services.db.prisma };
+export async function createContext(services: Services, req: IncomingMessage, res: ServerResponse): Promise<Context> {
+  const database = req.caller && services.routes ? await services.routes.forTenant(req.caller.tenantId) : services.db;
+  return { services, req, res, requestId: req.id, caller: req.caller, database, db: database.prisma };
 }
 
 export type Meta = OpenApiMeta<{

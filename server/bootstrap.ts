@@ -1,7 +1,8 @@
 // Builds the services from configuration: database (migrated through DIRECT_DATABASE_URL), Redis
 // (one server or a cluster), quotas, metrics, logger, providers.
 import type { Config } from "./config.js";
-import { openDatabase, type Database } from "./db/client.js";
+import { openDatabase, openPostgres, type Database } from "./db/client.js";
+import { tenantRoutes, type TenantRoutes } from "./db/routing.js";
 import { migrateDirect } from "./db/migrate.js";
 import { Quotas } from "./limits/quotas.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -27,9 +28,11 @@ export async function createServices(config: Config, opts: { db?: Database; logg
     );
   const quotas = new Quotas(redis);
   const metrics = instanceMetrics(db, redis, quotas, { processMetrics: true });
+  const routes = workerRoutes(config, db, logger);
   return {
     config,
     db,
+    routes,
     redis,
     quotas,
     logger,
@@ -83,7 +86,26 @@ async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> 
   }
 }
 
+/**
+ * DATABASE_ROUTING=workers: the tenants' requests on their workers (server/db/routing.ts), each
+ * worker's pool with the coordinator pool's settings. `open` defaults to that; tests pass their own.
+ */
+export function workerRoutes(
+  config: Pick<Config, "databaseRouting" | "databaseUrl" | "databaseStatementTimeoutMs" | "countQueries">,
+  db: Database,
+  logger: Logger,
+  open: (url: string) => Promise<Database> = (url) => openPostgres(url, { statementTimeoutMs: config.databaseStatementTimeoutMs, countQueries: config.countQueries }),
+): TenantRoutes | undefined {
+  if (config.databaseRouting !== "workers" || db.kind !== "postgres" || !config.databaseUrl) return undefined;
+  logger.info("DATABASE_ROUTING=workers: each tenant's requests go to the worker holding its shards");
+  return tenantRoutes(db, config.databaseUrl, open, {
+    onError: (err, tenantId) =>
+      logger.warn({ err: (err as Error).message, tenantId }, "could not read a tenant's placement on the coordinator (is the schema distributed? npm run db:distribute): its requests go through the coordinator"),
+  });
+}
+
 export async function closeServices(s: Services): Promise<void> {
   s.redis?.disconnect();
+  await s.routes?.close();
   await s.db.close();
 }

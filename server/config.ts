@@ -24,6 +24,12 @@ export interface Config {
    * is cancelled (SQLSTATE 57014 → 503). The migrator and the admin CLI run without it.
    */
   databaseStatementTimeoutMs: number;
+  /**
+   * DATABASE_ROUTING: where a tenant's request sends its statements on a Citus cluster.
+   * "coordinator" (default): to DATABASE_URL, which routes each one to the tenant's worker.
+   * "workers": straight to the worker that holds the tenant's shards (server/db/routing.ts).
+   */
+  databaseRouting: "coordinator" | "workers";
   logLevel: string;
   /** LOG_FORMAT: "pretty" (lines for people) or "json"; undefined = pretty when standard output is a terminal, else JSON. */
   logFormat: LogFormat | undefined;
@@ -169,6 +175,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsHost: env.METRICS_HOST || env.HOST || "127.0.0.1",
     // PostgreSQL's statement_timeout is an int of milliseconds
     databaseStatementTimeoutMs: int("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, 5000, 0, INT_MAX),
+    databaseRouting: databaseRouting(env.DATABASE_ROUTING),
     logLevel: logLevel(env.LOG_LEVEL),
     logFormat: logFormat(env.LOG_FORMAT),
     bodyLimitBytes: int("BODY_LIMIT_BYTES", env.BODY_LIMIT_BYTES, 1024 * 1024, 1, INT_MAX),
@@ -180,6 +187,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     noDemo: env.NO_DEMO === "1" || env.NO_DEMO === "true",
     countQueries: env.BENCH_COUNT_QUERIES === "1",
   };
+}
+
+/** "workers" has an effect only on a Citus coordinator (server/bootstrap.ts workerRoutes); elsewhere it is inert. */
+function databaseRouting(value: string | undefined): Config["databaseRouting"] {
+  if (value === undefined || value === "" || value === "coordinator") return "coordinator";
+  if (value !== "workers") throw new ConfigError(`DATABASE_ROUTING must be "coordinator" or "workers", got "${value}"`);
+  return value;
 }
 
 /**

@@ -1,6 +1,7 @@
 // What every request can reach: built once at startup, passed to the app and the tRPC context.
 import type { Config } from "./config.js";
 import type { Database } from "./db/client.js";
+import type { TenantRoutes } from "./db/routing.js";
 import type { Quotas } from "./limits/quotas.js";
 import type { Logger } from "./logger.js";
 import type { Providers } from "./channels/index.js";
@@ -10,6 +11,8 @@ import type { RedisClient } from "./redis.js";
 export interface Services {
   config: Config;
   db: Database;
+  /** DATABASE_ROUTING=workers on Citus: each tenant's request on its worker (server/db/routing.ts). */
+  routes?: TenantRoutes;
   /** One Redis (REDIS_URL) or a Redis Cluster (REDIS_CLUSTER_NODES); unset: in-process quotas. */
   redis?: RedisClient;
   quotas: Quotas;

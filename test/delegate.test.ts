@@ -21,7 +21,8 @@ let other: { tenantId: string; key: string };
 const onCitus = Boolean(process.env.DATABASE_URL) && (await citusCluster(process.env.DIRECT_DATABASE_URL || process.env.DATABASE_URL!)) !== null;
 
 beforeAll(async () => {
-  app = await startApp();
+  // Its statements are watched on app.db: every request on the coordinator's pool, also with DATABASE_ROUTING=workers.
+  app = await startApp({ config: { databaseRouting: "coordinator" } });
   const ids = await app.load(fixture(tenant("acme"), tenant("beta")));
   tenantId = ids.tenants.acme!.id;
   key = ids.tenants.acme!.apiKeys.full!.key;

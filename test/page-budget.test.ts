@@ -34,7 +34,8 @@ const key = () => acme().apiKeys.full!.key;
 const CONTACTS = ["worst", "ascii", "feed", "leads", "appts", "convs", "huge", "mixed", "sizes"] as const;
 
 beforeAll(async () => {
-  app = await startApp();
+  // Its statements are watched on app.db: every request on the coordinator's pool, also with DATABASE_ROUTING=workers.
+  app = await startApp({ config: { databaseRouting: "coordinator" } });
   ids = await app.load(
     fixture(
       tenant("acme", {

@@ -89,7 +89,7 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
     // The service's own start (server/bootstrap.ts): migrations through DIRECT_DATABASE_URL, then the
     // pooled statement that reports the timeout — the first connection through PgBouncer.
     const logger = pino({ level: "info" }, { write: (s: string) => lines.push(JSON.parse(s)) }) as unknown as Logger;
-    const config = { ...loadConfig(), databaseUrl: url, directDatabaseUrl: directUrl, databaseStatementTimeoutMs: TIMEOUT_MS, logLevel: "info" };
+    const config = { ...loadConfig(), databaseUrl: url, directDatabaseUrl: directUrl, databaseStatementTimeoutMs: TIMEOUT_MS, logLevel: "info", databaseRouting: "coordinator" as const };
     services = await createServices(config, { logger });
     scope.defer("close services", () => closeServices(services));
     app = await startApp({ db: { db: services.db, url, directUrl, drop: async () => {} } });

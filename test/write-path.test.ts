@@ -21,7 +21,8 @@ let db: TestDb | undefined;
 beforeAll(async () => {
   // One entry per round trip: a "tenant_exec" call (the one-statement create) as its first statement.
   db = await freshDatabase({ observe: (sql, _params, part) => recording && (part?.index ?? 0) === 0 && statements.push(sql) });
-  app = await startApp({ db });
+  // Its statements are watched on app.db: every request on the coordinator's pool, also with DATABASE_ROUTING=workers.
+  app = await startApp({ db, config: { databaseRouting: "coordinator" } });
   const ids = await app.load(
     fixture(
       tenant("acme", {

@@ -44,7 +44,7 @@ export function idempotent<I, O>(
     const codec = record && { store: record.store, rebuild: (db: Db, stored: unknown) => record.rebuild({ ...ctx, db }, stored) };
     const plan = opts.plan;
     const oneStatement = plan && (async () => plan({ ctx, input }));
-    const { body, replayed } = await withIdempotency(ctx.services.db, claim, (tx) => resolve({ ctx: { ...ctx, db: tx }, input }), finishing, codec, oneStatement);
+    const { body, replayed } = await withIdempotency(ctx.database, claim, (tx) => resolve({ ctx: { ...ctx, db: tx }, input }), finishing, codec, oneStatement);
     if (replayed) ctx.res.setHeader("Idempotent-Replayed", "true");
     return body;
   };

@@ -48,7 +48,7 @@ export const updateAppointment = scoped("tenant:appointments.manage")
 
     // One transaction per write, holding the assigned user's calendar lock (see lockUserCalendar);
     // run again as a whole if PostgreSQL picks it as a deadlock victim (server/db/transaction.ts).
-    const row = await transaction(ctx.services.db.prisma, async (tx) => {
+    const row = await transaction(ctx.database.prisma, async (tx) => {
       await lockUserCalendar(tx, ctx.tenantId, found.assignedUserId);
       // Re-read under the lock: a concurrent PATCH may have moved it meanwhile.
       const current = await mustExist(tx.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");

@@ -276,7 +276,7 @@ async function sizePositions(ctx: AuthedContext, page: Position[]): Promise<Posi
       FROM unnest(${page.map((r) => r.type)}::text[], ${page.map((r) => r.objectId)}::uuid[], ${page.map((r) => r.action)}::text[])
            WITH ORDINALITY AS x("type", "objectId", "action", "ord")
       LEFT JOIN LATERAL (${bounds}) z ON true`;
-  const read = readFor(ctx.services.db, ctx.db, { prepare: true });
+  const read = readFor(ctx.database, ctx.db, { prepare: true });
   const [gate] = await read<{ ubAll: string }>(Prisma.sql`SELECT sum(${size.ub}) AS "ubAll" FROM (${positions}) p`);
   if (Number(gate!.ubAll) <= ITEMS_BUDGET_BYTES) return page;
   const walked = await read<{ ord: string }>(Prisma.sql`SELECT k."ord" FROM (${budgeted(positions, size, Prisma.sql`"ord"`)}) k`);
@@ -298,7 +298,7 @@ async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded
   // The same SQL and serializers as each type's list (its select over a source of rows), on the
   // rows of the page's ids; a contact soft-deleted since is not read, so it maps to null (delete).
   const t = ctx.tenantId;
-  const read = readFor(ctx.services.db, ctx.db, { isoTimes: true });
+  const read = readFor(ctx.database, ctx.db, { isoTimes: true });
   const rowsOf = (table: string, type: ChangeType, columns: Prisma.Sql, live = Prisma.empty) => Prisma.sql`
     SELECT ${columns} FROM ${Prisma.raw(`"${table}"`)}
      WHERE "tenantId" = ${t}::uuid AND "id" IN (${Prisma.join(ids.get(type)!.map((id) => Prisma.sql`${id}::uuid`))}) ${live}`;

@@ -159,7 +159,7 @@ export const listContacts = scoped("tenant:contacts.read")
     // match and stops at the oldest.
     const cached =
       input.search !== undefined
-        ? new CachedTotal(ctx.services.db, t, "Contact", JSON.stringify([input.search, input.listId ?? null]), where)
+        ? new CachedTotal(ctx.database, t, "Contact", JSON.stringify([input.search, input.listId ?? null]), where)
         : undefined;
     const read = (cut: Cut) => listRows<ContactRow & { _fetched?: number | string }, { before: number; countVersion?: string }>(ctx,
       listStatement({

@@ -8,7 +8,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
 import { createApp } from "../../server/app.js";
-import { instanceMetrics } from "../../server/bootstrap.js";
+import { instanceMetrics, workerRoutes } from "../../server/bootstrap.js";
 import { loadConfig, type Config } from "../../server/config.js";
 import { openPglite, openPostgres, type Database, type StatementObserver } from "../../server/db/client.js";
 import { migrate, migrateDirect } from "../../server/db/migrate.js";
@@ -28,6 +28,8 @@ export interface TestDb {
   db: Database;
   /** The database's URL as the service uses it (through PgBouncer in the PgBouncer leg). */
   url?: string;
+  /** Opens another pool with this one's options (statement timeout, observer) at `url`: a worker's, for DATABASE_ROUTING=workers. */
+  open?: (url: string) => Promise<Database>;
   /** The same database on PostgreSQL itself (DIRECT_DATABASE_URL's server). */
   directUrl?: string;
   drop(): Promise<void>;
@@ -82,6 +84,7 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
     db,
     url,
     directUrl,
+    open: (nodeUrl) => openPostgres(nodeUrl, { max: 20, observe: opts.observe, statementTimeoutMs }),
     async drop() {
       await db.close();
       if (cluster) await dropClusterDatabase(directBaseUrl()!, cluster, name);
@@ -163,9 +166,12 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
   const conformance = opts.conformance ?? true;
   const quotas = new Quotas(redis, quotaNamespace);
   const metrics = instanceMetrics(testDb.db, redis, quotas);
+  // DATABASE_ROUTING=workers (a Citus leg): the tenants' requests on their workers, as the service does.
+  const routes = testDb.url && testDb.open ? workerRoutes({ ...config, databaseUrl: testDb.url }, testDb.db, logger, testDb.open) : undefined;
   const services: Services = {
     config,
     db: testDb.db,
+    routes,
     redis,
     quotas,
     logger,
@@ -225,6 +231,7 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
         await metricsClosed;
       }
       redis?.disconnect();
+      await routes?.close();
       if (!opts.db) await testDb.drop();
     },
   };
