@@ -27,8 +27,8 @@ export async function createServices(config: Config, opts: { db?: Database; logg
       "DATABASE_URL is set without REDIS_URL or REDIS_CLUSTER_NODES: rate limits are counted in this process only, so N instances admit up to N times each key's ceiling; set one of them when running more than one instance",
     );
   const quotas = new Quotas(redis);
-  const metrics = instanceMetrics(db, redis, quotas, { processMetrics: true });
   const routes = workerRoutes(config, db, logger);
+  const metrics = instanceMetrics(db, redis, quotas, { processMetrics: true, routes });
   return {
     config,
     db,
@@ -43,10 +43,15 @@ export async function createServices(config: Config, opts: { db?: Database; logg
 }
 
 /** The metrics of one instance, reading the database pool and the quotas' Redis fallback state. */
-export function instanceMetrics(db: Database, redis: RedisClient | undefined, quotas: Quotas, opts: { processMetrics?: boolean } = {}): Metrics {
+export function instanceMetrics(db: Database, redis: RedisClient | undefined, quotas: Quotas, opts: { processMetrics?: boolean; routes?: TenantRoutes } = {}): Metrics {
   return new Metrics(
     {
-      pool: () => db.poolStats?.(),
+      // The coordinator's pool, plus the workers' with DATABASE_ROUTING=workers (summed).
+      pool: () => {
+        const own = db.poolStats?.();
+        const workers = opts.routes?.poolStats();
+        return own && workers ? { total: own.total + workers.total, idle: own.idle + workers.idle, waiting: own.waiting + workers.waiting } : own;
+      },
       quotas: () => ({ redis: Boolean(redis), fallback: quotas.fallback, fallbackCount: quotas.fallbackCount }),
     },
     opts,

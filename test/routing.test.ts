@@ -64,7 +64,7 @@ describe("the routing table", () => {
       c.db,
       "postgresql://u@coord:5432/d",
       async (url) => {
-        const db = { kind: "postgres", url, close: async () => {} } as unknown as Database;
+        const db = { kind: "postgres", url, close: async () => {}, poolStats: () => ({ total: 3, idle: 1, waiting: 2 }) } as unknown as Database;
         pools.set(url, db);
         return db;
       },
@@ -82,6 +82,8 @@ describe("the routing table", () => {
     await new Promise((r) => setTimeout(r, 10));
     expect(await routes.forTenant("t1")).toBe(pools.get("postgresql://u@10.0.0.2:5432/d"));
     expect(routes.nodes()).toEqual(["10.0.0.1:5432", "10.0.0.2:5432"]);
+    // For /metrics: the worker pools summed (server/bootstrap.ts adds the coordinator's).
+    expect(routes.poolStats()).toEqual({ total: 6, idle: 2, waiting: 4 });
     // A shard on the coordinator itself (group 0): the coordinator's pool.
     node = { host: "coord", port: 5432, coordinator: true };
     expect(await routes.forTenant("t2")).toBe(c.db);

@@ -45,6 +45,8 @@ export interface TenantRoutes {
   forTenant(tenantId: string): Promise<Database>;
   /** The worker pools opened so far (host:port). */
   nodes(): string[];
+  /** The worker pools' connections and waiting queries, summed (for /metrics, beside the coordinator's pool). */
+  poolStats(): { total: number; idle: number; waiting: number };
   close(): Promise<void>;
 }
 
@@ -74,6 +76,8 @@ export function tenantRoutes(
   const pending = new Map<string, Promise<string | null>>();
   const pools = new Map<string, Promise<Database>>();
   const told = new Set<string>();
+  /** The pools that have opened, for poolStats() (a pool's promise may still be pending). */
+  const opened = new Set<Database>();
   let closed = false;
 
   const read = async (tenantId: string): Promise<string | null> => {
@@ -112,7 +116,10 @@ export function tenantRoutes(
     if (!db) {
       const i = node.lastIndexOf(":");
       db = open(nodeUrl(coordinatorUrl, node.slice(0, i), Number(node.slice(i + 1))));
-      db.catch(() => pools.delete(node));
+      db.then(
+        (d) => opened.add(d),
+        () => pools.delete(node),
+      );
       pools.set(node, db);
     }
     return db;
@@ -132,10 +139,22 @@ export function tenantRoutes(
       return pool(await lookup(tenantId));
     },
     nodes: () => [...pools.keys()],
+    poolStats() {
+      const sum = { total: 0, idle: 0, waiting: 0 };
+      for (const d of opened) {
+        const s = d.poolStats?.();
+        if (!s) continue;
+        sum.total += s.total;
+        sum.idle += s.idle;
+        sum.waiting += s.waiting;
+      }
+      return sum;
+    },
     async close() {
       closed = true;
       const all = [...pools.values()];
       pools.clear();
+      opened.clear();
       await Promise.all(all.map(async (p) => (await p.catch(() => null))?.close()));
     },
   };

@@ -165,9 +165,9 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
   let now: Date | undefined;
   const conformance = opts.conformance ?? true;
   const quotas = new Quotas(redis, quotaNamespace);
-  const metrics = instanceMetrics(testDb.db, redis, quotas);
   // DATABASE_ROUTING=workers (a Citus leg): the tenants' requests on their workers, as the service does.
   const routes = testDb.url && testDb.open ? workerRoutes({ ...config, databaseUrl: testDb.url }, testDb.db, logger, testDb.open) : undefined;
+  const metrics = instanceMetrics(testDb.db, redis, quotas, { routes });
   const services: Services = {
     config,
     db: testDb.db,
