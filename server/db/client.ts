@@ -161,13 +161,17 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
 }
 
 /** Benchmark aid (off by default): counts statements sent to PostgreSQL; SIGUSR2 prints the count on stderr. */
+/** Statements sent by every pool of this process (one count: DATABASE_ROUTING=workers opens a pool per worker). */
+let queriesSent = 0;
+let countTold = false;
 function countQueries(pool: pg.Pool): void {
-  let n = 0;
   pool.on("connect", (c: any) => {
     const query = c.query.bind(c);
-    c.query = (...args: unknown[]) => (n++, query(...args));
+    c.query = (...args: unknown[]) => (queriesSent++, query(...args));
   });
-  process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${n}\n`));
+  if (countTold) return;
+  countTold = true;
+  process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${queriesSent}\n`));
 }
 
 /** pg's query(text | {text, values}, values?) → (text, values). */
