@@ -497,12 +497,13 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
       S,
     );
     expect(raceRows.rows).toBeLessThanOrEqual(raceRows.keys * 32);
-    // Once they are gone, the race's keys have no rows left whatever the interleaving was.
+    // Once they are gone, the race's keys have no rows left whatever the interleaving was. (The date
+    // buckets only: a user id may begin with "2045" too — CI once met one.)
     await exec(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" LIKE 'Race %'`, S);
     expect(await appointmentMismatches(S)).toEqual([]);
     const left = await rows<{ dim: string; value: string; n: number }>(
       `SELECT "dim", "value", "n"::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'
-          AND ("value" LIKE '2045%' OR "value" LIKE '2046%')`,
+          AND "dim" IN ('d', 'm', 'y') AND ("value" LIKE '2045%' OR "value" LIKE '2046%')`,
       S,
     );
     expect(left).toEqual([]);
