@@ -46,7 +46,7 @@ import { ROOT, runOk } from "./lib/proc.js";
 import { startRedis } from "./lib/redis.js";
 import { Report, type Drill } from "./lib/result.js";
 import { sleep } from "./lib/scope.js";
-import { startServices, type Service } from "./lib/service.js";
+import { startService, type Service } from "./lib/service.js";
 
 const INSTANCES = 3;
 const TENANTS = 24; // "busy" and t01 … t23
@@ -138,9 +138,9 @@ export const drill10: Drill = {
     // others' for the same calendars and keys.
     const services: Service[] = await Promise.all(
       Array.from({ length: INSTANCES }, (_, i) =>
-        startServices(scope, [`d10-${"abc"[i]}`], { DATABASE_URL: url, REDIS_URL: redis.url, LOG_LEVEL: "info", DATABASE_ROUTING: i === 2 ? "workers" : "coordinator" }),
+        startService(scope, `d10-${"abc"[i]}`, { DATABASE_URL: url, REDIS_URL: redis.url, LOG_LEVEL: "info", DATABASE_ROUTING: i === 2 ? "workers" : "coordinator" }),
       ),
-    ).then((x) => x.flat());
+    );
     const clients = services.map((svc, i) => new Client(svc.url, tallies[i]!, { maxSockets: 64 }));
     scope.defer("close clients", () => clients.forEach((c) => c.close()));
     const fiveXX: { at: number; status: number; what: string; error?: string }[] = [];

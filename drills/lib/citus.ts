@@ -16,7 +16,7 @@
 // then (the service's requirement, checked by `npm run db:distribute`: server/db/distribute.ts
 // asyncCommitNodes; docs/decisions/scale-out.md).
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -70,10 +70,24 @@ async function onNode(url: string, statements: string[]): Promise<any[][]> {
   }
 }
 
+/**
+ * ALTER SYSTEM SET `name` = `value` on the node, reloads, and waits until a new session shows a value
+ * `took` accepts (the reload is asynchronous).
+ */
+async function alterSystem(node: Node, name: string, value: string, took: (shown: string) => boolean): Promise<void> {
+  const url = `postgresql://postgres@${node.host}:${node.port}/postgres`;
+  await onNode(url, [`ALTER SYSTEM SET ${name} = ${value}`, "SELECT pg_reload_conf()"]);
+  for (let i = 0; i < 50; i++) {
+    const [r] = await onNode(url, [`SHOW ${name}`]);
+    if (took(String(r![0][name]))) return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error(`${name} on :${node.port} did not become ${value}`);
+}
+
 /** Appends `citus` to output_plugin_libraries on a node that has that setting (see the header). */
 async function allowCitusDecoder(node: Node): Promise<void> {
-  const url = `postgresql://postgres@${node.host}:${node.port}/postgres`;
-  const [rows] = await onNode(url, [`SELECT setting FROM pg_settings WHERE name = 'output_plugin_libraries'`]);
+  const [rows] = await onNode(`postgresql://postgres@${node.host}:${node.port}/postgres`, [`SELECT setting FROM pg_settings WHERE name = 'output_plugin_libraries'`]);
   if (!rows!.length) return;
   const list = String(rows![0].setting)
     .split(",")
@@ -82,27 +96,11 @@ async function allowCitusDecoder(node: Node): Promise<void> {
   if (list.includes("citus")) return;
   // A list setting: the names unquoted, comma-separated (quoting the whole value would make it one name).
   const names = [...list, "citus"].map((n) => (/^[a-z_][a-z0-9_]*$/.test(n) ? n : `"${n.replace(/"/g, '""')}"`)).join(", ");
-  await onNode(url, [`ALTER SYSTEM SET output_plugin_libraries = ${names}`, "SELECT pg_reload_conf()"]);
-  // The reload is asynchronous: wait until a new session sees it.
-  for (let i = 0; i < 50; i++) {
-    const [r] = await onNode(url, ["SHOW output_plugin_libraries"]);
-    if (/\bcitus\b/.test(String(r![0].output_plugin_libraries)) && !String(r![0].output_plugin_libraries).startsWith('"')) return;
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error(`output_plugin_libraries on :${node.port} did not take citus`);
+  await alterSystem(node, "output_plugin_libraries", names, (shown) => /\bcitus\b/.test(shown) && !shown.startsWith('"'));
 }
 
-/** synchronous_commit = on for the node (see the header), and waits until a new session has it. */
-async function synchronousCommit(node: Node): Promise<void> {
-  const url = `postgresql://postgres@${node.host}:${node.port}/postgres`;
-  await onNode(url, ["ALTER SYSTEM SET synchronous_commit = on", "SELECT pg_reload_conf()"]);
-  for (let i = 0; i < 50; i++) {
-    const [r] = await onNode(url, ["SHOW synchronous_commit"]);
-    if (r![0].synchronous_commit === "on") return;
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error(`synchronous_commit on :${node.port} did not become on`);
-}
+/** synchronous_commit = on for the node (see the header). */
+const synchronousCommit = (node: Node) => alterSystem(node, "synchronous_commit", "on", (shown) => shown === "on");
 
 /** Distinct free ports (freePort() twice in a row can answer the same one). */
 async function freePorts(n: number, taken: number[] = []): Promise<number[]> {
@@ -229,7 +227,6 @@ export async function placements(db: pg.ClientBase): Promise<Map<number, number>
  * loss is named by the database's own words, not only by a missing row.
  */
 export async function nodeWarnings(dir: string): Promise<{ node: string; message: string; count: number; first: string }[]> {
-  const { readdir, readFile } = await import("node:fs/promises");
   const out = new Map<string, { node: string; message: string; count: number; first: string }>();
   for (const d of (await readdir(dir).catch(() => [] as string[])).filter((n) => n.startsWith("node-")).sort()) {
     const text = await readFile(path.join(dir, d, "log"), "utf8").catch(() => "");

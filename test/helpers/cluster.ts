@@ -3,6 +3,7 @@
 // worker, with the extension and the workers registered (as ../shared/citus/cluster.sh db does), then
 // migrated and distributed by `distribute()` — the same code as `npm run db:distribute`.
 import pg from "pg";
+import { nodeUrl as routedUrl } from "../../server/db/routing.js";
 
 export interface Cluster {
   /** The coordinator's address as the test URLs name it. */
@@ -20,11 +21,9 @@ async function onNode(url: string, sql: string | string[]): Promise<void> {
   }
 }
 
-/** The URL of `database` on `node`, with `base`'s user and options. */
+/** The URL of `database` on `node`, with `base`'s user and options (the service's own node URL, server/db/routing.ts). */
 export const nodeUrl = (base: string, node: { host: string; port: number }, database: string) => {
-  const url = new URL(base);
-  url.hostname = node.host;
-  url.port = String(node.port);
+  const url = new URL(routedUrl(base, node.host, node.port));
   url.pathname = `/${database}`;
   return url.toString();
 };
