@@ -99,7 +99,7 @@ export function workerRoutes(
   config: Pick<Config, "databaseRouting" | "databaseUrl" | "databaseStatementTimeoutMs" | "countQueries">,
   db: Database,
   logger: Logger,
-  open: (url: string) => Promise<Database> = (url) => openPostgres(url, { statementTimeoutMs: config.databaseStatementTimeoutMs, countQueries: config.countQueries }),
+  open: (url: string) => Promise<Database> = (url) => openPostgres(url, { statementTimeoutMs: config.databaseStatementTimeoutMs, countQueries: config.countQueries, inlineTenant: true }),
 ): TenantRoutes | undefined {
   if (config.databaseRouting !== "workers" || db.kind !== "postgres" || !config.databaseUrl) return undefined;
   logger.info("DATABASE_ROUTING=workers: each tenant's requests go to the worker holding its shards");

@@ -299,8 +299,8 @@ export type ListRows<R, M = object> = ((R | { [K in keyof R]: null }) & { total:
  * come back as ISO strings on either (server/db/insert.ts readFor with isoTimes): the rows are the
  * row types of model/ (RowOf), whichever runner read them.
  */
-export function listRows<R, M = object>(ctx: { database: Database; db: Db }, statement: Prisma.Sql, opts: { prepare?: boolean } = {}): Promise<ListRows<R, M>> {
-  return readFor(ctx.database, ctx.db, { isoTimes: true, prepare: opts.prepare ?? true })<ListRows<R, M>[number]>(statement);
+export function listRows<R, M = object>(ctx: { database: Database; db: Db; tenantId: string }, statement: Prisma.Sql, opts: { prepare?: boolean } = {}): Promise<ListRows<R, M>> {
+  return readFor(ctx.database, ctx.db, { isoTimes: true, prepare: opts.prepare ?? true, tenant: ctx.tenantId })<ListRows<R, M>[number]>(statement);
 }
 
 /** The total, the extras and the page's rows of a listStatement() result. */

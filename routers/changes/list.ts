@@ -165,11 +165,11 @@ interface Position {
 }
 
 interface RawPosition {
-  head: bigint | number | null;
+  head: bigint | number | string | null;
   pending: boolean;
   type: ChangeType | null;
   objectId: string | null;
-  pos: bigint | number | null;
+  pos: bigint | number | string | null;
   action: ChangeAction | null;
   changedAt: Date | string | null;
 }
@@ -248,12 +248,12 @@ async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], t
     ? range(Prisma.empty)
     : Prisma.sql`SELECT * FROM (${Prisma.join(types.map((ty) => Prisma.sql`(${range(Prisma.sql`AND "type" = ${ty}`)})`), " UNION ALL ")}) u ORDER BY "pos" LIMIT ${n}`;
   const typeFilter = all ? Prisma.empty : Prisma.sql`AND "type" IN (${Prisma.join(types)})`;
-  const raw = await ctx.db.$queryRaw<RawPosition[]>`
+  const raw = await readFor(ctx.database, ctx.db, { prepare: true, tenant: t })<RawPosition>(Prisma.sql`
     WITH h AS (
       SELECT COALESCE((SELECT "pos" FROM "ChangeHead" WHERE "tenantId" = ${t}::uuid), 0) AS "head",
              EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = ${t}::uuid AND "pos" IS NULL ${typeFilter}) AS "pending")
     SELECT h."head", h."pending", p.* FROM h LEFT JOIN LATERAL (${positions}) p ON true
-     ORDER BY p."pos"`;
+     ORDER BY p."pos"`);
   const first = raw[0]!;
   const rows: Position[] = raw
     .filter((r) => r.pos !== null)
@@ -276,7 +276,7 @@ async function sizePositions(ctx: AuthedContext, page: Position[]): Promise<Posi
       FROM unnest(${page.map((r) => r.type)}::text[], ${page.map((r) => r.objectId)}::uuid[], ${page.map((r) => r.action)}::text[])
            WITH ORDINALITY AS x("type", "objectId", "action", "ord")
       LEFT JOIN LATERAL (${bounds}) z ON true`;
-  const read = readFor(ctx.database, ctx.db, { prepare: true });
+  const read = readFor(ctx.database, ctx.db, { prepare: true, tenant: ctx.tenantId });
   const [gate] = await read<{ ubAll: string }>(Prisma.sql`SELECT sum(${size.ub}) AS "ubAll" FROM (${positions}) p`);
   if (Number(gate!.ubAll) <= ITEMS_BUDGET_BYTES) return page;
   const walked = await read<{ ord: string }>(Prisma.sql`SELECT k."ord" FROM (${budgeted(positions, size, Prisma.sql`"ord"`)}) k`);
@@ -298,7 +298,7 @@ async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded
   // The same SQL and serializers as each type's list (its select over a source of rows), on the
   // rows of the page's ids; a contact soft-deleted since is not read, so it maps to null (delete).
   const t = ctx.tenantId;
-  const read = readFor(ctx.database, ctx.db, { isoTimes: true });
+  const read = readFor(ctx.database, ctx.db, { isoTimes: true, tenant: ctx.tenantId });
   const rowsOf = (table: string, type: ChangeType, columns: Prisma.Sql, live = Prisma.empty) => Prisma.sql`
     SELECT ${columns} FROM ${Prisma.raw(`"${table}"`)}
      WHERE "tenantId" = ${t}::uuid AND "id" IN (${Prisma.join(ids.get(type)!.map((id) => Prisma.sql`${id}::uuid`))}) ${live}`;

@@ -78,7 +78,7 @@ export const listMessages = scoped("tenant:conversations.read")
     const keyset = after
       ? Prisma.sql`AND ("createdAt" < ${sqlTime(after.createdAt)} OR ("createdAt" = ${sqlTime(after.createdAt)} AND "id" < ${after.id}::uuid))`
       : Prisma.empty;
-    const read = (cut: Cut) => readFor(ctx.database, ctx.db, { isoTimes: true, prepare: true })<MessageRow & { _fetched?: number | string }>(Prisma.sql`
+    const read = (cut: Cut) => readFor(ctx.database, ctx.db, { isoTimes: true, prepare: true, tenant: ctx.tenantId })<MessageRow & { _fetched?: number | string }>(Prisma.sql`
       SELECT * FROM (${budgetCut(
         cut,
         Prisma.sql`SELECT ${Message.select()} FROM "Message"

@@ -17,6 +17,7 @@ import { TimeoutPool, type StatementTimeoutState } from "./pooler-timeout.js";
 import { lockEmbeddedDatabase } from "./pglite-lock.js";
 import { PreparedStatements, type PreparedState } from "./prepared.js";
 import { isoTimestamptz, isoTimesTypes } from "./times.js";
+import { inlineValue } from "./literal.js";
 
 /** PGlite's query options for QueryOptions.isoTimes (its parsers, keyed by type oid). */
 const PGLITE_ISO_TIMES = { parsers: { [pg.types.builtins.TIMESTAMPTZ]: (text: string) => isoTimestamptz(text) } };
@@ -35,6 +36,11 @@ export interface QueryOptions {
    * server caches). Only outside a session: a refused named statement is sent again, unnamed.
    */
   prepare?: boolean | { unnamed: string };
+  /**
+   * The caller's tenant, for a pool that writes it into the statement's text (a Citus worker's pool
+   * under DATABASE_ROUTING=workers: server/db/literal.ts); every other pool ignores it.
+   */
+  tenant?: string;
 }
 
 export interface SqlRunner {
@@ -97,6 +103,11 @@ export interface PostgresOptions {
    * timeout with SET LOCAL in every transaction; server/db/pooler-timeout.ts).
    */
   onTimeoutFallback?: (reason: string) => void;
+  /**
+   * Write a statement's tenant (QueryOptions.tenant) into its text (server/db/literal.ts): the pools
+   * of DATABASE_ROUTING=workers, where Citus then plans the statement directly on the local shard.
+   */
+  inlineTenant?: boolean;
 }
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
@@ -116,10 +127,16 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   if (opts.observe) observePool(pool, opts.observe);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
+  const inlineTenant = opts.inlineTenant === true;
   const send = async <T>(c: pg.Pool | pg.PoolClient, text: string, params: unknown[], q?: QueryOptions, name?: string) =>
     (await c.query({ name, text, values: params, types: q?.isoTimes ? isoTimesTypes : rawTypes })).rows as T[];
   const runner = (c: pg.Pool | pg.PoolClient, inSession: boolean): SqlRunner => ({
     async query<T>(sql: string, params: unknown[] = [], opts?: QueryOptions) {
+      if (inlineTenant && opts?.tenant) {
+        const unnamed = typeof opts.prepare === "object" ? inlineValue(opts.prepare.unnamed, params, opts.tenant).text : undefined;
+        ({ text: sql, params } = inlineValue(sql, params, opts.tenant));
+        if (unnamed !== undefined) opts = { ...opts, prepare: { unnamed } };
+      }
       const name = opts?.prepare && !inSession ? prepared.nameOf(sql) : undefined;
       if (name) {
         try {
