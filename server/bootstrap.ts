@@ -1,7 +1,7 @@
 // Builds the services from configuration: database (migrated through DIRECT_DATABASE_URL), Redis
 // (one server or a cluster), quotas, metrics, logger, providers.
 import type { Config } from "./config.js";
-import { openDatabase, openPostgres, type Database } from "./db/client.js";
+import { openDatabase, openPostgres, type Database, type PostgresOptions } from "./db/client.js";
 import { tenantRoutes, type TenantRoutes } from "./db/routing.js";
 import { migrateDirect } from "./db/migrate.js";
 import { Quotas } from "./limits/quotas.js";
@@ -91,19 +91,24 @@ async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> 
   }
 }
 
+/** What a worker's pool is opened with beyond the coordinator pool's options: the tenant in the statements' text (server/db/literal.ts). */
+export const WORKER_POOL: Pick<PostgresOptions, "inlineTenant"> = { inlineTenant: true };
+
 /**
  * DATABASE_ROUTING=workers: the tenants' requests on their workers (server/db/routing.ts), each
- * worker's pool with the coordinator pool's settings. `open` defaults to that; tests pass their own.
+ * worker's pool with the coordinator pool's settings and WORKER_POOL. `open` defaults to that; tests
+ * pass their own (which must spread WORKER_POOL).
  */
 export function workerRoutes(
   config: Pick<Config, "databaseRouting" | "databaseUrl" | "databaseStatementTimeoutMs" | "countQueries">,
   db: Database,
   logger: Logger,
-  open: (url: string) => Promise<Database> = (url) => openPostgres(url, { statementTimeoutMs: config.databaseStatementTimeoutMs, countQueries: config.countQueries, inlineTenant: true }),
+  open: (url: string, worker: typeof WORKER_POOL) => Promise<Database> = (url, worker) =>
+    openPostgres(url, { statementTimeoutMs: config.databaseStatementTimeoutMs, countQueries: config.countQueries, ...worker }),
 ): TenantRoutes | undefined {
   if (config.databaseRouting !== "workers" || db.kind !== "postgres" || !config.databaseUrl) return undefined;
   logger.info("DATABASE_ROUTING=workers: each tenant's requests go to the worker holding its shards");
-  return tenantRoutes(db, config.databaseUrl, open, {
+  return tenantRoutes(db, config.databaseUrl, (url) => open(url, WORKER_POOL), {
     onError: (err, tenantId) =>
       logger.warn({ err: (err as Error).message, tenantId }, "could not read a tenant's placement on the coordinator (is the schema distributed? npm run db:distribute): its requests go through the coordinator"),
   });

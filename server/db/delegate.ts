@@ -16,7 +16,6 @@
 import utils from "pg/lib/utils.js";
 import { Prisma } from "../../generated/prisma/client.js";
 import type { Database } from "./client.js";
-import { uuidLiteral } from "./literal.js";
 
 /** The function as the catalog names it (its comment gives db:distribute its role). */
 export const TENANT_EXEC = '"tenant_exec"(uuid, text[], text[])';
@@ -68,26 +67,16 @@ async function detect(db: Database): Promise<boolean> {
  * of one jsonb value. Returns the last one's value, or undefined when one of them returned no row.
  */
 export async function runForTenant(db: Database, tenantId: string, statements: Prisma.Sql[]): Promise<unknown> {
-  const [row] = await db.sql.query<{ result: unknown }>(TENANT_EXEC_CALL, [tenantId, ...delegated(statements, tenantId)], { prepare: true });
+  const [row] = await db.sql.query<{ result: unknown }>(TENANT_EXEC_CALL, [tenantId, ...delegated(statements)], { prepare: true });
   return row?.result ?? undefined;
 }
 
-/**
- * The statements' texts over one text[] parameter ($1[n] for the n-th value of them all), and that array.
- * A value that is `tenantId` (a uuid) is written as its literal instead (server/db/literal.ts says why:
- * each statement is planned on every call, and with the tenant a constant of its text Citus plans a
- * single-table one directly on the local shard, without deparsing it).
- */
-export function delegated(statements: Prisma.Sql[], tenantId?: string): [texts: string[], params: (string | null)[]] {
+/** The statements' texts over one text[] parameter ($1[n] for the n-th value of them all), and that array. */
+export function delegated(statements: Prisma.Sql[]): [texts: string[], params: (string | null)[]] {
   const params: (string | null)[] = [];
-  const literal = uuidLiteral(tenantId);
   const texts = statements.map(({ strings, values }) => {
     let text = strings[0]!;
     for (let i = 1; i < strings.length; i++) {
-      if (literal !== undefined && values[i - 1] === tenantId) {
-        text += literal + strings[i];
-        continue;
-      }
       const p = utils.prepareValue(values[i - 1]);
       if (p !== null && typeof p !== "string") throw new Error("tenant_exec: a binary parameter cannot be passed as text");
       params.push(p);

@@ -18,7 +18,7 @@
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The SQL literal of a tenant id: only a uuid (it cannot hold a quote), else undefined. */
-export const uuidLiteral = (value: unknown): string | undefined => (typeof value === "string" && UUID.test(value) ? `'${value}'` : undefined);
+const uuidLiteral = (value: unknown): string | undefined => (typeof value === "string" && UUID.test(value) ? `'${value}'` : undefined);
 /** A character that may continue an identifier (a `$` after one is part of the identifier, e.g. `a$1`). */
 const IDENT_CHAR = /[A-Za-z0-9_$\u0080-\uffff]/;
 const DIGIT = /[0-9]/;

@@ -8,7 +8,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
 import { createApp } from "../../server/app.js";
-import { instanceMetrics, workerRoutes } from "../../server/bootstrap.js";
+import { instanceMetrics, WORKER_POOL, workerRoutes } from "../../server/bootstrap.js";
 import { loadConfig, type Config } from "../../server/config.js";
 import { openPglite, openPostgres, type Database, type StatementObserver } from "../../server/db/client.js";
 import { migrate, migrateDirect } from "../../server/db/migrate.js";
@@ -29,7 +29,7 @@ export interface TestDb {
   /** The database's URL as the service uses it (through PgBouncer in the PgBouncer leg). */
   url?: string;
   /** Opens another pool with this one's options (statement timeout, observer) at `url`: a worker's, for DATABASE_ROUTING=workers. */
-  open?: (url: string) => Promise<Database>;
+  open?: (url: string, worker: typeof WORKER_POOL) => Promise<Database>;
   /** The same database on PostgreSQL itself (DIRECT_DATABASE_URL's server). */
   directUrl?: string;
   drop(): Promise<void>;
@@ -84,7 +84,7 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
     db,
     url,
     directUrl,
-    open: (nodeUrl) => openPostgres(nodeUrl, { max: 20, observe: opts.observe, statementTimeoutMs }),
+    open: (nodeUrl, worker) => openPostgres(nodeUrl, { max: 20, observe: opts.observe, statementTimeoutMs, ...worker }),
     async drop() {
       await db.close();
       if (cluster) await dropClusterDatabase(directBaseUrl()!, cluster, name);
