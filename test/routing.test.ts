@@ -10,7 +10,7 @@ import { ConfigError, loadConfig } from "../server/config.js";
 import type { Database } from "../server/db/client.js";
 import { nodeUrl, tenantRoutes } from "../server/db/routing.js";
 import { citusCluster } from "./helpers/cluster.js";
-import { directBaseUrl, startApp } from "./helpers/app.js";
+import { directBaseUrl, freshDatabase, startApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
 const onCitus = Boolean(process.env.DATABASE_URL) && (await citusCluster(directBaseUrl()!)) !== null;
@@ -97,8 +97,9 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
   let tenantId: string;
   let key: string;
   let admin: pg.Client;
+  const seen: { sql: string; params: readonly unknown[] }[] = [];
   beforeAll(async () => {
-    app = await startApp({ config: { databaseRouting: "workers" } });
+    app = await startApp({ db: await freshDatabase({ observe: (sql, params) => void seen.push({ sql, params }) }), config: { databaseRouting: "workers" } });
     const ids = await app.load(fixture(tenant("acme")));
     tenantId = ids.tenants.acme!.id;
     key = ids.tenants.acme!.apiKeys.full!.key;
@@ -120,6 +121,20 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     ).rows[0]!;
   /** The node a worker pool's connection is on (what the server says of itself). */
   const serverOf = async (db: Database) => (await db.sql.query<{ port: number }>("SELECT current_setting('port')::int AS port"))[0]!.port;
+
+  it("a list read goes to the worker with the tenant written into its text (server/db/literal.ts), and answers as through the coordinator", async () => {
+    const created = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Literal", customerPhone: "+34600111299" } });
+    expect(created.status).toBe(201);
+    seen.length = 0;
+    const list = await app.request("GET", "/public/v1/leads", { key, query: { limit: 1 } });
+    expect(list.status).toBe(200);
+    expect(list.body.items).toMatchObject([{ id: created.body.id, customerName: "Literal" }]);
+    const reads = seen.filter((s) => s.sql.includes('FROM "Lead"'));
+    expect(reads).toHaveLength(1);
+    expect(reads[0]!.sql).toContain(`'${tenantId}'::uuid`);
+    expect(reads[0]!.params).not.toContain(tenantId);
+    expect(reads[0]!.params).toContain(1);
+  });
 
   it("the tenant's requests run on its worker's pool; after a shard move they keep answering, then follow the shard", async () => {
     const before = await placement();

@@ -119,6 +119,8 @@ function keyLookup(db: Database): Promise<KeyLookup> {
   return found;
 }
 
+/** Whether a statement is the key lookup over a node's placements (LOOKUP with their names). */
+export const isLocalKeyLookup = (sql: string) => localTexts.has(sql);
 /** Whether a statement is the key lookup, in any of its forms. */
 export const isKeyLookup = (sql: string) => sql === LOOKUP || sql === LOOKUP_CALL || localTexts.has(sql);
 
