@@ -108,8 +108,11 @@ async function findLookup(db: Database): Promise<KeyLookup> {
   return { text, options: { prepare: true } };
 }
 
-/** The key lookup `db` runs (found once per database; a failed search is tried again by the next request). */
-function keyLookup(db: Database): Promise<KeyLookup> {
+/**
+ * The key lookup `db` runs (found once per database — createApp asks at start; a failed search is
+ * tried again by the next request).
+ */
+export function keyLookup(db: Database): Promise<KeyLookup> {
   let found = lookups.get(db);
   if (!found) {
     found = findLookup(db);
