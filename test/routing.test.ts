@@ -145,6 +145,9 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     const created = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Routed", customerPhone: "+34600111222" } });
     expect(created.status).toBe(201);
     expect(app.services.routes!.nodes()).toContain(`${before.host}:${before.port}`);
+    // The list read's named statement (the tenant a literal of its text: planned on the local shard) is
+    // kept by the worker's connection before the move, and read again after it.
+    expect((await app.request("GET", "/public/v1/leads", { key, query: { limit: 50 } })).status).toBe(200);
 
     // Move the tenant's shard group to another worker (block_writes: no replication set-up needed).
     const [other] = (await admin.query<{ host: string; port: number }>(`SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> $1 AND noderole = 'primary' ORDER BY nodeid LIMIT 1`, [before.port])).rows;

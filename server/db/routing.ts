@@ -15,7 +15,9 @@
 // shard is routed on from there, and every guarantee that a statement's routing gives on the
 // coordinator (shard locks against a concurrent move, the calendar lock taken where the tenant's rows
 // are: routers/appointments/schemas.ts) holds on any node. One pool per node, opened on first use,
-// with the coordinator pool's options (statement_timeout, size). What stays on the coordinator: the
+// with the coordinator pool's options (statement_timeout, size) and bootstrap.ts WORKER_POOL: the tenant
+// written into the text of its statements (server/db/literal.ts), so that Citus plans them directly on
+// the local shard. What stays on the coordinator: the
 // key lookup (reference tables, before the tenant is known), the sequencer's steps (their lock must
 // be taken on one node for every instance: server/changes.ts), the admin verbs and the sweeps.
 // A placement that cannot be read (the schema not distributed yet, a node without metadata) sends the
