@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOOKUP, LOOKUP_CALL } from "../server/auth/authenticate.js";
 import { openPostgres, type Database } from "../server/db/client.js";
-import { PREPARED_LIMIT, PreparedStatements, statementName } from "../server/db/prepared.js";
+import { PREPARED_LIMIT, PREPARED_TENANT_LIMIT, PreparedStatements, statementName } from "../server/db/prepared.js";
 import { freshDatabase, withDatabase, directBaseUrl, type TestDb } from "./helpers/app.js";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
@@ -22,6 +22,23 @@ describe("PreparedStatements", () => {
     // Texts named before the limit keep their names.
     expect(p.nameOf("SELECT 1")).toBe(statementName("SELECT 1"));
     expect(p.state()).toEqual({ named: true, count: PREPARED_LIMIT });
+  });
+
+  it("per-tenant texts (the tenant in the text on a worker's pool): named up to PREPARED_TENANT_LIMIT, the shared texts keep the rest", () => {
+    const p = new PreparedStatements(true);
+    for (let i = 0; i < PREPARED_TENANT_LIMIT; i++) expect(p.admitsTenantText(`SELECT '${i}'`)).toBe(true);
+    // Beyond the share: refused (the caller sends the shared text), and not named.
+    expect(p.admitsTenantText("SELECT 'one tenant too many'")).toBe(false);
+    expect(p.state().count).toBe(PREPARED_TENANT_LIMIT);
+    // One admitted before stays admitted, under the same name.
+    expect(p.admitsTenantText("SELECT '0'")).toBe(true);
+    expect(p.nameOf("SELECT '0'")).toBe(statementName("SELECT '0'"));
+    // The shared texts still get every remaining name.
+    for (let i = 0; p.state().count < PREPARED_LIMIT; i++) expect(p.nameOf(`SELECT ${i} + 100`)).toBeDefined();
+    // Where nothing is named (a pooler's connections), a per-tenant text is as good as any: admitted, unnamed.
+    const pooled = new PreparedStatements(false);
+    expect(pooled.admitsTenantText("SELECT 'x'")).toBe(true);
+    expect(pooled.nameOf("SELECT 'x'")).toBeUndefined();
   });
 
   it("a pooler's refusals switch it to unnamed statements for good, once; other errors do not", () => {

@@ -133,9 +133,14 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const runner = (c: pg.Pool | pg.PoolClient, inSession: boolean): SqlRunner => ({
     async query<T>(sql: string, params: unknown[] = [], opts?: QueryOptions) {
       if (inlineTenant && opts?.tenant) {
-        const unnamed = typeof opts.prepare === "object" ? inlineValue(opts.prepare.unnamed, params, opts.tenant).text : undefined;
-        ({ text: sql, params } = inlineValue(sql, params, opts.tenant));
-        if (unnamed !== undefined) opts = { ...opts, prepare: { unnamed } };
+        // The tenant in the text (server/db/literal.ts): a prepared statement only where that text is
+        // named (else its shared text, named: measured cheaper than the per-tenant text planned every time).
+        const inlined = inlineValue(sql, params, opts.tenant);
+        if (inlined.text !== sql && (!opts.prepare || inSession || prepared.admitsTenantText(inlined.text))) {
+          const unnamed = typeof opts.prepare === "object" ? inlineValue(opts.prepare.unnamed, params, opts.tenant).text : undefined;
+          ({ text: sql, params } = inlined);
+          if (unnamed !== undefined) opts = { ...opts, prepare: { unnamed } };
+        }
       }
       const name = opts?.prepare && !inSession ? prepared.nameOf(sql) : undefined;
       if (name) {

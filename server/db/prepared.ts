@@ -24,6 +24,12 @@
 import { createHash } from "node:crypto";
 
 export const PREPARED_LIMIT = 128;
+/**
+ * Of those, at most this many texts of one tenant each (the tenant written into the text on a Citus
+ * worker's pool: server/db/literal.ts), so that the per-tenant texts never take the names of the
+ * statements every tenant shares.
+ */
+export const PREPARED_TENANT_LIMIT = 64;
 
 export interface PreparedState {
   /** false once the connections showed that they do not keep named statements (or were said not to). */
@@ -37,6 +43,7 @@ export const statementName = (text: string) => `crm_${createHash("sha256").updat
 
 export class PreparedStatements {
   private readonly names = new Map<string, string>();
+  private readonly tenantTexts = new Set<string>();
   private active: boolean;
 
   constructor(
@@ -56,6 +63,19 @@ export class PreparedStatements {
       this.names.set(text, name);
     }
     return name;
+  }
+
+  /**
+   * Whether a per-tenant text (a statement with its tenant written in) may be sent in place of its
+   * shared text: where it is named — registered now within PREPARED_TENANT_LIMIT, or already — or where
+   * nothing is named (the connections keep no statements). Otherwise the caller sends the shared text,
+   * named: an unnamed per-tenant text would plan the whole statement on every execution.
+   */
+  admitsTenantText(text: string): boolean {
+    if (!this.active || this.names.has(text)) return true;
+    if (this.tenantTexts.size >= PREPARED_TENANT_LIMIT || this.nameOf(text) === undefined) return false;
+    this.tenantTexts.add(text);
+    return true;
   }
 
   /**
