@@ -1,7 +1,7 @@
 // API key → tenant, owner, effective scopes and rate-limit ceilings, read fresh on every request
 // (one database round trip) so that a plan change, a revocation or a new override applies at once.
 // The plan gate lives here too: it is checked on every request, before quotas and scopes.
-import type { Database, QueryOptions } from "../db/client.js";
+import { readOncePerDatabase, type Database, type QueryOptions } from "../db/client.js";
 import { AppError } from "../errors.js";
 import { hashesEqual, hashKey, keyPrefix } from "./keys.js";
 import { effectiveScopes, type Scope } from "./scopes.js";
@@ -92,7 +92,7 @@ interface KeyLookup {
   options: QueryOptions;
 }
 const OVER_TABLES: KeyLookup = { text: LOOKUP, options: LOOKUP_OPTIONS };
-const lookups = new WeakMap<Database, Promise<KeyLookup>>();
+const lookups = readOncePerDatabase(findLookup);
 /** Texts of the lookup over local placements made so far (isKeyLookup). */
 const localTexts = new Set<string>();
 
@@ -112,15 +112,7 @@ async function findLookup(db: Database): Promise<KeyLookup> {
  * The key lookup `db` runs (found once per database — createApp asks at start; a failed search is
  * tried again by the next request).
  */
-export function keyLookup(db: Database): Promise<KeyLookup> {
-  let found = lookups.get(db);
-  if (!found) {
-    found = findLookup(db);
-    lookups.set(db, found);
-    found.catch(() => lookups.delete(db));
-  }
-  return found;
-}
+export const keyLookup = (db: Database): Promise<KeyLookup> => lookups.get(db);
 
 /** Whether a statement is the key lookup over a node's placements (LOOKUP with their names). */
 export const isLocalKeyLookup = (sql: string) => localTexts.has(sql);
@@ -137,7 +129,7 @@ async function lookupRows(db: Database, prefix: string): Promise<Row[]> {
   } catch (err) {
     // A placement gone since it was found: found again by the next request, this one over the tables.
     if ((err as { code?: string }).code !== "42P01") throw err;
-    if (lookups.get(db) === found) lookups.delete(db);
+    lookups.forget(db, found);
     return db.sql.query<Row>(LOOKUP, [prefix], LOOKUP_OPTIONS);
   }
 }

@@ -15,7 +15,7 @@
 // planned value is: server/db/insert.ts), converted to text exactly as the pg driver sends them.
 import utils from "pg/lib/utils.js";
 import { Prisma } from "../../generated/prisma/client.js";
-import type { Database } from "./client.js";
+import { readOncePerDatabase, type Database } from "./client.js";
 
 /** The function as the catalog names it (its comment gives db:distribute its role). */
 export const TENANT_EXEC = '"tenant_exec"(uuid, text[], text[])';
@@ -27,27 +27,19 @@ export const TENANT_EXEC_CALL = `SELECT "tenant_exec"($1::uuid, $2::text[], $3::
 export const PREVIOUS = Prisma.raw("$2");
 
 /** Whether each database has "tenant_exec" distributed (read once per Database: createApp asks at start). */
-const delegation = new WeakMap<Database, Promise<boolean>>();
+const delegation = readOncePerDatabase(detect);
 
 /**
  * Whether `db` is a Citus coordinator whose "tenant_exec" is distributed (db:distribute): then the
  * one-statement creates go through it (server/idempotency.ts). Read once and kept (a failed read is
  * read again): a service started before `npm run db:distribute` keeps the CTE form until restarted.
  */
-export function tenantDelegation(db: Database): Promise<boolean> {
-  let found = delegation.get(db);
-  if (!found) {
-    found = detect(db);
-    delegation.set(db, found);
-    found.catch(() => delegation.delete(db));
-  }
-  return found;
-}
+export const tenantDelegation = (db: Database): Promise<boolean> => delegation.get(db);
 
 /** Tests: the creates of `db` through "tenant_exec" (true) or not (false) whatever the database; undefined: detect again. */
 export function useTenantDelegation(db: Database, on: boolean | undefined): void {
-  if (on === undefined) delegation.delete(db);
-  else delegation.set(db, Promise.resolve(on));
+  if (on === undefined) delegation.forget(db);
+  else delegation.set(db, on);
 }
 
 async function detect(db: Database): Promise<boolean> {
