@@ -1,7 +1,8 @@
 // API key → tenant, owner, effective scopes and rate-limit ceilings, read fresh on every request
 // (one database round trip) so that a plan change, a revocation or a new override applies at once.
 // The plan gate lives here too: it is checked on every request, before quotas and scopes.
-import { readOncePerDatabase, type Database, type QueryOptions } from "../db/client.js";
+import type { Database, QueryOptions } from "../db/client.js";
+import { readOncePerDatabase } from "../db/once.js";
 import { AppError } from "../errors.js";
 import { hashesEqual, hashKey, keyPrefix } from "./keys.js";
 import { effectiveScopes, type Scope } from "./scopes.js";

@@ -15,7 +15,8 @@
 // planned value is: server/db/insert.ts), converted to text exactly as the pg driver sends them.
 import utils from "pg/lib/utils.js";
 import { Prisma } from "../../generated/prisma/client.js";
-import { readOncePerDatabase, type Database } from "./client.js";
+import type { Database } from "./client.js";
+import { readOncePerDatabase } from "./once.js";
 
 /** The function as the catalog names it (its comment gives db:distribute its role). */
 export const TENANT_EXEC = '"tenant_exec"(uuid, text[], text[])';
