@@ -9,11 +9,12 @@ import { Prisma } from "../generated/prisma/client.js";
 import { delegated, PREVIOUS, runForTenant, TENANT_EXEC, TENANT_EXEC_CALL, tenantDelegation, undelegated, useTenantDelegation } from "../server/db/delegate.js";
 import type { SqlRunner } from "../server/db/client.js";
 import { readRaw } from "../server/db/insert.js";
-import { citusCluster } from "./helpers/cluster.js";
-import { expectEnvelope, startApp, type TestApp } from "./helpers/app.js";
+import pg from "pg";
+import { citusCluster, nodeUrl } from "./helpers/cluster.js";
+import { expectEnvelope, startApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
-let app: TestApp;
+let app: Awaited<ReturnType<typeof startApp>>;
 let tenantId: string;
 let key: string;
 let ana: string;
@@ -156,5 +157,130 @@ describe("tenant_exec", () => {
       [TENANT_EXEC],
     );
     expect(fn).toEqual({ arg: 0, colocated: true });
+  });
+});
+
+// On a Citus node holding the tenant's shards, the call's statements name the shards themselves
+// (migration 20261129000000_tenant_exec_local): PostgreSQL plans them as on one server.
+describe("tenant_exec over the tenant's local shards", () => {
+  const rename = async (text: string, names: Record<string, string>) =>
+    (await app.db.sql.query<{ out: string }>(`SELECT "tenant_exec_rename"($1, $2::jsonb) AS "out"`, [text, JSON.stringify(names)]))[0]!.out;
+
+  it("tenant_exec_rename: every quoted table name of the map, and nothing else", async () => {
+    const names = { Lead: "Lead_102040", User: "User_102011" };
+    expect(await rename(`SELECT l."id" FROM "Lead" l JOIN "User" u ON u."id" = l."userId" WHERE EXISTS (SELECT 1 FROM "Lead" x) AND l."status" = ($1[1])::"LeadStatus"`, names)).toBe(
+      `SELECT l."id" FROM "Lead_102040" l JOIN "User_102011" u ON u."id" = l."userId" WHERE EXISTS (SELECT 1 FROM "Lead_102040" x) AND l."status" = ($1[1])::"LeadStatus"`,
+    );
+    // Not a table of the map, a longer name, lower-case identifiers (aliases, columns), unquoted words: unchanged.
+    const other = `WITH "resolved" AS (SELECT 1) SELECT "Leads", "LeadX", Lead, "lead", "Contact" FROM "resolved"`;
+    expect(await rename(other, names)).toBe(other);
+  });
+
+  it(`"tenant_exec_local": nothing where the tenant's shards are not on this node (${onCitus ? "the coordinator holds none" : "not a Citus node"})`, async () => {
+    const [row] = await app.db.sql.query<{ names: unknown }>(`SELECT "tenant_exec_local"($1::uuid) AS "names"`, [tenantId]);
+    expect(row!.names).toBeNull();
+  });
+
+  describe.runIf(onCitus)("on Citus", () => {
+    const nodes: Record<"holder" | "other", pg.Client> = {} as never;
+    let anchor: string;
+    beforeAll(async () => {
+      const admin = new pg.Client({ connectionString: app.testDb.directUrl });
+      await admin.connect();
+      try {
+        const rows = (
+          await admin.query<{ host: string; port: number; holds: boolean; anchor: string }>(
+            `SELECT n.nodename AS host, n.nodeport AS port,
+                    EXISTS (SELECT 1 FROM pg_dist_placement p WHERE p.groupid = n.groupid AND p.shardid = get_shard_id_for_distribution_column('"Lead"', $1::uuid)) AS holds,
+                    get_shard_id_for_distribution_column('"Lead"', $1::uuid)::text AS anchor
+               FROM pg_dist_node n WHERE n.groupid <> 0 AND n.noderole = 'primary' ORDER BY n.nodeid`,
+            [tenantId],
+          )
+        ).rows;
+        const database = new URL(app.testDb.directUrl!).pathname.slice(1);
+        for (const [role, node] of [["holder", rows.find((r) => r.holds)], ["other", rows.find((r) => !r.holds)]] as const) {
+          nodes[role] = new pg.Client({ connectionString: nodeUrl(app.testDb.directUrl!, node!, database) });
+          await nodes[role].connect();
+        }
+        anchor = rows[0]!.anchor;
+      } finally {
+        await admin.end();
+      }
+    });
+    afterAll(async () => {
+      await Promise.all(Object.values(nodes).map((c) => c.end()));
+    });
+
+    /** A call's result on `node`, and the notices Citus gave for each statement it ran on a local shard itself. */
+    async function callOn(node: pg.Client, statement: string): Promise<{ result: unknown; routed: string[] }> {
+      const routed: string[] = [];
+      const listen = (n: { message?: string }) => void (n.message?.startsWith("executing the command locally") && routed.push(n.message));
+      node.on("notice", listen);
+      try {
+        await node.query("SET citus.log_local_commands = on; SET client_min_messages = notice");
+        const { rows } = await node.query<{ result: unknown }>(`SELECT "tenant_exec"($1::uuid, ARRAY[$2::text], ARRAY[$3::text]) AS "result"`, [tenantId, statement, tenantId]);
+        return { result: rows[0]!.result, routed };
+      } finally {
+        await node.query("RESET citus.log_local_commands; RESET client_min_messages");
+        node.off("notice", listen);
+      }
+    }
+    const count = `SELECT jsonb_build_object('n', count(*)) AS "result" FROM "Lead" l JOIN "Tenant" t ON t."id" = l."tenantId" WHERE l."tenantId" = ($1[1])::uuid`;
+
+    it("on the worker holding the tenant: the names of its shards and of the reference tables' placements there", async () => {
+      const { rows } = await nodes.holder.query<{ names: Record<string, string> }>(`SELECT "tenant_exec_local"($1::uuid) AS "names"`, [tenantId]);
+      const names = rows[0]!.names;
+      const expected = (
+        await nodes.holder.query<{ name: string; shard: string }>(
+          `SELECT c.relname AS name, c.relname || '_' || s.shardid AS shard
+             FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid JOIN pg_dist_shard s ON s.logicalrelid = p.logicalrelid
+            WHERE p.partmethod = 'n' OR s.shardid = get_shard_id_for_distribution_column(p.logicalrelid, $1::uuid)`,
+          [tenantId],
+        )
+      ).rows;
+      expect(expected.length).toBeGreaterThan(20);
+      expect(names).toEqual(Object.fromEntries(expected.map((r) => [r.name, r.shard])));
+      // Each a table of this node.
+      const { rows: missing } = await nodes.holder.query(`SELECT n FROM jsonb_each_text($1::jsonb) e(k, n) WHERE to_regclass(format('%I', n)) IS NULL`, [JSON.stringify(names)]);
+      expect(missing).toEqual([]);
+    });
+
+    it("a call there plans its statements on those shards (Citus routes none of them), and answers as through the coordinator", async () => {
+      const there = await callOn(nodes.holder, count);
+      const elsewhere = await callOn(nodes.other, count);
+      const [viaCoordinator] = await readRaw(app.db)<{ n: number }>(
+        Prisma.sql`SELECT count(*)::int AS n FROM "Lead" l JOIN "Tenant" t ON t."id" = l."tenantId" WHERE l."tenantId" = ${tenantId}::uuid`,
+      );
+      expect(there.result).toEqual({ n: viaCoordinator!.n });
+      expect(elsewhere.result).toEqual({ n: viaCoordinator!.n });
+      expect(there.routed).toEqual([]);
+      // On a node without the tenant's shards the statement is Citus's to route, as it was written.
+      const { rows } = await nodes.other.query<{ names: unknown }>(`SELECT "tenant_exec_local"($1::uuid) AS "names"`, [tenantId]);
+      expect(rows[0]!.names).toBeNull();
+    });
+
+    it("holds Citus's share lock on the shard group's metadata until the call's transaction ends (a shard move or split waits for it)", async () => {
+      const held = async () =>
+        (
+          await nodes.holder.query<{ n: number }>(
+            // Citus's lock on a co-located shard group's metadata (LockShardDistributionMetadata): an
+            // advisory lock of class 8 on (the shard's index among its table's shards, the colocation id).
+            `SELECT count(*)::int AS n FROM pg_locks l, pg_dist_shard a JOIN pg_dist_partition p ON p.logicalrelid = a.logicalrelid
+              WHERE a.shardid = $1::bigint AND l.pid = pg_backend_pid() AND l.locktype = 'advisory' AND l.objsubid = 8 AND l.mode = 'ShareLock'
+                AND l.objid = p.colocationid
+                AND l.classid = (SELECT count(*) FROM pg_dist_shard s WHERE s.logicalrelid = a.logicalrelid AND s.shardminvalue::int < a.shardminvalue::int)`,
+            [anchor],
+          )
+        ).rows[0]!.n;
+      await nodes.holder.query("BEGIN");
+      try {
+        expect(await held()).toBe(0);
+        await nodes.holder.query(`SELECT "tenant_exec"($1::uuid, ARRAY[$2::text], ARRAY[$3::text])`, [tenantId, count, tenantId]);
+        expect(await held()).toBe(1);
+      } finally {
+        await nodes.holder.query("ROLLBACK");
+      }
+      expect(await held()).toBe(0);
+    });
   });
 });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../server/config.js";
 import type { Database } from "../server/db/client.js";
 import { nodeUrl, tenantRoutes } from "../server/db/routing.js";
-import { citusCluster } from "./helpers/cluster.js";
+import { citusCluster, nodeUrl as clusterNodeUrl } from "./helpers/cluster.js";
 import { directBaseUrl, freshDatabase, startApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
@@ -153,6 +153,19 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     const [other] = (await admin.query<{ host: string; port: number }>(`SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> $1 AND noderole = 'primary' ORDER BY nodeid LIMIT 1`, [before.port])).rows;
     await admin.query(`SELECT citus_move_shard_placement($1::bigint, $2, $3, $4, $5, shard_transfer_mode => 'block_writes')`, [before.shard, before.host, before.port, other!.host, other!.port]);
     expect((await placement()).port).toBe(other!.port);
+    // The creates' delegated statements name the tenant's shards only where they are now
+    // (migration 20261129000000_tenant_exec_local): the old node runs them as written, Citus sends them on.
+    const namesShards = async (node: { host: string; port: number }) => {
+      const c = new pg.Client({ connectionString: clusterNodeUrl(app.testDb.directUrl!, node, new URL(app.testDb.directUrl!).pathname.slice(1)) });
+      await c.connect();
+      try {
+        return (await c.query<{ here: boolean }>(`SELECT "tenant_exec_local"($1::uuid) IS NOT NULL AS here`, [tenantId])).rows[0]!.here;
+      } finally {
+        await c.end();
+      }
+    };
+    expect(await namesShards(before)).toBe(false);
+    expect(await namesShards(other!)).toBe(true);
 
     // The route is stale now: the old worker sends the statements on. Writes and reads still answer.
     const afterMove = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "After move", customerPhone: "+34600111223" } });
