@@ -7,9 +7,13 @@
 // `npm run db:distribute` makes it a distributed function co-located with the tenant tables by its
 // first argument (its comment: 'citus:delegated(tenantId)'): the coordinator sends the whole call to
 // the worker holding that tenant's shards, and each statement runs there as a single-shard statement
-// on local shards — one hop per create. The creates use it where it is distributed
-// (tenantDelegation); elsewhere they send their one prepared statement (server/idempotency.ts says
-// why both). The function exists on every backend, and the tests force the delegated form on each.
+// on local shards — one hop per create. There it names the shards itself (migration
+// 20261129000000_tenant_exec_local: "Lead" → "Lead_102040", after taking Citus's share lock on the shard
+// group's metadata), so PostgreSQL plans each statement as on one server instead of Citus planning it,
+// deparsing the shard's statement and planning that again; a statement must therefore name tables only
+// as quoted identifiers and carry every value as a parameter (as delegated() makes it). The creates
+// use it where it is distributed (tenantDelegation); elsewhere they send their one prepared statement
+// (server/idempotency.ts says why both). The function exists on every backend, and the tests force the delegated form on each.
 //
 // The statements' parameters become elements of one text[] ($1[n], each use cast to its type, as every
 // planned value is: server/db/insert.ts), converted to text exactly as the pg driver sends them.
