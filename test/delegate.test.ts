@@ -10,7 +10,7 @@ import { delegated, PREVIOUS, runForTenant, TENANT_EXEC, TENANT_EXEC_CALL, tenan
 import type { SqlRunner } from "../server/db/client.js";
 import { readRaw } from "../server/db/insert.js";
 import pg from "pg";
-import { citusCluster, nodeUrl } from "./helpers/cluster.js";
+import { citusCluster, onSameDatabase } from "./helpers/cluster.js";
 import { expectEnvelope, startApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
@@ -197,9 +197,8 @@ describe("tenant_exec over the tenant's local shards", () => {
             [tenantId],
           )
         ).rows;
-        const database = new URL(app.testDb.directUrl!).pathname.slice(1);
         for (const [role, node] of [["holder", rows.find((r) => r.holds)], ["other", rows.find((r) => !r.holds)]] as const) {
-          nodes[role] = new pg.Client({ connectionString: nodeUrl(app.testDb.directUrl!, node!, database) });
+          nodes[role] = new pg.Client({ connectionString: onSameDatabase(app.testDb.directUrl!, node!) });
           await nodes[role].connect();
         }
         anchor = rows[0]!.anchor;

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../server/config.js";
 import type { Database } from "../server/db/client.js";
 import { nodeUrl, tenantRoutes } from "../server/db/routing.js";
-import { citusCluster, nodeUrl as clusterNodeUrl } from "./helpers/cluster.js";
+import { citusCluster, onSameDatabase } from "./helpers/cluster.js";
 import { directBaseUrl, freshDatabase, startApp } from "./helpers/app.js";
 import { fixture, tenant } from "./helpers/fixtures.js";
 
@@ -156,7 +156,7 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     // The creates' delegated statements name the tenant's shards only where they are now
     // (migration 20261129000000_tenant_exec_local): the old node runs them as written, Citus sends them on.
     const namesShards = async (node: { host: string; port: number }) => {
-      const c = new pg.Client({ connectionString: clusterNodeUrl(app.testDb.directUrl!, node, new URL(app.testDb.directUrl!).pathname.slice(1)) });
+      const c = new pg.Client({ connectionString: onSameDatabase(app.testDb.directUrl!, node) });
       await c.connect();
       try {
         return (await c.query<{ here: boolean }>(`SELECT "tenant_exec_local"($1::uuid) IS NOT NULL AS here`, [tenantId])).rows[0]!.here;

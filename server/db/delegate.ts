@@ -13,7 +13,8 @@
 // deparsing the shard's statement and planning that again; a statement must therefore name tables only
 // as quoted identifiers and carry every value as a parameter (as delegated() makes it). The creates
 // use it where it is distributed (tenantDelegation); elsewhere they send their one prepared statement
-// (server/idempotency.ts says why both). The function exists on every backend, and the tests force the delegated form on each.
+// (server/idempotency.ts says why both). The function exists on every backend, and the tests force
+// the delegated form on each.
 //
 // The statements' parameters become elements of one text[] ($1[n], each use cast to its type, as every
 // planned value is: server/db/insert.ts), converted to text exactly as the pg driver sends them.

@@ -28,6 +28,9 @@ export const nodeUrl = (base: string, node: { host: string; port: number }, data
   return url.toString();
 };
 
+/** The URL of `url`'s own database on `node` (every test database exists on every node). */
+export const onSameDatabase = (url: string, node: { host: string; port: number }) => nodeUrl(url, node, new URL(url).pathname.slice(1));
+
 let found: Promise<Cluster | null> | undefined;
 
 /** The Citus cluster behind `baseUrl` (read once), or null on plain PostgreSQL. */

@@ -35,10 +35,10 @@ BEGIN
   IF to_regclass('pg_catalog.pg_dist_local_group') IS NULL THEN
     RETURN NULL;
   END IF;
-  SELECT get_shard_id_for_distribution_column(p.logicalrelid, "tenantId"),
-         'crm.tenant_exec_' || get_shard_id_for_distribution_column(p.logicalrelid, "tenantId") || '_' || (SELECT max(s.shardid) FROM pg_dist_shard s)
+  SELECT a.shardid, 'crm.tenant_exec_' || a.shardid || '_' || (SELECT max(s.shardid) FROM pg_dist_shard s)
     INTO v_anchor, v_key
-    FROM pg_dist_partition p WHERE p.logicalrelid = '"Lead"'::regclass AND p.partmethod = 'h';
+    FROM pg_dist_partition p, LATERAL (SELECT get_shard_id_for_distribution_column(p.logicalrelid, "tenantId") AS shardid) a
+   WHERE p.logicalrelid = '"Lead"'::regclass AND p.partmethod = 'h';
   IF v_anchor IS NULL THEN
     RETURN NULL;   -- the tables not distributed
   END IF;
