@@ -176,9 +176,14 @@ describe("tenant_exec over the tenant's local shards", () => {
     expect(await rename(other, names)).toBe(other);
   });
 
-  it(`"tenant_exec_local": nothing where the tenant's shards are not on this node (${onCitus ? "the coordinator holds none" : "not a Citus node"})`, async () => {
+  it(`"tenant_exec_local": nothing where the tenant's shards are not on this node (${onCitus ? "the coordinator holds none" : "not a Citus node"}); so no names for the triggers after a call`, async () => {
     const [row] = await app.db.sql.query<{ names: unknown }>(`SELECT "tenant_exec_local"($1::uuid) AS "names"`, [tenantId]);
     expect(row!.names).toBeNull();
+    const [after] = await app.db.sql.query<{ names: unknown }>(
+      `WITH c AS MATERIALIZED (SELECT "tenant_exec"($1::uuid, ARRAY['SELECT ''{}''::jsonb'], '{}')) SELECT "tenant_exec_names"($1::uuid) AS "names" FROM c`,
+      [tenantId],
+    );
+    expect(after!.names).toBeNull();
   });
 
   describe.runIf(onCitus)("on Citus", () => {
@@ -211,13 +216,13 @@ describe("tenant_exec over the tenant's local shards", () => {
     });
 
     /** A call's result on `node`, and the notices Citus gave for each statement it ran on a local shard itself. */
-    async function callOn(node: pg.Client, statement: string): Promise<{ result: unknown; routed: string[] }> {
+    async function callOn(node: pg.Client, statement: string, params: (string | null)[] = [tenantId]): Promise<{ result: unknown; routed: string[] }> {
       const routed: string[] = [];
       const listen = (n: { message?: string }) => void (n.message?.startsWith("executing the command locally") && routed.push(n.message));
       node.on("notice", listen);
       try {
         await node.query("SET citus.log_local_commands = on; SET client_min_messages = notice");
-        const { rows } = await node.query<{ result: unknown }>(`SELECT "tenant_exec"($1::uuid, ARRAY[$2::text], ARRAY[$3::text]) AS "result"`, [tenantId, statement, tenantId]);
+        const { rows } = await node.query<{ result: unknown }>(`SELECT "tenant_exec"($1::uuid, ARRAY[$2::text], $3::text[]) AS "result"`, [tenantId, statement, params]);
         return { result: rows[0]!.result, routed };
       } finally {
         await node.query("RESET citus.log_local_commands; RESET client_min_messages");
@@ -256,6 +261,57 @@ describe("tenant_exec over the tenant's local shards", () => {
       // On a node without the tenant's shards the statement is Citus's to route, as it was written.
       const { rows } = await nodes.other.query<{ names: unknown }>(`SELECT "tenant_exec_local"($1::uuid) AS "names"`, [tenantId]);
       expect(rows[0]!.names).toBeNull();
+    });
+
+    // Migration 20261130000000_tenant_exec_triggers: the triggers' writes of such a call (changes
+    // capture, list counters) over the same shards, as dynamic SQL; elsewhere their static statements.
+    it("the triggers of a call there write over those shards too (no statement routed by Citus), the same rows as a call Citus routes", async () => {
+      const [stage] = await readRaw(app.db)<{ id: string }>(Prisma.sql`SELECT "id" FROM "PipelineStage" WHERE "tenantId" = ${tenantId}::uuid LIMIT 1`);
+      const insert = `INSERT INTO "Lead" ("tenantId", "id", "customerName", "stageId", "createdAt") VALUES (($1[1])::uuid, ($1[2])::uuid, $1[3], ($1[4])::uuid, ($1[5])::timestamptz) RETURNING $2`;
+      const counted = async () =>
+        Object.fromEntries(
+          (
+            await readRaw(app.db)<{ dim: string; value: string; n: number }>(
+              Prisma.sql`SELECT "dim", "value", sum("n")::int AS n FROM "ListCounter" WHERE "tenantId" = ${tenantId}::uuid AND "entity" = 'Lead' GROUP BY 1, 2`,
+            )
+          ).map((r) => [`${r.dim}:${r.value}`, r.n]),
+        );
+      const before = await counted();
+      const ids = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
+      const day = "2031-07-08T09:10:11.000Z";
+      // The day's keys are new: the first lead makes their counter rows ("ListCounter_add", the keys'
+      // slow path, left to Citus); the next one finds them, and nothing of its call is Citus's to route.
+      const first = await callOn(nodes.holder, insert, [tenantId, ids[0]!, "Over the shards", stage!.id, day]);
+      const there = await callOn(nodes.holder, insert, [tenantId, ids[1]!, "Over the shards", stage!.id, day]);
+      const elsewhere = await callOn(nodes.other, insert, [tenantId, ids[2]!, "Routed by Citus", stage!.id, day]);
+      expect(first.result).toEqual({});
+      expect(there).toEqual({ result: {}, routed: [] });
+      expect(elsewhere.result).toEqual({});
+      // Each lead's change recorded, and each counter key moved by one per lead.
+      const changes = await readRaw(app.db)<{ objectId: string; action: string }>(
+        Prisma.sql`SELECT "objectId"::text AS "objectId", "action" FROM "ChangeLog" WHERE "tenantId" = ${tenantId}::uuid AND "type" = 'lead' AND "objectId" = ANY(${ids}::uuid[]) ORDER BY 1`,
+      );
+      expect(changes).toEqual([...ids].sort().map((objectId) => ({ objectId, action: "upsert" })));
+      const after = await counted();
+      const moved = Object.fromEntries(Object.entries(after).filter(([k, n]) => n !== (before[k] ?? 0)).map(([k, n]) => [k, n - (before[k] ?? 0)]));
+      expect(moved).toEqual({ "all:": 3, "y:2031": 3, "m:2031-07": 3, "d:2031-07-08": 3 });
+      const [{ n }] = (await readRaw(app.db)<{ n: number }>(Prisma.sql`SELECT count(*)::int AS n FROM "Lead" WHERE "tenantId" = ${tenantId}::uuid`)) as [{ n: number }];
+      expect(after["all:"]).toBe(n);
+    });
+
+    it("the names are the call's transaction's and its tenant's only", async () => {
+      const names = `SELECT "tenant_exec_names"($1::uuid) AS "t", "tenant_exec_names"($2::uuid) AS "other"`;
+      await nodes.holder.query("BEGIN");
+      try {
+        expect((await nodes.holder.query(names, [tenantId, other.tenantId])).rows[0]).toEqual({ t: null, other: null });
+        await nodes.holder.query(`SELECT "tenant_exec"($1::uuid, ARRAY[$2::text], ARRAY[$3::text])`, [tenantId, count, tenantId]);
+        const { rows } = await nodes.holder.query(names, [tenantId, other.tenantId]);
+        expect(rows[0].t).toEqual((await nodes.holder.query(`SELECT "tenant_exec_local"($1::uuid) AS n`, [tenantId])).rows[0].n);
+        expect(rows[0].other).toBeNull();
+      } finally {
+        await nodes.holder.query("COMMIT");
+      }
+      expect((await nodes.holder.query(names, [tenantId, other.tenantId])).rows[0]).toEqual({ t: null, other: null });
     });
 
     it("holds Citus's share lock on the shard group's metadata until the call's transaction ends (a shard move or split waits for it)", async () => {
