@@ -11,10 +11,12 @@
 // 20261129000000_tenant_exec_local: "Lead" → "Lead_102040", after taking Citus's share lock on the shard
 // group's metadata), so PostgreSQL plans each statement as on one server instead of Citus planning it,
 // deparsing the shard's statement and planning that again; a statement must therefore name tables only
-// as quoted identifiers and carry every value as a parameter (as delegated() makes it). The creates
-// use it where it is distributed (tenantDelegation); elsewhere they send their one prepared statement
-// (server/idempotency.ts says why both). The function exists on every backend, and the tests force
-// the delegated form on each.
+// as quoted identifiers and carry every value as a parameter (as delegated() makes it). For the rest of
+// its transaction the call also gives its tenant's names to the triggers its statements fire (migration
+// 20261130000000_tenant_exec_triggers: the changes capture and the counters write over the same shards).
+// The creates use it where it is distributed (tenantDelegation); elsewhere they send their one prepared
+// statement (server/idempotency.ts says why both). The function exists on every backend, and the tests
+// force the delegated form on each.
 //
 // The statements' parameters become elements of one text[] ($1[n], each use cast to its type, as every
 // planned value is: server/db/insert.ts), converted to text exactly as the pg driver sends them.
