@@ -91,8 +91,8 @@ async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> 
   }
 }
 
-/** What a worker's pool is opened with beyond the coordinator pool's options: the tenant in the statements' text (server/db/literal.ts). */
-export const WORKER_POOL: Pick<PostgresOptions, "inlineTenant"> = { inlineTenant: true };
+/** What a worker's pool is opened with beyond the coordinator pool's options: the tenant in the statements' text (server/db/literal.ts), its reads over its local shards (server/db/local-reads.ts). */
+export const WORKER_POOL: Pick<PostgresOptions, "inlineTenant" | "localReads"> = { inlineTenant: true, localReads: true };
 
 /**
  * DATABASE_ROUTING=workers: the tenants' requests on their workers (server/db/routing.ts), each

@@ -2,8 +2,9 @@
 // its statements to the worker holding the tenant's shards. Everywhere: the setting's validation, and
 // the routing table's own rules (a placement that cannot be read sends the tenant to the coordinator,
 // told once; an expired entry is used while it is read again). On a Citus cluster: the tenant's
-// requests run on its worker's pool, and a route made stale by a shard move stays correct (the old
-// node sends the statements on) until it is read again.
+// requests run on its worker's pool, its reads over its shards there (server/db/local-reads.ts), and a
+// route made stale by a shard move stays correct (the old node refuses the reads over its old shard
+// names and sends the statements on) until it is read again.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../server/config.js";
@@ -148,6 +149,19 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     // The list read's named statement (the tenant a literal of its text: planned on the local shard) is
     // kept by the worker's connection before the move, and read again after it.
     expect((await app.request("GET", "/public/v1/leads", { key, query: { limit: 50 } })).status).toBe(200);
+    // Once the pool has read the tenant's shard names (in the background), its reads go over them,
+    // guarded (server/db/local-reads.ts), and answer as through the coordinator.
+    await new Promise((r) => setTimeout(r, 200));
+    seen.length = 0;
+    const overShards = await app.request("GET", "/public/v1/leads", { key, query: { limit: 50 } });
+    expect(overShards.status).toBe(200);
+    const localReads = seen.filter((x) => x.sql.includes('"tenant_shard_here"'));
+    expect(localReads).toHaveLength(1);
+    expect(localReads[0]!.sql).toContain(`"Lead_${before.shard}"`);
+    expect(localReads[0]!.sql).not.toContain('"Lead" ');
+    expect(seen.filter((x) => x.sql.includes('FROM "Lead"'))).toEqual([]);
+    const viaCoordinator = await admin.query<{ id: string }>(`SELECT "id" FROM "Lead" WHERE "tenantId" = $1 ORDER BY "createdAt" DESC, "id" DESC LIMIT 50`, [tenantId]);
+    expect(overShards.body.items.map((l: { id: string }) => l.id)).toEqual(viaCoordinator.rows.map((r) => r.id));
 
     // Move the tenant's shard group to another worker (block_writes: no replication set-up needed).
     const [other] = (await admin.query<{ host: string; port: number }>(`SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> $1 AND noderole = 'primary' ORDER BY nodeid LIMIT 1`, [before.port])).rows;
@@ -166,12 +180,28 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     };
     expect(await namesShards(before)).toBe(false);
     expect(await namesShards(other!)).toBe(true);
+    // A read's guard (migration 20261130100000_tenant_read) refuses the old node, in the read's snapshot.
+    const guard = async (node: { host: string; port: number }) => {
+      const c = new pg.Client({ connectionString: onSameDatabase(app.testDb.directUrl!, node) });
+      await c.connect();
+      try {
+        return await c.query<{ here: boolean }>(`SELECT "tenant_shard_here"($1::bigint) AS here`, [before.shard]).then((r) => r.rows[0]!.here, (e: { code?: string }) => e.code);
+      } finally {
+        await c.end();
+      }
+    };
+    expect(await guard(before)).toBe("CR001");
+    expect(await guard(other!)).toBe(true);
 
     // The route is stale now: the old worker sends the statements on. Writes and reads still answer.
     const afterMove = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "After move", customerPhone: "+34600111223" } });
     expect(afterMove.status).toBe(201);
+    seen.length = 0;
     const list = await app.request("GET", "/public/v1/leads", { key, query: { limit: 50 } });
     expect(list.status).toBe(200);
+    // The read went over the old node's names first (still kept), was refused by its guard or found the
+    // shard gone, and was sent again as written (Citus routed it): so it sees the write made after the move.
+    expect(seen.filter((x) => x.sql.includes("tenant_shard_here") || x.sql.includes('FROM "Lead"')).map((x) => (x.sql.includes("tenant_shard_here") ? "local" : "as written"))).toEqual(["local", "as written"]);
     expect(list.body.items.map((l: { customerName: string }) => l.customerName)).toEqual(expect.arrayContaining(["Routed", "After move"]));
     const stored = (await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "Lead" WHERE "tenantId" = $1 AND "customerName" IN ('Routed', 'After move')`, [tenantId])).rows[0];
     expect(stored?.n).toBe(2);

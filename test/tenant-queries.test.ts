@@ -14,6 +14,7 @@ import { fixture, tenant } from "./helpers/fixtures.js";
 import type { LoadResult } from "../server/admin/fixture.js";
 import { isKeyLookup, isLocalKeyLookup, LOCAL_PLACEMENTS_SQL, LOOKUP } from "../server/auth/authenticate.js";
 import { isPlacementLookup } from "../server/db/routing.js";
+import { isLocalRead, TENANT_SHARDS_SQL } from "../server/db/local-reads.js";
 import { encodeCursor as contactCursor } from "../routers/contacts/schemas.js";
 import { encodeCursor as messageCursor } from "../routers/conversations/messages-list.js";
 
@@ -249,8 +250,15 @@ describe("every statement of the API is scoped to the caller's tenant", () => {
         }
         // On Citus, the key lookup's one catalog read of where the reference tables' placements are.
         if (s.sql === LOCAL_PLACEMENTS_SQL) continue;
-        // The key lookup over the coordinator's placements is LOOKUP with their names (test/key-lookup.test.ts).
-        const a = analyzeSql(isLocalKeyLookup(s.sql) ? LOOKUP : s.sql, s.params, model);
+        // DATABASE_ROUTING=workers: a worker pool's read of the caller's tenant's shard names there.
+        if (s.sql === TENANT_SHARDS_SQL) {
+          if (s.params[0] !== A().id) problems.push(`shard names of another tenant (${String(s.params[0])})`);
+          continue;
+        }
+        // The key lookup over the coordinator's placements is LOOKUP with their names (test/key-lookup.test.ts);
+        // a read over the tenant's local shards is analysed over the tables their names stand for.
+        const sql = isLocalKeyLookup(s.sql) ? LOOKUP : isLocalRead(s.sql) ? s.sql.replace(/"([A-Z][A-Za-z0-9]*)_[0-9]+"/g, '"$1"') : s.sql;
+        const a = analyzeSql(sql, s.params, model);
         problems.push(...a.problems);
         for (const v of a.tenants) if (v.startsWith("=") && v !== tenant) problems.push(`pinned to another tenant (${v}) — in: ${s.sql.slice(0, 160)}`);
         if (a.tables.size && !isKeyLookup(s.sql)) scoped++;

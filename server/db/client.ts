@@ -18,6 +18,7 @@ import { lockEmbeddedDatabase } from "./pglite-lock.js";
 import { PreparedStatements, type PreparedState } from "./prepared.js";
 import { isoTimestamptz, isoTimesTypes } from "./times.js";
 import { inlineValue } from "./literal.js";
+import { type LocalShards, movedAway, overLocalShards, ShardNames, TENANT_SHARDS_SQL } from "./local-reads.js";
 
 /** PGlite's query options for QueryOptions.isoTimes (its parsers, keyed by type oid). */
 const PGLITE_ISO_TIMES = { parsers: { [pg.types.builtins.TIMESTAMPTZ]: (text: string) => isoTimestamptz(text) } };
@@ -108,6 +109,11 @@ export interface PostgresOptions {
    * of DATABASE_ROUTING=workers, where Citus then plans the statement directly on the local shard.
    */
   inlineTenant?: boolean;
+  /**
+   * Send a tenant's reads over its shards on this node, guarded (server/db/local-reads.ts): the pools
+   * of DATABASE_ROUTING=workers, where PostgreSQL then plans them as on one server.
+   */
+  localReads?: boolean;
 }
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
@@ -128,29 +134,48 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
   const inlineTenant = opts.inlineTenant === true;
+  const shardNames = opts.localReads
+    ? new ShardNames(async (tenantId) => (await pool.query<{ shards: LocalShards | null }>(TENANT_SHARDS_SQL, [tenantId])).rows[0]?.shards ?? null)
+    : undefined;
   const send = async <T>(c: pg.Pool | pg.PoolClient, text: string, params: unknown[], q?: QueryOptions, name?: string) =>
     (await c.query({ name, text, values: params, types: q?.isoTimes ? isoTimesTypes : rawTypes })).rows as T[];
+  /** One statement: named where opts.prepare asks and the connections keep them, else unnamed. */
+  const sendPrepared = async <T>(c: pg.Pool | pg.PoolClient, inSession: boolean, sql: string, params: unknown[], opts?: QueryOptions) => {
+    const name = opts?.prepare && !inSession ? prepared.nameOf(sql) : undefined;
+    if (name) {
+      try {
+        return await send<T>(c, sql, params, opts, name);
+      } catch (err) {
+        if (!prepared.refusedBy(err)) throw err;
+      }
+    }
+    return send<T>(c, typeof opts?.prepare === "object" ? opts.prepare.unnamed : sql, params, opts);
+  };
   const runner = (c: pg.Pool | pg.PoolClient, inSession: boolean): SqlRunner => ({
     async query<T>(sql: string, params: unknown[] = [], opts?: QueryOptions) {
       if (inlineTenant && opts?.tenant) {
         // The tenant in the text (server/db/literal.ts): a prepared statement only where that text is
         // named (else its shared text, named: measured cheaper than the per-tenant text planned every time).
         const inlined = inlineValue(sql, params, opts.tenant);
+        // A read over the tenant's shards on this node, guarded (server/db/local-reads.ts); named on the
+        // same terms. Names gone stale (a shard move): the read as below, and the names read again.
+        const shards = shardNames && !inSession ? shardNames.peek(opts.tenant) : undefined;
+        const local = shards ? overLocalShards(inlined.text, shards) : undefined;
+        if (local !== undefined && (!opts.prepare || prepared.admitsTenantText(local))) {
+          try {
+            return await sendPrepared<T>(c, inSession, local, inlined.params, opts.prepare ? { ...opts, prepare: true } : opts);
+          } catch (err) {
+            if (!movedAway(err)) throw err;
+            shardNames!.forget(opts.tenant);
+          }
+        }
         if (inlined.text !== sql && (!opts.prepare || inSession || prepared.admitsTenantText(inlined.text))) {
           const unnamed = typeof opts.prepare === "object" ? inlineValue(opts.prepare.unnamed, params, opts.tenant).text : undefined;
           ({ text: sql, params } = inlined);
           if (unnamed !== undefined) opts = { ...opts, prepare: { unnamed } };
         }
       }
-      const name = opts?.prepare && !inSession ? prepared.nameOf(sql) : undefined;
-      if (name) {
-        try {
-          return await send<T>(c, sql, params, opts, name);
-        } catch (err) {
-          if (!prepared.refusedBy(err)) throw err;
-        }
-      }
-      return send<T>(c, typeof opts?.prepare === "object" ? opts.prepare.unnamed : sql, params, opts);
+      return sendPrepared<T>(c, inSession, sql, params, opts);
     },
     async exec(sql: string) {
       await c.query(sql);

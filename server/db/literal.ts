@@ -24,20 +24,14 @@ const IDENT_CHAR = /[A-Za-z0-9_$\u0080-\uffff]/;
 const DIGIT = /[0-9]/;
 const TAG = /^\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/;
 
+/** A token of a statement that rewrite() may replace: a parameter reference ($n, 1-based) or a quoted identifier (its name). */
+type Token = { kind: "param"; n: number } | { kind: "ident"; name: string };
+
 /**
- * `text` with every `$n` whose parameter is `value` written as `'value'`, and the remaining parameters
- * renumbered in order; the same `text` and `params` when `value` is not a uuid or no parameter equals it.
+ * `text` with each parameter reference (`$n`) and quoted identifier outside string constants, comments
+ * and dollar-quoted bodies replaced by what `at` returns for it (undefined: kept as it is).
  */
-export function inlineValue(text: string, params: readonly unknown[], value: string): { text: string; params: unknown[] } {
-  const unchanged = { text, params: params as unknown[] };
-  const literal = uuidLiteral(value);
-  if (literal === undefined || !params.includes(value)) return unchanged;
-  const number: number[] = [];
-  const kept: unknown[] = [];
-  for (const p of params) {
-    if (p === value) number.push(0);
-    else number.push(kept.push(p));
-  }
+function rewrite(text: string, at: (token: Token) => string | undefined): string {
   let out = "";
   let from = 0;
   let i = 0;
@@ -57,6 +51,7 @@ export function inlineValue(text: string, params: readonly unknown[], value: str
       }
       i++;
     } else if (c === '"') {
+      const start = i;
       i++;
       while (i < n) {
         if (text[i] !== '"') i++;
@@ -64,6 +59,11 @@ export function inlineValue(text: string, params: readonly unknown[], value: str
         else break;
       }
       i++;
+      const to = at({ kind: "ident", name: text.slice(start + 1, i - 1).replaceAll('""', '"') });
+      if (to !== undefined) {
+        out += text.slice(from, start) + to;
+        from = i;
+      }
     } else if (c === "-" && text[i + 1] === "-") {
       const end = text.indexOf("\n", i);
       i = end < 0 ? n : end + 1;
@@ -79,9 +79,9 @@ export function inlineValue(text: string, params: readonly unknown[], value: str
       if (DIGIT.test(text[i + 1] ?? "")) {
         let j = i + 1;
         while (j < n && DIGIT.test(text[j]!)) j++;
-        const k = Number(text.slice(i + 1, j)) - 1;
-        if (k < number.length) {
-          out += text.slice(from, i) + (number[k] === 0 ? literal : `$${number[k]}`);
+        const to = at({ kind: "param", n: Number(text.slice(i + 1, j)) });
+        if (to !== undefined) {
+          out += text.slice(from, i) + to;
           from = j;
         }
         i = j;
@@ -94,5 +94,32 @@ export function inlineValue(text: string, params: readonly unknown[], value: str
       }
     } else i++;
   }
-  return { text: out + text.slice(from), params: kept };
+  return out + text.slice(from);
+}
+
+/**
+ * `text` with every `$n` whose parameter is `value` written as `'value'`, and the remaining parameters
+ * renumbered in order; the same `text` and `params` when `value` is not a uuid or no parameter equals it.
+ */
+export function inlineValue(text: string, params: readonly unknown[], value: string): { text: string; params: unknown[] } {
+  const literal = uuidLiteral(value);
+  if (literal === undefined || !params.includes(value)) return { text, params: params as unknown[] };
+  const number: number[] = [];
+  const kept: unknown[] = [];
+  for (const p of params) {
+    if (p === value) number.push(0);
+    else number.push(kept.push(p));
+  }
+  const out = rewrite(text, (t) => (t.kind === "param" && t.n - 1 < number.length ? (number[t.n - 1] === 0 ? literal : `$${number[t.n - 1]}`) : undefined));
+  return { text: out, params: kept };
+}
+
+/**
+ * `text` with every quoted identifier that is a key of `names` (a table: "Lead") written as its value
+ * (the table's shard on this node: "Lead_102040"); anything else as it is. The same rule as the
+ * database's "tenant_exec_rename" (migration 20261129000000_tenant_exec_local), which says why it is
+ * exact for the service's statements.
+ */
+export function renameTables(text: string, names: Readonly<Record<string, string>>): string {
+  return rewrite(text, (t) => (t.kind === "ident" && Object.hasOwn(names, t.name) ? `"${names[t.name]!.replaceAll('"', '""')}"` : undefined));
 }
