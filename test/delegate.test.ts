@@ -186,6 +186,57 @@ describe("tenant_exec over the tenant's local shards", () => {
     expect(after!.names).toBeNull();
   });
 
+  // Migration 20261201000000_local_prepared: the statements over the local shards as prepared
+  // statements of the session, the session's list of them kept in a setting (here on any PostgreSQL).
+  it.runIf(Boolean(process.env.DATABASE_URL))("local_call: one prepared statement per text and types, bounded per session; the list survives rollbacks (found again, or prepared again on invalid_sql_statement_name)", async () => {
+    const c = new pg.Client({ connectionString: app.testDb.directUrl });
+    await c.connect();
+    try {
+      const call = async (sql: string, check = false) => (await c.query<{ q: string }>(`SELECT "local_call"($1, 'integer', '41', $2) AS q`, [sql, check])).rows[0]!.q;
+      const run = async (sql: string, check = false) => (await c.query(await call(sql, check))).rows[0];
+      const ours = async () =>
+        (await c.query<{ name: string; statement: string }>(`SELECT name, statement FROM pg_prepared_statements WHERE name LIKE 'crm\\_local\\_%' ORDER BY prepare_time, name`)).rows;
+      const listed = async () => (await c.query<{ v: string }>(`SELECT current_setting('crm.local_prepared', true) AS v`)).rows[0]!.v?.split(" ").sort() ?? [];
+      const limit = (await c.query<{ n: number }>(`SELECT "local_call_limit"() AS n`)).rows[0]!.n;
+      expect(await run("SELECT $1 + 1 AS n")).toEqual({ n: 42 });
+      expect(await run("SELECT $1 + 1 AS n")).toEqual({ n: 42 });
+      expect(await call("SELECT $1 + 1 AS n")).toMatch(/^EXECUTE crm_local_[0-9a-f]{32}\(41\)$/);
+      expect(await ours()).toHaveLength(1);
+      expect(await listed()).toEqual((await ours()).map((r) => r.name));
+      // Prepared in a transaction that rolls back: the statement stays, the list reverts; the next
+      // call finds it in the session's statements (no second PREPARE, which would fail).
+      await c.query("BEGIN");
+      expect(await run("SELECT $1 + 2 AS n")).toEqual({ n: 43 });
+      await c.query("ROLLBACK");
+      expect(await ours()).toHaveLength(2);
+      expect(await listed()).toHaveLength(1);
+      expect(await run("SELECT $1 + 2 AS n")).toEqual({ n: 43 });
+      expect(await listed()).toEqual((await ours()).map((r) => r.name).sort());
+      // Bounded: past the limit the statement prepared longest ago goes.
+      for (let i = 0; i < limit + 5; i++) expect(await run(`SELECT $1 + ${100 + i} AS n`)).toEqual({ n: 141 + i });
+      const kept = await ours();
+      expect(kept).toHaveLength(limit);
+      expect(kept.some((r) => r.statement.endsWith("AS SELECT $1 + 1 AS n"))).toBe(false);
+      expect(kept.at(-1)!.statement).toMatch(new RegExp(`AS SELECT \\$1 \\+ ${100 + limit + 4} AS n$`));
+      expect(await listed()).toEqual(kept.map((r) => r.name).sort());
+      // Deallocated (the eviction of the oldest) in a transaction that rolls back: the list names it
+      // again, its EXECUTE fails with invalid_sql_statement_name before running anything, and a call
+      // with p_check prepares it again.
+      const oldest = kept[0]!.statement.replace(/^PREPARE \S+ AS /, "");
+      await c.query("BEGIN");
+      await run("SELECT $1 + 1000 AS n");
+      await c.query("ROLLBACK");
+      expect(await listed()).toContain(kept[0]!.name);
+      expect((await ours()).map((r) => r.name)).not.toContain(kept[0]!.name);
+      await expect(run(oldest)).rejects.toMatchObject({ code: "26000" });
+      expect(await run(oldest, true)).toEqual({ n: 41 + Number(/\+ (\d+)/.exec(oldest)![1]) });
+      expect(await ours()).toHaveLength(limit);
+      expect(await listed()).toEqual((await ours()).map((r) => r.name).sort());
+    } finally {
+      await c.end();
+    }
+  });
+
   describe.runIf(onCitus)("on Citus", () => {
     const nodes: Record<"holder" | "other", pg.Client> = {} as never;
     let anchor: string;
@@ -312,6 +363,51 @@ describe("tenant_exec over the tenant's local shards", () => {
         await nodes.holder.query("COMMIT");
       }
       expect((await nodes.holder.query(names, [tenantId, other.tenantId])).rows[0]).toEqual({ t: null, other: null });
+    });
+
+    // Migration 20261201000000_local_prepared: over the local shards, each statement (the call's and
+    // the two trigger statements) a prepared statement of the session.
+    it("there each statement runs as a prepared statement of the session: planned once for the session, the same rows; one whose statement is gone is prepared again", async () => {
+      const [stage] = await readRaw(app.db)<{ id: string }>(Prisma.sql`SELECT "id" FROM "PipelineStage" WHERE "tenantId" = ${tenantId}::uuid LIMIT 1`);
+      const insert = `INSERT INTO "Lead" ("tenantId", "id", "customerName", "stageId", "createdAt") VALUES (($1[1])::uuid, ($1[2])::uuid, $1[3], ($1[4])::uuid, ($1[5])::timestamptz) RETURNING $2`;
+      const session = await nodes.holder.query("DEALLOCATE ALL; RESET crm.local_prepared").then(() => nodes.holder);
+      const ours = async () =>
+        (await session.query<{ statement: string }>(`SELECT statement FROM pg_prepared_statements WHERE name LIKE 'crm\\_local\\_%' ORDER BY statement`)).rows.map((r) => r.statement);
+      const day = "2031-08-09T10:11:12.000Z";
+      const ids = Array.from({ length: 4 }, () => crypto.randomUUID());
+      const before = await readRaw(app.db)<{ n: number }>(
+        Prisma.sql`SELECT coalesce(sum("n"), 0)::int AS n FROM "ListCounter" WHERE "tenantId" = ${tenantId}::uuid AND "entity" = 'Lead' AND "dim" = 'all'`,
+      );
+      // The first call makes the day's counter rows (the slow path, static); the second prepares the
+      // statements over the shards: the call's INSERT, the changes capture's, the counters' batch.
+      for (const id of ids.slice(0, 2)) expect((await callOn(session, insert, [tenantId, id, "Prepared", stage!.id, day])).result).toEqual({});
+      const prepared = await ours();
+      expect(prepared).toHaveLength(3);
+      expect(prepared.find((q) => q.includes(`INSERT INTO "Lead_`))).toContain(`AS INSERT INTO "Lead_`);
+      expect(prepared.some((q) => q.includes(`INSERT INTO "ChangeLog_`))).toBe(true);
+      expect(prepared.some((q) => q.includes(`UPDATE "ListCounter_`))).toBe(true);
+      // The session's list names exactly those.
+      const list = (await session.query<{ v: string }>(`SELECT current_setting('crm.local_prepared') AS v`)).rows[0]!.v.split(" ").sort();
+      expect(list).toEqual((await session.query<{ name: string }>(`SELECT name FROM pg_prepared_statements WHERE name LIKE 'crm\\_local\\_%' ORDER BY name`)).rows.map((r) => r.name));
+      // The next call prepares nothing more, and nothing of it is Citus's to route.
+      expect(await callOn(session, insert, [tenantId, ids[2]!, "Prepared", stage!.id, day])).toEqual({ result: {}, routed: [] });
+      expect(await ours()).toEqual(prepared);
+      // Gone from under the list (DEALLOCATE ALL, not the list's setting): each call site catches
+      // invalid_sql_statement_name, prepares its statement again and runs it once.
+      await session.query("DEALLOCATE ALL");
+      expect(await callOn(session, insert, [tenantId, ids[3]!, "Prepared", stage!.id, day])).toEqual({ result: {}, routed: [] });
+      expect(await ours()).toEqual(prepared);
+      // Every lead, its change and its counts: once each.
+      const rowsOf = await readRaw(app.db)<{ leads: number; changes: number; all: number }>(
+        Prisma.sql`SELECT (SELECT count(*)::int FROM "Lead" WHERE "tenantId" = ${tenantId}::uuid AND "id" = ANY(${ids}::uuid[])) AS leads,
+                          (SELECT count(*)::int FROM "ChangeLog" WHERE "tenantId" = ${tenantId}::uuid AND "type" = 'lead' AND "objectId" = ANY(${ids}::uuid[])) AS changes,
+                          (SELECT coalesce(sum("n"), 0)::int FROM "ListCounter" WHERE "tenantId" = ${tenantId}::uuid AND "entity" = 'Lead' AND "dim" = 'd' AND "value" = '2031-08-09') AS "all"`,
+      );
+      expect(rowsOf).toEqual([{ leads: 4, changes: 4, all: 4 }]);
+      const after = await readRaw(app.db)<{ n: number }>(
+        Prisma.sql`SELECT coalesce(sum("n"), 0)::int AS n FROM "ListCounter" WHERE "tenantId" = ${tenantId}::uuid AND "entity" = 'Lead' AND "dim" = 'all'`,
+      );
+      expect(after[0]!.n - before[0]!.n).toBe(4);
     });
 
     it("holds Citus's share lock on the shard group's metadata until the call's transaction ends (a shard move or split waits for it)", async () => {
