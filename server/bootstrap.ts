@@ -91,8 +91,13 @@ async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> 
   }
 }
 
-/** What a worker's pool is opened with beyond the coordinator pool's options: the tenant in the statements' text (server/db/literal.ts), its reads over its local shards (server/db/local-reads.ts). */
-export const WORKER_POOL: Pick<PostgresOptions, "inlineTenant" | "localReads"> = { inlineTenant: true, localReads: true };
+/**
+ * What a worker's pool is opened with beyond the coordinator pool's options: the tenant in the
+ * statements' text (server/db/literal.ts), its reads over its local shards (server/db/local-reads.ts),
+ * a write that changed no row sent again (server/db/client.ts rerunEmptyWrites: Citus's writes after a
+ * split on this node).
+ */
+export const WORKER_POOL: Pick<PostgresOptions, "inlineTenant" | "localReads" | "rerunEmptyWrites"> = { inlineTenant: true, localReads: true, rerunEmptyWrites: true };
 
 /**
  * DATABASE_ROUTING=workers: the tenants' requests on their workers (server/db/routing.ts), each

@@ -114,6 +114,11 @@ export interface PostgresOptions {
    * of DATABASE_ROUTING=workers, where PostgreSQL then plans them as on one server.
    */
   localReads?: boolean;
+  /**
+   * Send an UPDATE or DELETE that changed no row once more, in a new snapshot (rerunEmptyWrites
+   * below): the pools of DATABASE_ROUTING=workers.
+   */
+  rerunEmptyWrites?: boolean;
 }
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
@@ -131,6 +136,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   pool.on("error", () => {});
   if (opts.countQueries) countQueries(pool);
   if (opts.observe) observePool(pool, opts.observe);
+  if (opts.rerunEmptyWrites) rerunEmptyWrites(pool);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
   const inlineTenant = opts.inlineTenant === true;
@@ -219,6 +225,37 @@ function countQueries(pool: pg.Pool): void {
   if (countTold) return;
   countTold = true;
   process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${queriesSent}\n`));
+}
+
+/**
+ * An UPDATE or DELETE that changed no row is sent once more, on the same connection (the pools of
+ * DATABASE_ROUTING=workers). On a Citus node a write routed by Citus takes its shard group's metadata
+ * lock in the executor, after the statement's snapshot was taken. When a shard split
+ * (isolate_tenant_to_new_shard) commits while the write waits for that lock, Citus reroutes the write
+ * to the new shard and, the shard being on this node, runs it in that earlier snapshot, which does not
+ * see the rows the split copied there: it changes nothing, and an update of a row the request has just
+ * read finds none (Prisma's P2025 → a 500; an updateMany's count 0 → a 404). Sent again, it runs in a
+ * new snapshot. Safe for every such statement: one that changed no row did nothing (its statement
+ * triggers saw no rows), so sending it again is the same statement a moment later, as a client's
+ * retry would be. A "tenant_exec" call is a SELECT (its statements take the lock first and read after
+ * it); reads take no such lock.
+ */
+function rerunEmptyWrites(pool: pg.Pool): void {
+  const empty = (r: any) => Boolean(r) && !Array.isArray(r) && (r.command === "UPDATE" || r.command === "DELETE") && r.rowCount === 0;
+  pool.on("connect", (c: any) => {
+    const query = c.query.bind(c);
+    c.query = (...args: unknown[]) => {
+      const last = args.at(-1);
+      if (typeof last === "function") {
+        // The callback form (pg.Pool's own query()).
+        const rest = args.slice(0, -1);
+        return query(...rest, (err: unknown, r: unknown) => (!err && empty(r) ? query(...rest, last) : last(err, r)));
+      }
+      const sent = query(...args);
+      if (!(sent instanceof Promise)) return sent; // a submittable (a cursor, a stream): as it is
+      return sent.then((r: unknown) => (empty(r) ? query(...args) : r));
+    };
+  });
 }
 
 /** pg's query(text | {text, values}, values?) → (text, values). */
