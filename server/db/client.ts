@@ -213,15 +213,21 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   };
 }
 
+type QueryFn = (...args: unknown[]) => any;
+
+/** Every connection of `pool`, as it opens, sends its statements through `wrap(its own query())`. */
+function wrapQueries(pool: pg.Pool, wrap: (query: QueryFn) => QueryFn): void {
+  pool.on("connect", (c: any) => {
+    c.query = wrap(c.query.bind(c));
+  });
+}
+
 /** Benchmark aid (off by default): counts statements sent to PostgreSQL; SIGUSR2 prints the count on stderr. */
 /** Statements sent by every pool of this process (one count: DATABASE_ROUTING=workers opens a pool per worker). */
 let queriesSent = 0;
 let countTold = false;
 function countQueries(pool: pg.Pool): void {
-  pool.on("connect", (c: any) => {
-    const query = c.query.bind(c);
-    c.query = (...args: unknown[]) => (queriesSent++, query(...args));
-  });
+  wrapQueries(pool, (query) => (...args) => (queriesSent++, query(...args)));
   if (countTold) return;
   countTold = true;
   process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${queriesSent}\n`));
@@ -242,19 +248,16 @@ function countQueries(pool: pg.Pool): void {
  */
 function rerunEmptyWrites(pool: pg.Pool): void {
   const empty = (r: any) => Boolean(r) && !Array.isArray(r) && (r.command === "UPDATE" || r.command === "DELETE") && r.rowCount === 0;
-  pool.on("connect", (c: any) => {
-    const query = c.query.bind(c);
-    c.query = (...args: unknown[]) => {
-      const last = args.at(-1);
-      if (typeof last === "function") {
-        // The callback form (pg.Pool's own query()).
-        const rest = args.slice(0, -1);
-        return query(...rest, (err: unknown, r: unknown) => (!err && empty(r) ? query(...rest, last) : last(err, r)));
-      }
-      const sent = query(...args);
-      if (!(sent instanceof Promise)) return sent; // a submittable (a cursor, a stream): as it is
-      return sent.then((r: unknown) => (empty(r) ? query(...args) : r));
-    };
+  wrapQueries(pool, (query) => (...args) => {
+    const last = args.at(-1);
+    if (typeof last === "function") {
+      // The callback form (pg.Pool's own query()).
+      const rest = args.slice(0, -1);
+      return query(...rest, (err: unknown, r: unknown) => (!err && empty(r) ? query(...rest, last) : last(err, r)));
+    }
+    const sent = query(...args);
+    if (!(sent instanceof Promise)) return sent; // a submittable (a cursor, a stream): as it is
+    return sent.then((r: unknown) => (empty(r) ? query(...args) : r));
   });
 }
 
@@ -275,13 +278,7 @@ function report(observe: StatementObserver, args: unknown[]): void {
 }
 
 function observePool(pool: pg.Pool, observe: StatementObserver): void {
-  pool.on("connect", (c: any) => {
-    const query = c.query.bind(c);
-    c.query = (...args: unknown[]) => {
-      report(observe, args);
-      return query(...args);
-    };
-  });
+  wrapQueries(pool, (query) => (...args) => (report(observe, args), query(...args)));
 }
 
 /**
