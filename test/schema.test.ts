@@ -29,7 +29,7 @@ interface DmmfModel {
 }
 const dmmf = JSON.parse(wasm.get_dmmf(JSON.stringify({ prismaSchema: readFileSync("prisma/schema.prisma", "utf8") }))).datamodel as {
   models: DmmfModel[];
-  indexes: { model: string; type: "id" | "unique" | "normal" | "fulltext"; fields: { name: string }[] }[];
+  indexes: { model: string; type: "id" | "unique" | "normal" | "fulltext"; fields: { name: string; sortOrder?: "asc" | "desc" }[] }[];
 };
 
 /** Indexes the migration holds that Prisma's schema language cannot describe (expression / partial). */
@@ -100,10 +100,14 @@ describe("schema drift", () => {
     expect(problems).toEqual([]);
   });
 
-  it("unique and plain indexes match", async () => {
+  // Each column with its direction (" desc"): a list reads its index in the index's order only when the
+  // directions are the list's ORDER BY (an index ending in "id" ascending under an ORDER BY … "id" DESC
+  // sorts every page again: migration 20261202000000_conversation_order).
+  it("unique and plain indexes match, column by column and in their sort directions", async () => {
     const rows = await t.db.sql.query<{ table: string; index: string; unique: boolean; columns: string | null; partial: boolean }>(`
       SELECT tc.relname AS "table", ic.relname AS "index", ix.indisunique AS "unique", ix.indpred IS NOT NULL AS "partial",
-             (SELECT string_agg(a.attname, ',' ORDER BY k.ord) FROM unnest(ix.indkey) WITH ORDINALITY k(attnum, ord)
+             (SELECT string_agg(a.attname || CASE WHEN ix.indoption[k.ord - 1] & 1 = 1 THEN ' desc' ELSE '' END, ',' ORDER BY k.ord)
+                FROM unnest(ix.indkey) WITH ORDINALITY k(attnum, ord)
                 JOIN pg_attribute a ON a.attrelid = tc.oid AND a.attnum = k.attnum) AS "columns"
         FROM pg_index ix JOIN pg_class ic ON ic.oid = ix.indexrelid JOIN pg_class tc ON tc.oid = ix.indrelid
         JOIN pg_namespace n ON n.oid = tc.relnamespace
@@ -120,7 +124,7 @@ describe("schema drift", () => {
     };
     const expected = dmmf.indexes
       .filter((i) => i.type !== "fulltext")
-      .map((i) => `${byModel.get(i.model)!.dbName ?? i.model}(${i.fields.map((f) => col(i.model, f.name)).join(",")})${i.type === "normal" ? "" : " unique"}`)
+      .map((i) => `${byModel.get(i.model)!.dbName ?? i.model}(${i.fields.map((f) => col(i.model, f.name) + (f.sortOrder === "desc" ? " desc" : "")).join(",")})${i.type === "normal" ? "" : " unique"}`)
       .sort();
     expect(actual).toEqual(expected);
     // The SQL-only ones exist too.
