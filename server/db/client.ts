@@ -17,7 +17,7 @@ import { TimeoutPool, type StatementTimeoutState } from "./pooler-timeout.js";
 import { lockEmbeddedDatabase } from "./pglite-lock.js";
 import { PreparedStatements, type PreparedState } from "./prepared.js";
 import { isoTimestamptz, isoTimesTypes } from "./times.js";
-import { inlineValue } from "./literal.js";
+import { inlineFirstPage, inlineValue } from "./literal.js";
 import { type LocalShards, movedAway, overLocalShards, ShardNames, TENANT_SHARDS_SQL } from "./local-reads.js";
 
 /** PGlite's query options for QueryOptions.isoTimes (its parsers, keyed by type oid). */
@@ -165,11 +165,13 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         const inlined = inlineValue(sql, params, opts.tenant);
         // A read over the tenant's shards on this node, guarded (server/db/local-reads.ts); named on the
         // same terms. Names gone stale (a shard move): the read as below, and the names read again.
+        // A first page's LIMIT and OFFSET in its text too (literal.ts inlineFirstPage: one plan kept).
         const shards = shardNames && !inSession ? shardNames.peek(opts.tenant) : undefined;
-        const local = shards ? overLocalShards(inlined.text, shards) : undefined;
+        const page = shards ? inlineFirstPage(inlined.text, inlined.params) : undefined;
+        const local = shards && page ? overLocalShards(page.text, shards) : undefined;
         if (local !== undefined && (!opts.prepare || prepared.admitsTenantText(local))) {
           try {
-            return await sendPrepared<T>(c, inSession, local, inlined.params, opts.prepare ? { ...opts, prepare: true } : opts);
+            return await sendPrepared<T>(c, inSession, local, page!.params, opts.prepare ? { ...opts, prepare: true } : opts);
           } catch (err) {
             if (!movedAway(err)) throw err;
             shardNames!.forget(opts.tenant);

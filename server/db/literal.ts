@@ -25,7 +25,7 @@ const DIGIT = /[0-9]/;
 const TAG = /^\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/;
 
 /** A token of a statement that rewrite() may replace: a parameter reference ($n, 1-based) or a quoted identifier (its name). */
-type Token = { kind: "param"; n: number } | { kind: "ident"; name: string };
+type Token = { kind: "param"; n: number; at: number } | { kind: "ident"; name: string };
 
 /**
  * `text` with each parameter reference (`$n`) and quoted identifier outside string constants, comments
@@ -79,7 +79,7 @@ function rewrite(text: string, at: (token: Token) => string | undefined): string
       if (DIGIT.test(text[i + 1] ?? "")) {
         let j = i + 1;
         while (j < n && DIGIT.test(text[j]!)) j++;
-        const to = at({ kind: "param", n: Number(text.slice(i + 1, j)) });
+        const to = at({ kind: "param", n: Number(text.slice(i + 1, j)), at: i });
         if (to !== undefined) {
           out += text.slice(from, i) + to;
           from = j;
@@ -111,6 +111,47 @@ export function inlineValue(text: string, params: readonly unknown[], value: str
     else number.push(kept.push(p));
   }
   const out = rewrite(text, (t) => (t.kind === "param" && t.n - 1 < number.length ? (number[t.n - 1] === 0 ? literal : `$${number[t.n - 1]}`) : undefined));
+  return { text: out, params: kept };
+}
+
+/** The keyword a parameter at `at` is the value of, where it directly follows LIMIT or OFFSET. */
+const PAGE_KEYWORD = /(?:^|[^A-Za-z0-9_$"])(LIMIT|OFFSET)\s+$/i;
+const pageKeyword = (text: string, at: number): "LIMIT" | "OFFSET" | undefined =>
+  PAGE_KEYWORD.exec(text.slice(Math.max(0, at - 16), at))?.[1]!.toUpperCase() as "LIMIT" | "OFFSET" | undefined;
+
+/**
+ * A first page's LIMIT and OFFSET written into its text: where the statement has an OFFSET parameter
+ * and every OFFSET parameter's value is 0, each parameter that is the value of a LIMIT or an OFFSET (a
+ * non-negative safe integer) becomes its number, and the rest are renumbered; else the same `text` and
+ * `params`. For a tenant's read over its local shards (server/db/client.ts): with the tenant a constant
+ * of the text, PostgreSQL costs a generic plan with that tenant's own rows and a parameter LIMIT and
+ * OFFSET at 10 % of them each, so for a large tenant it plans the page again on every execution; with
+ * the page's bounds in the text the plan no longer depends on a parameter's value, and it is kept
+ * (docs/decisions/scale-out.md, "A large tenant's list pages"). Only first pages: every offset would
+ * otherwise be its own text.
+ */
+export function inlineFirstPage(text: string, params: readonly unknown[]): { text: string; params: unknown[] } {
+  const same = { text, params: params as unknown[] };
+  const bounds = new Map<number, string>();
+  let offsets = 0;
+  rewrite(text, (t) => {
+    if (t.kind !== "param") return undefined;
+    const keyword = pageKeyword(text, t.at);
+    if (keyword === undefined) return undefined;
+    const v = params[t.n - 1];
+    if (keyword === "OFFSET") offsets++;
+    bounds.set(t.n, typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && (keyword === "LIMIT" || v === 0) ? String(v) : "");
+    return undefined;
+  });
+  if (offsets === 0 || [...bounds.values()].includes("")) return same;
+  // A parameter written elsewhere too (not only as a bound) stays a parameter everywhere.
+  let elsewhere = false;
+  rewrite(text, (t) => (t.kind === "param" && bounds.has(t.n) && pageKeyword(text, t.at) === undefined ? ((elsewhere = true), undefined) : undefined));
+  if (elsewhere) return same;
+  const number: number[] = [];
+  const kept: unknown[] = [];
+  params.forEach((p, i) => number.push(bounds.has(i + 1) ? 0 : kept.push(p)));
+  const out = rewrite(text, (t) => (t.kind === "param" && t.n - 1 < number.length ? (number[t.n - 1] === 0 ? bounds.get(t.n)! : `$${number[t.n - 1]}`) : undefined));
   return { text: out, params: kept };
 }
 
