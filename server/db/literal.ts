@@ -104,13 +104,15 @@ function rewrite(text: string, at: (token: Token) => string | undefined): string
 export function inlineValue(text: string, params: readonly unknown[], value: string): { text: string; params: unknown[] } {
   const literal = uuidLiteral(value);
   if (literal === undefined || !params.includes(value)) return { text, params: params as unknown[] };
+  return inlineParams(text, params, (i) => (params[i] === value ? literal : undefined));
+}
+
+/** `text` with each parameter `$n` for which `literal(n - 1)` gives a text written as it, the rest renumbered in order. */
+function inlineParams(text: string, params: readonly unknown[], literal: (index: number) => string | undefined): { text: string; params: unknown[] } {
   const number: number[] = [];
   const kept: unknown[] = [];
-  for (const p of params) {
-    if (p === value) number.push(0);
-    else number.push(kept.push(p));
-  }
-  const out = rewrite(text, (t) => (t.kind === "param" && t.n - 1 < number.length ? (number[t.n - 1] === 0 ? literal : `$${number[t.n - 1]}`) : undefined));
+  params.forEach((p, i) => number.push(literal(i) !== undefined ? 0 : kept.push(p)));
+  const out = rewrite(text, (t) => (t.kind === "param" && t.n - 1 < number.length ? (number[t.n - 1] === 0 ? literal(t.n - 1)! : `$${number[t.n - 1]}`) : undefined));
   return { text: out, params: kept };
 }
 
@@ -148,11 +150,7 @@ export function inlineFirstPage(text: string, params: readonly unknown[]): { tex
   let elsewhere = false;
   rewrite(text, (t) => (t.kind === "param" && bounds.has(t.n) && pageKeyword(text, t.at) === undefined ? ((elsewhere = true), undefined) : undefined));
   if (elsewhere) return same;
-  const number: number[] = [];
-  const kept: unknown[] = [];
-  params.forEach((p, i) => number.push(bounds.has(i + 1) ? 0 : kept.push(p)));
-  const out = rewrite(text, (t) => (t.kind === "param" && t.n - 1 < number.length ? (number[t.n - 1] === 0 ? bounds.get(t.n)! : `$${number[t.n - 1]}`) : undefined));
-  return { text: out, params: kept };
+  return inlineParams(text, params, (i) => bounds.get(i + 1));
 }
 
 /**
