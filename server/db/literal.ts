@@ -129,27 +129,25 @@ const pageKeyword = (text: string, at: number): "LIMIT" | "OFFSET" | undefined =
  * of the text, PostgreSQL costs a generic plan with that tenant's own rows and a parameter LIMIT and
  * OFFSET at 10 % of them each, so for a large tenant it plans the page again on every execution; with
  * the page's bounds in the text the plan no longer depends on a parameter's value, and it is kept
- * (docs/decisions/scale-out.md, "A large tenant's list pages"). Only first pages: every offset would
+ * (docs/decisions/scale-out.md, "A first page over the local shards"). Only first pages: every offset would
  * otherwise be its own text.
  */
 export function inlineFirstPage(text: string, params: readonly unknown[]): { text: string; params: unknown[] } {
   const same = { text, params: params as unknown[] };
   const bounds = new Map<number, string>();
+  // A parameter written elsewhere too (not only as a bound) stays a parameter everywhere.
+  const elsewhere = new Set<number>();
   let offsets = 0;
   rewrite(text, (t) => {
     if (t.kind !== "param") return undefined;
     const keyword = pageKeyword(text, t.at);
-    if (keyword === undefined) return undefined;
+    if (keyword === undefined) return void elsewhere.add(t.n);
     const v = params[t.n - 1];
     if (keyword === "OFFSET") offsets++;
     bounds.set(t.n, typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && (keyword === "LIMIT" || v === 0) ? String(v) : "");
     return undefined;
   });
-  if (offsets === 0 || [...bounds.values()].includes("")) return same;
-  // A parameter written elsewhere too (not only as a bound) stays a parameter everywhere.
-  let elsewhere = false;
-  rewrite(text, (t) => (t.kind === "param" && bounds.has(t.n) && pageKeyword(text, t.at) === undefined ? ((elsewhere = true), undefined) : undefined));
-  if (elsewhere) return same;
+  if (offsets === 0 || [...bounds].some(([n, v]) => v === "" || elsewhere.has(n))) return same;
   return inlineParams(text, params, (i) => bounds.get(i + 1));
 }
 
