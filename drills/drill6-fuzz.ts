@@ -645,7 +645,7 @@ export const drill6: Drill = {
     if (threads) report.figure(threads.figure);
     if (surrogates) report.figure(surrogates.figure);
     if (huge) report.figure(huge.figure);
-    report.figure(`seed ${seed}, ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
+    report.figure(`seed ${seed}, ${plans.length} requests (DRILL_FUZZ_COUNT), ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
     return report.result();
   },
 };

@@ -389,6 +389,7 @@ export const drill9: Drill = {
 
     // Bookings: at most one 201 per slot, every acknowledged booking stored, no overlap at all.
     const { doubleBookings, wonRounds } = await checkBookings(db, rounds, report, (x) => x.status === 503);
+    report.check(wonRounds > 0, `no booking round won a slot (${rounds.length} rounds): the bookings checked nothing`);
 
     // 503 only while PgBouncer was away (until every instance served again, + 1 s of stragglers).
     const windowEnd = (served ?? pgbUp + 30_000) + 1000;

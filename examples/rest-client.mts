@@ -1,5 +1,5 @@
 // The typed REST client (client/index.ts) walking the integrator's typical uses, runnable as is
-// against the demo tenant (README.md, "Typed client"; CI runs it, test/examples.test.ts):
+// against the demo tenant (README.md, "Typed client"; CI runs it, test/process/examples.test.ts):
 //   CRM_URL=$BASE CRM_API_KEY=$KEY npx tsx examples/rest-client.mts
 import { createCrmClient, type Lead } from "../client/index.js";
 

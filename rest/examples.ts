@@ -7,7 +7,7 @@
 // embedded database loads the demo with them), so Swagger UI's "Try it out" at /docs succeeds with
 // the demo key on every operation: the creates answer 201 (each once: a second POST /contacts with
 // the same phone is a 409 ALREADY_EXISTS, as it should be), the lists find the demo's objects.
-// test/openapi.test.ts runs every example against the demo; test/docs.test.ts clicks "Try it out"
+// test/process/openapi.test.ts runs every example against the demo; test/process/docs.test.ts clicks "Try it out"
 // on every create in headless Chromium.
 import { DEMO_IDS } from "../server/admin/demo.js";
 import type { ErrorCode } from "../server/errors.js";

@@ -4,8 +4,13 @@
 // missing report can never read as green. It is the only line of a CI log in that form.
 //   node scripts/ci-summary.mjs FILE...     the closing line (failed tests named above it)
 //   node scripts/ci-summary.mjs --leg FILE  one leg's counts, worded unlike the closing line:
-//                                           `   leg pglite: 813 succeeded, 0 unsuccessful, 19 skipped`
+//                                           `   leg pglite: 813 succeeded, 0 unsuccessful, 19 skipped`,
+//                                           then its ten slowest files (FILE's sibling .times.json,
+//                                           scripts/vitest-timing.ts); exits 1 when the leg skipped more
+//                                           tests than its maxSkipped in test/legs.mjs (a leg whose
+//                                           backend went missing skips that backend's tests)
 import { existsSync, readFileSync } from "node:fs";
+import { LEGS } from "../test/legs.mjs";
 
 const legMode = process.argv[2] === "--leg";
 const files = process.argv.slice(legMode ? 3 : 2);
@@ -48,6 +53,20 @@ for (const file of files) {
 if (legMode) {
   const leg = (files[0] ?? "").replace(/^.*\//, "").replace(/\.json$/, "");
   process.stdout.write(`   leg ${leg}: ${passed} succeeded, ${failed} unsuccessful, ${skipped} skipped\n`);
+  const timesFile = (files[0] ?? "").replace(/\.json$/, ".times.json");
+  if (existsSync(timesFile)) {
+    const times = JSON.parse(readFileSync(timesFile, "utf8")).files ?? [];
+    const total = (f) => f.collectMs + f.prepareMs + f.testsMs;
+    const sec = (ms) => (ms / 1000).toFixed(1).padStart(6);
+    process.stdout.write(`   slowest files (s: total = import + set-up + tests and hooks):\n`);
+    for (const f of [...times].sort((a, b) => total(b) - total(a)).slice(0, 10))
+      process.stdout.write(`   ${sec(total(f))} = ${sec(f.collectMs)} + ${sec(f.prepareMs)} + ${sec(f.testsMs)}  ${f.file}\n`);
+  }
+  const ceiling = LEGS[leg]?.maxSkipped;
+  if (ceiling !== undefined && skipped > ceiling) {
+    process.stdout.write(`   leg ${leg} skipped ${skipped} tests, more than its ceiling of ${ceiling} (test/legs.mjs): is its backend there?\n`);
+    process.exit(1);
+  }
   process.exit(0);
 }
 for (const line of failures.slice(0, 40)) process.stdout.write(`${line}\n`);

@@ -12,7 +12,7 @@
 //   than the build); concurrent callers in one process share one build.
 // serviceCommand(nodeFlags?: string[]): { command, args } — `node RUNTIME_FLAGS [nodeFlags]
 //   <root>/dist/server/main.js`, exactly what `npm start` runs (absolute path: any cwd works;
-//   test/runtime.test.ts checks that package.json's start script uses the same flags).
+//   test/process/runtime.test.ts checks that package.json's start script uses the same flags).
 import { build, ENTRY, ROOT, staleReason } from "./build.mjs";
 
 export { ENTRY as SERVICE_ENTRY, ROOT };

@@ -83,7 +83,7 @@ async function seed(url: string): Promise<Seeded> {
     );
     const tickets = created!.ids;
     // Every bound of a thread: 485 comments of 1 character, 14 of 10,000 and one of the rest
-    // (150,000 characters in all, 500 comments), as test/ticket-threads.test.ts's worst case.
+    // (150,000 characters in all, 500 comments), as test/db/ticket-threads.test.ts's worst case.
     const light = 485;
     const heavy = 14;
     const rest = 150_000 - light - heavy * 10_000;

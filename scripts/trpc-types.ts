@@ -6,7 +6,7 @@
 // written out as plain TypeScript types (objects, unions, literals, arrays, Date) inside tRPC's own
 // router and procedure types (`TRPCBuiltRouter`, `TRPCQueryProcedure`, `TRPCMutationProcedure` from
 // @trpc/server, which @trpc/client needs anyway). An app type-checks against it without compiling one
-// file of the service (no zod schemas, no Prisma client, no server context). test/trpc-types.test.ts
+// file of the service (no zod schemas, no Prisma client, no server context). test/unit/trpc-types.test.ts
 // checks that it infers exactly the inputs, outputs and error shape of the real routers.
 //
 // How: the TypeScript checker resolves AppRouter/AdminRouter from routers/client-types.ts; a printer

@@ -64,6 +64,8 @@ export interface Database {
   prepared?(): PreparedState;
   /** The pool's statement_timeout and how it is set (PostgreSQL only; server/db/pooler-timeout.ts). */
   statementTimeout?(): StatementTimeoutState;
+  /** The data folder as a tarball (PGlite only): what openPglite's loadDataDir starts from. */
+  dumpDataDir?(): Promise<Blob | File>;
   close(): Promise<void>;
 }
 
@@ -71,7 +73,7 @@ const transactionOptions = { maxWait: 15_000, timeout: 30_000 };
 
 /**
  * Sees every statement sent to the database (SQL text and parameters), from Prisma and from the raw
- * runner alike, before it is sent. A test aid (test/tenant-queries.test.ts); off unless given. A
+ * runner alike, before it is sent. A test aid (test/db/tenant-queries.test.ts); off unless given. A
  * "tenant_exec" call (server/db/delegate.ts) is told as the statements it runs, each with `part` (its
  * index in the call, and how many): together one round trip.
  */
@@ -306,7 +308,10 @@ function observedPglite<T extends object>(lite: T, observe: StatementObserver): 
  * `sharedBuffers`: PostgreSQL's shared_buffers for this instance (e.g. "16MB"); unset: PGlite's
  * default (128 MB). openDatabase (the service, the CLI) passes PGLITE_SHARED_BUFFERS.
  */
-export async function openPglite(dataDir: string, opts: { observe?: StatementObserver; sharedBuffers?: string } = {}): Promise<Database> {
+export async function openPglite(
+  dataDir: string,
+  opts: { observe?: StatementObserver; sharedBuffers?: string; /** A data folder to start from (PGlite's dumpDataDir tarball; the tests' migrated snapshot). */ loadDataDir?: Blob } = {},
+): Promise<Database> {
   // One process per folder (server/db/pglite-lock.ts): a second one refuses here, before loading PGlite.
   const lock = dataDir === "memory://" ? undefined : lockEmbeddedDatabase(dataDir);
   // Loaded only here: importing PGlite costs ~50 MB of RSS that a PostgreSQL deployment never uses.
@@ -322,6 +327,7 @@ export async function openPglite(dataDir: string, opts: { observe?: StatementObs
   // "Embedded database memory"). Tests keep PGlite's default.
   const instance = await PGlite.create({
     dataDir: dataDir === "memory://" ? undefined : dataDir,
+    loadDataDir: opts.loadDataDir,
     extensions: { btree_gin, btree_gist, pg_trgm },
     ...(opts.sharedBuffers ? { startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${opts.sharedBuffers}`] } : {}),
   }).catch((err) => {
@@ -350,6 +356,7 @@ export async function openPglite(dataDir: string, opts: { observe?: StatementObs
     async ping() {
       await lite.query("SELECT 1");
     },
+    dumpDataDir: () => instance.dumpDataDir("none"),
     async close() {
       await prisma.$disconnect();
       await lite.close();

@@ -90,7 +90,7 @@ export function delegated(statements: Prisma.Sql[]): [texts: string[], params: (
 /**
  * What a "tenant_exec" call runs, as separate statements in their own form (`$n` for the n-th value,
  * PREVIOUS as the parameter after the last, a jsonb value): what the statement observer reports
- * (test/tenant-queries.test.ts analyses every statement a create runs); undefined for any other statement.
+ * (test/db/tenant-queries.test.ts analyses every statement a create runs); undefined for any other statement.
  */
 export function undelegated(text: string, params: readonly unknown[]): [string, readonly unknown[]][] | undefined {
   const [, statements, values] = params;

@@ -32,7 +32,7 @@ export function overLocalShards(text: string, shards: LocalShards): string | und
   return `SELECT "r".* FROM (\n${renamed}\n) "r" WHERE "tenant_shard_here"(${shards.anchor}::bigint)`;
 }
 
-/** Whether `sql` is a read over local shards (test/tenant-queries.test.ts maps it back to the tables). */
+/** Whether `sql` is a read over local shards (test/db/tenant-queries.test.ts maps it back to the tables). */
 export const isLocalRead = (sql: string): boolean => sql.startsWith('SELECT "r".* FROM (\n') && sql.includes('"tenant_shard_here"(');
 
 /** A read sent over names that are no longer this node's: refused by the guard, or the shard is gone. */

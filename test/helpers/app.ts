@@ -1,12 +1,12 @@
-// One app per test file: a fresh database (in-memory PGlite by default; with DATABASE_URL a new
-// PostgreSQL database created for the file and dropped afterwards — created, dropped and migrated
-// through DIRECT_DATABASE_URL when DATABASE_URL points at PgBouncer), Redis when REDIS_URL or
+// One app per test file: a fresh database (freshDatabase below: in-memory PGlite by default; with
+// DATABASE_URL a new PostgreSQL database, both started from the run's migrated copy), Redis when REDIS_URL or
 // REDIS_CLUSTER_NODES is set (with a namespace of the file's own), the real Express app on an
 // ephemeral port, and a small HTTP client.
 import { randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import pg from "pg";
+import { readFile } from "node:fs/promises";
+import { inject } from "vitest";
 import { createApp } from "../../server/app.js";
 import { instanceMetrics, WORKER_POOL, workerRoutes } from "../../server/bootstrap.js";
 import { loadConfig, type Config } from "../../server/config.js";
@@ -21,7 +21,8 @@ import { openRedis } from "../../server/redis.js";
 import { createProviders } from "../../server/channels/providers.js";
 import type { Services } from "../../server/services.js";
 import { assertConforms } from "./conformance.js";
-import { citusCluster, createClusterDatabase, dropClusterDatabase, TEST_SHARD_COUNT } from "./cluster.js";
+import { citusCluster, createClusterDatabase, TEST_SHARD_COUNT } from "./cluster.js";
+import { copyTemplate, directBaseUrl, dropDatabase, onServer, withDatabase } from "./template.js";
 import { distribute } from "../../server/db/distribute.js";
 
 export interface TestDb {
@@ -35,50 +36,57 @@ export interface TestDb {
   drop(): Promise<void>;
 }
 
-/** The server's URL for CREATE/DROP DATABASE and migrations: DIRECT_DATABASE_URL, else DATABASE_URL. */
-export const directBaseUrl = () => process.env.DIRECT_DATABASE_URL || process.env.DATABASE_URL;
+export { directBaseUrl, onServer, withDatabase };
 
-/** `base` with another database name. */
-export function withDatabase(base: string, name: string): string {
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
-
-/** Runs one statement on the server itself (CREATE/DROP DATABASE never go through the pooler). */
-export async function onServer(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: directBaseUrl() });
-  await c.connect();
+/** What the run's global setup provided (test/helpers/global-setup.ts); nothing outside vitest. */
+function provided(key: "pgliteSnapshot" | "templateDatabase"): string | undefined {
   try {
-    await c.query(sql);
-  } finally {
-    await c.end();
+    return inject(key);
+  } catch {
+    return undefined;
   }
 }
 
-/** A fresh, migrated database for one test file (`observe`: see every statement sent to it). */
+let snapshot: Promise<Blob> | undefined;
+
+/**
+ * A fresh, migrated database for one test file (`observe`: see every statement sent to it): an
+ * in-memory PGlite started from the run's migrated snapshot by default; with DATABASE_URL a new
+ * database copied from the run's migrated template (on a Citus coordinator: on every node, already
+ * distributed), dropped afterwards — created, dropped and copied through DIRECT_DATABASE_URL when
+ * DATABASE_URL points at PgBouncer (test/helpers/global-setup.ts). Without a snapshot or template
+ * (a script outside vitest): created and migrated here.
+ */
 export async function freshDatabase(opts: { observe?: StatementObserver } = {}): Promise<TestDb> {
   const base = process.env.DATABASE_URL;
   if (!base) {
-    const db = await openPglite("memory://", opts);
-    await migrate(db.sql);
+    const file = provided("pgliteSnapshot");
+    if (file) snapshot ??= readFile(file).then((b) => new Blob([b]));
+    const db = await openPglite("memory://", { ...opts, loadDataDir: file ? await snapshot : undefined });
+    if (!file) await migrate(db.sql);
     return { db, drop: () => db.close() };
   }
-  const name = `test_${randomBytes(6).toString("hex")}`;
-  // On a Citus coordinator (the Citus leg): the database on every node, migrated, then distributed.
   const cluster = await citusCluster(directBaseUrl()!);
-  if (cluster) await createClusterDatabase(directBaseUrl()!, cluster, name);
-  else await onServer(`CREATE DATABASE ${name}`);
+  const template = provided("templateDatabase");
+  let name: string;
+  if (template) name = await copyTemplate({ name: template, cluster });
+  else {
+    name = `test_${randomBytes(6).toString("hex")}`;
+    if (cluster) await createClusterDatabase(directBaseUrl()!, cluster, name);
+    else await onServer(`CREATE DATABASE ${name}`);
+  }
   const url = withDatabase(base, name);
   const directUrl = withDatabase(directBaseUrl()!, name);
   // DATABASE_STATEMENT_TIMEOUT_MS only when set (the CI leg through a PgBouncer that refuses it as a
   // startup parameter: every test's pool then sets it with SET LOCAL, server/db/pooler-timeout.ts).
   const statementTimeoutMs = Number(process.env.DATABASE_STATEMENT_TIMEOUT_MS) || undefined;
   const db = await openPostgres(url, { max: 20, observe: opts.observe, statementTimeoutMs });
-  await migrateDirect({ databaseUrl: url, directDatabaseUrl: directUrl }, db);
-  if (cluster) {
-    const direct = await openPostgres(directUrl, { max: 1 });
-    await distribute(direct.sql, { shardCount: TEST_SHARD_COUNT }).finally(() => direct.close());
+  if (!template) {
+    await migrateDirect({ databaseUrl: url, directDatabaseUrl: directUrl }, db);
+    if (cluster) {
+      const direct = await openPostgres(directUrl, { max: 1 });
+      await distribute(direct.sql, { shardCount: TEST_SHARD_COUNT }).finally(() => direct.close());
+    }
   }
   return {
     db,
@@ -87,8 +95,7 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
     open: (nodeUrl, worker) => openPostgres(nodeUrl, { max: 20, observe: opts.observe, statementTimeoutMs, ...worker }),
     async drop() {
       await db.close();
-      if (cluster) await dropClusterDatabase(directBaseUrl()!, cluster, name);
-      else await onServer(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await dropDatabase(cluster, name);
     },
   };
 }

@@ -11,7 +11,8 @@ export interface Cluster {
   workers: { host: string; port: number }[];
 }
 
-async function onNode(url: string, sql: string | string[]): Promise<void> {
+/** Runs statements on a node, in a session of their own. */
+export async function onNode(url: string, sql: string | string[]): Promise<void> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {

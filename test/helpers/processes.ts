@@ -1,5 +1,5 @@
 // Service processes as an operator starts them (`npm start`, `npm run admin`, …) for the process
-// tests (test/process-signals.test.ts, test/embedded-lock.test.ts, …): spawn, run to the end, wait
+// tests (test/process/process-signals.test.ts, test/process/embedded-lock.test.ts, …): spawn, run to the end, wait
 // until ready, the process tree under a pid (Linux /proc), and whether a port is free.
 import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
@@ -60,8 +60,13 @@ export function runNpm(
   env: NodeJS.ProcessEnv,
   opts: { cwd?: string; pids?: number[] } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return run("npm", args, env, opts);
+}
+
+/** `command <args>` run to its end: the exit code and everything it wrote. */
+function run(command: string, args: string[], env: NodeJS.ProcessEnv, opts: { cwd?: string; pids?: number[] } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn("npm", args, { cwd: opts.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, { cwd: opts.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
     opts.pids?.push(child.pid!);
     let stdout = "";
     let stderr = "";
@@ -70,6 +75,15 @@ export function runNpm(
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/**
+ * The admin CLI as `npm run --silent admin -- …` runs it (node with tsx, server/admin/cli.ts), without
+ * npm in front: the tests of what the verbs say. test/process/admin-cli-pipe.test.ts and
+ * test/process/operator.test.ts run it through npm itself.
+ */
+export function runAdminCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return run(process.execPath, ["--import", "tsx", path.join(ROOT, "server/admin/cli.ts"), ...args], env, { cwd: ROOT });
 }
 
 /**

@@ -1,5 +1,5 @@
 // Which tenant does a statement touch? A conservative check of SQL text as PostgreSQL parses it
-// (libpg-query: PostgreSQL's own parser compiled to WebAssembly), used by test/tenant-queries.test.ts
+// (libpg-query: PostgreSQL's own parser compiled to WebAssembly), used by test/db/tenant-queries.test.ts
 // on every statement the API sends. What it proves and where it stops: docs/decisions/scale-out.md,
 // "Every statement pinned to the caller's tenant".
 //

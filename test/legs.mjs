@@ -1,0 +1,47 @@
+// What each CI leg runs (.ci/run; docs/decisions/operations.md, "CI's matrix"). Every test file sits
+// in one group, by what it depends on, shown by its folder:
+//   test/unit/     pure logic and tooling: no database, no service process; the same on every backend
+//   test/process/  spawned processes and the embedded default (npm start, the admin CLI, signals,
+//                  start-up errors, the docs page, the README's examples): embedded and PostgreSQL
+//   test/db/       behaviour over a database: PGlite, PostgreSQL and Citus. A new file lands here.
+// A file of test/db/ whose behaviour a topology can change names it in a line of its header,
+// `// @topology pooler redis citus` (any of them), and the topology legs run exactly those files:
+//   pooler  connections, prepared statements, SET/timeouts and transactions behind PgBouncer
+//   redis   quotas on a Redis Cluster
+//   citus   the other DATABASE_ROUTING on a Citus cluster (the citus leg runs all of test/db/ with
+//           DATABASE_ROUTING=workers; citus-coordinator runs these files with the default routing)
+// vitest.config.ts builds a leg's projects from CI_LEG (none set: unit, process and db, the README's
+// `npm test`); test/unit/legs.test.ts fails when a file is in no group, a group or topology no leg
+// runs, a leg selects nothing, or .ci/run and this table disagree; test/db/leg.test.ts asserts, in
+// each leg, the backend the leg claims. scripts/ci-summary.mjs fails a leg that skipped more than its
+// `maxSkipped` (a leg whose backend went missing skips its backend's tests).
+// Plain JavaScript: read by vitest.config.ts, the guard test and scripts/ci-summary.mjs alike.
+
+/** @typedef {"unit" | "process" | "db"} Group */
+/** @typedef {"pooler" | "redis" | "citus"} Topology */
+/** @typedef {{ groups: Group[]; topologies: Topology[]; maxSkipped: number; what: string }} Leg */
+
+export const GROUPS = /** @type {const} */ (["unit", "process", "db"]);
+export const TOPOLOGIES = /** @type {const} */ (["pooler", "redis", "citus"]);
+
+/** @type {Record<string, Leg>} */
+export const LEGS = {
+  unit: { groups: ["unit"], topologies: [], maxSkipped: 0, what: "pure logic and tooling, once" },
+  pglite: { groups: ["process", "db"], topologies: [], maxSkipped: 70, what: "the embedded defaults: PGlite, in-process rate limits" },
+  postgres: { groups: ["process", "db"], topologies: [], maxSkipped: 45, what: "PostgreSQL and Redis" },
+  pgbouncer: { groups: [], topologies: ["pooler"], maxSkipped: 12, what: "PgBouncer 1.18 in transaction mode, statement_timeout as a startup parameter" },
+  "pgbouncer-refusing+redis-cluster": {
+    groups: [],
+    topologies: ["pooler", "redis"],
+    maxSkipped: 12,
+    what: "a PgBouncer that refuses the statement_timeout startup parameter (SET LOCAL), quotas on a 3-master Redis Cluster",
+  },
+  citus: { groups: ["db"], topologies: [], maxSkipped: 12, what: "a Citus cluster (coordinator + 2 workers), DATABASE_ROUTING=workers" },
+  "citus-coordinator": { groups: [], topologies: ["citus"], maxSkipped: 6, what: "the same Citus cluster, every statement through the coordinator" },
+};
+
+/** The `@topology` names in a test file's text. */
+export function topologiesOf(text) {
+  const m = /^\/\/ @topology ([a-z ]+)$/m.exec(text);
+  return m ? m[1].trim().split(/\s+/) : [];
+}

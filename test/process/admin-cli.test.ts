@@ -1,0 +1,186 @@
+// The admin CLI says why, spawned as `npm run --silent admin -- …` runs it (node with tsx; through npm
+// itself in test/process/admin-cli-pipe.test.ts): every failure prints the first non-empty line of the
+// real cause on stderr — the database's own message for a database error (a Prisma error's first
+// line is empty) — exits non-zero and changes nothing; a usage error opens no database (the usage
+// texts themselves: test/unit/admin-cli-usage.test.ts); create-key refuses an --expires-at in the past or
+// unparsable; an unknown tenant is "no such tenant" for create-key, set-plan and set-tenant-limits.
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadFixture, type TenantIds } from "../../server/admin/fixture.js";
+import { openPglite, openPostgres, type Database } from "../../server/db/client.js";
+import { directBaseUrl, freshDatabase, onServer, withDatabase, type TestDb } from "../helpers/app.js";
+import { fixture, tenant } from "../helpers/fixtures.js";
+import { runAdminCli } from "../helpers/processes.js";
+
+const dir = mkdtempSync(path.join(tmpdir(), "crm-admin-cli-"));
+let pgDb: TestDb | undefined;
+let env: NodeJS.ProcessEnv;
+let acme: TenantIds;
+let other: TenantIds;
+const NO_TENANT = "00000000-0000-4000-8000-0000000000aa";
+
+/** The CLI's environment: this process's without database settings, then the test database's. */
+function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: "silent" };
+  for (const k of ["DATABASE_URL", "DIRECT_DATABASE_URL", "PGLITE_DATA_DIR", "NODE_OPTIONS"]) delete e[k];
+  if (pgDb) Object.assign(e, { DATABASE_URL: pgDb.url, DIRECT_DATABASE_URL: pgDb.directUrl });
+  else e.PGLITE_DATA_DIR = path.join(dir, "db");
+  return { ...e, ...extra };
+}
+
+const admin = (args: string[], e: NodeJS.ProcessEnv = env) => runAdminCli(args, e);
+
+/** Runs a refused verb: exit 1, nothing on stdout, exactly `line` on stderr. */
+async function refused(args: string[], line: string, e: NodeJS.ProcessEnv = env) {
+  const r = await admin(args, e);
+  expect(r.stderr, args.join(" ")).toBe(`${line}\n`);
+  expect(r.stdout).toBe("");
+  expect(r.code).toBe(1);
+}
+
+/** The database the CLI writes (PGlite: opened only while no CLI process holds it). */
+async function withDb<T>(fn: (db: Database) => Promise<T>): Promise<T> {
+  if (pgDb) return fn(pgDb.db);
+  const db = await openPglite(env.PGLITE_DATA_DIR!);
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+/** Everything the verbs under test could change. */
+const snapshot = () =>
+  withDb(async (db) => ({
+    tenants: await db.prisma.tenant.findMany({ orderBy: { id: "asc" }, select: { id: true, plan: true, rateLimitPerMinute: true, rateLimitPerDay: true, updatedAt: true } }),
+    keys: await db.prisma.apiKey.findMany({ orderBy: { id: "asc" }, select: { id: true, expiresAt: true, revokedAt: true } }),
+    planLimits: await db.prisma.planLimit.findMany({ orderBy: { plan: "asc" } }),
+    messages: await db.prisma.message.count(),
+  }));
+
+beforeAll(async () => {
+  if (process.env.DATABASE_URL) pgDb = await freshDatabase();
+  env = cliEnv();
+  const ids = await withDb(async (db) => {
+    if (!pgDb) {
+      const { migrate } = await import("../../server/db/migrate.js");
+      await migrate(db.sql);
+    }
+    return loadFixture(db, fixture(tenant("acme"), tenant("other")));
+  });
+  acme = ids.tenants.acme!;
+  other = ids.tenants.other!;
+}, 120_000);
+afterAll(async () => {
+  await pgDb?.drop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("admin CLI: usage", { timeout: 120_000 }, () => {
+  it("a usage or argument error does not open (or migrate, or create) the database", async () => {
+    let e: NodeJS.ProcessEnv;
+    let untouched: () => Promise<boolean>;
+    let drop = async () => {};
+    if (pgDb) {
+      const name = `empty_${Date.now().toString(36)}`;
+      await onServer(`CREATE DATABASE ${name}`);
+      const url = withDatabase(directBaseUrl()!, name);
+      e = cliEnv({ DATABASE_URL: url, DIRECT_DATABASE_URL: url });
+      untouched = async () => {
+        const db = await openPostgres(url, { max: 1 });
+        try {
+          return (await db.sql.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'"))[0]!.n === 0;
+        } finally {
+          await db.close();
+        }
+      };
+      drop = () => onServer(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    } else {
+      const folder = path.join(dir, "never-created");
+      e = cliEnv({ PGLITE_DATA_DIR: folder });
+      untouched = async () => !existsSync(folder);
+    }
+    try {
+      expect((await admin(["frobnicate"], e)).code).toBe(2);
+      await refused(["set-plan", "not-a-uuid", "pro"], 'TENANT_ID must be a UUID, got "not-a-uuid"', e);
+      await refused(["create-key", NO_TENANT, NO_TENANT, "all", "--expires-at", "2001-01-01T00:00:00Z"], '--expires-at must be in the future, got "2001-01-01T00:00:00Z"', e);
+      expect(await untouched()).toBe(true);
+    } finally {
+      await drop();
+    }
+  });
+});
+
+describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 }, () => {
+  it("create-key refuses an --expires-at in the past or unparsable", async () => {
+    const before = await snapshot();
+    const k = ["create-key", acme.id, acme.users.ana!, "all"];
+    await refused([...k, "--expires-at", "2020-01-01T00:00:00Z"], '--expires-at must be in the future, got "2020-01-01T00:00:00Z"');
+    await refused([...k, "--expires-at=tomorrow"], '--expires-at must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z), got "tomorrow"');
+    await refused([...k, "--expires-at", "2030-01-01T00:00:00"], '--expires-at must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z), got "2030-01-01T00:00:00"');
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("an unknown tenant is 'no such tenant' (create-key, set-plan, set-tenant-limits); a user of another tenant is 'no such user in that tenant'", async () => {
+    const before = await snapshot();
+    await refused(["create-key", NO_TENANT, acme.users.ana!, "all"], "no such tenant");
+    await refused(["set-plan", NO_TENANT, "starter"], "no such tenant");
+    await refused(["set-tenant-limits", NO_TENANT, "10", "100"], "no such tenant");
+    await refused(["set-tenant-limits", NO_TENANT, "clear"], "no such tenant");
+    await refused(["create-key", acme.id, other.users.ana!, "all"], "no such user in that tenant");
+    await refused(["revoke-key", NO_TENANT], "no such key");
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("a database error prints the database's message (not 'failed'), exit 1, nothing changed", async () => {
+    // One statement per exec: Citus refuses DDL in a multi-statement string.
+    await withDb(async (db) => {
+      await db.sql.exec(`CREATE FUNCTION h9_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'tablespace quota exceeded (test)'; END $$`);
+      await db.sql.exec(`CREATE TRIGGER h9_refuse BEFORE UPDATE ON "Tenant" FOR EACH ROW EXECUTE FUNCTION h9_refuse()`);
+      await db.sql.exec(`CREATE TRIGGER h9_refuse BEFORE INSERT ON "ApiKey" FOR EACH ROW EXECUTE FUNCTION h9_refuse()`);
+    });
+    try {
+      const before = await snapshot();
+      await refused(["set-plan", acme.id, "starter"], "tablespace quota exceeded (test)");
+      await refused(["create-key", acme.id, acme.users.ana!, "all", "--expires-at", "2099-01-01T00:00:00Z"], "tablespace quota exceeded (test)");
+      await refused(["set-tenant-limits", acme.id, "10", "100"], "tablespace quota exceeded (test)");
+      expect(await snapshot()).toEqual(before);
+      // At LOG_LEVEL=debug the same line comes first, then the error with its stack.
+      const r = await admin(["set-plan", acme.id, "starter"], { ...env, LOG_LEVEL: "debug" });
+      expect(r.code).toBe(1);
+      expect(r.stderr.split("\n")[0]).toBe("tablespace quota exceeded (test)");
+      expect(r.stderr).toMatch(/PrismaClientKnownRequestError[\s\S]*\n\s+at /);
+    } finally {
+      await withDb(async (db) => {
+        for (const drop of [`DROP TRIGGER h9_refuse ON "Tenant"`, `DROP TRIGGER h9_refuse ON "ApiKey"`, `DROP FUNCTION h9_refuse()`]) await db.sql.exec(drop);
+      });
+    }
+  });
+
+  it("configuration and connection errors: the variable and the cause, as at the service's start", async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, "127.0.0.1", () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    await refused(["set-plan", acme.id, "pro"], `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`, cliEnv({ DATABASE_URL: `postgresql://postgres:pw@127.0.0.1:${port}/x`, DIRECT_DATABASE_URL: "" }));
+    await refused(["set-plan", acme.id, "pro"], 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"', cliEnv({ LOG_LEVEL: "verbose" }));
+  });
+
+  it("the accepted forms still work: a future --expires-at, then the refusals above left the data as it was", async () => {
+    const before = await snapshot();
+    const r = await admin(["create-key", acme.id, acme.users.ana!, "tenant:leads.read", "--expires-at", "2099-01-01T00:00:00+02:00"]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const made = JSON.parse(r.stdout);
+    expect(Object.keys(made).sort()).toEqual(["id", "key", "prefix"]);
+    const after = await snapshot();
+    expect(after.keys).toHaveLength(before.keys.length + 1);
+    expect(after.keys.find((k) => k.id === made.id)!.expiresAt!.toISOString()).toBe("2098-12-31T22:00:00.000Z");
+    expect(after.tenants).toEqual(before.tenants);
+  });
+});

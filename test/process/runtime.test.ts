@@ -1,0 +1,108 @@
+// The compiled production runtime (issue 13 §4): what `npm start` runs — `node --enable-source-maps
+// dist/server/main.js`, built by scripts/build.mjs (rebuilt here when missing or stale) — starts as
+// a process, migrates its database from the checkout's prisma/migrations, answers with a seeded key
+// (embedded: the demo tenant it loads itself into an in-memory PGlite; with DATABASE_URL: a fresh
+// PostgreSQL database loaded with the demo fixture), and its stack traces name the .ts sources.
+import { spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readFileSync } from "node:fs";
+import { ensureBuild, serviceCommand, ROOT, RUNTIME_FLAGS } from "../../scripts/ensure-build.js";
+import { demoFixture } from "../../server/admin/demo.js";
+import { loadFixture } from "../../server/admin/fixture.js";
+import { freshDatabase, type TestDb } from "../helpers/app.js";
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+    s.on("error", reject);
+  });
+
+/** Environment of the child: this test process's, without its database/Redis settings. */
+function baseEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "PGLITE_DATA_DIR", "METRICS_PORT", "PORT", "NO_DEMO"]) delete env[k];
+  return { ...env, HOST: "127.0.0.1", LOG_LEVEL: "warn", NODE_ENV: "production" };
+}
+
+/** Runs the compiled service; resolves with its output when it exits (or is stopped). */
+function run(env: NodeJS.ProcessEnv) {
+  const { command, args } = serviceCommand();
+  const child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, exited, out: () => ({ stdout, stderr }) };
+}
+
+let testDb: TestDb | undefined;
+beforeAll(async () => {
+  await ensureBuild();
+  if (process.env.DATABASE_URL) testDb = await freshDatabase();
+}, 120_000);
+afterAll(async () => {
+  await testDb?.drop();
+});
+
+describe("the compiled service (dist/server/main.js)", () => {
+  it("npm start runs the same command as serviceCommand() (drills, benchmark, this test)", () => {
+    const pkg = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8"));
+    expect(pkg.scripts.start).toBe(`exec node ${RUNTIME_FLAGS.join(" ")} dist/server/main.js`); // exec: npm's signals reach node
+    expect(serviceCommand(["--cpu-prof"]).args).toEqual([...RUNTIME_FLAGS, "--cpu-prof", `${ROOT}/dist/server/main.js`]);
+  });
+
+  it("starts, migrates, and answers GET /public/v1/me with a seeded key", async () => {
+    const port = await freePort();
+    const env: NodeJS.ProcessEnv = { ...baseEnv(), PORT: String(port) };
+    let key: string | undefined;
+    if (testDb) {
+      const ids = await loadFixture(testDb.db, demoFixture());
+      key = ids.tenants.demo!.apiKeys.demo!.key;
+      Object.assign(env, { DATABASE_URL: testDb.url, DIRECT_DATABASE_URL: testDb.directUrl, NO_DEMO: "1" });
+      for (const k of ["REDIS_URL", "REDIS_CLUSTER_NODES"]) if (process.env[k]) env[k] = process.env[k];
+    } else {
+      env.PGLITE_DATA_DIR = "memory://"; // empty: the service migrates it and loads the demo tenant
+    }
+    const svc = run(env);
+    try {
+      const url = `http://127.0.0.1:${port}`;
+      const deadline = Date.now() + 150_000;
+      let ready = false;
+      while (!ready && Date.now() < deadline && svc.child.exitCode === null) {
+        ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+        if (!ready) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(ready, svc.out().stderr).toBe(true);
+      key ??= /API key \(shown once\): (crm_\S+)/.exec(svc.out().stdout)?.[1];
+      expect(key, svc.out().stdout).toBeDefined();
+
+      const me = await fetch(`${url}/public/v1/me`, { headers: { "X-API-Key": key! } });
+      expect(me.status).toBe(200);
+      const body = (await me.json()) as { tenantId: string; scopes: string[] };
+      expect(body.tenantId).toMatch(/^[0-9a-f-]{36}$/);
+      expect(body.scopes.length).toBeGreaterThan(0);
+      expect((await fetch(`${url}/public/v1/me`)).status).toBe(401);
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    } finally {
+      svc.child.kill("SIGTERM");
+      expect(await svc.exited).toBe(0); // graceful shutdown works from the bundle too
+    }
+  }, 180_000);
+
+  it("maps stack traces to the TypeScript sources", async () => {
+    // An invalid PORT makes loadConfig throw at start: at LOG_LEVEL=debug the error's stack follows its line.
+    const svc = run({ ...baseEnv(), PORT: "not-a-port", PGLITE_DATA_DIR: "memory://", LOG_LEVEL: "debug" });
+    const code = await svc.exited;
+    const { stderr } = svc.out();
+    expect(code).not.toBe(0);
+    expect(stderr).toContain('PORT must be 1–65535, got "not-a-port"');
+    expect(stderr).toMatch(/at loadConfig \(.*server\/config\.ts:\d+:\d+\)/);
+    expect(stderr).toMatch(/server\/main\.ts:\d+:\d+/);
+    expect(stderr).not.toMatch(/dist\/server\/main\.js:\d+/);
+  }, 60_000);
+});
