@@ -1,6 +1,7 @@
 // The suite as vitest projects by group (test/legs.mjs): without CI_LEG, `npm test` runs unit,
 // process and db on whatever backend the environment names; with CI_LEG, the projects of that leg,
-// the `topology` one holding the test/db/ files that name one of the leg's topologies.
+// the `topology` one holding the test/db/ files that name one of the leg's topologies. With REPORT
+// (.ci/run), the JSON report goes there and each file's times beside it (scripts/vitest-timing.ts).
 import { readdirSync, readFileSync } from "node:fs";
 import { defineConfig } from "vitest/config";
 import { GROUPS, LEGS, topologiesOf } from "./test/legs.mjs";
@@ -22,6 +23,9 @@ export default defineConfig({
     pool: "forks",
     maxWorkers: 2,
     globalSetup: ["test/helpers/global-setup.ts"],
+    ...(process.env.REPORT
+      ? { reporters: ["default", "./scripts/vitest-timing.ts", "json"], outputFile: { json: process.env.REPORT } }
+      : {}),
     projects: [
       ...leg.groups.map((g) => ({ extends: true as const, test: { name: g, include: [`test/${g}/**/*.test.ts`] } })),
       ...(topologyFiles.length ? [{ extends: true as const, test: { name: "topology", include: topologyFiles } }] : []),

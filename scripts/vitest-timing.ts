@@ -1,14 +1,16 @@
 // A vitest reporter that writes each test file's wall time, split as vitest measures it (import and
-// suite collection, harness set-up, tests and hooks), to the JSON file in TIMING_JSON. ci-summary
-// --leg prints a leg's slowest files from it (CI's log: where a leg's time goes).
+// suite collection, harness set-up, tests and hooks), beside the JSON report: REPORT's name with
+// .times.json (vitest.config.ts). ci-summary --leg prints a leg's slowest files from it (CI's log:
+// where a leg's time goes).
 import { writeFileSync } from "node:fs";
 import { relative } from "node:path";
 import type { Reporter, TestModule } from "vitest/node";
 
 export default class TimingReporter implements Reporter {
   onTestRunEnd(modules: ReadonlyArray<TestModule>) {
-    const out = process.env.TIMING_JSON;
-    if (!out) return;
+    const report = process.env.REPORT;
+    if (!report) return;
+    const out = report.replace(/\.json$/, "") + ".times.json";
     const files = modules.map((m) => {
       const d = m.diagnostic();
       return {
