@@ -1,6 +1,7 @@
 // Environment → typed configuration. The one place that reads process.env.
 import { statSync } from "node:fs";
 import { fromRoot } from "./root.js";
+import { maskUrl } from "./secrets.js";
 export interface Config {
   port: number;
   host: string;
@@ -72,13 +73,8 @@ export function rawLogLevel(env: NodeJS.ProcessEnv = process.env): string {
   return env.LOG_LEVEL || "info";
 }
 
-/**
- * A URL with its password replaced by "***" (also in a string that does not parse as a URL): for
- * messages that show a configured URL.
- */
-export function redactUrl(value: string): string {
-  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*):[^@/?#]*@/i, "$1:***@");
-}
+/** A configured URL as a message shows it: its password masked (server/secrets.ts). */
+export const redactUrl = maskUrl;
 
 /** "postgresql://…" (or postgres://) with a valid URL syntax; the host may be empty (a socket via ?host=). */
 function postgresUrl(name: string, value: string | undefined): string | undefined {

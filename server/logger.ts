@@ -2,6 +2,7 @@ import { writeSync } from "node:fs";
 import { createRequire } from "node:module";
 import { pino, type DestinationStream } from "pino";
 import type { LogFormat } from "./config.js";
+import { maskSecrets } from "./secrets.js";
 
 /**
  * The process's logger on standard output. Never log a raw API key, a key hash or provider
@@ -12,7 +13,7 @@ import type { LogFormat } from "./config.js";
  * JSON otherwise (a pipe, a file, a log collector).
  */
 export function createLogger(level: string, format?: LogFormat) {
-  const dest = stdoutDestination();
+  const dest = new MaskingDestination(stdoutDestination());
   return pino(
     {
       level,
@@ -22,6 +23,24 @@ export function createLogger(level: string, format?: LogFormat) {
   );
 }
 export type Logger = ReturnType<typeof createLogger>;
+
+/**
+ * Every line with the configured URLs' passwords masked (server/secrets.ts), whatever wrote them: an
+ * error's message or stack quoting DATABASE_URL, a driver's log. A line without a configured
+ * password is written as it is (a few substring checks).
+ */
+class MaskingDestination implements DestinationStream {
+  constructor(private readonly inner: DestinationStream) {}
+
+  write(line: string): boolean {
+    this.inner.write(maskSecrets(line));
+    return true;
+  }
+
+  flushSync(): void {
+    (this.inner as { flushSync?: () => void }).flushSync?.();
+  }
+}
 
 /**
  * Pretty lines (LOG_FORMAT=pretty, or a terminal): each JSON line pino wrote becomes one line for

@@ -17,6 +17,7 @@ import { writeSync } from "node:fs";
 import { inspect } from "node:util";
 import pg from "pg";
 import { ConfigError, loadConfig, rawLogLevel, redactUrl, type Config } from "./config.js";
+import { maskSecrets } from "./secrets.js";
 
 /** An error already phrased as the one line to print. */
 export class StartupError extends Error {
@@ -212,25 +213,13 @@ export function describeStartupError(err: unknown, config: Config | undefined = 
     if (db) return `cannot connect to ${db[0]} (${databaseTarget(db[1])}): ${cause}`;
   }
   const prisma = prismaCause(err);
-  if (prisma) return prisma;
+  if (prisma) return masked(prisma, config);
   const message = err instanceof Error ? firstLine(err.message) || firstLine(String(err.cause ?? "")) : firstLine(String(err));
-  return redactConfiguredUrls(message || (err instanceof Error ? err.name : "failed"), config);
+  return masked(message || (err instanceof Error ? err.name : "failed"), config);
 }
 
-/** A message with every configured URL's password masked (a driver may quote the URL). */
-function redactConfiguredUrls(text: string, config: Config | undefined): string {
-  let out = text;
-  for (const url of [config?.databaseUrl, config?.directDatabaseUrl, config?.redisUrl]) {
-    if (!url) continue;
-    try {
-      const password = new URL(url).password;
-      if (password) out = out.split(password).join("***").split(decodeURIComponent(password)).join("***");
-    } catch {
-      /* not a URL: nothing to mask */
-    }
-  }
-  return out;
-}
+/** `text` with the passwords of the configured URLs (the environment's and `config`'s) masked (server/secrets.ts). */
+const masked = (text: string, config: Config | undefined) => maskSecrets(text, process.env, [config?.databaseUrl, config?.directDatabaseUrl, config?.redisUrl]);
 
 /** Whether the stack is wanted: LOG_LEVEL debug or trace (read raw: the configuration may be what failed). */
 export function wantsStack(): boolean {
@@ -240,9 +229,11 @@ export function wantsStack(): boolean {
 
 /** The text to write on stderr for a failure: its line, then (LOG_LEVEL=debug) the full error. */
 export function startupErrorText(err: unknown, config?: Config): string {
-  const line = describeStartupError(err, config ?? currentConfig());
+  // Masked again whole: every branch above, and the stack, may quote a configured URL (server/secrets.ts).
+  const cfg = config ?? currentConfig();
+  const line = masked(describeStartupError(err, cfg), cfg);
   if (!wantsStack()) return `${line}\n`;
-  return `${line}\n${redactConfiguredUrls(inspect(err, { depth: 4 }), config ?? currentConfig())}\n`;
+  return `${line}\n${masked(inspect(err, { depth: 4 }), cfg)}\n`;
 }
 
 /** Writes the failure's line (and, at debug, the stack) on stderr and exits 1. */
