@@ -47,7 +47,10 @@ const nodeEnd = ServerResponse.prototype.end as (this: ServerResponse, ...a: unk
  */
 function endWithEnvelope(this: ServerResponse, chunk?: unknown, ...rest: unknown[]): ServerResponse {
   const req = this.req;
-  if (this.statusCode >= 400 && req.appError) chunk = JSON.stringify(envelope(req.appError, req.id));
+  if (this.statusCode >= 400 && req.appError) {
+    req.errorCode ??= req.appError.code;
+    chunk = JSON.stringify(envelope(req.appError, req.id));
+  }
   return nodeEnd.call(this, chunk, ...rest);
 }
 

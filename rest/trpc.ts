@@ -32,6 +32,7 @@ import {
 import { AppError, logFailure, toAppError } from "../server/errors.js";
 import type { Admission, QuotaState } from "../server/limits/quotas.js";
 import type { Services } from "../server/services.js";
+import { batchShare } from "../routers/_lib/page-budget.js";
 
 export const TRPC_PREFIX = "/trpc";
 export const ADMIN_TRPC_PREFIX = "/trpc-admin";
@@ -68,8 +69,9 @@ function batchCalls(req: Request): number | undefined {
  * every call of a batch (httpBatchLink applies a non-array body to each call), so its size does not
  * grow with the number of calls a refused request names.
  */
-function sendTrpcError(res: Response, status: number, shape: object): void {
+function sendTrpcError(res: Response, status: number, shape: { data: { code: string; envelope?: { error: string } } }): void {
   if (res.headersSent) return;
+  res.req.errorCode ??= shape.data.envelope?.error ?? shape.data.code;
   res.status(status).type("application/json").send(JSON.stringify({ error: shape }));
 }
 
@@ -87,6 +89,8 @@ function trpcGuard(services: Services): RequestHandler {
  * - at most MAX_BATCH_CALLS calls, else one 422 for the request before anything runs;
  * - an Idempotency-Key belongs to one call: with it, a batch of more than one call → 422 (one header
  *   for several writes would make them replays or mismatches of each other);
+ * - the batch's response has one page budget: each call's list page gets an equal share of it
+ *   (req.pageBudget, routers/_lib/page-budget.ts batchShare), so N list calls answer no more than one;
  * - every further call is counted like a request of its own (Quotas.admit(), with the caller the
  *   guard authenticated: same windows, same ceilings, same rules), in call order. A call the quota
  *   refuses answers its own 429 inside the batch (req.callRefusals, thrown by the procedure builders
@@ -113,6 +117,7 @@ function batchRules(services: Services): RequestHandler {
           maxCalls: MAX_BATCH_CALLS,
         }),
       );
+    req.pageBudget = batchShare(calls);
     if (req.headers["idempotency-key"] !== undefined)
       return refuse(
         new AppError("VALIDATION_ERROR", "Idempotency-Key applies to one call: send the call alone (httpLink) or as a batch of one", {
@@ -152,7 +157,9 @@ function batchRules(services: Services): RequestHandler {
  * - a POST body is read by the facade's body reader (server/body.ts: JSON media types, size, nesting
  *   depth, member count, NUL): a body it cannot use is recorded as the request's body problem and
  *   reported as 422 by scoped() after the scope check; too large → 413 at once;
- * - a query's `input` parameter (JSON in the URL) has the same depth and member limits (else 422);
+ * - a query's `input` parameter (JSON in the URL) has the same depth and member limits (else 422),
+ *   read as tRPC reads it (URLSearchParams over the raw query string, whatever parameters come
+ *   before it: Express's own parser stops at 1,000); more than one `input` is 422;
  * - text stored as sent (server/body.ts): percent-encoded bytes of the query string that are not
  *   UTF-8, and U+0000 or a lone surrogate in a string of the query's `input`, are a problem of the
  *   request's input like a body's, reported as 422 after the scope check.
@@ -161,8 +168,16 @@ function batchRules(services: Services): RequestHandler {
 function transportRules(limitBytes: number): RequestHandler {
   const readBody = jsonBodyReader(limitBytes, (req, res, err) => sendTrpcError(res as Response, err.status, trpcErrorShape(err, req.id)));
   return (req, res, next) => {
-    const unstorable = queryTextProblems(rawQueryOf(req.originalUrl));
-    for (const input of [req.query.input].flat()) {
+    const rawQuery = rawQueryOf(req.originalUrl);
+    const unstorable = queryTextProblems(rawQuery);
+    const inputs = new URLSearchParams(rawQuery).getAll("input");
+    if (inputs.length > 1) {
+      const err = new AppError("VALIDATION_ERROR", "the query has more than one input parameter", {
+        fields: [{ field: "input", code: "duplicate", message: "give input once: tRPC reads the first one only" }],
+      });
+      return sendTrpcError(res, 422, trpcErrorShape(err, req.id));
+    }
+    for (const input of inputs) {
       const shape = typeof input === "string" ? jsonShapeProblem(input) : null;
       if (shape) return sendTrpcError(res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), req.id));
       if (typeof input === "string" && mayHoldTextProblem(input)) {

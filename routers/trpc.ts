@@ -18,6 +18,7 @@ import type { Scope } from "../server/auth/scopes.js";
 import type { Database, Db } from "../server/db/client.js";
 import { AppError, envelope, toAppError, type ErrorCode } from "../server/errors.js";
 import "../server/http-types.js";
+import { ITEMS_BUDGET_BYTES } from "./_lib/page-budget.js";
 import type { Services } from "../server/services.js";
 
 export interface Context {
@@ -33,11 +34,16 @@ export interface Context {
   database: Database;
   /** Where queries run: `database`'s root client, or the transaction of an idempotent create. */
   db: Db;
+  /**
+   * The bytes a list page's items may take (routers/_lib/page-budget.ts): ITEMS_BUDGET_BYTES, or a
+   * /trpc batch's share of the one page budget of its response (rest/trpc.ts, batchRules).
+   */
+  pageBudget: number;
 }
 
 export async function createContext(services: Services, req: IncomingMessage, res: ServerResponse): Promise<Context> {
   const database = req.caller && services.routes ? await services.routes.forTenant(req.caller.tenantId) : services.db;
-  return { services, req, res, requestId: req.id, caller: req.caller, database, db: database.prisma };
+  return { services, req, res, requestId: req.id, caller: req.caller, database, db: database.prisma, pageBudget: req.pageBudget ?? ITEMS_BUDGET_BYTES };
 }
 
 export type Meta = OpenApiMeta<{
@@ -59,6 +65,8 @@ declare module "http" {
      * answers its own 429 (from the builders below) while the other calls of the batch run.
      */
     callRefusals?: (AppError | undefined)[];
+    /** A /trpc batch's share of the page budget for each of its calls (rest/trpc.ts, batchRules). */
+    pageBudget?: number;
   }
 }
 
@@ -109,7 +117,9 @@ const t = initTRPC
   .meta<Meta>()
   .create({
     errorFormatter({ error, ctx, path }) {
-      return trpcErrorShape(toAppError(error), ctx?.requestId ?? "", path);
+      const app = toAppError(error);
+      if (ctx) ctx.req.errorCode ??= app.code;
+      return trpcErrorShape(app, ctx?.requestId ?? "", path);
     },
   });
 

@@ -12,7 +12,8 @@ import { appRouter } from "../routers/index.js";
 import { tenantDelegation } from "./db/delegate.js";
 import { keyLookup } from "./auth/authenticate.js";
 import { loadColumnTypes } from "./db/insert.js";
-import { headerOf } from "./http.js";
+import { AppError } from "./errors.js";
+import { headerOf, sendEnvelope } from "./http.js";
 import { writeHeadClosing } from "./lifecycle.js";
 import "./http-types.js";
 import { pingRedis } from "./redis.js";
@@ -63,7 +64,12 @@ export function createApp(services: Services): App {
     const started = process.hrtime.bigint();
     res.on("finish", () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      services.logger.info({ reqId: req.id, method: req.method, path, status: res.statusCode, ms }, "request");
+      const status = res.statusCode;
+      // A refused or failed request says why (its envelope's code); a 5xx is an error, a 429 a warning.
+      const line = status >= 400 ? { reqId: req.id, method: req.method, path, status, ms, error: req.errorCode ?? "" } : { reqId: req.id, method: req.method, path, status, ms };
+      if (status >= 500) services.logger.error(line, "request");
+      else if (status === 429) services.logger.warn(line, "request");
+      else services.logger.info(line, "request");
       services.metrics.observeRequest(req.method!, routeOf(req.method!, path), res.statusCode, ms / 1000, res.getHeader("Idempotent-Replayed") === "true");
     });
   };
@@ -94,6 +100,15 @@ export function createApp(services: Services): App {
   app.use(docsPage());
   app.use(internalTrpc(services, appRouter));
   app.use(adminTrpc(services));
+  // The front door: what this service is and where its reference lives; anything else outside
+  // /public/v1 is a JSON 404 in the API's envelope (never Express's HTML page).
+  app.get("/", (req, res) => {
+    res.json({ service: "CRM public API", docs: "/docs", openapi: "/public/v1/openapi.json", api: "/public/v1", health: "/healthz", ready: "/readyz" });
+  });
+  app.use((req, res) => {
+    const hint = /^\/openapi\.json$/i.test(req.path) ? ": the OpenAPI document is at /public/v1/openapi.json" : ": the API is under /public/v1, its reference at /docs";
+    sendEnvelope(req, res, new AppError("NOT_FOUND", `No such path ${req.method} ${req.path}${hint}`));
+  });
 
   const publicV1 = publicApi(services, appRouter);
   return (req, res) => {

@@ -15,6 +15,8 @@ declare module "http" {
     quota?: QuotaState;
     /** The failure of this request, kept by the REST facade's onError and written by it as the envelope. */
     appError?: AppError;
+    /** The envelope's `error` code this request answered with (the first, for a /trpc batch): for the request log line. */
+    errorCode?: string;
   }
 }
 export {};

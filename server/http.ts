@@ -16,6 +16,7 @@ export function sendJson(req: IncomingMessage, res: ServerResponse, status: numb
 
 /** The error envelope {error, message, request_id, details} of `err`, with its status. */
 export function sendEnvelope(req: IncomingMessage, res: ServerResponse, err: AppError): void {
+  req.errorCode ??= err.code;
   sendJson(req, res, err.status, JSON.stringify(envelope(err, req.id)));
 }
 

@@ -10,10 +10,11 @@ import { maskSecrets } from "./secrets.js";
  * headers that might slip in. `format` (LOG_FORMAT): "json", one JSON object a line
  * (pino's own lines, for machines), or "pretty", one line a record for people (local time, level,
  * message, the other fields as compact JSON); unset: pretty when standard output is a terminal,
- * JSON otherwise (a pipe, a file, a log collector).
+ * JSON otherwise (a pipe, a file, a log collector). `destination`: where the lines go instead of
+ * standard output (a test's capture).
  */
-export function createLogger(level: string, format?: LogFormat) {
-  const dest = new MaskingDestination(stdoutDestination());
+export function createLogger(level: string, format?: LogFormat, destination?: DestinationStream) {
+  const dest = new MaskingDestination(destination ?? stdoutDestination());
   return pino(
     {
       level,

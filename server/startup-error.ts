@@ -115,9 +115,9 @@ export async function checkDatabaseConnections(
 }
 
 /** The configuration, or undefined when it does not load (that error is then the one reported). */
-function currentConfig(): Config | undefined {
+function currentConfig(env: NodeJS.ProcessEnv = process.env): Config | undefined {
   try {
-    return loadConfig();
+    return loadConfig(env);
   } catch {
     return undefined;
   }
@@ -219,21 +219,22 @@ export function describeStartupError(err: unknown, config: Config | undefined = 
 }
 
 /** `text` with the passwords of the configured URLs (the environment's and `config`'s) masked (server/secrets.ts). */
-const masked = (text: string, config: Config | undefined) => maskSecrets(text, process.env, [config?.databaseUrl, config?.directDatabaseUrl, config?.redisUrl]);
+const masked = (text: string, config: Config | undefined, env: NodeJS.ProcessEnv = process.env) =>
+  maskSecrets(text, env, [config?.databaseUrl, config?.directDatabaseUrl, config?.redisUrl]);
 
 /** Whether the stack is wanted: LOG_LEVEL debug or trace (read raw: the configuration may be what failed). */
-export function wantsStack(): boolean {
-  const level = rawLogLevel();
+export function wantsStack(env: NodeJS.ProcessEnv = process.env): boolean {
+  const level = rawLogLevel(env);
   return level === "debug" || level === "trace";
 }
 
 /** The text to write on stderr for a failure: its line, then (LOG_LEVEL=debug) the full error. */
-export function startupErrorText(err: unknown, config?: Config): string {
+export function startupErrorText(err: unknown, config?: Config, env: NodeJS.ProcessEnv = process.env): string {
   // Masked again whole: every branch above, and the stack, may quote a configured URL (server/secrets.ts).
-  const cfg = config ?? currentConfig();
-  const line = masked(describeStartupError(err, cfg), cfg);
-  if (!wantsStack()) return `${line}\n`;
-  return `${line}\n${masked(inspect(err, { depth: 4 }), cfg)}\n`;
+  const cfg = config ?? currentConfig(env);
+  const line = masked(describeStartupError(err, cfg), cfg, env);
+  if (!wantsStack(env)) return `${line}\n`;
+  return `${line}\n${masked(inspect(err, { depth: 4 }), cfg, env)}\n`;
 }
 
 /** Writes the failure's line (and, at debug, the stack) on stderr and exits 1. */

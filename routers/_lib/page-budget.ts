@@ -35,6 +35,12 @@ export const PAGE_BUDGET_BYTES = 4 * 1024 * 1024;
 export const ENVELOPE_BYTES = 1024;
 /** What the items of one page may take. */
 export const ITEMS_BUDGET_BYTES = PAGE_BUDGET_BYTES - ENVELOPE_BYTES;
+/**
+ * What the items of each call of a /trpc batch of `calls` calls may take: the batch's one response
+ * has one page budget, shared equally (each call's page then holds fewer items, with hasNext/hasMore
+ * true; an item larger than its share still comes, alone, as on a single page).
+ */
+export const batchShare = (calls: number) => Math.floor(PAGE_BUDGET_BYTES / Math.max(1, calls)) - ENVELOPE_BYTES;
 
 /** The sentence every list operation's OpenAPI description ends with. */
 export const BUDGET_DOC =

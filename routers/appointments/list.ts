@@ -78,6 +78,7 @@ export const listAppointments = scoped("tenant:appointments.read")
               SELECT ${Appointment.select()} FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
             appointmentSize(),
             Prisma.sql`"startsAt", "id"`,
+            { budget: ctx.pageBudget },
           ),
         order: Prisma.sql`p."startsAt", p."id"`,
       }),

@@ -32,7 +32,6 @@ import {
   contactSize,
   conversationSize,
   fixedBytes,
-  ITEMS_BUDGET_BYTES,
   leadSize,
   ticketSize,
   type Col,
@@ -116,7 +115,7 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       // Each loaded item counts its own JSON: an object changed since it was sized (the load is a later
       // statement) counts as it is now, so the budget holds whatever happened in between.
       bytes += Buffer.byteLength(JSON.stringify(item)) + 1;
-      if (items.length > 0 && bytes > ITEMS_BUDGET_BYTES) {
+      if (items.length > 0 && bytes > ctx.pageBudget) {
         more = true;
         break;
       }
@@ -278,8 +277,8 @@ async function sizePositions(ctx: AuthedContext, page: Position[]): Promise<Posi
       LEFT JOIN LATERAL (${bounds}) z ON true`;
   const read = readFor(ctx.database, ctx.db, { prepare: true, tenant: ctx.tenantId });
   const [gate] = await read<{ ubAll: string }>(Prisma.sql`SELECT sum(${size.ub}) AS "ubAll" FROM (${positions}) p`);
-  if (Number(gate!.ubAll) <= ITEMS_BUDGET_BYTES) return page;
-  const walked = await read<{ ord: string }>(Prisma.sql`SELECT k."ord" FROM (${budgeted(positions, size, Prisma.sql`"ord"`)}) k`);
+  if (Number(gate!.ubAll) <= ctx.pageBudget) return page;
+  const walked = await read<{ ord: string }>(Prisma.sql`SELECT k."ord" FROM (${budgeted(positions, size, Prisma.sql`"ord"`, { budget: ctx.pageBudget })}) k`);
   return walked.map((r) => page[Number(r.ord) - 1]!).sort((a, b) => a.pos - b.pos);
 }
 

@@ -173,7 +173,7 @@ export const listContacts = scoped("tenant:contacts.read")
           ${cached ? cached.extra : Prisma.empty}`,
         // Cut to the byte budget (routers/_lib/page-budget.ts); "_fetched" (the walk's) tells a cut page
         // (fewer rows kept than read) from the last one.
-        page: (at) => budgetCut(cut, contactPage(at), contactSize(), Prisma.sql`"createdAt" DESC, "id" DESC`, { fetched: true }),
+        page: (at) => budgetCut(cut, contactPage(at), contactSize(), Prisma.sql`"createdAt" DESC, "id" DESC`, { fetched: true, budget: ctx.pageBudget }),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
       // A search is planned for its pattern (the trigram index or the createdAt walk): never a

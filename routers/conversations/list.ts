@@ -81,6 +81,7 @@ export const listConversations = scoped("tenant:conversations.read")
             ),
             conversationSize(),
             Prisma.sql`"lastMessageAt" DESC, "id" DESC`,
+            { budget: ctx.pageBudget },
           ),
         order: Prisma.sql`p."lastMessageAt" DESC, p."id" DESC`,
       }),

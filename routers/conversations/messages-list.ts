@@ -86,7 +86,7 @@ export const listMessages = scoped("tenant:conversations.read")
                     ORDER BY "createdAt" DESC, "id" DESC LIMIT ${input.limit + 1}`,
         messageSize(),
         Prisma.sql`"createdAt" DESC, "id" DESC`,
-        { fetched: true },
+        { fetched: true, budget: ctx.pageBudget },
       )}) m ORDER BY m."createdAt" DESC, m."id" DESC`);
     const rows = await cutToBudget(read, (gated) => gated.length === 0);
     // More: a message past the limit was read, or the budget cut the page.

@@ -76,6 +76,7 @@ export const listLeads = scoped("tenant:leads.read")
             ),
             leadSize(),
             Prisma.sql`"createdAt" DESC, "id" DESC`,
+            { budget: ctx.pageBudget },
           ),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),

@@ -65,6 +65,7 @@ export const listTickets = scoped("tenant:tickets.read")
                           LIMIT ${page.limit} OFFSET ${at.offset}`,
               ticketSize(ctx.tenantId),
               Prisma.sql`"createdAt" DESC, "id" DESC`,
+              { budget: ctx.pageBudget },
             ),
           ),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,

@@ -118,24 +118,26 @@ export function writeFully(stream: NodeJS.WritableStream, text: string): Promise
 }
 
 /**
+ * One command line, as `npm run --silent admin -- …` runs it (main() writes `out` on stdout and `err`
+ * on stderr, then exits with `code`): `env` is the configuration it reads (the process's by default).
  * Exit status: 0 with the verb's JSON document on stdout (or the usage text for help); 1 with a
  * one-line reason on stderr when the verb fails or is refused (the database's own message for a
  * database error; the variable and the cause for a configuration or connection error, as at the
  * service's start); 2 for a usage error, whose reason line is followed by the verbs. At
  * LOG_LEVEL=debug a failure's stack follows its line.
  */
-async function main() {
+export async function execute(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ code: number; out: string; err: string }> {
   let db: Database | undefined;
   let code = 0;
   let out = "";
   let err = "";
   try {
-    const command = await parse(process.argv.slice(2));
+    const command = await parse(argv);
     if (command === "help") out = `${USAGE}\n`;
     else {
       // No statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS is for API requests): a fixture is loaded
       // in one transaction of large statements.
-      const config = { ...loadConfig(), databaseStatementTimeoutMs: 0 };
+      const config = { ...loadConfig(env), databaseStatementTimeoutMs: 0 };
       await checkDatabaseConnections(config);
       db = await openDatabase(config);
       await migrateDirect(config, db);
@@ -147,12 +149,17 @@ async function main() {
       err = `${e.message}\n${USAGE}\n`;
       code = 2;
     } else {
-      err = startupErrorText(e);
+      err = startupErrorText(e, undefined, env);
       code = 1;
     }
   } finally {
     await db?.close().catch(() => {});
   }
+  return { code, out, err };
+}
+
+async function main() {
+  const { code, out, err } = await execute(process.argv.slice(2));
   if (out) await writeFully(process.stdout, out);
   if (err) await writeFully(process.stderr, err);
   // Exit explicitly (a driver may keep a handle open) but only after the output has flushed.

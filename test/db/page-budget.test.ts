@@ -327,6 +327,28 @@ describe("the other lists", () => {
     expect(w.pages[0]!.count).toBeGreaterThan(60); // ~60.4 KB a lead: 69 fit
   }, 60_000);
 
+  it("a /trpc batch of 20 list calls answers within one page budget: each call a share (fewer items, hasNext), every lead still reachable", async () => {
+    const contact = acme().contacts.leads!; // the 120 leads of ~60 KB above
+    const calls = 20;
+    const input = Object.fromEntries(Array.from({ length: calls }, (_, i) => [String(i), { limit: 100, customerId: contact }]));
+    const url = `${app.url}/trpc/${Array(calls).fill("leads.list").join(",")}?batch=1&input=${encodeURIComponent(JSON.stringify(input))}`;
+    const res = await fetch(url, { headers: { "X-API-Key": key() } });
+    const text = await res.text();
+    expect(res.status, text.slice(0, 300)).toBe(200);
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
+    const results = JSON.parse(text) as { result: { data: { items: { id: string }[]; pagination: { hasNext: boolean }; total: number } } }[];
+    expect(results).toHaveLength(calls);
+    for (const r of results) {
+      expect(r.result.data.items.length).toBeGreaterThanOrEqual(1);
+      expect(r.result.data.items.length).toBeLessThan(10); // ~60 KB a lead in a share of ~204 KB
+      expect(r.result.data.pagination.hasNext).toBe(true);
+      expect(r.result.data.total).toBe(120);
+    }
+    // The same call alone has the whole budget.
+    const alone = await fetch(`${app.url}/trpc/leads.list?input=${encodeURIComponent(JSON.stringify({ limit: 100, customerId: contact }))}`, { headers: { "X-API-Key": key() } });
+    expect(((await alone.json()) as { result: { data: { items: unknown[] } } }).result.data.items.length).toBeGreaterThan(60);
+  }, 60_000);
+
   it("appointments with notes at the API's bound (10,000 × U+0001)", async () => {
     const contact = acme().contacts.appts!;
     await sql(

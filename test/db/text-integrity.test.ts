@@ -373,6 +373,22 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
     const bytes = await trpc("GET", "contacts.list", undefined, { rawQuery: "input=%7B%22search%22%3A%22%ED%A0%80%22%7D" });
     expectNamed(trpcEnvelope(bytes, 422, "VALIDATION_ERROR"), "input");
   });
+
+  it("over /trpc: the checks read the input tRPC reads, after 1,000 other parameters too (Express's parser stops there); two inputs are 422", async () => {
+    const input = encodeURIComponent(JSON.stringify({ search: LONE }));
+    const padding = Array.from({ length: 1000 }, (_, i) => `a${i}=x`).join("&");
+    const padded = await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${input}` });
+    expectNamed(trpcEnvelope(padded, 422, "VALIDATION_ERROR"), "search");
+    const deep = encodeURIComponent(JSON.stringify({ search: "x", nested: JSON.parse("[".repeat(40) + "]".repeat(40)) }));
+    const tooDeep = trpcEnvelope(await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${deep}` }), 422, "VALIDATION_ERROR");
+    expect(tooDeep.details.fields.map((f: { code: string }) => f.code)).toContain("too_deep");
+    const nul = encodeURIComponent(JSON.stringify({ search: "a\u0000b" }));
+    expectNamed(trpcEnvelope(await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${nul}` }), 422, "VALIDATION_ERROR"), "search");
+    const ok = encodeURIComponent(JSON.stringify({ search: "ok" }));
+    const twice = await trpc("GET", "contacts.list", undefined, { rawQuery: `input=${ok}&input=${input}` });
+    expectNamed(trpcEnvelope(twice, 422, "VALIDATION_ERROR"), "input", false);
+    expect((await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${ok}` })).status).toBe(200);
+  });
 });
 
 /** A request with header bytes as given (node writes a header string's code units ≤ U+00FF as single bytes). */

@@ -138,6 +138,8 @@ export interface StartOptions {
   conformance?: boolean;
   /** How long to wait for Redis to be ready at start (server/redis.ts openRedis; default 3000 ms). */
   redisReadyMs?: number;
+  /** Where the service's log lines go (default: standard output). */
+  logDestination?: { write(line: string): unknown };
 }
 
 /**
@@ -166,7 +168,7 @@ export function untimed(db: Database) {
 export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quotaNamespace: string; testDb: TestDb }> {
   const testDb = opts.db ?? (await freshDatabase());
   const config: Config = { ...loadConfig(), logLevel: process.env.LOG_LEVEL ?? "silent", providerTimeoutMs: 1500, ...opts.config };
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, config.logFormat, opts.logDestination);
   const redis = await openRedis(config, logger, opts.redisReadyMs);
   const quotaNamespace = opts.quotaNamespace ?? `rl-test-${randomBytes(6).toString("hex")}`;
   let now: Date | undefined;

@@ -4,9 +4,9 @@
 //   embedded (no DATABASE_URL)  a migrated PGlite data folder as a tarball in a temporary file;
 //                               each file's in-memory PGlite starts from it (no initdb, no migrations)
 //   PostgreSQL                  a migrated template database; each file's is CREATE DATABASE … TEMPLATE
-//   Citus                       the same template on every node, migrated and distributed by
-//                               distribute() (`npm run db:distribute`'s code); each file's database
-//                               is copied from it on every node at once
+//   Citus                       nothing: Citus supports no template but template1 (its maintenance
+//                               daemon stays connected to every Citus database), so each file's
+//                               database is created on every node, migrated and distributed
 // The migrations themselves stay tested from an empty database (test/db/schema.test.ts, the process
 // tests' npm start and db:migrate). Global setups of several projects share one result (globalThis).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -15,7 +15,8 @@ import path from "node:path";
 import type { TestProject } from "vitest/node";
 import { openPglite } from "../../server/db/client.js";
 import { migrate } from "../../server/db/migrate.js";
-import { createTemplateDatabase, dropTemplateDatabase, type Template } from "./template.js";
+import { citusCluster } from "./cluster.js";
+import { createTemplateDatabase, directBaseUrl, dropTemplateDatabase, type Template } from "./template.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -48,6 +49,7 @@ async function prepare(): Promise<Prepared> {
       await db.close();
     }
   }
+  if (await citusCluster(directBaseUrl()!)) return { teardown: async () => {} };
   const template = await createTemplateDatabase();
   return { template, teardown: () => dropTemplateDatabase(template) };
 }

@@ -1,5 +1,7 @@
-// The admin CLI says why, spawned as `npm run --silent admin -- …` runs it (node with tsx; through npm
-// itself in test/process/admin-cli-pipe.test.ts): every failure prints the first non-empty line of the
+// The admin CLI says why, each command line run as `npm run --silent admin -- …` runs it (server/admin/cli.ts
+// execute(): what main() writes and the code it exits with; the process itself, through npm, in
+// test/process/admin-cli-pipe.test.ts, test/process/operator.test.ts and test/unit/admin-cli-usage.test.ts):
+// every failure prints the first non-empty line of the
 // real cause on stderr — the database's own message for a database error (a Prisma error's first
 // line is empty) — exits non-zero and changes nothing; a usage error opens no database (the usage
 // texts themselves: test/unit/admin-cli-usage.test.ts); create-key refuses an --expires-at in the past or
@@ -13,7 +15,7 @@ import { loadFixture, type TenantIds } from "../../server/admin/fixture.js";
 import { openPglite, openPostgres, type Database } from "../../server/db/client.js";
 import { directBaseUrl, freshDatabase, onServer, withDatabase, type TestDb } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
-import { runAdminCli } from "../helpers/processes.js";
+import { execute } from "../../server/admin/cli.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-admin-cli-"));
 let pgDb: TestDb | undefined;
@@ -31,7 +33,11 @@ function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...e, ...extra };
 }
 
-const admin = (args: string[], e: NodeJS.ProcessEnv = env) => runAdminCli(args, e);
+/** The CLI's command line run as main() runs it (server/admin/cli.ts execute), in this process: its exit code and output. */
+const admin = async (args: string[], e: NodeJS.ProcessEnv = env) => {
+  const r = await execute(args, e);
+  return { code: r.code, stdout: r.out, stderr: r.err };
+};
 
 /** Runs a refused verb: exit 1, nothing on stdout, exactly `line` on stderr. */
 async function refused(args: string[], line: string, e: NodeJS.ProcessEnv = env) {

@@ -94,6 +94,29 @@ describe("npm start: a signal to npm stops the service", { timeout: 180_000 }, (
   });
 });
 
+describe("npm run dev: a signal to npm stops the service run from its sources", { timeout: 180_000 }, () => {
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    it(`${signal} to npm's pid: graceful shutdown, exit 0, no node (nor tsx) left, port free within 20 s`, async () => {
+      const { env, port, url } = await startEnv();
+      const svc = spawnNpm(["run", "dev"], env);
+      const npmPid = svc.child.pid!;
+      leftovers.push(npmPid);
+      expect(await waitReady(`${url}/readyz`, svc), `${svc.out()}\n${svc.err()}`).toBe(true);
+      const tree = descendants(npmPid);
+      leftovers.push(...tree.map((p) => p.pid));
+      // exec, and tsx as node's loader (no tsx CLI process, which would run node as its own child).
+      expect(tree.map((p) => p.cmd)).toEqual([expect.stringMatching(/^node .*--import tsx server\/main\.ts$/)]);
+      const at = Date.now();
+      process.kill(npmPid, signal);
+      const exit = await svc.exited;
+      await expectAllGone(svc, npmPid, tree, port, at);
+      expect(exit, svc.err()).toMatchObject({ code: 0, signal: null });
+      expect(svc.out()).toMatch(new RegExp(`"signal":"${signal}".*"msg":"shutting down: finishing in-flight requests"`));
+      expect(svc.out()).toContain('"msg":"stopped"');
+    });
+  }
+});
+
 describe("npm run studio: a signal to npm stops Prisma Studio", { timeout: 120_000 }, () => {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     it(`${signal} to npm's pid: no process left, port free within 20 s`, async () => {

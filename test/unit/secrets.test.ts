@@ -62,17 +62,15 @@ describe("the logger masks every line", () => {
   it("a log line (and an error's stack) quoting DATABASE_URL shows no password", async () => {
     const url = "postgresql://app:s3cr/et@db.internal:5432/crm";
     const lines: string[] = [];
-    const write = process.stdout.write;
     const before = process.env.DATABASE_URL;
     process.env.DATABASE_URL = url;
-    // The logger writes to a replaced process.stdout as it is (server/logger.ts): capture it.
-    process.stdout.write = ((chunk: string) => (lines.push(String(chunk)), true)) as typeof process.stdout.write;
     try {
-      const logger = createLogger("debug", "json");
-      const err = new Error(`could not connect to ${url}`);
-      logger.error({ err, url }, `failed: ${url}`);
+      for (const format of ["json", "pretty"] as const) {
+        const logger = createLogger("debug", format, { write: (line: string) => lines.push(line) });
+        const err = new Error(`could not connect to ${url}`);
+        logger.error({ err, url }, `failed: ${url}`);
+      }
     } finally {
-      process.stdout.write = write;
       if (before === undefined) delete process.env.DATABASE_URL;
       else process.env.DATABASE_URL = before;
     }
