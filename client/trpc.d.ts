@@ -804,6 +804,22 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
     meta: object;
     errorShape: unknown;
   }>;
+  demoKey: TRPCMutationProcedure<{
+    input: {
+      [key: string]: never;
+    } | undefined;
+    output: {
+      scopes: string;
+      curl: string;
+      id: string;
+      key: string;
+      prefix: string;
+      tenantId: string;
+      ownerId: string;
+    };
+    meta: object;
+    errorShape: unknown;
+  }>;
 }>;
 
 export type AdminInputs = inferRouterInputs<AdminRouter>;

@@ -14,7 +14,7 @@ import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/
 import express, { type Request, type RequestHandler, type Response } from "express";
 import type { Caller } from "../server/auth/authenticate.js";
 import { adminRouter } from "../routers/admin/_router.js";
-import { createAdminContext, internalTokenMatches } from "../routers/admin/trpc.js";
+import { adminAuthorized, createAdminContext } from "../routers/admin/trpc.js";
 import type { AppRouter } from "../routers/index.js";
 import { createContext, trpcErrorShape } from "../routers/trpc.js";
 import { guard, setQuotaHeaders } from "../server/auth/guard.js";
@@ -229,9 +229,8 @@ export function internalTrpc(services: Services, router: AppRouter): express.Rou
 export function adminTrpc(services: Services): express.Router {
   const api = express.Router();
   api.use(ADMIN_TRPC_PREFIX, (req, res, next) => {
-    const token = services.config.internalToken;
-    if (!token) return sendTrpcError(res, 404, adminErrorShape("NOT_FOUND", 404, "Not found"));
-    if (!internalTokenMatches(token, req.header("authorization"))) {
+    if (!services.config.internalToken && !services.localAdminToken) return sendTrpcError(res, 404, adminErrorShape("NOT_FOUND", 404, "Not found"));
+    if (!adminAuthorized(services, req.header("authorization"))) {
       res.setHeader("WWW-Authenticate", 'Bearer realm="internal"');
       return sendTrpcError(res, 401, adminErrorShape("UNAUTHORIZED", 401, "Missing or invalid internal token"));
     }

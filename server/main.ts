@@ -14,6 +14,7 @@ import { ClosingResponse, isStopping, startStopping } from "./lifecycle.js";
 import { startMetricsServer } from "./metrics.js";
 import { checkDatabaseConnections, exitOnStartupError } from "./startup-error.js";
 import { once } from "node:events";
+import { newLocalToken, removeServiceFile, writeServiceFile } from "./admin/live.js";
 
 // Until listening, a configuration or connection error prints one line and exits 1 (server/startup-error.ts).
 const started = exitOnStartupError();
@@ -24,6 +25,8 @@ const services = await createServices(config);
 const { logger } = services;
 
 const base = localBaseUrl(config.host, config.port);
+// On the embedded database: a token for the admin CLI's calls while this process holds the folder.
+if (!config.databaseUrl) services.localAdminToken = newLocalToken();
 // What this start says about the tenants (issue 28 §3), logged after "listening": the demo key on
 // the first start; later, how to get a new one; on a database without tenants, the next step.
 let tenants: Awaited<ReturnType<typeof tenantsNotice>>;
@@ -37,7 +40,7 @@ if (!config.databaseUrl && !config.noDemo && (await services.db.prisma.tenant.co
   const key = demo.apiKeys.demo!.key;
   process.stdout.write(
     `\nDemo tenant loaded (${demo.id}).\nAPI key (shown once): ${key}\nTry:\n  ${curlLine(key, base)}\n` +
-      `Later, for a new key: stop the service, then ${DEMO_KEY_COMMAND}\n\n`,
+      `API reference: ${base}/docs\nLater, for a new key: ${DEMO_KEY_COMMAND}\n\n`,
   );
 } else tenants = await tenantsNotice(services.db, !config.databaseUrl).catch(() => undefined);
 
@@ -75,8 +78,11 @@ server.listen(config.port, config.host, () => {
     { host: config.host, port: config.port, database: services.db.kind, redis: redis.state, ...(redis.cluster ? { redisCluster: true } : {}), quotas: redis.quotas },
     `listening on http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port} (database: ${services.db.kind}; ${redis.text})`,
   );
+  logger.info({ docs: `${base}/docs`, openapi: `${base}/public/v1/openapi.json` }, `API reference: ${base}/docs (OpenAPI document: ${base}/public/v1/openapi.json)`);
   if (tenants) logger.info(tenants.tenantId ? { tenantId: tenants.tenantId } : {}, tenants.msg);
+  if (services.localAdminToken) writeServiceFile(config.dataDir, { pid: process.pid, url: base, token: services.localAdminToken });
 });
+if (services.localAdminToken) process.on("exit", () => removeServiceFile(config.dataDir, process.pid));
 /** Redis as it is now (issue 28 §4): not configured, connected, or configured but unreachable (quotas then count in this process). */
 function redisState(): { state: "not configured" | "connected" | "unreachable"; cluster: boolean; quotas: "shared" | "in process"; text: string } {
   const cluster = Boolean(config.redisClusterNodes);

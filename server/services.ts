@@ -22,4 +22,9 @@ export interface Services {
   metrics: Metrics;
   /** The clock; tests inject a fixed one. */
   now: () => Date;
+  /**
+   * On the embedded database: this run's token for the admin CLI's calls to /trpc-admin while the
+   * service holds the folder (server/admin/live.ts), accepted besides INTERNAL_TOKEN.
+   */
+  localAdminToken?: string;
 }

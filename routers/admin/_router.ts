@@ -1,6 +1,7 @@
 // The platform-admin router (the admin CLI's verbs over tRPC). NOT part of appRouter: mounted only
 // at /trpc-admin behind the internal token (rest/trpc.ts).
 import { createKey } from "./createKey.js";
+import { demoKey } from "./demoKey.js";
 import { inboundMessage } from "./inboundMessage.js";
 import { loadFixture } from "./loadFixture.js";
 import { revokeKey } from "./revokeKey.js";
@@ -17,6 +18,7 @@ export const adminRouter = adminRouterBuilder({
   setPlanLimits,
   setTenantLimits,
   inboundMessage,
+  demoKey,
 });
 
 export type AdminRouter = typeof adminRouter;

@@ -1,6 +1,7 @@
 // The platform-admin tRPC instance: its own context (no API key, no tenant) and its own error shape
 // (tRPC's default). Served only at /trpc-admin (rest/trpc.ts), never through /public/v1 or /trpc.
-// Authentication is the internal service token (config.internalToken, env INTERNAL_TOKEN) as
+// Authentication is the internal service token (config.internalToken, env INTERNAL_TOKEN) — or, on
+// the embedded database, the token this run wrote for the admin CLI (server/admin/live.ts) — as
 // `Authorization: Bearer <token>`: checked by the mount before tRPC runs and again here, so the
 // router is safe wherever it is mounted. AdminError / FixtureError (a refused operation, nothing
 // changed) → BAD_REQUEST with the operation's message.
@@ -39,6 +40,11 @@ export function internalTokenMatches(expected: string | undefined, authorization
   return same && presented.length > 0;
 }
 
+/** Whether an Authorization header carries INTERNAL_TOKEN or this run's local admin token (server/admin/live.ts). */
+export function adminAuthorized(services: Pick<Services, "config" | "localAdminToken">, authorization: string | undefined): boolean {
+  return internalTokenMatches(services.config.internalToken, authorization) || internalTokenMatches(services.localAdminToken, authorization);
+}
+
 /** A readable one-line message: zod issues as `field: problem; …`, internals never leaked. */
 function adminMessage(error: TRPCError): string {
   if (error.code === "INTERNAL_SERVER_ERROR") return "Internal server error";
@@ -59,7 +65,7 @@ const t = initTRPC.context<AdminContext>().create({
 export const adminRouterBuilder = t.router;
 
 export const adminProcedure = t.procedure.use(async ({ ctx, next }) => {
-  if (!internalTokenMatches(ctx.services.config.internalToken, ctx.req.header("authorization")))
+  if (!adminAuthorized(ctx.services, ctx.req.header("authorization")))
     throw new TRPCError({ code: "UNAUTHORIZED", message: "Missing or invalid internal token" });
   const result = await next();
   if (!result.ok) {

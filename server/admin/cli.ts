@@ -7,7 +7,9 @@ import { loadConfig } from "../config.js";
 import { openDatabase, type Database } from "../db/client.js";
 import { migrateDirect } from "../db/migrate.js";
 import { checkDatabaseConnections, startupErrorText } from "../startup-error.js";
+import { breakLock } from "../db/pglite-lock.js";
 import { localBaseUrl } from "./demo.js";
+import { callAdmin, runningService } from "./live.js";
 import { loadFixture } from "./fixture.js";
 import * as ops from "./operations.js";
 
@@ -23,6 +25,8 @@ verbs:
   set-tenant-limits TENANT_ID clear
   inbound-message CONVERSATION_ID TEXT
   demo-key
+  load-demo
+  break-lock
   help`;
 
 /** A command line that names no verb, an unknown one, or the wrong arguments: the CLI prints the reason, then USAGE. */
@@ -87,16 +91,26 @@ export async function parse(argv: string[]): Promise<"help" | ((db: Database) =>
       arity(verb, args, args[1] === "clear" ? 2 : 3);
       ops.setTenantLimitsArgs(args[0]!, args[1]!, args[2]);
       return (db) => ops.setTenantLimits(db, args[0]!, args[1]!, args[2]);
+    case "break-lock":
+      arity(verb, args, 0);
+      return async () => undefined; // run by execute() without opening the database
     case "inbound-message":
       arity(verb, args, 2);
       ops.inboundMessageArgs(args[0]!, args[1]!);
       return (db) => ops.inboundMessage(db, args[0]!, args[1]!);
     case "demo-key":
-      // The curl line names HOST and PORT as this process sees them (the service's defaults).
+      // The curl line names HOST and PORT as this process sees them (the service's defaults); while the
+      // embedded service runs, execute() asks that service instead (its own address).
       arity(verb, args, 0);
       return (db) => {
         const config = loadConfig();
         return ops.demoKey(db, localBaseUrl(config.host, config.port));
+      };
+    case "load-demo":
+      arity(verb, args, 0);
+      return (db) => {
+        const config = loadConfig();
+        return ops.loadDemo(db, localBaseUrl(config.host, config.port));
       };
     default:
       throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);
@@ -133,14 +147,22 @@ export async function execute(argv: string[], env: NodeJS.ProcessEnv = process.e
   let err = "";
   try {
     const command = await parse(argv);
+    const config = command === "help" ? undefined : { ...loadConfig(env), databaseStatementTimeoutMs: 0 };
+    const live = config && !config.databaseUrl && argv[0] === "demo-key" ? runningService(config.dataDir) : undefined;
     if (command === "help") out = `${USAGE}\n`;
-    else {
+    else if (argv[0] === "break-lock") {
+      if (config!.databaseUrl) throw new ops.AdminError("break-lock is for the embedded database (DATABASE_URL is set: PostgreSQL has its own locks)");
+      const broken = breakLock(config!.dataDir);
+      out = `${JSON.stringify({ dataDir: config!.dataDir, broken })}\n`;
+    } else if (live) {
+      // The embedded service holds the folder: ask it (its admin transport, server/admin/live.ts).
+      out = `${JSON.stringify(await callAdmin(live, "demoKey", {}))}\n`;
+    } else {
       // No statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS is for API requests): a fixture is loaded
       // in one transaction of large statements.
-      const config = { ...loadConfig(env), databaseStatementTimeoutMs: 0 };
-      await checkDatabaseConnections(config);
-      db = await openDatabase(config);
-      await migrateDirect(config, db);
+      await checkDatabaseConnections(config!);
+      db = await openDatabase(config!);
+      await migrateDirect(config!, db);
       out = `${JSON.stringify(await command(db))}\n`;
     }
   } catch (e) {

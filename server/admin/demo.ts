@@ -10,6 +10,7 @@ export const DEMO_OWNER_EMAIL = "ana@demo.test";
 /** The admin command that prints a new key of the demo tenant (server/admin/cli.ts). */
 export const DEMO_KEY_COMMAND = "npm run --silent admin -- demo-key";
 export const LOAD_COMMAND = "npm run --silent admin -- load FILE";
+export const LOAD_DEMO_COMMAND = "npm run --silent admin -- load-demo";
 
 /**
  * The demo tenant (and its owner user), or undefined. Should there be several (the demo fixture
@@ -44,10 +45,13 @@ export function curlLine(key: string, baseUrl: string): string {
 export async function tenantsNotice(db: Database, embedded: boolean): Promise<{ msg: string; tenantId?: string } | undefined> {
   const stop = embedded ? "stop the service (the embedded database allows one process), then run " : "run ";
   if (!(await db.prisma.tenant.findFirst({ select: { id: true } })))
-    return { msg: `the ${embedded ? "embedded " : ""}database has no tenant yet: to create tenants, users and API keys, ${stop}${LOAD_COMMAND} (README.md, "Admin CLI")` };
+    return {
+      msg: `the ${embedded ? "embedded " : ""}database has no tenant yet: for the demo tenant, ${stop}${LOAD_DEMO_COMMAND}; for your own tenants, users and API keys, ${LOAD_COMMAND} (README.md, "Admin CLI")`,
+    };
   const demo = await findDemoTenant(db);
   if (!demo) return undefined;
-  return { msg: `demo tenant ${demo.tenantId}: for a new API key, ${stop}${DEMO_KEY_COMMAND}`, tenantId: demo.tenantId };
+  // demo-key works while the service runs (on the embedded database through this service: server/admin/live.ts).
+  return { msg: `demo tenant ${demo.tenantId}: for a new API key, run ${DEMO_KEY_COMMAND}`, tenantId: demo.tenantId };
 }
 
 /**

@@ -7,7 +7,8 @@ import { parseScopes } from "../auth/scopes.js";
 import { DELIVERY, storeMessage } from "../channels/messages.js";
 import { toMessage, type MessageObject } from "../../model/conversation.js";
 import { DateTimeInput } from "../../model/instants.js";
-import { curlLine, findDemoTenant, LOAD_COMMAND } from "./demo.js";
+import { curlLine, DEMO_KEY_COMMAND, demoFixture, findDemoTenant, LOAD_COMMAND, LOAD_DEMO_COMMAND } from "./demo.js";
+import { loadFixture } from "./fixture.js";
 
 /** A refused admin verb: the message is the one-line reason the CLI prints. */
 export class AdminError extends Error {}
@@ -72,7 +73,7 @@ export async function createKey(db: Database, tenantId: string, ownerId: string,
 }
 
 /** demo-key's refusal where there is no demo tenant (server/admin/demo.ts, findDemoTenant). */
-export const NO_DEMO_TENANT = `no demo tenant: start the service once on an empty embedded database, or load a fixture with ${LOAD_COMMAND}`;
+export const NO_DEMO_TENANT = `no demo tenant: load it with ${LOAD_DEMO_COMMAND} (the first start on an empty embedded database does it too), or load a fixture of your own with ${LOAD_COMMAND}`;
 
 /**
  * A new key of the demo tenant with every scope, owned by the demo's user (on any database where
@@ -84,6 +85,19 @@ export async function demoKey(db: Database, baseUrl: string) {
   if (!demo) throw new AdminError(NO_DEMO_TENANT);
   const key = await createKey(db, demo.tenantId, demo.ownerId, "all");
   return { tenantId: demo.tenantId, ownerId: demo.ownerId, ...key, scopes: "all", curl: curlLine(key.key, baseUrl) };
+}
+
+/**
+ * load-demo: the demo tenant (fixed ids, as the embedded first start loads it) into the configured
+ * database, and a key of it as demo-key prints one; refused, changing nothing, where it is loaded already.
+ */
+export async function loadDemo(db: Database, baseUrl: string) {
+  const existing = await findDemoTenant(db);
+  if (existing) throw new AdminError(`the demo tenant is loaded already (${existing.tenantId}): for a new key, ${DEMO_KEY_COMMAND}`);
+  const ids = await loadFixture(db, demoFixture(new Date(), { fixedIds: true }));
+  const demo = ids.tenants.demo!;
+  const key = demo.apiKeys.demo!;
+  return { tenantId: demo.id, ownerId: demo.users.ana!, id: key.id, key: key.key, prefix: key.prefix, scopes: "all", curl: curlLine(key.key, baseUrl) };
 }
 
 export function revokeKeyArgs(keyId: string) {

@@ -1,31 +1,46 @@
-// One owner per embedded database folder (issue 25 §1). PGlite runs PostgreSQL inside the process
-// that opens the folder, with no lock of its own: a second process on the same folder (a second
-// `npm start`, the admin CLI, `npm run db:migrate` beside a running server) works on its own copy of
-// the pages and the two overwrite each other's writes — acknowledged writes are lost. So whoever
-// opens a folder first takes `<folder>/crm-owner.lock`, and everyone else refuses at once, before
-// PGlite is even loaded, with one line naming the holder and the way out:
+// One owner per embedded database folder. PGlite runs PostgreSQL inside the process that opens the
+// folder, with no lock of its own: a second process on the same folder (a second `npm start`, the
+// admin CLI, `npm run db:migrate` beside a running server) works on its own copy of the pages and the
+// two overwrite each other's writes — acknowledged writes are lost. So whoever opens a folder first
+// holds its lock, and everyone else refuses at once, before PGlite is even loaded, with one line
+// naming the holder and the way out:
 //
 //   embedded database .data/ is in use by pid 4242 (npm start); stop it, or set DATABASE_URL
 //
-// The lock file is created with O_EXCL and holds JSON: pid, the process's start time (/proc/<pid>/
-// stat field 22, clock ticks since boot), the boot id, the host name, the command and when. A lock
-// whose holder is gone — killed with SIGKILL, a crash, a reboot — is stale and is taken over:
-// the pid no longer exists, or it exists but started at another time (the pid was reused), or the
-// machine booted since. A lock from another host (a folder on a shared volume) cannot be checked
-// and is respected; the line then says how to clear it. Released (deleted) when the database
+// The lock is a generation: `<folder>/crm-owner.<n>.lock`, holding JSON (pid, the process's start
+// time — /proc/<pid>/stat field 22 —, the boot id, the host name, the command, when, a nonce). The
+// folder's owner is the holder of the highest generation. Taking the lock is creating the next
+// generation's file, atomically (written aside, then link(2): it appears whole or not at all, and
+// exactly one of any number of racing processes creates it), when the highest one is released
+// (renamed `crm-owner.<n>.released`) or stale; the new owner then removes the older generations, and
+// a racing process that lost reads the new highest and refuses. Nothing is removed to make room, so
+// no race leaves two owners. An earlier version's `crm-owner.lock` counts as generation 0.
+//
+// Stale: the holder is gone — killed with SIGKILL, a crash, a reboot: the pid no longer exists, or it
+// exists but started at another time (the pid was reused), or the machine booted since. A holder on
+// another host (a folder on a shared volume, a recreated container) cannot be checked that way: its
+// lock carries a heartbeat, the file's mtime, refreshed every HEARTBEAT_MS; once it is older than
+// FOREIGN_EXPIRY_MS the holder counts as gone. `npm run --silent admin -- break-lock` takes over
+// another host's lock at once (never a live holder's on this host). Released when the database
 // closes, and at the latest when the process exits.
 //
-// Not proper-lockfile: its staleness is an mtime refreshed by a timer, and PGlite runs its queries
-// on the event loop (a fixture load or a migration blocks it for seconds), so a live holder would
-// look stale and a second owner would take over; nor would it leave the holder's pid for the line.
-// No flock(2) in Node without a native addon. Windows: no /proc; liveness is then the pid alone.
+// Not proper-lockfile: its staleness is an mtime refreshed by a timer on every host, and PGlite runs
+// its queries on the event loop (a fixture load or a migration blocks it for seconds), so a live
+// holder on this host could look stale; here the timer only matters across hosts, with minutes of
+// margin. No flock(2) in Node without a native addon. Windows: no /proc; liveness is then the pid alone.
 import { randomUUID } from "node:crypto";
-import { closeSync, mkdirSync, openSync, readFileSync, renameSync, linkSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync, writeSync } from "node:fs";
 import { hostname } from "node:os";
 import path from "node:path";
 import { npmScript } from "../config.js";
 
+/** An earlier version's lock file: generation 0. */
 export const LOCK_FILE = "crm-owner.lock";
+const GENERATION = /^crm-owner\.(\d{1,15})\.(lock|released)$/;
+/** How often a holder refreshes its lock's mtime (its heartbeat, read across hosts). */
+export const HEARTBEAT_MS = 30_000;
+/** A lock from another host whose heartbeat is older than this counts as stale. */
+export const FOREIGN_EXPIRY_MS = 10 * 60_000;
 
 /** What the lock file says about its holder. */
 export interface LockHolder {
@@ -37,7 +52,7 @@ export interface LockHolder {
   host: string;
   command: string;
   since: string;
-  /** Unique per acquisition: tells this lock from a newer one at the same path. */
+  /** Unique per acquisition. */
   nonce: string;
 }
 
@@ -55,20 +70,54 @@ export class EmbeddedDatabaseInUse extends Error {
 
 export interface EmbeddedDatabaseLock {
   readonly file: string;
-  /** Deletes the lock file if it is still this one. Idempotent. */
+  /** Marks this generation released. Idempotent. */
   release(): void;
 }
 
 const held = new Set<EmbeddedDatabaseLock>();
 let exitHook = false;
 
+/** A generation of the folder's lock. */
+interface Generation {
+  gen: number;
+  file: string;
+  released: boolean;
+}
+
+/** The folder's lock generations, highest first. */
+function generations(dataDir: string): Generation[] {
+  let names: string[];
+  try {
+    names = readdirSync(dataDir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw e;
+  }
+  const out: Generation[] = [];
+  for (const name of names) {
+    if (name === LOCK_FILE) out.push({ gen: 0, file: path.join(dataDir, name), released: false });
+    const m = GENERATION.exec(name);
+    if (m) out.push({ gen: Number(m[1]), file: path.join(dataDir, name), released: m[2] === "released" });
+  }
+  // A generation seen both held and released (renamed between two reads of the folder): released.
+  return out.sort((a, b) => b.gen - a.gen || Number(b.released) - Number(a.released));
+}
+
+/** The folder's live holder and its lock file, if any. */
+export function currentLock(dataDir: string): { file: string; holder: LockHolder } | undefined {
+  const top = generations(dataDir)[0];
+  if (!top || top.released) return undefined;
+  const h = readHolder(top.file);
+  return h === "gone" || h === "unreadable" || !holderAlive(h, top.file) ? undefined : { file: top.file, holder: h };
+}
+
 /**
  * Takes the folder's lock or throws EmbeddedDatabaseInUse. Creates the folder if it does not exist
- * (PGlite would). Synchronous: nothing else runs between the check and the claim.
+ * (PGlite would). Synchronous: nothing else runs between the check and the claim. `breakForeign`:
+ * take over a lock of another host whatever its heartbeat says (the operator says that host is gone).
  */
-export function lockEmbeddedDatabase(dataDir: string): EmbeddedDatabaseLock {
+export function lockEmbeddedDatabase(dataDir: string, opts: { breakForeign?: boolean } = {}): EmbeddedDatabaseLock {
   mkdirSync(dataDir, { recursive: true });
-  const file = path.join(dataDir, LOCK_FILE);
   const me: LockHolder = {
     pid: process.pid,
     start: processStart(process.pid),
@@ -79,58 +128,101 @@ export function lockEmbeddedDatabase(dataDir: string): EmbeddedDatabaseLock {
     nonce: randomUUID(),
   };
   const text = `${JSON.stringify(me)}\n`;
-  // Each turn either claims the lock, refuses, or removes one stale lock: a few turns suffice unless
-  // other processes keep claiming and dying in between.
+  // Each turn claims the next generation, refuses, or sees another process claim it first (and looks
+  // again): a few turns suffice unless other processes keep claiming and dying in between.
   for (let attempt = 0; attempt < 8; attempt++) {
-    if (create(file, text)) {
-      const lock: EmbeddedDatabaseLock = {
-        file,
-        release() {
-          if (!held.delete(lock)) return;
-          removeIfOurs(file, me.nonce);
-        },
-      };
-      held.add(lock);
-      if (!exitHook) {
-        exitHook = true;
-        process.on("exit", () => {
-          for (const l of [...held]) l.release();
-        });
-      }
-      return lock;
+    const top = generations(dataDir)[0];
+    if (top && !top.released) {
+      const seen = readHolder(top.file);
+      if (seen === "gone") continue; // released or superseded meanwhile: look again
+      if (seen !== "unreadable" && holderAlive(seen, top.file) && !(opts.breakForeign && foreign(seen)))
+        throw new EmbeddedDatabaseInUse(inUseLine(dataDir, top.file, seen), seen, top.file);
     }
-    const seen = readHolder(file);
-    if (seen === "gone") continue; // released meanwhile: try again
-    if (seen !== "unreadable" && holderAlive(seen)) throw new EmbeddedDatabaseInUse(inUseLine(dataDir, file, seen), seen, file);
-    breakStale(file, seen === "unreadable" ? undefined : seen.nonce);
+    const gen = (top?.gen ?? 0) + 1;
+    const file = path.join(dataDir, `crm-owner.${gen}.lock`);
+    if (!create(file, text)) continue; // another process took this generation first: look again
+    for (const old of generations(dataDir)) if (old.gen < gen) removeQuietly(old.file);
+    const heartbeat = setInterval(() => touch(file), HEARTBEAT_MS);
+    heartbeat.unref();
+    const lock: EmbeddedDatabaseLock = {
+      file,
+      release() {
+        if (!held.delete(lock)) return;
+        clearInterval(heartbeat);
+        try {
+          renameSync(file, file.replace(/\.lock$/, ".released"));
+        } catch {
+          // superseded (break-lock) and removed, or the folder is gone
+        }
+      },
+    };
+    held.add(lock);
+    if (!exitHook) {
+      exitHook = true;
+      process.on("exit", () => {
+        for (const l of [...held]) l.release();
+      });
+    }
+    return lock;
   }
-  throw new Error(`embedded database ${shownDir(dataDir)} could not be locked (${LOCK_FILE} keeps changing); stop the other processes on it, or set DATABASE_URL`);
-}
-
-/** O_CREAT|O_EXCL, then the whole text: false if the file exists. */
-function create(file: string, text: string): boolean {
-  let fd: number;
-  try {
-    fd = openSync(file, "wx", 0o644);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw e;
-  }
-  try {
-    writeSync(fd, text);
-  } catch (e) {
-    closeSync(fd);
-    unlinkSync(file);
-    throw e;
-  }
-  closeSync(fd);
-  return true;
+  throw new Error(`embedded database ${shownDir(dataDir)} could not be locked (its lock keeps changing); stop the other processes on it, or set DATABASE_URL`);
 }
 
 /**
- * The holder recorded in the file: "gone" if there is no file, "unreadable" if it never becomes
- * valid JSON (a holder killed between creating the file and writing it; waits up to ~200 ms for a
- * holder that is writing it right now).
+ * `npm run --silent admin -- break-lock`: takes the folder's lock over from a holder on another host
+ * whatever its heartbeat says, or from a stale one, and releases it at once; a live holder on this
+ * host is refused (EmbeddedDatabaseInUse). The holder whose lock it broke, or null (none held it).
+ */
+export function breakLock(dataDir: string): LockHolder | null {
+  const top = generations(dataDir)[0];
+  const before = top && !top.released ? readHolder(top.file) : undefined;
+  lockEmbeddedDatabase(dataDir, { breakForeign: true }).release();
+  return before && before !== "gone" && before !== "unreadable" ? before : null;
+}
+
+/** Creates `file` whole with `text`, or returns false if it exists: written aside, then linked (link(2) fails on an existing name). */
+function create(file: string, text: string): boolean {
+  const aside = `${file}.${process.pid}.${randomUUID()}.new`;
+  const fd = openSync(aside, "wx", 0o644);
+  try {
+    writeSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    linkSync(aside, file);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw e;
+  } finally {
+    removeQuietly(aside);
+  }
+}
+
+function touch(file: string): void {
+  try {
+    const now = new Date();
+    utimesSync(file, now, now);
+  } catch {
+    // released or superseded
+  }
+}
+
+function removeQuietly(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch {
+    // already gone
+  }
+}
+
+const foreign = (h: LockHolder) => Boolean(h.host) && h.host !== hostname();
+
+/**
+ * The holder recorded in the file: "gone" if there is no file, "unreadable" if it is not a holder's
+ * JSON (a file of ours appears whole; an earlier version's could be caught half-written: waits up
+ * to ~200 ms for it).
  */
 function readHolder(file: string): LockHolder | "gone" | "unreadable" {
   for (let i = 0; i < 10; i++) {
@@ -166,9 +258,12 @@ function parseHolder(raw: string): LockHolder | undefined {
   }
 }
 
-/** Is the recorded holder still running? Unknowable for another host: then yes. */
-export function holderAlive(h: LockHolder): boolean {
-  if (h.host && h.host !== hostname()) return true;
+/**
+ * Is the recorded holder still running? On this host: its pid, start time and boot id say. On another
+ * host: while its heartbeat (the mtime of `file`) is younger than FOREIGN_EXPIRY_MS.
+ */
+export function holderAlive(h: LockHolder, file?: string): boolean {
+  if (foreign(h)) return file === undefined || heartbeatAge(file) < FOREIGN_EXPIRY_MS;
   const boot = bootId();
   if (h.boot && boot && h.boot !== boot) return false; // the machine restarted since
   try {
@@ -183,54 +278,22 @@ export function holderAlive(h: LockHolder): boolean {
   return true;
 }
 
-/**
- * Removes a stale lock without removing a fresh one: the file is renamed aside (atomic), and only if
- * it is still the stale holder's (its nonce) is it deleted; a lock someone else claimed in between
- * is put back.
- */
-function breakStale(file: string, staleNonce: string | undefined): void {
-  const aside = `${file}.${process.pid}.${randomUUID()}.stale`;
+/** Milliseconds since the lock file's last heartbeat (Infinity: gone). */
+function heartbeatAge(file: string): number {
   try {
-    renameSync(file, aside);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return;
-    throw e;
-  }
-  let raw = "";
-  try {
-    raw = readFileSync(aside, "utf8");
+    return Date.now() - statSync(file).mtimeMs;
   } catch {
-    // unreadable: treated as the stale one
-  }
-  const moved = parseHolder(raw);
-  if (moved && moved.nonce !== staleNonce && holderAlive(moved)) {
-    try {
-      linkSync(aside, file); // put it back (fails if yet another process claimed the path meanwhile)
-    } catch {
-      // EEXIST: the path is claimed again; nothing better to do than leave it to that claim
-    }
-  }
-  try {
-    unlinkSync(aside);
-  } catch {
-    // already gone
-  }
-}
-
-function removeIfOurs(file: string, nonce: string): void {
-  try {
-    const h = parseHolder(readFileSync(file, "utf8"));
-    if (h?.nonce === nonce) unlinkSync(file);
-  } catch {
-    // gone already, or the folder was removed
+    return Infinity;
   }
 }
 
 /** The line of the refusal. */
 function inUseLine(dataDir: string, file: string, h: LockHolder): string {
   const who = `pid ${h.pid}${h.command ? ` (${h.command})` : ""}`;
-  if (h.host && h.host !== hostname())
-    return `embedded database ${shownDir(dataDir)} is in use by ${who} on host ${oneLine(h.host)}; stop it (if that host is gone, delete ${file}), or set DATABASE_URL`;
+  if (foreign(h)) {
+    const age = Math.round(heartbeatAge(file) / 1000);
+    return `embedded database ${shownDir(dataDir)} is in use by ${who} on host ${oneLine(h.host)} (heartbeat ${age} s ago, stale after ${FOREIGN_EXPIRY_MS / 60_000} min); stop it (if that host is gone: npm run --silent admin -- break-lock), or set DATABASE_URL`;
+  }
   return `embedded database ${shownDir(dataDir)} is in use by ${who}; stop it, or set DATABASE_URL`;
 }
 

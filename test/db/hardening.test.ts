@@ -233,11 +233,13 @@ describe("deeply nested bodies → 422 after the scope check", () => {
     });
     expect(post.status).toBe(422);
     expect((await json(post)).error.data.envelope).toMatchObject({ error: "VALIDATION_ERROR", details: { fields: [{ code: "too_deep" }] } });
-    for (const query of [`input=${encodeURIComponent(nested(1000))}`, `input=%7B%7D&input=${encodeURIComponent(nested(1000))}`]) {
-      const get = await fetch(`${app.url}/trpc/leads.list?${query}`, { headers: { "X-API-Key": KEY } });
-      expect(get.status).toBe(422);
-      expect((await json(get)).error.data.envelope).toMatchObject({ error: "VALIDATION_ERROR", details: { fields: [{ field: "input", code: "too_deep" }] } });
-    }
+    const get = await fetch(`${app.url}/trpc/leads.list?input=${encodeURIComponent(nested(1000))}`, { headers: { "X-API-Key": KEY } });
+    expect(get.status).toBe(422);
+    expect((await json(get)).error.data.envelope).toMatchObject({ error: "VALIDATION_ERROR", details: { fields: [{ field: "input", code: "too_deep" }] } });
+    // A deep input behind another one: two inputs are refused as such (tRPC would read only the first).
+    const twice = await fetch(`${app.url}/trpc/leads.list?input=%7B%7D&input=${encodeURIComponent(nested(1000))}`, { headers: { "X-API-Key": KEY } });
+    expect(twice.status).toBe(422);
+    expect((await json(twice)).error.data.envelope).toMatchObject({ error: "VALIDATION_ERROR", details: { fields: [{ field: "input", code: "duplicate" }] } });
   });
 });
 

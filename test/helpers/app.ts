@@ -48,6 +48,23 @@ function provided(key: "pgliteSnapshot" | "templateDatabase"): string | undefine
 }
 
 let snapshot: Promise<Blob> | undefined;
+const migratedSnapshot = (file: string) => (snapshot ??= readFile(file).then((b) => new Blob([b])));
+
+/**
+ * An embedded database folder, created and migrated, for a process to start on (the process tests'
+ * `npm start`, the admin CLI): the run's migrated snapshot written into it, so that the process pays
+ * for no initdb and no migration (~3 s each on this machine). A start that must meet an empty folder
+ * (the demo's first start, the migrations themselves) is given none.
+ */
+export async function seedEmbeddedFolder(folder: string): Promise<void> {
+  const file = provided("pgliteSnapshot");
+  const db = await openPglite(folder, file ? { loadDataDir: await migratedSnapshot(file) } : {});
+  try {
+    if (!file) await migrate(db.sql);
+  } finally {
+    await db.close();
+  }
+}
 
 /**
  * A fresh, migrated database for one test file (`observe`: see every statement sent to it): an
@@ -61,8 +78,7 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
   const base = process.env.DATABASE_URL;
   if (!base) {
     const file = provided("pgliteSnapshot");
-    if (file) snapshot ??= readFile(file).then((b) => new Blob([b]));
-    const db = await openPglite("memory://", { ...opts, loadDataDir: file ? await snapshot : undefined });
+    const db = await openPglite("memory://", { ...opts, loadDataDir: file ? await migratedSnapshot(file) : undefined });
     if (!file) await migrate(db.sql);
     return { db, drop: () => db.close() };
   }

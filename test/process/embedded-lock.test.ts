@@ -5,14 +5,14 @@
 // never locked, nor is anything with DATABASE_URL. The lock is PGlite's: these tests run the same
 // on both legs (the processes are always given an embedded folder), plus, on the PostgreSQL leg,
 // that a DATABASE_URL configuration takes no lock.
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild, ROOT } from "../../scripts/ensure-build.js";
 import { openDatabase, openPglite } from "../../server/db/client.js";
-import { EmbeddedDatabaseInUse, LOCK_FILE, lockEmbeddedDatabase, processStart } from "../../server/db/pglite-lock.js";
+import { breakLock, currentLock, EmbeddedDatabaseInUse, FOREIGN_EXPIRY_MS, LOCK_FILE, lockEmbeddedDatabase, processStart } from "../../server/db/pglite-lock.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 import { baseEnv, freePort, killAll, running, spawnNpm, until, waitReady } from "../helpers/processes.js";
 
@@ -25,7 +25,19 @@ afterAll(() => {
 
 let n = 0;
 const folder = () => path.join(dir, `f${++n}`);
-const lockOf = (f: string) => JSON.parse(readFileSync(path.join(f, LOCK_FILE), "utf8")) as Record<string, unknown>;
+/** The folder's held lock files (generations, and an earlier version's crm-owner.lock), highest first. */
+const heldFiles = (f: string) =>
+  readdirSync(f)
+    .filter((name) => name === LOCK_FILE || /^crm-owner\.\d+\.lock$/.test(name))
+    .sort((a, b) => (Number(/\.(\d+)\./.exec(b)?.[1] ?? 0) - Number(/\.(\d+)\./.exec(a)?.[1] ?? 0)));
+const lockOf = (f: string) => JSON.parse(readFileSync(path.join(f, heldFiles(f)[0]!), "utf8")) as Record<string, unknown>;
+/** No live holder and no held lock file left. */
+const free = (f: string) => currentLock(f) === undefined && heldFiles(f).length === 0;
+/** Writes a lock as an earlier version (or another host) left it: crm-owner.lock. */
+const writeLegacy = (f: string, text: string) => {
+  mkdirSync(f, { recursive: true });
+  writeFileSync(path.join(f, LOCK_FILE), text);
+};
 const line = (f: string, pid: number, command: string) => `embedded database ${f}/ is in use by pid ${pid} (${command}); stop it, or set DATABASE_URL`;
 
 /** A pid that no longer exists (a process that ran and exited). */
@@ -52,7 +64,7 @@ describe("the lock (in process)", () => {
     expect(msg).not.toContain("\n");
     expect(lockOf(f)).toEqual(held); // the refusal changed nothing
     lock.release();
-    expect(existsSync(path.join(f, LOCK_FILE))).toBe(false);
+    expect(free(f)).toBe(true);
     lock.release(); // idempotent
     const again = lockEmbeddedDatabase(f);
     expect(lockOf(f).nonce).not.toBe(held.nonce);
@@ -89,18 +101,19 @@ describe("the lock (in process)", () => {
       const l = lockEmbeddedDatabase(f);
       const mine = lockOf(f);
       l.release();
+      rmSync(f, { recursive: true });
       // pid reuse: a live process (this one) recorded with another start time.
-      writeFileSync(path.join(f, LOCK_FILE), JSON.stringify({ ...make(mine), nonce: "stale" }));
+      writeLegacy(f, JSON.stringify({ ...make(mine), nonce: "stale" }));
       const lock = lockEmbeddedDatabase(f);
       expect(lockOf(f)).toMatchObject({ pid: process.pid, nonce: expect.not.stringMatching(/^stale$/) });
-      expect(readdirSync(f)).toEqual([LOCK_FILE]); // the stale file renamed aside was removed
+      expect(readdirSync(f)).toEqual(["crm-owner.1.lock"]); // the next generation; the stale one removed
       lock.release();
+      expect(readdirSync(f)).toEqual(["crm-owner.1.released"]);
     });
 
   it("a lock file left empty (its holder died while writing it) is taken over", () => {
     const f = folder();
-    mkdirSync(f, { recursive: true });
-    writeFileSync(path.join(f, LOCK_FILE), "");
+    writeLegacy(f, "");
     const lock = lockEmbeddedDatabase(f);
     expect(lockOf(f).pid).toBe(process.pid);
     lock.release();
@@ -108,22 +121,71 @@ describe("the lock (in process)", () => {
 
   it("a lock of a live process is respected, even one of another user (EPERM)", () => {
     const f = folder();
-    mkdirSync(f, { recursive: true });
     const initStart = processStart(1);
-    writeFileSync(path.join(f, LOCK_FILE), JSON.stringify({ pid: 1, start: initStart, host: hostname(), command: "npm start", nonce: "init" }));
+    writeLegacy(f, JSON.stringify({ pid: 1, start: initStart, host: hostname(), command: "npm start", nonce: "init" }));
     expect(() => lockEmbeddedDatabase(f)).toThrow(line(f, 1, "npm start"));
     expect(lockOf(f).nonce).toBe("init");
   });
 
-  it("a lock from another host (a shared volume) cannot be checked: respected, and the line says how to clear it", () => {
+  it("a lock from another host (a shared volume): respected while its heartbeat is fresh, the line naming break-lock; stale once it is old", () => {
     const f = folder();
-    mkdirSync(f, { recursive: true });
-    writeFileSync(path.join(f, LOCK_FILE), JSON.stringify({ pid: deadPid(), start: "1", host: "elsewhere", command: "npm start", nonce: "remote" }));
+    writeLegacy(f, JSON.stringify({ pid: deadPid(), start: "1", host: "old-container-7f9c", command: "npm start", nonce: "remote" }));
     expect(() => lockEmbeddedDatabase(f)).toThrow(
-      new RegExp(`^embedded database ${f}/ is in use by pid \\d+ \\(npm start\\) on host elsewhere; stop it \\(if that host is gone, delete ${path.join(f, LOCK_FILE)}\\), or set DATABASE_URL$`),
+      new RegExp(
+        `^embedded database ${f}/ is in use by pid \\d+ \\(npm start\\) on host old-container-7f9c \\(heartbeat \\d+ s ago, stale after 10 min\\); stop it \\(if that host is gone: npm run --silent admin -- break-lock\\), or set DATABASE_URL$`,
+      ),
     );
     expect(lockOf(f).nonce).toBe("remote");
+    // No heartbeat for longer than FOREIGN_EXPIRY_MS (the container was recreated after a kill -9): taken over.
+    const old = new Date(Date.now() - FOREIGN_EXPIRY_MS - 60_000);
+    utimesSync(path.join(f, LOCK_FILE), old, old);
+    const lock = lockEmbeddedDatabase(f);
+    expect(lockOf(f)).toMatchObject({ pid: process.pid, host: hostname() });
+    lock.release();
   });
+
+  it("break-lock takes over another host's lock at once (then releases it); a live holder on this host is refused", () => {
+    const f = folder();
+    writeLegacy(f, JSON.stringify({ pid: 4242, start: "1", host: "old-container-7f9c", command: "npm start", nonce: "remote" }));
+    expect(breakLock(f)).toMatchObject({ pid: 4242, host: "old-container-7f9c" });
+    expect(free(f)).toBe(true);
+    expect(breakLock(f)).toBeNull(); // nothing held any more
+    const mine = lockEmbeddedDatabase(f);
+    try {
+      expect(() => breakLock(f)).toThrow(EmbeddedDatabaseInUse);
+      expect(lockOf(f).pid).toBe(process.pid);
+    } finally {
+      mine.release();
+    }
+  });
+
+  it("N processes racing on a stale lock: exactly one owner (each holds what it took until all have tried)", async () => {
+    const f = folder();
+    writeLegacy(f, JSON.stringify({ pid: deadPid(), start: "1", host: hostname(), command: "npm start", nonce: "stale" }));
+    const N = 8;
+    const at = Date.now() + 3_000; // every process tries at the same moment
+    const script = `import { lockEmbeddedDatabase } from ${JSON.stringify(path.join(ROOT, "server/db/pglite-lock.ts"))};
+      while (Date.now() < ${at}) {}
+      let out;
+      try { lockEmbeddedDatabase(${JSON.stringify(f)}); out = "owner"; } catch (e) { out = e.name === "EmbeddedDatabaseInUse" ? "refused" : "error " + e.message; }
+      process.stdout.write(out + "\\n");
+      setTimeout(() => process.exit(0), ${at} - Date.now() + 4000);`;
+    const results = await Promise.all(
+      Array.from({ length: N }, () =>
+        new Promise<string>((resolve) => {
+          const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+          leftovers.push(child.pid!);
+          let out = "";
+          child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+          child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+          child.on("close", () => resolve(out.trim()));
+        }),
+      ),
+    );
+    expect(results.filter((r) => r === "owner"), results.join(" | ")).toHaveLength(1);
+    expect(results.filter((r) => r === "refused")).toHaveLength(N - 1);
+    expect(free(f)).toBe(true); // the owner's exit released it
+  }, 60_000);
 
   it("openPglite: a second open of a folder refuses before touching it; closing releases; memory:// is never locked", async () => {
     const f = folder();
@@ -135,7 +197,7 @@ describe("the lock (in process)", () => {
     } finally {
       await db.close();
     }
-    expect(existsSync(path.join(f, LOCK_FILE))).toBe(false);
+    expect(free(f)).toBe(true);
     // memory://: nothing to own (no folder "memory:" appears), so no refusal either, held or not.
     const held = lockEmbeddedDatabase(f);
     const mem = await openPglite("memory://");
@@ -177,7 +239,7 @@ describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout
     const ids = JSON.parse(r.stdout).tenants.acme;
     tenantId = ids.id;
     key = ids.apiKeys.full.key;
-    expect(existsSync(path.join(f, LOCK_FILE))).toBe(false); // the CLI released it
+    expect(free(f)).toBe(true); // the CLI released it
   }, 180_000);
 
   /** `npm start` on the folder, ready; its node's pid (the holder). */
@@ -248,7 +310,7 @@ describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout
     // Stopped, the holder releases the folder; what it acknowledged is there, the refused change is not.
     process.kill(a.svc.child.pid!, "SIGTERM");
     expect((await a.svc.exited).code).toBe(0);
-    expect(existsSync(path.join(f, LOCK_FILE))).toBe(false);
+    expect(free(f)).toBe(true);
     const db = await openPglite(f);
     try {
       expect((await db.prisma.tenant.findUniqueOrThrow({ where: { id: tenantId } })).plan).toBe("pro");
@@ -275,7 +337,7 @@ describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout
     expect((await fetch(`${b.url}/readyz`)).status).toBe(200);
     process.kill(b.svc.child.pid!, "SIGTERM");
     expect((await b.svc.exited).code).toBe(0);
-    expect(existsSync(path.join(f, LOCK_FILE))).toBe(false);
+    expect(free(f)).toBe(true);
     // The folder came through the kill: the last change (the plan set after the previous test) is there.
     const db = await openPglite(f);
     try {

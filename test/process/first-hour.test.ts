@@ -5,13 +5,14 @@
 // The built service and the admin CLI are spawned as an operator runs them. Embedded leg: temporary
 // PGLITE_DATA_DIR folders; PostgreSQL leg (DATABASE_URL set): a fresh database.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild, ROOT, serviceCommand } from "../../scripts/ensure-build.js";
 import { run, USAGE } from "../../server/admin/cli.js";
-import { curlLine, DEMO_OWNER_EMAIL, DEMO_TENANT_NAME, demoFixture, localBaseUrl } from "../../server/admin/demo.js";
+import { curlLine, DEMO_IDS, DEMO_OWNER_EMAIL, DEMO_TENANT_NAME, demoFixture, findDemoTenant, localBaseUrl } from "../../server/admin/demo.js";
+import { SERVICE_FILE } from "../../server/admin/live.js";
 import { loadFixture } from "../../server/admin/fixture.js";
 import { NO_DEMO_TENANT } from "../../server/admin/operations.js";
 import { ALL_SCOPES } from "../../server/auth/scopes.js";
@@ -145,14 +146,17 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     });
     expect(log.find((r) => r.msg.includes("no tenant yet"))).toMatchObject({
       level: 30,
-      msg: 'the embedded database has no tenant yet: to create tenants, users and API keys, stop the service (the embedded database allows one process), then run npm run --silent admin -- load FILE (README.md, "Admin CLI")',
+      msg: 'the embedded database has no tenant yet: for the demo tenant, stop the service (the embedded database allows one process), then run npm run --silent admin -- load-demo; for your own tenants, users and API keys, npm run --silent admin -- load FILE (README.md, "Admin CLI")',
     });
     expect(svc.out()).not.toContain("demo-key");
+    expect(log.find((r) => String(r.msg).startsWith("API reference: "))).toMatchObject({ docs: `http://127.0.0.1:${svc.port}/docs` });
 
     const r = await admin(["demo-key"], opEnv("empty"));
     expect(r).toMatchObject({ code: 1, stdout: "" });
     expect(ownLines(r.stderr)).toEqual([NO_DEMO_TENANT]);
-    expect(NO_DEMO_TENANT).toBe("no demo tenant: start the service once on an empty embedded database, or load a fixture with npm run --silent admin -- load FILE");
+    expect(NO_DEMO_TENANT).toBe(
+      "no demo tenant: load it with npm run --silent admin -- load-demo (the first start on an empty embedded database does it too), or load a fixture of your own with npm run --silent admin -- load FILE",
+    );
     expect(await counts("empty")).toEqual({ tenants: 0, keys: 0, users: 0 });
   });
 
@@ -167,7 +171,7 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     demoId = /Demo tenant loaded \(([0-9a-f-]{36})\)/.exec(out)![1]!;
     firstKey = /API key \(shown once\): (crm_\S+)/.exec(out)![1]!;
     expect(out).toContain(`  curl -s -H 'X-API-Key: ${firstKey}' http://127.0.0.1:${svc.port}/public/v1/me\n`);
-    expect(out).toContain("Later, for a new key: stop the service, then npm run --silent admin -- demo-key\n");
+    expect(out).toContain(`API reference: http://127.0.0.1:${svc.port}/docs\nLater, for a new key: npm run --silent admin -- demo-key\n`);
     const log = records(out);
     // The banner is the only plain text: every other line is JSON.
     expect(out.split("\n").filter((l) => l.startsWith("[") || / INFO: /.test(l))).toEqual([]);
@@ -213,12 +217,33 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     for (const line of lines) expect(line).toMatch(PRETTY_LINE);
     expect(lines).toContainEqual(`${lines.find((l) => l.includes("listening on"))!.slice(0, 15)}INFO: listening on http://127.0.0.1:${svc.port} (database: pglite; ${LISTENING_NO_REDIS}) {"host":"127.0.0.1","port":${svc.port},"database":"pglite","redis":"not configured","quotas":"in process"}`);
     expect(lines).toContainEqual(expect.stringMatching(
-      new RegExp(`INFO: demo tenant ${demoId}: for a new API key, stop the service \\(the embedded database allows one process\\), then run npm run --silent admin -- demo-key \\{"tenantId":"${demoId}"\\}$`),
+      new RegExp(`INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key \\{"tenantId":"${demoId}"\\}$`),
     ));
     // The access log line: "GET /path status ms", the request id kept.
     expect(lines).toContainEqual(expect.stringMatching(/INFO: GET \/public\/v1\/me 200 \d+\.\d ms \{"reqId":"[0-9a-f-]{36}"\}$/));
     // The listening line comes before the demo line (the last thing a person reads at start).
     expect(lines.findIndex((l) => l.includes("listening on"))).toBeLessThan(lines.findIndex((l) => l.includes("demo tenant")));
+  });
+
+  it("demo-key while the embedded service runs: through that service (its admin transport), the curl line at the port it listens on", async () => {
+    const svc = await startService(opEnv("demo", { LOG_FORMAT: "json" }));
+    try {
+      expect(existsSync(path.join(dir, "demo", SERVICE_FILE))).toBe(true);
+      // The CLI's own PORT says 4321; the service listens elsewhere: the line names the service's.
+      const r = await admin(["demo-key"], opEnv("demo", { PORT: "4321" }));
+      expect(r.code, r.stderr).toBe(0);
+      const live = JSON.parse(r.stdout) as DemoKey;
+      expect(live).toMatchObject({ tenantId: demoId, scopes: "all" });
+      expect(live.curl).toBe(curlLine(live.key, svc.url));
+      await expectWorks(svc.url, live.key, demoId);
+      // Any other verb still refuses while the service holds the folder (one owner).
+      const other = await admin(["set-plan", demoId, "pro"], opEnv("demo"));
+      expect(other.code).toBe(1);
+      expect(ownLines(other.stderr)[0]).toMatch(/^embedded database .* is in use by pid \d+/);
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+    expect(existsSync(path.join(dir, "demo", SERVICE_FILE))).toBe(false); // removed at the stop
   });
 
   it("demo-key where there are tenants but no demo tenant: refused, nothing changed", async () => {
@@ -247,7 +272,7 @@ describe.skipIf(!PG)("PostgreSQL: start lines, demo-key, log formats", { timeout
     expect(await svc.stop()).toBe(0);
     const log = records(svc.out());
     expect(log.find((r) => r.msg.includes("no tenant yet"))).toMatchObject({
-      msg: 'the database has no tenant yet: to create tenants, users and API keys, run npm run --silent admin -- load FILE (README.md, "Admin CLI")',
+      msg: 'the database has no tenant yet: for the demo tenant, run npm run --silent admin -- load-demo; for your own tenants, users and API keys, npm run --silent admin -- load FILE (README.md, "Admin CLI")',
     });
     expect(log.find((r) => r.msg.startsWith("listening on"))).toMatchObject(
       redis
@@ -261,9 +286,30 @@ describe.skipIf(!PG)("PostgreSQL: start lines, demo-key, log formats", { timeout
     expect(await counts("")).toEqual({ tenants: 0, keys: 0, users: 0 });
   });
 
+  it("load-demo: the demo tenant (fixed ids) and a working key with its curl line; a second load-demo is refused, nothing changed", async () => {
+    const r = await admin(["load-demo"], opEnv(undefined, { PORT: "4321" }));
+    expect(r.code, r.stderr).toBe(0);
+    const loaded = JSON.parse(r.stdout) as DemoKey;
+    expect(Object.keys(loaded)).toEqual(["tenantId", "ownerId", "id", "key", "prefix", "scopes", "curl"]);
+    expect(loaded).toMatchObject({ ownerId: DEMO_IDS.users.ana, scopes: "all" });
+    expect(loaded.curl).toBe(`curl -s -H 'X-API-Key: ${loaded.key}' http://127.0.0.1:4321/public/v1/me`);
+    expect(await testDb!.db.prisma.lead.count({ where: { id: DEMO_IDS.leads.l1 } })).toBe(1);
+    const before = await counts("");
+    const again = await admin(["load-demo"], opEnv(undefined));
+    expect(again).toMatchObject({ code: 1, stdout: "" });
+    expect(ownLines(again.stderr)).toEqual([`the demo tenant is loaded already (${loaded.tenantId}): for a new key, npm run --silent admin -- demo-key`]);
+    expect(await counts("")).toEqual(before);
+    const svc = await startService(opEnv(undefined, { LOG_FORMAT: "json" }));
+    try {
+      await expectWorks(svc.url, loaded.key, loaded.tenantId);
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+
   it("with the demo tenant: the start names it (pretty); demo-key while the service runs prints a key that works at once; Redis at a closed port: unreachable", async () => {
     const ids = await loadFixture(testDb!.db, fixture(tenant("acme")));
-    const demoId = (await loadFixture(testDb!.db, demoFixture())).tenants.demo!.id;
+    const demoId = (await findDemoTenant(testDb!.db))?.tenantId ?? (await loadFixture(testDb!.db, demoFixture())).tenants.demo!.id;
     const closed = await freePort();
     const svc = await startService(opEnv(undefined, { LOG_FORMAT: "pretty", REDIS_URL: `redis://127.0.0.1:${closed}` }));
     try {
