@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { ensureBuild, serviceCommand as compiledServiceCommand } from "../scripts/ensure-build.js";
+import { ensureBuild, ROOT, serviceCommand as compiledServiceCommand } from "../scripts/ensure-build.js";
 import { setTimeout as sleep } from "node:timers/promises";
 
 const TICK = 100; // USER_HZ on Linux
@@ -119,5 +119,6 @@ export async function serviceCommand(log: (s: string) => void = () => {}, nodeFl
   await ensureBuild();
   // Extra flags (BENCH_NODE_FLAGS, --cpu-prof) come after the runtime's own, so that they override them.
   const { args } = compiledServiceCommand(nodeFlags);
-  return { args, label: `node ${args.join(" ")} (compiled: what npm start runs)` };
+  // The label names paths relative to the checkout: a report carries no machine's folders.
+  return { args, label: `node ${args.map((a) => (path.isAbsolute(a) ? path.relative(ROOT, a) : a)).join(" ")} (compiled: what npm start runs)` };
 }

@@ -450,6 +450,67 @@ async function loneSurrogates(client: Client, url: string, a: TenantIds, seed: n
   };
 }
 
+// /trpc queries as tRPC reads them, a generator of its own: a list call's `input` behind up to 1,500
+// other query parameters (Express's own parser stops at 1,000), holding a lone surrogate, a NUL, too
+// deep a nesting or nothing wrong, sometimes given twice; and batches of 2 to 20 list calls, whose one
+// response has one page budget. Every bad input is 422 VALIDATION_ERROR in the tRPC shape, every good
+// one 200; a batch answers 200 with one result per call within PAGE_BUDGET_BYTES.
+const LIST_PROCS = ["leads.list", "contacts.list", "tickets.list", "appointments.list", "conversations.list", "changes.list"] as const;
+const trpcQueryArb = fc.record({
+  padding: fc.integer({ min: 0, max: 1_500 }),
+  proc: fc.constantFrom("leads.list", "contacts.list", "tickets.list", "appointments.list"),
+  bad: fc.constantFrom("none", "surrogate", "nul", "deep"),
+  twice: fc.boolean(),
+});
+const trpcBatchArb = fc.array(fc.record({ proc: fc.constantFrom(...LIST_PROCS), limit: fc.integer({ min: 1, max: 200 }) }), { minLength: 2, maxLength: 20 });
+
+async function trpcQueries(client: Client, a: TenantIds, seed: number): Promise<{ requests: number; problems: string[]; figure: string }> {
+  const key = a.apiKeys.full!.key;
+  const queries = fc.sample(trpcQueryArb, { seed: seed + 41, numRuns: Number(process.env.DRILL_FUZZ_TRPC || 200) });
+  const batches = fc.sample(trpcBatchArb, { seed: seed + 42, numRuns: Number(process.env.DRILL_FUZZ_BATCHES || 40) });
+  const problems: string[] = [];
+  let refused = 0;
+  await pool(queries.length, 8, async (i) => {
+    const q = queries[i]!;
+    const search = q.proc === "contacts.list" ? { search: q.bad === "surrogate" ? "x\ud800y" : q.bad === "nul" ? "a\u0000b" : "x" } : {};
+    const input: Record<string, unknown> = { limit: 5, ...search };
+    if (q.proc !== "contacts.list" && q.bad === "surrogate") input.limit = "x\ud800y";
+    if (q.proc !== "contacts.list" && q.bad === "nul") input.limit = "a\u0000b";
+    if (q.bad === "deep") input.limit = JSON.parse("[".repeat(40) + "]".repeat(40));
+    const pad = Array.from({ length: q.padding }, (_, n) => `p${n}=x`).join("&");
+    const enc = encodeURIComponent(JSON.stringify(input));
+    const query = [pad, q.twice ? `input=${encodeURIComponent("{}")}` : "", `input=${enc}`].filter(Boolean).join("&");
+    const res = await client.request("GET", `/trpc/${q.proc}?${query}`, { key, timeoutMs: 30_000 });
+    const expected = q.bad !== "none" || q.twice ? 422 : 200;
+    if (expected === 422) {
+      refused += 1;
+      const env: Res = { ...res, body: res.body?.error?.data?.envelope };
+      const found = envelopeProblems(env, { status: 422, error: "VALIDATION_ERROR" });
+      if (found.length) problems.push(`padded /trpc #${i} (${q.padding} params, ${q.bad}${q.twice ? ", twice" : ""}) ${q.proc}: ${found.join("; ")}`);
+    } else if (res.status !== 200) problems.push(`padded /trpc #${i} (${q.padding} params) ${q.proc}: ${res.status} ${res.text.slice(0, 120)}`);
+  });
+  let largest = 0;
+  await pool(batches.length, 4, async (i) => {
+    const calls = batches[i]!;
+    const input = Object.fromEntries(calls.map((c, n) => [String(n), { limit: c.limit }]));
+    const path = `/trpc/${calls.map((c) => c.proc).join(",")}?batch=1&input=${encodeURIComponent(JSON.stringify(input))}`;
+    const res = await client.request("GET", path, { key, timeoutMs: 30_000 });
+    const bytes = Buffer.byteLength(res.text);
+    largest = Math.max(largest, bytes);
+    const where = `batch #${i} of ${calls.length} list calls`;
+    if (res.status !== 200) problems.push(`${where}: ${res.status} ${res.text.slice(0, 120)}`);
+    else if (!Array.isArray(res.body) || res.body.length !== calls.length) problems.push(`${where}: not one result per call`);
+    else if (bytes > PAGE_BUDGET_BYTES) problems.push(`${where}: ${bytes} bytes, past the page budget`);
+    else for (const [n, r] of (res.body as { result?: { data?: { items?: unknown } } }[]).entries())
+      if (!Array.isArray(r.result?.data?.items)) problems.push(`${where}: call ${n} (${calls[n]!.proc}) has no items`);
+  });
+  return {
+    requests: queries.length + batches.length,
+    problems,
+    figure: `/trpc queries: ${queries.length} padded (${refused} refused as they must be), ${batches.length} batches of list calls (largest ${largest} B)`,
+  };
+}
+
 // Huge thread lists (issue 25), a generator of its own: tickets of one fresh contact whose threads
 // go up to the thread bounds (comments written straight in the database, through its triggers, so the
 // bounds hold), of control characters (six bytes of JSON each), astral characters, quotes or plain
@@ -629,6 +690,8 @@ export const drill6: Drill = {
     if (threads) failures.push(...threads.problems);
     const surrogates = only === undefined ? await loneSurrogates(client, url, a, seed) : undefined;
     if (surrogates) failures.push(...surrogates.problems);
+    const trpc = only === undefined ? await trpcQueries(client, a, seed) : undefined;
+    if (trpc) failures.push(...trpc.problems);
     const huge = only === undefined ? await hugeThreadLists(client, url, a, seed) : undefined;
     if (huge) failures.push(...huge.problems);
     for (const f of failures.slice(0, 8)) report.fail(f);
@@ -644,6 +707,7 @@ export const drill6: Drill = {
     report.check(ready.status === 200, `instance not ready after the fuzz (${ready.status})`);
     if (threads) report.figure(threads.figure);
     if (surrogates) report.figure(surrogates.figure);
+    if (trpc) report.figure(trpc.figure);
     if (huge) report.figure(huge.figure);
     report.figure(`seed ${seed}, ${plans.length} requests (DRILL_FUZZ_COUNT), ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
     return report.result();

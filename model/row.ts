@@ -67,6 +67,13 @@ type RowType<C extends Columns, X> = { [K in keyof C]: C[K]["_row"] } & X;
 type ModelType<C extends Columns, X> = { [K in keyof C]: C[K]["_model"] } & X;
 /** The row a read returns: every column at its row type (instants as Iso), plus the def's `with` fields. */
 export type RowOf<D> = D extends RowDef<infer C, infer X> ? RowType<C, X> : never;
+/**
+ * What a write stores in a definition's own table: every column of its row and the tenant, plus the
+ * table's columns the row does not read (`Extra`), minus fields the row carries besides its columns
+ * (`Not`, e.g. a ticket's thread). `row satisfies StoredRow<LeadRow>` (the creates, the fixture
+ * loader): a column added to the definition and not written there fails to compile.
+ */
+export type StoredRow<R, Extra extends string = never, Not extends keyof R = never> = Record<Exclude<keyof R, Not> | "tenantId" | Extra, unknown>;
 /** What a mapper also accepts: a Prisma model row of the table (its Dates, its plain strings for enums). */
 export type ModelOf<D> = D extends RowDef<infer C, infer X> ? ModelType<C, X> : never;
 

@@ -25,9 +25,9 @@ import type { Scope } from "./scope.js";
 
 const HOST = "127.0.0.1";
 
-/** ../shared/citus beside the checkout (as CI finds it), else /work/shared/citus. */
+/** ../shared/citus beside the checkout (as CI finds it), or CITUS_SHARED. */
 export function citusShared(): string | null {
-  for (const d of [process.env.CITUS_SHARED, path.resolve(ROOT, "../shared/citus"), "/work/shared/citus"].filter(Boolean) as string[])
+  for (const d of [process.env.CITUS_SHARED, path.resolve(ROOT, "../shared/citus")].filter(Boolean) as string[])
     if (existsSync(path.join(d, "cluster.sh"))) return d;
   return null;
 }

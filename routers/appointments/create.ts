@@ -13,6 +13,7 @@ import { idempotent, type OneStatement } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { calendarLockSql, findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, overlapSql, overlapError } from "./schemas.js";
+import type { StoredRow } from "../../model/row.js";
 
 export const CreateAppointmentInput = z
   .object({
@@ -50,7 +51,7 @@ function appointmentRow(ctx: AuthedContext, input: Input) {
     notes: input.notes ?? null,
     createdAt: now,
     updatedAt: now,
-  } satisfies Record<keyof AppointmentRow | "tenantId", unknown>; // every column of the row (model/appointment.ts)
+  } satisfies StoredRow<AppointmentRow>; // every column of the row (model/appointment.ts)
 }
 
 /**

@@ -21,6 +21,7 @@ import { idempotent, type OneStatement } from "../_lib/idempotent.js";
 import { Id, Text } from "../_lib/schemas.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { LeadBudgetInput, LeadIntent, LeadNotes, LeadQuality, LeadRooms, LeadZones } from "./schemas.js";
+import type { StoredRow } from "../../model/row.js";
 
 export const CreateLeadInput = z
   .object({
@@ -126,7 +127,7 @@ function leadRow<C extends string | null | Prisma.Sql, S extends string | Prisma
     updatedAt: now,
   };
   // Every column of the row: a column added to model/lead.ts and not written here fails to compile.
-  return row satisfies Record<keyof LeadRow | "tenantId", unknown>;
+  return row satisfies StoredRow<LeadRow>;
 }
 
 /**
