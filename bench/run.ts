@@ -1,6 +1,6 @@
 // `npm run bench`: the benchmark of issue 8, end to end.
 //   1. a fresh database on the local PostgreSQL (migrated by the project's migrator) with the dataset
-//   2. the service (`node --import tsx server/main.ts`, i.e. tsx, production settings) and the raw
+//   2. the service (the compiled bundle `npm start` runs, production settings) and the raw
 //      baseline (bench/baseline/server.ts) as child processes
 //   3. per scenario: database round trips per request (sequential requests, statement counter),
 //      a warm-up, then autocannon over loopback at each connection count (service, then baseline

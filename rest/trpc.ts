@@ -6,8 +6,9 @@
 //                `?batch=1`) of at most MAX_BATCH_CALLS calls: every call is counted against the
 //                key's quotas like a request of its own (batchRules below). Bodies are JSON.
 //   /trpc-admin  the platform-admin router (routers/admin/), NOT part of the app router, behind the
-//                internal service token (`Authorization: Bearer <INTERNAL_TOKEN>`); 404 for
-//                everything when INTERNAL_TOKEN is unset.
+//                internal service token (`Authorization: Bearer <INTERNAL_TOKEN>`) or, on the
+//                embedded database, this run's local token (server/admin/live.ts); 404 for
+//                everything when neither is set.
 import type { TRPCError } from "@trpc/server";
 import { createExpressMiddleware } from "@trpc/server/adapters/express";
 import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";

@@ -17,6 +17,8 @@
 //   tickets   GET /public/v1/tickets?customerId=…&limit=200 (offset += items.length until !hasNext)
 //   changes   GET /public/v1/changes?types=ticket&limit=500 (following nextSince until !hasMore)
 //   messages  GET /public/v1/conversations/{id}/messages?limit=200 (following nextCursor)
+//   trpc-batch  one /trpc batch of 20 × leads.list?limit=100 over 50 leads of ~90 KB each (notes and
+//             name of U+0001), the batch's one response within the budget
 // sampling VmRSS every 20 ms. Prints one Markdown table: idle, peak, peak − idle, the largest body,
 // pages, and the median and largest time of a page. Not a test: a measurement to run by hand.
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
@@ -39,7 +41,7 @@ const opt = (name: string, def: string) => {
 const TICKETS = Number(opt("tickets", "200"));
 const CLIENTS = Number(opt("clients", "4"));
 const ROUNDS = Number(opt("rounds", "3"));
-const SCENARIOS = opt("scenarios", "tickets,changes,messages").split(",");
+const SCENARIOS = opt("scenarios", "tickets,changes,messages,trpc-batch").split(",");
 /** The service's DATABASE_STATEMENT_TIMEOUT_MS (its default, 5 s, when not given). */
 const STATEMENT_TIMEOUT = opt("statement-timeout-ms", "");
 const PG_BASE = process.env.DATABASE_BASE || "postgresql://postgres@127.0.0.1:5432";
@@ -98,6 +100,13 @@ async function seed(url: string): Promise<Seeded> {
       `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus", "createdAt")
        SELECT $1::uuid, $2::uuid, 'user', repeat(chr(1), 4096), 'received', now() - i * interval '1 second' FROM generate_series(1, 400) i`,
       [demo.id, conversationId],
+    );
+    // 50 leads of ~90 KB of JSON, as the review's: notes of 14,900 characters (written in SQL, past the
+    // API's 10,000) and a name of 200, every one U+0001 (6 bytes of JSON).
+    await db.sql.query(
+      `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "notes")
+       SELECT $1::uuid, repeat(chr(1), 200), $2::uuid, repeat(chr(1), 10000) || repeat(chr(1), 4900) FROM generate_series(1, 50)`,
+      [demo.id, demo.stages.new],
     );
     process.stderr.write(`page-memory: ${TICKETS} worst-case tickets and 400 messages loaded in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
     return { key: demo.apiKeys.demo!.key, contactId: demo.contacts.bea!, conversationId };
@@ -158,8 +167,9 @@ async function walk(base: string, key: string, seeded: Seeded, scenario: string,
         : scenario === "changes"
           ? `/public/v1/changes?types=ticket&limit=500${since ? `&since=${since}` : ""}`
           : `/public/v1/conversations/${seeded.conversationId}/messages?limit=200${cursor ? `&cursor=${cursor}` : ""}`;
+    const batch = `/trpc/${Array(20).fill("leads.list").join(",")}?batch=1&input=${encodeURIComponent(JSON.stringify(Object.fromEntries(Array.from({ length: 20 }, (_, i) => [String(i), { limit: 100 }]))))}`;
     const t0 = performance.now();
-    const res = await fetch(base + path, { headers: { "x-api-key": key } });
+    const res = await fetch(base + (scenario === "trpc-batch" ? batch : path), { headers: { "x-api-key": key } });
     const text = await res.text();
     out.ms.push(performance.now() - t0);
     out.pages++;
@@ -171,6 +181,10 @@ async function walk(base: string, key: string, seeded: Seeded, scenario: string,
     }
     if (bytes > PAGE_BUDGET_BYTES) out.failures.push(`${scenario}: a body of ${bytes} bytes`);
     const body = JSON.parse(text);
+    if (scenario === "trpc-batch") {
+      out.items += (body as { result: { data: { items: unknown[] } } }[]).reduce((n, r) => n + r.result.data.items.length, 0);
+      return; // one batch a round
+    }
     out.items += body.items.length;
     if (scenario === "tickets") {
       offset += body.items.length;

@@ -1,7 +1,7 @@
 // The changes feed's database mechanics (issue 15; docs/architecture.md, "Changes feed"): the
 // sequencer that places committed changes at their tenant's next positions, and the retention purge
 // of tombstones. Rows are written by the "changes_capture" trigger function only
-// (prisma/migrations/20261123300000_changes_feed); GET /changes (routers/changes/list.ts) runs a
+// (its current body: prisma/migrations/20261201000000_local_prepared); GET /changes (routers/changes/list.ts) runs a
 // sequencer step for its tenant before reading, and every instance runs a global step every second
 // (server/main.ts), so the backlog stays small.
 import { Prisma, type PrismaClient } from "../generated/prisma/client.js";

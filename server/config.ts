@@ -1,4 +1,4 @@
-// Environment → typed configuration. The one place that reads process.env.
+// Environment → typed configuration. The one place that turns process.env into settings (start-up errors and masking read the raw values of a few).
 import { statSync } from "node:fs";
 import { fromRoot } from "./root.js";
 import { maskUrl } from "./secrets.js";

@@ -42,7 +42,7 @@ interface Row {
  * The key lookup's query: by the key's globally unique prefix (ApiKey, User, Tenant, PlanLimit are
  * reference tables). Sent as a named prepared statement where the connections keep them
  * (server/db/prepared.ts); where they do not (PgBouncer), it runs inside the PL/pgSQL function
- * "ApiKey_lookup" (migration 20261123600000_auth_lookup, with `p_prefix` for `$1`), whose plan the
+ * "ApiKey_lookup" (migration 20261127100000_enum_domains, with `p_prefix` for `$1`), whose plan the
  * server connection caches; test/db/tenant-queries.test.ts checks that the function's body is this query.
  */
 const lookupOver = (r: Record<LookupTable, string>) => `
