@@ -26,7 +26,8 @@ const { logger } = services;
 
 const base = localBaseUrl(config.host, config.port);
 // On the embedded database: a token for the admin CLI's calls while this process holds the folder.
-if (!config.databaseUrl) services.localAdminToken = newLocalToken();
+// (memory:// has no folder, and no other process can share it.)
+if (!config.databaseUrl && config.dataDir !== "memory://") services.localAdminToken = newLocalToken();
 // What this start says about the tenants (issue 28 §3), logged after "listening": the demo key on
 // the first start; later, how to get a new one; on a database without tenants, the next step.
 let tenants: Awaited<ReturnType<typeof tenantsNotice>>;
@@ -80,7 +81,13 @@ server.listen(config.port, config.host, () => {
   );
   logger.info({ docs: `${base}/docs`, openapi: `${base}/public/v1/openapi.json` }, `API reference: ${base}/docs (OpenAPI document: ${base}/public/v1/openapi.json)`);
   if (tenants) logger.info(tenants.tenantId ? { tenantId: tenants.tenantId } : {}, tenants.msg);
-  if (services.localAdminToken) writeServiceFile(config.dataDir, { pid: process.pid, url: base, token: services.localAdminToken });
+  if (services.localAdminToken) {
+    try {
+      writeServiceFile(config.dataDir, { pid: process.pid, url: base, token: services.localAdminToken });
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, "could not write the folder's service file: the admin CLI's demo-key cannot reach this service");
+    }
+  }
 });
 if (services.localAdminToken) process.on("exit", () => removeServiceFile(config.dataDir, process.pid));
 /** Redis as it is now (issue 28 §4): not configured, connected, or configured but unreachable (quotas then count in this process). */
