@@ -381,6 +381,10 @@ export const drill10: Drill = {
       log(`isolate (${ISOLATE_MODE}): busy tenant into shard ${isolatedShard} on :${iso.node.port} in ${secs("isolate")} s`);
       await sleep(Math.round(3_000 * scale));
 
+      // Two background moves per node at once (Citus's citus.max_background_task_executors_per_node,
+      // default 1; reloaded, not restarted): the rebalance's moves onto the third worker overlap.
+      await ops.query("ALTER SYSTEM SET citus.max_background_task_executors_per_node = 2");
+      await ops.query("SELECT pg_reload_conf()");
       await timed("rebalance", async () => {
         rb.third = await cluster.addWorker("drill10");
         rb.result = await rebalance(ops);
