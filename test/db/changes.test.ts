@@ -4,7 +4,7 @@
 // compared object by object to a fresh full read, scope and tenant matrices, token validation and
 // retention (the injectable clock), pagination with limit 1 and 500, the byte bound, the internal
 // tRPC procedure.
-// @topology pooler citus
+// @topology pooler
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../../server/admin/fixture.js";

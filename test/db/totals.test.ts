@@ -1,7 +1,7 @@
 // Exact list totals (issue 13): every list's `total` equals count(*) of the rows its filters select,
 // in the same snapshot, while the counters behind it are kept by the "ListCounter_apply" trigger; deep
 // offsets (walked through the day buckets) return exactly what a plain OFFSET returns.
-// @topology pooler citus
+// @topology pooler
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../../server/admin/fixture.js";
