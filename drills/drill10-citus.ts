@@ -19,8 +19,9 @@
 //      (drills/lib/citus.ts says why; DRILL_CITUS_ISOLATE_MODE=force_logical shows it);
 //   3. rebalance: a third worker started and registered (citus_add_node), citus_rebalance_start(),
 //      citus_rebalance_wait().
-// Of the three instances, one sends each tenant's statements to its worker (DATABASE_ROUTING=workers,
-// server/db/routing.ts): a route it holds goes stale at each operation and must stay correct.
+// Of the three instances, two send each tenant's statements to its worker (DATABASE_ROUTING=workers,
+// server/db/routing.ts): a route they hold goes stale at each operation and must stay correct; the
+// third sends every statement through the coordinator.
 // Targets: every acknowledged write (201/200) is in the database, no Idempotency-Key made two rows,
 // no two scheduled appointments of one user overlap (and no round had two 201s), every mirror equals a
 // fresh read of its tenant after the writers stop (the resources' own lists, and the feed read from
@@ -159,12 +160,12 @@ export const drill10: Drill = {
     const others = tenants.slice(1);
     const byRef = new Map(tenants.map((t) => [t.ref, t]));
     const redis = await startRedis(scope);
-    // Instances a and b send every statement through the coordinator; c sends each tenant's to its
-    // worker (DATABASE_ROUTING=workers): its routes go stale at every move, and its writers race the
-    // others' for the same calendars and keys.
+    // Instances a and b send each tenant's statements to its worker (DATABASE_ROUTING=workers): their
+    // routes go stale at every move; c sends every statement through the coordinator, and its writers
+    // race the others' for the same calendars and keys.
     const services: Service[] = await Promise.all(
       Array.from({ length: INSTANCES }, (_, i) =>
-        startService(scope, `d10-${"abc"[i]}`, { DATABASE_URL: url, REDIS_URL: redis.url, LOG_LEVEL: "info", DATABASE_ROUTING: i === 2 ? "workers" : "coordinator" }),
+        startService(scope, `d10-${"abc"[i]}`, { DATABASE_URL: url, REDIS_URL: redis.url, LOG_LEVEL: "info", DATABASE_ROUTING: i === 2 ? "coordinator" : "workers" }),
       ),
     );
     const clients = services.map((svc, i) => new Client(svc.url, tallies[i]!, { maxSockets: 64 }));
@@ -397,11 +398,11 @@ export const drill10: Drill = {
     /** The window a moment falls in (where two overlap, the later operation's: a request queued behind it). */
     const windowOf = (at: number) => windows.filter((w) => at >= w.from && at <= w.to).at(-1)?.name;
     await sleep(WINDOW_AFTER_MS + TAIL_MS);
-    // Instance c (DATABASE_ROUTING=workers) really sends to the workers: while the writers still run,
-    // the workers hold client sessions of the drill's database that no Citus connection opened
-    // (Citus's own name theirs "citus_internal …", "citus_rebalancer …"); only instance c connects there.
+    // Instances a and b (DATABASE_ROUTING=workers) really send to the workers: while the writers still
+    // run, the workers hold client sessions of the drill's database that no Citus connection opened
+    // (Citus's own name theirs "citus_internal …", "citus_rebalancer …"); only a and b connect there.
     const routedSessions = await workerClientSessions([...cluster.workers, ...(rb.third ? [rb.third] : [])].map((w) => cluster.url("drill10", w)));
-    report.check(routedSessions > 0, "the DATABASE_ROUTING=workers instance holds no session on any worker: it routed nothing there");
+    report.check(routedSessions > 0, "the DATABASE_ROUTING=workers instances hold no session on any worker: they routed nothing there");
     running = false;
     await Promise.all(lanes);
     const writersEnd = Date.now();

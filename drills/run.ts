@@ -2,7 +2,8 @@
 // scale drill (issue 14) one after the other, each with its own service processes (and its own
 // PostgreSQL/Redis/PgBouncer where it breaks them), prints one line per drill with its counts, and
 // exits non-zero when any target is missed. A drill is selected by number or by name:
-// `npm run drills -- scale`, `npm run drills -- 2 postgres`.
+// `npm run drills -- scale`, `npm run drills -- 2 postgres`. `--repeat N` runs the selection N times
+// in a row (one line per drill and run; any failing run fails the whole): `npm run drills -- citus --repeat 10`.
 //
 // Environment: DRILL_SCALE (default 1; multiplies load durations and counts), DRILL_FUZZ_COUNT
 // (default 10000), DRILL_FUZZ_SEED (default 20261122), DRILL_REDIS_OUTAGE_S (20), DRILL_PG_OUTAGE_S
@@ -27,7 +28,15 @@ const NAMES: Record<string, number> = { instances: 1, redis: 2, postgres: 3, pro
 
 const scale = Number(process.env.DRILL_SCALE || 1);
 const timeoutOf = (d: Drill) => Number(process.env.DRILL_TIMEOUT_S || d.timeoutS || 300) * 1000;
-const args = process.argv.slice(2);
+const argv = process.argv.slice(2);
+const repeatAt = argv.findIndex((a) => a === "--repeat" || a.startsWith("--repeat="));
+const repeatValue = repeatAt < 0 ? "1" : argv[repeatAt]!.includes("=") ? argv[repeatAt]!.split("=")[1] : argv[repeatAt + 1];
+const repeat = Number(repeatValue);
+if (!Number.isInteger(repeat) || repeat < 1 || repeat > 100) {
+  process.stderr.write(`--repeat wants a whole number from 1 to 100, got "${repeatValue ?? ""}"\n`);
+  process.exit(2);
+}
+const args = repeatAt < 0 ? argv : argv.filter((_, i) => i !== repeatAt && !(i === repeatAt + 1 && !argv[repeatAt]!.includes("=")));
 const unknown = args.filter((a) => !(a in NAMES) && !DRILLS.some((d) => String(d.id) === a));
 if (unknown.length) {
   process.stderr.write(`unknown drill ${unknown.join(", ")}; drills: ${Object.entries(NAMES).map(([n, id]) => `${id} ${n}`).join(", ")}\n`);
@@ -51,7 +60,8 @@ const fmt = (r: DrillResult) =>
 let failed = 0;
 const lines: string[] = [];
 const started = Date.now();
-for (const d of selected) {
+const runs = Array.from({ length: repeat }, (_, r) => selected.map((d) => ({ d, r }))).flat();
+for (const { d, r } of runs) {
   const scope = new Scope(`drill${d.id}`);
   const t0 = Date.now();
   const log = (msg: string) => process.stderr.write(`  [drill ${d.id}] ${msg}\n`);
@@ -73,13 +83,13 @@ for (const d of selected) {
   const ok = result.failures === 0 && result.fiveXX === 0 && result.leaks === 0 && result.problems.length === 0;
   if (!ok) failed += 1;
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
-  const line = `drill ${d.id} ${d.name.padEnd(18)} ${fmt(result)} | ${result.figures.join("; ")} | ${secs}s ${ok ? "PASS" : "FAIL"}`;
+  const line = `drill ${d.id}${repeat > 1 ? ` #${r + 1}` : ""} ${d.name.padEnd(18)} ${fmt(result)} | ${result.figures.join("; ")} | ${secs}s ${ok ? "PASS" : "FAIL"}`;
   lines.push(line);
   process.stdout.write(`${line}\n`);
   for (const p of result.problems.slice(0, 12)) process.stdout.write(`    - ${p}\n`);
   if (result.problems.length > 12) process.stdout.write(`    - … and ${result.problems.length - 12} more\n`);
 }
-process.stdout.write(`\n${selected.length} drills in ${((Date.now() - started) / 1000).toFixed(0)} s\ndrills: ${lines.length - failed} passed, ${failed} failed\n`);
+process.stdout.write(`\n${runs.length} drill runs in ${((Date.now() - started) / 1000).toFixed(0)} s\ndrills: ${lines.length - failed} passed, ${failed} failed\n`);
 // Machine-readable result for CI's closing `tests:` line (scripts/ci-summary.mjs): DRILLS_JSON=FILE.
 if (process.env.DRILLS_JSON)
   writeFileSync(process.env.DRILLS_JSON, JSON.stringify({ numPassedTests: lines.length - failed, numFailedTests: failed, numPendingTests: 0, lines }));

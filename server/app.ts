@@ -10,7 +10,6 @@ import { routeTemplates } from "../rest/routes.js";
 import { adminTrpc, internalTrpc } from "../rest/trpc.js";
 import { appRouter } from "../routers/index.js";
 import { tenantDelegation } from "./db/delegate.js";
-import { keyLookup } from "./auth/authenticate.js";
 import { loadColumnTypes } from "./db/insert.js";
 import { AppError } from "./errors.js";
 import { headerOf, sendEnvelope } from "./http.js";
@@ -40,12 +39,10 @@ export function createApp(services: Services): App {
   // Express gives its responses a prototype of its own: "Connection: close" once stopping, here too.
   (app.response as { writeHead: unknown }).writeHead = writeHeadClosing;
   const routeOf = routeTemplates(appRouter);
-  // Column types for the one-statement creates (server/db/insert.ts), whether they go through the
-  // distributed "tenant_exec" (server/db/delegate.ts), and the key lookup's form
-  // (server/auth/authenticate.ts): read now rather than by a request.
+  // Column types for the one-statement creates (server/db/insert.ts) and whether they go through the
+  // distributed "tenant_exec" (server/db/delegate.ts): read now rather than by a request.
   loadColumnTypes(services.db.prisma).catch(() => {});
   tenantDelegation(services.db).catch(() => {});
-  keyLookup(services.db).catch(() => {});
 
   // Every request: its id (X-Request-Id), a debug line when it arrives, a log line and the metrics
   // when it is answered; in flight from its arrival until its response closes ('close' comes once,

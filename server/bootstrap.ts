@@ -53,6 +53,7 @@ export function instanceMetrics(db: Database, redis: RedisClient | undefined, qu
         return own && workers ? { total: own.total + workers.total, idle: own.idle + workers.idle, waiting: own.waiting + workers.waiting } : own;
       },
       quotas: () => ({ redis: Boolean(redis), fallback: quotas.fallback, fallbackCount: quotas.fallbackCount }),
+      emptyWritesRerun: () => emptyWritesRerun.count,
     },
     opts,
   );
@@ -91,13 +92,20 @@ async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> 
   }
 }
 
+/** How often this process's worker pools sent a write that changed no row once more (/metrics). */
+export const emptyWritesRerun = { count: 0 };
+
 /**
  * What a worker's pool is opened with beyond the coordinator pool's options: the tenant in the
- * statements' text (server/db/literal.ts), its reads over its local shards (server/db/local-reads.ts),
- * a write that changed no row sent again (server/db/client.ts rerunEmptyWrites: Citus's writes after a
- * split on this node).
+ * statements' text (server/db/literal.ts: Citus's fast path plans it on the local shard), and a write
+ * that changed no row sent again (server/db/client.ts rerunEmptyWrites: Citus's writes rerouted by a
+ * split on this node), counted.
  */
-export const WORKER_POOL: Pick<PostgresOptions, "inlineTenant" | "localReads" | "rerunEmptyWrites"> = { inlineTenant: true, localReads: true, rerunEmptyWrites: true };
+export const WORKER_POOL: Pick<PostgresOptions, "inlineTenant" | "rerunEmptyWrites" | "onRerun"> = {
+  inlineTenant: true,
+  rerunEmptyWrites: true,
+  onRerun: () => void (emptyWritesRerun.count += 1),
+};
 
 /**
  * DATABASE_ROUTING=workers: the tenants' requests on their workers (server/db/routing.ts), each

@@ -17,6 +17,8 @@ export interface MetricsSources {
   pool?: () => PoolStats | undefined;
   /** Redis configured and the quotas' fallback state (true: counting in process memory). */
   quotas?: () => { redis: boolean; fallback: boolean; fallbackCount: number };
+  /** Writes that changed no row sent once more on a Citus worker's pool (server/db/client.ts rerunEmptyWrites). */
+  emptyWritesRerun?: () => number;
 }
 
 const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
@@ -113,6 +115,15 @@ export class Metrics {
       collect() {
         this.reset();
         this.inc(sources.quotas?.().fallbackCount ?? 0);
+      },
+    });
+    new Counter({
+      name: "crm_db_empty_writes_rerun_total",
+      help: "UPDATEs and DELETEs that changed no row, sent once more on a Citus worker's pool (DATABASE_ROUTING=workers): a write rerouted by a shard split",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(sources.emptyWritesRerun?.() ?? 0);
       },
     });
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: "crm_" });

@@ -17,8 +17,7 @@ import { TimeoutPool, type StatementTimeoutState } from "./pooler-timeout.js";
 import { lockEmbeddedDatabase } from "./pglite-lock.js";
 import { PreparedStatements, type PreparedState } from "./prepared.js";
 import { isoTimestamptz, isoTimesTypes } from "./times.js";
-import { inlineFirstPage, inlineValue } from "./literal.js";
-import { type LocalShards, movedAway, overLocalShards, ShardNames, TENANT_SHARDS_SQL } from "./local-reads.js";
+import { inlineValue } from "./literal.js";
 
 /** PGlite's query options for QueryOptions.isoTimes (its parsers, keyed by type oid). */
 const PGLITE_ISO_TIMES = { parsers: { [pg.types.builtins.TIMESTAMPTZ]: (text: string) => isoTimestamptz(text) } };
@@ -112,15 +111,11 @@ export interface PostgresOptions {
    */
   inlineTenant?: boolean;
   /**
-   * Send a tenant's reads over its shards on this node, guarded (server/db/local-reads.ts): the pools
-   * of DATABASE_ROUTING=workers, where PostgreSQL then plans them as on one server.
-   */
-  localReads?: boolean;
-  /**
    * Send an UPDATE or DELETE that changed no row once more, in a new snapshot (rerunEmptyWrites
-   * below): the pools of DATABASE_ROUTING=workers.
+   * below): the pools of DATABASE_ROUTING=workers. Each time it does, `onRerun` is told (a metric).
    */
   rerunEmptyWrites?: boolean;
+  onRerun?: () => void;
 }
 
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
@@ -131,6 +126,9 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       connectionTimeoutMillis: 3_000,
       idleTimeoutMillis: 30_000,
       ...connectionSettings(opts),
+      // rerunEmptyWrites is correct under READ COMMITTED only (a statement sent again must get a new
+      // snapshot): its connections start at that level whatever the server's default says.
+      ...(opts.rerunEmptyWrites ? { options: "-c default_transaction_isolation=read\\ committed" } : {}),
     },
     opts.onTimeoutFallback,
   );
@@ -138,13 +136,10 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   pool.on("error", () => {});
   if (opts.countQueries) countQueries(pool);
   if (opts.observe) observePool(pool, opts.observe);
-  if (opts.rerunEmptyWrites) rerunEmptyWrites(pool);
+  if (opts.rerunEmptyWrites) rerunEmptyWrites(pool, opts.onRerun);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
   const inlineTenant = opts.inlineTenant === true;
-  const shardNames = opts.localReads
-    ? new ShardNames(async (tenantId) => (await pool.query<{ shards: LocalShards | null }>(TENANT_SHARDS_SQL, [tenantId])).rows[0]?.shards ?? null)
-    : undefined;
   const send = async <T>(c: pg.Pool | pg.PoolClient, text: string, params: unknown[], q?: QueryOptions, name?: string) =>
     (await c.query({ name, text, values: params, types: q?.isoTimes ? isoTimesTypes : rawTypes })).rows as T[];
   /** One statement: named where opts.prepare asks and the connections keep them, else unnamed. */
@@ -165,20 +160,6 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         // The tenant in the text (server/db/literal.ts): a prepared statement only where that text is
         // named (else its shared text, named: measured cheaper than the per-tenant text planned every time).
         const inlined = inlineValue(sql, params, opts.tenant);
-        // A read over the tenant's shards on this node, guarded (server/db/local-reads.ts); named on the
-        // same terms. Names gone stale (a shard move): the read as below, and the names read again.
-        // A first page's LIMIT and OFFSET in its text too (literal.ts inlineFirstPage: one plan kept).
-        const shards = shardNames && !inSession ? shardNames.peek(opts.tenant) : undefined;
-        const page = shards ? inlineFirstPage(inlined.text, inlined.params) : undefined;
-        const local = shards && page ? overLocalShards(page.text, shards) : undefined;
-        if (local !== undefined && (!opts.prepare || prepared.admitsTenantText(local))) {
-          try {
-            return await sendPrepared<T>(c, inSession, local, page!.params, opts.prepare ? { ...opts, prepare: true } : opts);
-          } catch (err) {
-            if (!movedAway(err)) throw err;
-            shardNames!.forget(opts.tenant);
-          }
-        }
         if (inlined.text !== sql && (!opts.prepare || inSession || prepared.admitsTenantText(inlined.text))) {
           const unnamed = typeof opts.prepare === "object" ? inlineValue(opts.prepare.unnamed, params, opts.tenant).text : undefined;
           ({ text: sql, params } = inlined);
@@ -238,6 +219,24 @@ function countQueries(pool: pg.Pool): void {
 }
 
 /**
+ * Refuses, loudly, a statement that would run a transaction at another isolation level than READ
+ * COMMITTED on a pool that sends empty writes again (a rerun in a REPEATABLE READ or SERIALIZABLE
+ * transaction would run in the same snapshot and fix nothing): `BEGIN … ISOLATION LEVEL …`,
+ * `SET TRANSACTION …` (Prisma's isolationLevel), `SET SESSION CHARACTERISTICS …`,
+ * `SET default_transaction_isolation …`.
+ */
+export class IsolationRefused extends Error {
+  override name = "IsolationRefused";
+}
+const OTHER_ISOLATION = /\bisolation\s+level\s+(?:repeatable\s+read|serializable)\b|\bdefault_transaction_isolation\s*(?:=|to)\s*'?\s*(?:repeatable|serializable)/i;
+function isolationRefusal(statement: unknown): IsolationRefused | undefined {
+  const text = typeof statement === "string" ? statement : (statement as { text?: unknown } | undefined)?.text;
+  if (typeof text === "string" && /isolation/i.test(text) && OTHER_ISOLATION.test(text))
+    return new IsolationRefused(`a Citus worker's pool runs transactions at READ COMMITTED only (server/db/client.ts rerunEmptyWrites): refused ${text.slice(0, 80)}`);
+  return undefined;
+}
+
+/**
  * An UPDATE or DELETE that changed no row is sent once more, on the same connection (the pools of
  * DATABASE_ROUTING=workers). On a Citus node a write routed by Citus takes its shard group's metadata
  * lock in the executor, after the statement's snapshot was taken. When a shard split
@@ -247,21 +246,29 @@ function countQueries(pool: pg.Pool): void {
  * read finds none (Prisma's P2025 → a 500; an updateMany's count 0 → a 404). Sent again, it runs in a
  * new snapshot. Safe for every such statement: one that changed no row did nothing (its statement
  * triggers saw no rows), so sending it again is the same statement a moment later, as a client's
- * retry would be. A "tenant_exec" call is a SELECT (its statements take the lock first and read after
- * it); reads take no such lock.
+ * retry would be, and only under READ COMMITTED (a new statement, a new snapshot): the pool's
+ * connections start at that level and a statement asking for another one is refused
+ * (isolationRefusal). A "tenant_exec" call is a SELECT: its writes are not sent again here. Reads
+ * take no such lock. Each rerun is counted (/metrics: crm_db_empty_writes_rerun_total).
  */
-function rerunEmptyWrites(pool: pg.Pool): void {
+function rerunEmptyWrites(pool: pg.Pool, onRerun: () => void = () => {}): void {
   const empty = (r: any) => Boolean(r) && !Array.isArray(r) && (r.command === "UPDATE" || r.command === "DELETE") && r.rowCount === 0;
   wrapQueries(pool, (query) => (...args) => {
+    const refused = isolationRefusal(args[0]);
+    if (refused) {
+      const done = args.at(-1);
+      if (typeof done === "function") return void done(refused);
+      return Promise.reject(refused);
+    }
     const last = args.at(-1);
     if (typeof last === "function") {
       // The callback form (pg.Pool's own query()).
       const rest = args.slice(0, -1);
-      return query(...rest, (err: unknown, r: unknown) => (!err && empty(r) ? query(...rest, last) : last(err, r)));
+      return query(...rest, (err: unknown, r: unknown) => (!err && empty(r) ? (onRerun(), query(...rest, last)) : last(err, r)));
     }
     const sent = query(...args);
     if (!(sent instanceof Promise)) return sent; // a submittable (a cursor, a stream): as it is
-    return sent.then((r: unknown) => (empty(r) ? query(...args) : r));
+    return sent.then((r: unknown) => (empty(r) ? (onRerun(), query(...args)) : r));
   });
 }
 

@@ -1,22 +1,16 @@
-// A write of one tenant as a few statements run in one call, where the tenant's rows are (issue 26:
-// function-call delegation). Used by the one-statement creates (server/idempotency.ts).
+// A write of one tenant as a few statements run in one call, where the tenant's rows are (Citus's
+// function call delegation). Used by the one-statement creates (server/idempotency.ts).
 //
-// "tenant_exec"(tenantId, statements, params) (migration 20261128000000_tenant_exec) runs the
-// statements in order in the call's transaction; each returns one jsonb value (or no row: the call
-// stops and returns NULL) and reads the previous one as $2 (PREVIOUS). On a Citus coordinator,
+// "tenant_exec"(tenantId, statements, params) (prisma/functions/tenant_exec.sql) runs the statements
+// in order in the call's transaction; each returns one jsonb value (or no row: the call stops and
+// returns NULL) and reads the previous one as $2 (PREVIOUS). On a Citus coordinator,
 // `npm run db:distribute` makes it a distributed function co-located with the tenant tables by its
-// first argument (its comment: 'citus:delegated(tenantId)'): the coordinator sends the whole call to
-// the worker holding that tenant's shards, and each statement runs there as a single-shard statement
-// on local shards — one hop per create. There it names the shards itself (migration
-// 20261129000000_tenant_exec_local: "Lead" → "Lead_102040", after taking Citus's share lock on the shard
-// group's metadata), so PostgreSQL plans each statement as on one server instead of Citus planning it,
-// deparsing the shard's statement and planning that again; a statement must therefore name tables only
-// as quoted identifiers and carry every value as a parameter (as delegated() makes it). For the rest of
-// its transaction the call also gives its tenant's names to the triggers its statements fire (migration
-// 20261130000000_tenant_exec_triggers: the changes capture and the counters write over the same shards).
-// The creates use it where it is distributed (tenantDelegation); elsewhere they send their one prepared
-// statement (server/idempotency.ts says why both). The function exists on every backend, and the tests
-// force the delegated form on each.
+// first argument (create_distributed_function; its comment: 'citus:delegated(tenantId)'): the
+// coordinator sends the whole call to the worker holding that tenant's shards, where each statement
+// is an ordinary statement over the distributed tables, which Citus runs on the local shard — one hop
+// per create. The creates use it where it is distributed (tenantDelegation); elsewhere they send their
+// one prepared statement (server/idempotency.ts says why both). The function exists on every backend,
+// and the tests force the delegated form on each.
 //
 // The statements' parameters become elements of one text[] ($1[n], each use cast to its type, as every
 // planned value is: server/db/insert.ts), converted to text exactly as the pg driver sends them.

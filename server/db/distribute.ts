@@ -19,9 +19,10 @@
 //      co-located with the distributed tables, by that argument: a call is sent whole to the worker
 //      holding that tenant's shards ("tenant_exec", server/db/delegate.ts).
 // A second run finds every role realised and changes nothing. On plain PostgreSQL it refuses.
-// Every run also reads each node's synchronous_commit and warns of a node where it is off: Citus's
-// online shard moves and splits (logical replication) can then drop a write already acknowledged
-// (measured; docs/decisions/scale-out.md, "Shard moves need synchronous_commit on").
+// Every run first reads each node's synchronous_commit and refuses, changing nothing, where a node has
+// it off (or does not answer): Citus's online shard moves and splits (logical replication) can then
+// drop a write already acknowledged (measured; docs/decisions/scale-out.md, "Shard moves need
+// synchronous_commit on").
 import type { SqlRunner } from "./client.js";
 
 export type Role = { kind: "reference" } | { kind: "local" } | { kind: "distributed"; column: string };
@@ -51,7 +52,7 @@ export interface DistributeResult {
   shardCount: number | null;
   workers: number;
   citus: string;
-  /** What the operator must fix for the service's guarantees to hold (asyncCommitNodes); empty when nothing. */
+  /** What the operator should know (none today: what would lose data refuses the run instead). */
   warnings: string[];
 }
 
@@ -130,8 +131,8 @@ export async function citusCoordinator(sql: SqlRunner): Promise<{ version: strin
 }
 
 /**
- * A warning per node of the cluster (the coordinator too) whose synchronous_commit is off, or that
- * did not answer. With asynchronous commit a transaction is visible, and its COMMIT answered, before
+ * A problem per node of the cluster (the coordinator too) whose synchronous_commit is off, or that
+ * did not answer (distribute() refuses then). With asynchronous commit a transaction is visible, and its COMMIT answered, before
  * its WAL is written, and Citus's logical shard transfer (citus_move_shard_placement,
  * citus_rebalance_start, isolate_tenant_to_new_shard with force_logical) can switch a shard over
  * without that transaction: the write is acknowledged to the client and gone from the cluster
@@ -145,15 +146,7 @@ export async function asyncCommitNodes(sql: SqlRunner): Promise<string[]> {
     SELECT n.nodename || ':' || n.nodeport AS node, r.success AS ok, r.result AS setting
       FROM run_command_on_all_nodes('SHOW synchronous_commit') r JOIN pg_dist_node n ON n.nodeid = r.nodeid
      ORDER BY n.nodeid`);
-  return rows.flatMap((r) =>
-    !r.ok
-      ? [`could not read synchronous_commit on ${r.node}: ${r.setting}`]
-      : r.setting === "off"
-        ? [
-            `synchronous_commit is off on ${r.node}: a shard move, split or rebalance can drop writes already acknowledged; set it to on (PostgreSQL's default) on every node`,
-          ]
-        : [],
-  );
+  return rows.flatMap((r) => (!r.ok ? [`could not read synchronous_commit on ${r.node} (${r.setting})`] : r.setting === "off" ? [`synchronous_commit is off on ${r.node}`] : []));
 }
 
 /** Whether `sql` is a Citus coordinator's database (the extension is installed). */
@@ -169,7 +162,12 @@ export async function isCitus(sql: SqlRunner): Promise<boolean> {
 export async function distribute(sql: SqlRunner, opts: { shardCount?: number } = {}): Promise<DistributeResult> {
   return sql.session(async (s) => {
     const { version, workers } = await citusCoordinator(s);
-    const warnings = await asyncCommitNodes(s);
+    const unsafe = await asyncCommitNodes(s);
+    if (unsafe.length)
+      throw new DistributeError(
+        `${unsafe.join("; ")}: Citus's shard moves and splits can drop writes already acknowledged. On every such node: ALTER SYSTEM SET synchronous_commit = on; SELECT pg_reload_conf(); (and no role or database setting turning it off), then run db:distribute again`,
+      );
+    const warnings: string[] = [];
     await s.exec("BEGIN");
     try {
       await s.exec("SET LOCAL statement_timeout = 0; SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'");

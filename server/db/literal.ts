@@ -24,14 +24,11 @@ const IDENT_CHAR = /[A-Za-z0-9_$\u0080-\uffff]/;
 const DIGIT = /[0-9]/;
 const TAG = /^\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/;
 
-/** A token of a statement that rewrite() may replace: a parameter reference ($n, 1-based) or a quoted identifier (its name). */
-type Token = { kind: "param"; n: number; at: number } | { kind: "ident"; name: string };
-
 /**
- * `text` with each parameter reference (`$n`) and quoted identifier outside string constants, comments
- * and dollar-quoted bodies replaced by what `at` returns for it (undefined: kept as it is).
+ * `text` with each parameter reference `$n` (1-based) outside string constants, quoted identifiers,
+ * comments and dollar-quoted bodies replaced by what `at(n)` returns for it (undefined: kept as it is).
  */
-function rewrite(text: string, at: (token: Token) => string | undefined): string {
+function rewrite(text: string, at: (n: number) => string | undefined): string {
   let out = "";
   let from = 0;
   let i = 0;
@@ -51,7 +48,6 @@ function rewrite(text: string, at: (token: Token) => string | undefined): string
       }
       i++;
     } else if (c === '"') {
-      const start = i;
       i++;
       while (i < n) {
         if (text[i] !== '"') i++;
@@ -59,11 +55,6 @@ function rewrite(text: string, at: (token: Token) => string | undefined): string
         else break;
       }
       i++;
-      const to = at({ kind: "ident", name: text.slice(start + 1, i - 1).replaceAll('""', '"') });
-      if (to !== undefined) {
-        out += text.slice(from, start) + to;
-        from = i;
-      }
     } else if (c === "-" && text[i + 1] === "-") {
       const end = text.indexOf("\n", i);
       i = end < 0 ? n : end + 1;
@@ -79,7 +70,7 @@ function rewrite(text: string, at: (token: Token) => string | undefined): string
       if (DIGIT.test(text[i + 1] ?? "")) {
         let j = i + 1;
         while (j < n && DIGIT.test(text[j]!)) j++;
-        const to = at({ kind: "param", n: Number(text.slice(i + 1, j)), at: i });
+        const to = at(Number(text.slice(i + 1, j)));
         if (to !== undefined) {
           out += text.slice(from, i) + to;
           from = j;
@@ -112,51 +103,6 @@ function inlineParams(text: string, params: readonly unknown[], literal: (index:
   const number: number[] = [];
   const kept: unknown[] = [];
   params.forEach((p, i) => number.push(literal(i) !== undefined ? 0 : kept.push(p)));
-  const out = rewrite(text, (t) => (t.kind === "param" && t.n - 1 < number.length ? (number[t.n - 1] === 0 ? literal(t.n - 1)! : `$${number[t.n - 1]}`) : undefined));
+  const out = rewrite(text, (n) => (n - 1 < number.length ? (number[n - 1] === 0 ? literal(n - 1)! : `$${number[n - 1]}`) : undefined));
   return { text: out, params: kept };
-}
-
-/** The keyword a parameter at `at` is the value of, where it directly follows LIMIT or OFFSET. */
-const PAGE_KEYWORD = /(?:^|[^A-Za-z0-9_$"])(LIMIT|OFFSET)\s+$/i;
-const pageKeyword = (text: string, at: number): "LIMIT" | "OFFSET" | undefined =>
-  PAGE_KEYWORD.exec(text.slice(Math.max(0, at - 16), at))?.[1]!.toUpperCase() as "LIMIT" | "OFFSET" | undefined;
-
-/**
- * A first page's LIMIT and OFFSET written into its text: where the statement has an OFFSET parameter
- * and every OFFSET parameter's value is 0, each parameter that is the value of a LIMIT or an OFFSET (a
- * non-negative safe integer) becomes its number, and the rest are renumbered; else the same `text` and
- * `params`. For a tenant's read over its local shards (server/db/client.ts): with the tenant a constant
- * of the text, PostgreSQL costs a generic plan with that tenant's own rows and a parameter LIMIT and
- * OFFSET at 10 % of them each, so for a large tenant it plans the page again on every execution; with
- * the page's bounds in the text the plan no longer depends on a parameter's value, and it is kept
- * (docs/decisions/scale-out.md, "A first page over the local shards"). Only first pages: every offset would
- * otherwise be its own text.
- */
-export function inlineFirstPage(text: string, params: readonly unknown[]): { text: string; params: unknown[] } {
-  const same = { text, params: params as unknown[] };
-  const bounds = new Map<number, string>();
-  // A parameter written elsewhere too (not only as a bound) stays a parameter everywhere.
-  const elsewhere = new Set<number>();
-  let offsets = 0;
-  rewrite(text, (t) => {
-    if (t.kind !== "param") return undefined;
-    const keyword = pageKeyword(text, t.at);
-    if (keyword === undefined) return void elsewhere.add(t.n);
-    const v = params[t.n - 1];
-    if (keyword === "OFFSET") offsets++;
-    bounds.set(t.n, typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && (keyword === "LIMIT" || v === 0) ? String(v) : "");
-    return undefined;
-  });
-  if (offsets === 0 || [...bounds].some(([n, v]) => v === "" || elsewhere.has(n))) return same;
-  return inlineParams(text, params, (i) => bounds.get(i + 1));
-}
-
-/**
- * `text` with every quoted identifier that is a key of `names` (a table: "Lead") written as its value
- * (the table's shard on this node: "Lead_102040"); anything else as it is. The same rule as the
- * database's "tenant_exec_rename" (migration 20261129000000_tenant_exec_local), which says why it is
- * exact for the service's statements.
- */
-export function renameTables(text: string, names: Readonly<Record<string, string>>): string {
-  return rewrite(text, (t) => (t.kind === "ident" && Object.hasOwn(names, t.name) ? `"${names[t.name]!.replaceAll('"', '""')}"` : undefined));
 }

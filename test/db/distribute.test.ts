@@ -140,7 +140,7 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
     expect(await foreignKeys(db)).toEqual(before);
   });
 
-  it("warns of a node whose synchronous_commit is off (a shard move could drop acknowledged writes), on stdout and stderr, and distributes", async () => {
+  it("refuses where a node has synchronous_commit off (a shard move could drop acknowledged writes): one line saying how to set it, exit 1, nothing distributed", async () => {
     const { db, url } = await migrated();
     const name = new URL(url).pathname.slice(1);
     const worker = cluster!.workers[0]!;
@@ -152,15 +152,13 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
       await w.end();
     }
     const r = await cli(["--shard-count", String(TEST_SHARD_COUNT)], envWith(url));
-    expect(r.code).toBe(0);
-    const out = JSON.parse(r.stdout);
-    expect(out.changed).toBe(true);
-    expect(out.warnings).toEqual([
-      `synchronous_commit is off on ${worker.host}:${worker.port}: a shard move, split or rebalance can drop writes already acknowledged; set it to on (PostgreSQL's default) on every node`,
-    ]);
-    expect(r.stderr).toBe(`warning: ${out.warnings[0]}\n`);
-    const [lead] = await db.sql.query<{ method: string }>(`SELECT partmethod::text AS method FROM pg_dist_partition WHERE logicalrelid = '"Lead"'::regclass`);
-    expect(lead?.method).toBe("h");
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toBe(
+      `synchronous_commit is off on ${worker.host}:${worker.port}: Citus's shard moves and splits can drop writes already acknowledged. On every such node: ALTER SYSTEM SET synchronous_commit = on; SELECT pg_reload_conf(); (and no role or database setting turning it off), then run db:distribute again\n`,
+    );
+    const [distributed] = await db.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_dist_partition`);
+    expect(distributed?.n).toBe(0);
   });
 
   it("a migration applied after distribution reaches every shard: a new column, a new trigger, a changed function", async () => {

@@ -283,7 +283,8 @@ describe.skipIf(!process.env.DATABASE_URL)("migrations through DIRECT_DATABASE_U
       await c.connect();
       const rows = (await c.query(`SELECT count(*)::int AS n FROM "_app_migrations"`)).rows;
       await c.end();
-      expect((rows[0] as { n: number }).n).toBe(applied.length);
+      // Every migration and function source applied there is recorded there (the retired functions' drops are not).
+      expect((rows[0] as { n: number }).n).toBe(applied.filter((a) => !a.startsWith("dropped ")).length);
     } finally {
       await pooled.close();
       await onServer(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);

@@ -1,11 +1,13 @@
 // The migrator and schema drift: prisma/schema.prisma and the migrated database must agree
 // (tables, columns, types, nullability, unique and plain indexes).
 // @topology pooler
-import { readFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import wasm from "@prisma/prisma-schema-wasm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openPostgres } from "../../server/db/client.js";
-import { migrate, readMigrations } from "../../server/db/migrate.js";
+import { openPglite, openPostgres } from "../../server/db/client.js";
+import { migrate, MIGRATIONS_DIR, readFunctions, readMigrations } from "../../server/db/migrate.js";
 import { freshDatabase, onServer, withDatabase, type TestDb } from "../helpers/app.js";
 
 let t: TestDb;
@@ -142,7 +144,8 @@ describe("migrator", () => {
   it("is idempotent: a second run applies nothing", async () => {
     expect(await migrate(t.db.sql)).toEqual([]);
     const rows = await t.db.sql.query<{ name: string }>(`SELECT "name" FROM "_app_migrations" ORDER BY "name"`);
-    expect(rows.map((r) => r.name)).toEqual((await readMigrations()).map((m) => m.name));
+    const { files } = await readFunctions();
+    expect(rows.map((r) => r.name)).toEqual([...(await readMigrations()).map((m) => m.name), ...files.map((f) => f.name)].sort());
   });
 
   it("concurrent runs on a fresh database apply each migration exactly once", async () => {
@@ -150,9 +153,12 @@ describe("migrator", () => {
     try {
       const results = await Promise.all([migrate(fresh.a), migrate(fresh.b), migrate(fresh.a)]);
       const applied = results.flat();
-      expect(applied.sort()).toEqual((await readMigrations()).map((m) => m.name).sort());
+      const { files, retired } = await readFunctions();
+      // Every migration and every function's source once, then the retired functions dropped once.
+      expect(applied.filter((a) => !a.startsWith("dropped ")).sort()).toEqual([...(await readMigrations()).map((m) => m.name), ...files.map((f) => f.name)].sort());
+      expect(applied.filter((a) => a.startsWith("dropped ")).map((a) => a.replace(/^dropped "?([A-Za-z_]+)"?\(.*$/, "$1")).sort()).toEqual([...retired].sort());
       const rows = await fresh.a.query(`SELECT count(*)::int AS n FROM "_app_migrations"`);
-      expect((rows[0] as any).n).toBe((await readMigrations()).length);
+      expect((rows[0] as any).n).toBe((await readMigrations()).length + files.length);
     } finally {
       await fresh.close();
     }
@@ -186,3 +192,60 @@ async function freshDatabaseUnmigrated() {
     },
   };
 }
+
+describe("database functions: one current source each (prisma/functions/)", () => {
+  /** The body (what PostgreSQL keeps as prosrc) and identity of the one function a source file creates. */
+  async function parsed(file: { name: string; sql: string }) {
+    const { loadModule, parseSync } = await import("libpg-query");
+    await loadModule();
+    const stmts = (parseSync(file.sql) as { stmts: { stmt: Record<string, any> }[] }).stmts.map((x) => x.stmt);
+    const fn = stmts.find((x) => x.CreateFunctionStmt)?.CreateFunctionStmt;
+    expect(fn, `${file.name}: one CREATE OR REPLACE FUNCTION`).toBeDefined();
+    expect(fn.replace, `${file.name}: CREATE OR REPLACE`).toBe(true);
+    expect(stmts.filter((x) => x.CreateFunctionStmt)).toHaveLength(1);
+    const name = fn.funcname.at(-1).String.sval as string;
+    const body = fn.options.find((o: any) => o.DefElem.defname === "as").DefElem.arg.List.items[0].String.sval as string;
+    return { name, body };
+  }
+
+  it("every function of the schema has a source file, each file's body is what the database runs (no stale copy hides)", async () => {
+    const { files, retired } = await readFunctions();
+    expect(files.length).toBeGreaterThan(10);
+    const rows = await t.db.sql.query<{ name: string; body: string }>(
+      `SELECT p.proname AS name, p.prosrc AS body FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        LEFT JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
+       WHERE n.nspname = current_schema() AND d.objid IS NULL ORDER BY 1`,
+    );
+    const sources = await Promise.all(files.map(parsed));
+    expect(sources.map((s) => `functions/${s.name}.sql`).sort()).toEqual(files.map((f) => f.name).sort()); // named after its function
+    expect(rows.map((r) => r.name).sort()).toEqual(sources.map((s) => s.name).sort());
+    for (const src of sources) expect(rows.find((r) => r.name === src.name)!.body, src.name).toBe(src.body);
+    expect(rows.filter((r) => retired.includes(r.name))).toEqual([]);
+  });
+
+  it("a changed source is applied by the next migrate, and only it; a retired name is dropped", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "crm-functions-"));
+    try {
+      cpSync(MIGRATIONS_DIR, path.join(dir, "migrations"), { recursive: true });
+      cpSync(path.join(MIGRATIONS_DIR, "..", "functions"), path.join(dir, "functions"), { recursive: true });
+      const db = await openPglite("memory://");
+      try {
+        await migrate(db.sql, path.join(dir, "migrations"));
+        const file = path.join(dir, "functions", "ListCounter_slots.sql");
+        writeFileSync(file, readFileSync(file, "utf8").replace(/SELECT 32\b/, "SELECT 32 /* changed */"));
+        writeFileSync(path.join(dir, "functions", "zz_extra.sql"), `CREATE OR REPLACE FUNCTION "zz_extra"() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 1 $$;`);
+        expect(await migrate(db.sql, path.join(dir, "migrations"))).toEqual(["functions/ListCounter_slots.sql", "functions/zz_extra.sql"]);
+        const [slots] = await db.sql.query<{ body: string }>(`SELECT prosrc AS body FROM pg_proc WHERE proname = 'ListCounter_slots'`);
+        expect(slots!.body).toContain("changed");
+        writeFileSync(path.join(dir, "functions", "retired.txt"), `${readFileSync(path.join(dir, "functions", "retired.txt"), "utf8")}\nzz_extra\n`);
+        rmSync(path.join(dir, "functions", "zz_extra.sql"));
+        expect(await migrate(db.sql, path.join(dir, "migrations"))).toEqual(["dropped zz_extra()"]);
+        expect(await migrate(db.sql, path.join(dir, "migrations"))).toEqual([]);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});

@@ -8,7 +8,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgres, type Database } from "../../server/db/client.js";
-import { WORKER_POOL } from "../../server/bootstrap.js";
+import { emptyWritesRerun, WORKER_POOL } from "../../server/bootstrap.js";
 import { citusCluster, onSameDatabase } from "../helpers/cluster.js";
 import { directBaseUrl, startApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
@@ -82,6 +82,38 @@ describe.runIf(onPostgres)("a worker pool sends an UPDATE or DELETE that changed
       expect(sent).toHaveLength(1);
     } finally {
       await Promise.all(pools.map((p) => p.close()));
+    }
+  });
+});
+
+describe.runIf(onPostgres)("a worker pool runs at READ COMMITTED only (a rerun needs a new snapshot)", () => {
+  it("its connections start at READ COMMITTED whatever the database's default; a transaction asking for another level fails loudly, nothing written", async () => {
+    const admin = new pg.Client({ connectionString: app.testDb.directUrl });
+    await admin.connect();
+    const name = new URL(app.testDb.directUrl!).pathname.slice(1);
+    await admin.query(`ALTER DATABASE ${name} SET default_transaction_isolation = 'repeatable read'`);
+    const before = emptyWritesRerun.count;
+    const worker = await openPostgres(app.testDb.directUrl!, { ...WORKER_POOL, max: 1 });
+    const plain = await openPostgres(app.testDb.directUrl!, { max: 1 });
+    try {
+      expect(await plain.sql.query("SHOW transaction_isolation")).toEqual([{ transaction_isolation: "repeatable read" }]);
+      expect(await worker.sql.query("SHOW transaction_isolation")).toEqual([{ transaction_isolation: "read committed" }]);
+      const leads = await app.db.prisma.lead.count({ where: { tenantId } });
+      await expect(
+        worker.prisma.$transaction(async (tx) => tx.lead.create({ data: { tenantId, customerName: "RR", stageId: (await tx.pipelineStage.findFirstOrThrow({ where: { tenantId } })).id } }), {
+          isolationLevel: "RepeatableRead",
+        }),
+      ).rejects.toThrow(/READ COMMITTED only/);
+      await expect(worker.sql.session((c) => c.exec("BEGIN ISOLATION LEVEL SERIALIZABLE"))).rejects.toThrow(/READ COMMITTED only/);
+      expect(await app.db.prisma.lead.count({ where: { tenantId } })).toBe(leads);
+      // A rerun is counted (/metrics).
+      await worker.prisma.$executeRawUnsafe(`UPDATE "Lead" SET "notes" = 'never' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, tenantId, crypto.randomUUID());
+      expect(emptyWritesRerun.count).toBe(before + 1);
+    } finally {
+      await worker.close();
+      await plain.close();
+      await admin.query(`ALTER DATABASE ${name} RESET default_transaction_isolation`);
+      await admin.end();
     }
   });
 });

@@ -12,9 +12,8 @@ import { analyzeSql, loadSqlParser, tenantModel, type TenantModel } from "../hel
 import { freshDatabase, randomUuid, startApp, type TestApp, type TestDb } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 import type { LoadResult } from "../../server/admin/fixture.js";
-import { isKeyLookup, isLocalKeyLookup, LOCAL_PLACEMENTS_SQL, LOOKUP } from "../../server/auth/authenticate.js";
+import { isKeyLookup, LOOKUP } from "../../server/auth/authenticate.js";
 import { isPlacementLookup } from "../../server/db/routing.js";
-import { isLocalRead, TENANT_SHARDS_SQL } from "../../server/db/local-reads.js";
 import { encodeCursor as contactCursor } from "../../routers/contacts/schemas.js";
 import { encodeCursor as messageCursor } from "../../routers/conversations/messages-list.js";
 
@@ -248,17 +247,9 @@ describe("every statement of the API is scoped to the caller's tenant", () => {
           if (s.params[0] !== A().id) problems.push(`placement lookup of another tenant (${String(s.params[0])})`);
           continue;
         }
-        // On Citus, the key lookup's one catalog read of where the reference tables' placements are.
-        if (s.sql === LOCAL_PLACEMENTS_SQL) continue;
-        // DATABASE_ROUTING=workers: a worker pool's read of the caller's tenant's shard names there.
-        if (s.sql === TENANT_SHARDS_SQL) {
-          if (s.params[0] !== A().id) problems.push(`shard names of another tenant (${String(s.params[0])})`);
-          continue;
-        }
-        // The key lookup over the coordinator's placements is LOOKUP with their names (test/db/key-lookup.test.ts);
-        // a read over the tenant's local shards is analysed over the tables their names stand for.
-        const sql = isLocalKeyLookup(s.sql) ? LOOKUP : isLocalRead(s.sql) ? s.sql.replace(/"([A-Z][A-Za-z0-9]*)_[0-9]+"/g, '"$1"') : s.sql;
-        const a = analyzeSql(sql, s.params, model);
+        // No statement names a shard (Citus's supported interfaces only: docs/scaling.md §6).
+        if (/"[A-Z][A-Za-z0-9]*_[0-9]{6,}"/.test(s.sql)) problems.push(`a shard named — in: ${s.sql.slice(0, 160)}`);
+        const a = analyzeSql(s.sql, s.params, model);
         problems.push(...a.problems);
         for (const v of a.tenants) if (v.startsWith("=") && v !== tenant) problems.push(`pinned to another tenant (${v}) — in: ${s.sql.slice(0, 160)}`);
         if (a.tables.size && !isKeyLookup(s.sql)) scoped++;

@@ -3,7 +3,7 @@
 // comments and dollar-quoted bodies), renumber the rest in order, and leave a statement meaning what
 // it meant: checked here on the text, then by running original and rewritten statements side by side.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { inlineFirstPage, inlineValue } from "../../server/db/literal.js";
+import { inlineValue } from "../../server/db/literal.js";
 import { openPglite, type Database } from "../../server/db/client.js";
 
 const T = "0b0e8f3c-5a7d-4c1e-9f2a-3d4b5c6d7e8f";
@@ -51,47 +51,6 @@ describe("inlineValue", () => {
     const r = inlineValue("SELECT $1, $2, $3", [T, { toString: () => T }, [T]], T);
     expect(r.text).toBe(`SELECT '${T}', $1, $2`);
     expect(r.params).toHaveLength(2);
-  });
-});
-
-describe("inlineFirstPage", () => {
-  it("a first page (every OFFSET parameter 0): its LIMIT and OFFSET values in the text, the rest renumbered", () => {
-    expect(inlineFirstPage(`SELECT * FROM "t" WHERE "a" = $1 ORDER BY "n" LIMIT $2 OFFSET $3`, ["x", 50, 0])).toEqual({
-      text: `SELECT * FROM "t" WHERE "a" = $1 ORDER BY "n" LIMIT 50 OFFSET 0`,
-      params: ["x"],
-    });
-    // The list shape: bounds inside a lateral page, parameters after them renumbered; lower case, new lines.
-    expect(inlineFirstPage(`SELECT s.*, p.* FROM (SELECT $1::int AS "total" OFFSET 0) s LEFT JOIN LATERAL (SELECT 1 limit\n $2 offset $3) p ON true WHERE $4 = 'x'`, [3, 20, 0, "y"])).toEqual({
-      text: `SELECT s.*, p.* FROM (SELECT $1::int AS "total" OFFSET 0) s LEFT JOIN LATERAL (SELECT 1 limit\n 20 offset 0) p ON true WHERE $2 = 'x'`,
-      params: [3, "y"],
-    });
-  });
-  it("anything else as it is: a later page, no OFFSET parameter, a bound that is not a non-negative integer, a bound also used elsewhere", () => {
-    const same = (text: string, params: unknown[]) => expect(inlineFirstPage(text, params)).toEqual({ text, params });
-    same(`SELECT 1 LIMIT $1 OFFSET $2`, [50, 100]);
-    same(`SELECT 1 ORDER BY "pos" LIMIT $1`, [500]);
-    same(`SELECT 1 LIMIT $1 OFFSET $2`, ["50", 0]);
-    same(`SELECT 1 LIMIT $1 OFFSET $2`, [-1, 0]);
-    same(`SELECT 1 LIMIT $1 OFFSET $2`, [1.5, 0]);
-    same(`SELECT $1 AS "n" LIMIT $1 OFFSET $2`, [5, 0]);
-  });
-  it("a bound only after the keyword itself: not after an identifier named like it, nor in a string or a comment", () => {
-    expect(inlineFirstPage(`SELECT "LIMIT" $1, my_limit $2, 'LIMIT $1' FROM t OFFSET $3 -- LIMIT $1`, [5, 6, 0])).toEqual({
-      text: `SELECT "LIMIT" $1, my_limit $2, 'LIMIT $1' FROM t OFFSET 0 -- LIMIT $1`,
-      params: [5, 6],
-    });
-  });
-  it("answers as the original statement", async () => {
-    const db = await openPglite("memory://");
-    try {
-      await db.sql.exec(`CREATE TABLE p ("n" int); INSERT INTO p SELECT generate_series(1, 30)`);
-      const sql = `SELECT "n" FROM p WHERE "n" > $1 ORDER BY "n" DESC LIMIT $2 OFFSET $3`;
-      const r = inlineFirstPage(sql, [3, 7, 0]);
-      expect(r.text).not.toBe(sql);
-      expect(await db.sql.query(r.text, r.params)).toEqual(await db.sql.query(sql, [3, 7, 0]));
-    } finally {
-      await db.close();
-    }
   });
 });
 
