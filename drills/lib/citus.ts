@@ -192,13 +192,26 @@ export type TransferMode = "force_logical" | "block_writes" | "auto";
  * citus.logical_replication_timeout, 2 h). The service's counters are updated by every create, so
  * under load that moment is always hit (upstream citusdata/citus#6790, open).
  */
-export async function isolateTenant(db: pg.ClientBase, table: string, tenantId: string, mode: TransferMode = "block_writes"): Promise<string> {
-  const r = await db.query(`SELECT isolate_tenant_to_new_shard($1::regclass, $2::uuid, cascade_option => 'CASCADE', shard_transfer_mode => $3::citus.shard_transfer_mode)::text AS id`, [
-    `"${table}"`,
-    tenantId,
-    mode,
-  ]);
-  return r.rows[0].id;
+/**
+ * Isolates a tenant into shards of its own; run again (up to 3 times) when Citus's distributed deadlock
+ * detector made it the victim (40P01): under write load the service's transactions take the shard
+ * group's locks statement by statement, and the isolation's lock acquisition can close a cycle with
+ * one — Citus cancels one side, and an operator runs the isolation again. `retries` counts how often.
+ */
+export async function isolateTenant(db: pg.ClientBase, table: string, tenantId: string, mode: TransferMode = "block_writes", retries = { n: 0 }): Promise<string> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const r = await db.query(`SELECT isolate_tenant_to_new_shard($1::regclass, $2::uuid, cascade_option => 'CASCADE', shard_transfer_mode => $3::citus.shard_transfer_mode)::text AS id`, [
+        `"${table}"`,
+        tenantId,
+        mode,
+      ]);
+      return r.rows[0].id;
+    } catch (err) {
+      if ((err as { code?: string }).code !== "40P01" || attempt >= 3) throw err;
+      retries.n += 1;
+    }
+  }
 }
 
 /** Starts the rebalancer (a background job) and waits for it; returns how many shard moves it ran. */
