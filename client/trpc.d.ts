@@ -24,6 +24,8 @@ export type LeadsCreateOutput = {
   assignedOperatorId: string | null;
   source: string;
   notes: string | null;
+  externalId: string | null;
+  version: number;
   createdAt: string;
   updatedAt: string;
 };
@@ -48,6 +50,8 @@ export type ContactsCreateOutput = {
   marketingOptOut: boolean;
   marketingOptOutAt: string | null;
   origin: string;
+  externalId: string | null;
+  version: number;
   createdAt: string;
 };
 
@@ -81,6 +85,7 @@ export type AppointmentsCreateOutput = {
   status: "cancelled" | "completed" | "no_show" | "scheduled";
   source: string;
   notes: string | null;
+  version: number;
   createdAt: string;
   updatedAt: string;
 };
@@ -94,6 +99,8 @@ export type TicketsCreateOutput = {
   status: "closed" | "open" | "pending" | "resolved";
   createdBy: string;
   assignedTo: string | null;
+  externalId: string | null;
+  version: number;
   createdAt: string;
   updatedAt: string;
   comments: {
@@ -112,7 +119,7 @@ export type AppErrorShape = {
     httpStatus: number;
     path: string | undefined;
     envelope: {
-      error: "ALREADY_EXISTS" | "APPOINTMENT_OVERLAP" | "IDEMPOTENCY_KEY_REUSE_MISMATCH" | "INTERNAL_ERROR" | "INVALID_CREDENTIALS" | "MESSAGING_SESSION_WINDOW_CLOSED" | "NOT_FOUND" | "PAYLOAD_TOO_LARGE" | "PERMISSION_DENIED" | "PLAN_NOT_ELIGIBLE" | "RATE_LIMIT_EXCEEDED" | "SERVICE_UNAVAILABLE" | "TICKET_COMMENT_LIMIT_REACHED" | "TOKEN_EXPIRED" | "VALIDATION_ERROR";
+      error: "ALREADY_EXISTS" | "APPOINTMENT_OVERLAP" | "IDEMPOTENCY_KEY_REUSE_MISMATCH" | "INTERNAL_ERROR" | "INVALID_CREDENTIALS" | "MESSAGING_SESSION_WINDOW_CLOSED" | "NOT_FOUND" | "PAYLOAD_TOO_LARGE" | "PERMISSION_DENIED" | "PLAN_NOT_ELIGIBLE" | "PRECONDITION_FAILED" | "RATE_LIMIT_EXCEEDED" | "SERVICE_UNAVAILABLE" | "TICKET_COMMENT_LIMIT_REACHED" | "TOKEN_EXPIRED" | "VALIDATION_ERROR";
       message: string;
       request_id: string;
       details: {
@@ -150,6 +157,7 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         dateFrom?: string;
         dateTo?: string;
         customerId?: string;
+        externalId?: string;
       } | undefined;
       output: {
         items: LeadsCreateOutput[];
@@ -177,6 +185,7 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         rooms?: number | null;
         assignedOperatorId?: string | null;
         notes?: string | null;
+        externalId?: string | null;
       };
       output: LeadsCreateOutput;
       meta: object;
@@ -197,8 +206,52 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         quality?: string;
         assignedOperatorId?: string | null;
         notes?: string | null;
+        externalId?: string | null;
       };
       output: LeadsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
+    upsert: TRPCMutationProcedure<{
+      input: {
+        customerName: string;
+        externalId: string;
+        conversationId?: string | null;
+        customerEmail?: string | null;
+        customerPhone?: string | null;
+        intent?: string;
+        quality?: string;
+        stageId?: string;
+        budget?: {
+          min?: number | null;
+          max?: number | null;
+        } | null;
+        zones?: string[];
+        rooms?: number | null;
+        assignedOperatorId?: string | null;
+        notes?: string | null;
+      };
+      output: LeadsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
+    batchUpsert: TRPCMutationProcedure<{
+      input: {
+        items: unknown[];
+      };
+      output: {
+        results: {
+          index: number;
+          status: "created" | "failed" | "unchanged" | "updated";
+          id: string | null;
+          item: LeadsCreateOutput | null;
+          error: {
+            error: string;
+            message: string;
+            details: any;
+          } | null;
+        }[];
+      };
       meta: object;
       errorShape: unknown;
     }>;
@@ -210,6 +263,7 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         limit?: number | string;
         search?: string;
         listId?: string;
+        externalId?: string;
         cursor?: string;
       } | undefined;
       output: {
@@ -227,6 +281,15 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         fullName?: string;
         email?: string;
         country?: string;
+        externalId?: string | null;
+      };
+      output: ContactsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
+    get: TRPCQueryProcedure<{
+      input: {
+        contact_id: string;
       };
       output: ContactsCreateOutput;
       meta: object;
@@ -238,8 +301,41 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         fullName?: string | null;
         email?: string | null;
         marketingOptOut?: boolean;
+        externalId?: string | null;
       };
       output: ContactsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
+    upsert: TRPCMutationProcedure<{
+      input: {
+        phone: string;
+        externalId: string;
+        email?: string;
+        fullName?: string;
+        country?: string;
+      };
+      output: ContactsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
+    batchUpsert: TRPCMutationProcedure<{
+      input: {
+        items: unknown[];
+      };
+      output: {
+        results: {
+          index: number;
+          status: "created" | "failed" | "unchanged" | "updated";
+          id: string | null;
+          item: ContactsCreateOutput | null;
+          error: {
+            error: string;
+            message: string;
+            details: any;
+          } | null;
+        }[];
+      };
       meta: object;
       errorShape: unknown;
     }>;
@@ -361,6 +457,14 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
       meta: object;
       errorShape: unknown;
     }>;
+    get: TRPCQueryProcedure<{
+      input: {
+        appointment_id: string;
+      };
+      output: AppointmentsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
     update: TRPCMutationProcedure<{
       input: {
         appointment_id: string;
@@ -402,6 +506,7 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         status?: string;
         assignedTo?: string;
         customerId?: string;
+        externalId?: string;
       } | undefined;
       output: {
         items: TicketsCreateOutput[];
@@ -419,6 +524,15 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         conversationId?: string | null;
         assignedTo?: string | null;
         comment?: string | null;
+        externalId?: string | null;
+      };
+      output: TicketsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
+    get: TRPCQueryProcedure<{
+      input: {
+        ticket_id: string;
       };
       output: TicketsCreateOutput;
       meta: object;
@@ -430,8 +544,42 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         status?: "closed" | "open" | "pending" | "resolved";
         assignedTo?: string | null;
         subject?: string;
+        externalId?: string | null;
       };
       output: TicketsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
+    upsert: TRPCMutationProcedure<{
+      input: {
+        subject: string;
+        externalId: string;
+        customerId?: string | null;
+        conversationId?: string | null;
+        assignedTo?: string | null;
+        leadId?: string | null;
+      };
+      output: TicketsCreateOutput;
+      meta: object;
+      errorShape: unknown;
+    }>;
+    batchUpsert: TRPCMutationProcedure<{
+      input: {
+        items: unknown[];
+      };
+      output: {
+        results: {
+          index: number;
+          status: "created" | "failed" | "unchanged" | "updated";
+          id: string | null;
+          item: TicketsCreateOutput | null;
+          error: {
+            error: string;
+            message: string;
+            details: any;
+          } | null;
+        }[];
+      };
       meta: object;
       errorShape: unknown;
     }>;
@@ -595,6 +743,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
           phoneVerifiedAt?: string | null;
           emailVerifiedAt?: string | null;
           origin?: string;
+          externalId?: string | null;
           createdAt?: string;
         }[];
         conversations?: {
@@ -640,6 +789,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
           assignedTo?: string | null;
           source?: string;
           notes?: string | null;
+          externalId?: string | null;
           createdAt?: string;
         }[];
         appointments?: {
@@ -673,6 +823,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
             body: string;
             createdAt?: string;
           }[];
+          externalId?: string | null;
           createdAt?: string;
         }[];
       }[];

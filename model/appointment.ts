@@ -22,6 +22,7 @@ export const AppointmentObject = z.object({
   status: AppointmentStatus,
   source: z.string(),
   notes: z.string().nullable(),
+  version: z.number().int().meta({ description: "1 on create, +1 with every write that changes the object; sent as the ETag" }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 }).meta({ id: "Appointment" });
@@ -41,6 +42,7 @@ export const Appointment = defineRow("Appointment", {
   status: col.enum(APPOINTMENT_STATUSES),
   source: col.text(),
   notes: col.text().nullable(),
+  version: col.int(),
   createdAt: col.instant(),
   updatedAt: col.instant(),
 });

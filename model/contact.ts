@@ -14,6 +14,8 @@ export const ContactObject = z.object({
   marketingOptOut: z.boolean(),
   marketingOptOutAt: Timestamp.nullable(),
   origin: z.string(),
+  externalId: z.string().nullable().meta({ description: "the integrator's own id, unique per tenant within the resource; null when none" }),
+  version: z.number().int().meta({ description: "1 on create, +1 with every write that changes the object; sent as the ETag" }),
   createdAt: Timestamp,
 }).meta({ id: "Contact" });
 export type ContactObject = z.infer<typeof ContactObject>;
@@ -29,6 +31,8 @@ export const Contact = defineRow("Contact", {
   marketingOptOut: col.bool(),
   marketingOptOutAt: col.instant().nullable(),
   origin: col.text(),
+  externalId: col.text().nullable(),
+  version: col.int(),
   createdAt: col.instant(),
 });
 export type ContactRow = RowOf<typeof Contact>;

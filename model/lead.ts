@@ -21,6 +21,8 @@ export const LeadObject = z.object({
   assignedOperatorId: z.string().nullable(),
   source: z.string(),
   notes: z.string().nullable(),
+  externalId: z.string().nullable().meta({ description: "the integrator's own id, unique per tenant within the resource; null when none" }),
+  version: z.number().int().meta({ description: "1 on create, +1 with every write that changes the object; sent as the ETag" }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 }).meta({ id: "Lead" });
@@ -43,6 +45,8 @@ export const Lead = defineRow("Lead", {
   assignedOperatorId: col.uuid().nullable(),
   source: col.text(),
   notes: col.text().nullable(),
+  externalId: col.text().nullable(),
+  version: col.int(),
   createdAt: col.instant(),
   updatedAt: col.instant(),
 });

@@ -23,6 +23,8 @@ export const TicketObject = z.object({
   status: z.enum(TICKET_STATUSES),
   createdBy: z.string(),
   assignedTo: z.string().nullable(),
+  externalId: z.string().nullable().meta({ description: "the integrator's own id, unique per tenant within the resource; null when none" }),
+  version: z.number().int().meta({ description: "1 on create, +1 with every write that changes the object, a new comment included; sent as the ETag" }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
   comments: z.array(TicketComment).meta({ description: "the thread, oldest first" }),
@@ -54,6 +56,8 @@ export const Ticket = defineRow("Ticket", {
   status: col.enum(TICKET_STATUSES),
   createdById: col.uuid(),
   assignedToId: col.uuid().nullable(),
+  externalId: col.text().nullable(),
+  version: col.int(),
   createdAt: col.instant(),
   updatedAt: col.instant(),
 }).with<{ comments: ModelOf<typeof Comment>[] }>();

@@ -19,7 +19,8 @@ import { AppError, logFailure, toAppError, envelope } from "../server/errors.js"
 import { sendEnvelope, sendJson } from "../server/http.js";
 import type { Services } from "../server/services.js";
 import type { AppRouter } from "../routers/index.js";
-import { createContext, type Meta } from "../routers/trpc.js";
+import { createContext, type Context, type Meta } from "../routers/trpc.js";
+import { etagOf, noneMatch } from "../routers/_lib/sync.js";
 import { buildOpenApiDocument } from "./openapi.js";
 
 export const PUBLIC_PREFIX = "/public/v1";
@@ -47,11 +48,24 @@ const nodeEnd = ServerResponse.prototype.end as (this: ServerResponse, ...a: unk
  */
 function endWithEnvelope(this: ServerResponse, chunk?: unknown, ...rest: unknown[]): ServerResponse {
   const req = this.req;
+  if (this.statusCode === 304) {
+    // Not modified: no body, so no body's headers (node drops a 304's body itself).
+    this.removeHeader("Content-Type");
+    this.removeHeader("Content-Length");
+    return nodeEnd.call(this);
+  }
   if (this.statusCode >= 400 && req.appError) {
     req.errorCode ??= req.appError.code;
     chunk = JSON.stringify(envelope(req.appError, req.id));
   }
   return nodeEnd.call(this, chunk, ...rest);
+}
+
+/** The `version` of an answer that is one object (an id and a version at its top level). */
+function versionOf(data: unknown): number | undefined {
+  if (!data || typeof data !== "object") return undefined;
+  const o = data as { id?: unknown; version?: unknown };
+  return typeof o.id === "string" && typeof o.version === "number" ? o.version : undefined;
 }
 
 export function publicApi(services: Services, router: AppRouter): Handler {
@@ -62,10 +76,22 @@ export function publicApi(services: Services, router: AppRouter): Handler {
   const handler = createOpenApiNodeHttpHandler({
     router,
     createContext: ({ req, res }: { req: IncomingMessage; res: ServerResponse }) => createContext(services, req, res),
-    responseMeta: ({ paths, errors }: { paths?: string[]; errors: unknown[] }) => {
-      if (errors.length) return { status: toAppError(errors[0]).status };
+    responseMeta: ({ paths, errors, data, ctx }: { paths?: string[]; errors: unknown[]; data?: unknown[]; ctx?: Context }) => {
+      if (errors.length) {
+        const app = toAppError(errors[0]);
+        // A 412 names the object's current version (when there is one) as its ETag.
+        const current = app.code === "PRECONDITION_FAILED" ? app.details.currentVersion : undefined;
+        return typeof current === "number" ? { status: app.status, headers: { ETag: etagOf(current) } } : { status: app.status };
+      }
       const meta = paths?.[0] ? metaByPath.get(paths[0]) : undefined;
-      return { status: meta?.successStatus ?? 200 };
+      const status = ctx?.req.successStatus ?? meta?.successStatus ?? 200;
+      // An answer carrying one versioned object (GET one, create, PATCH, PUT, a comment) sends its
+      // version as the ETag; a GET whose If-None-Match names it answers 304 without a body.
+      const version = versionOf(data?.[0]);
+      if (version === undefined) return { status };
+      const headers = { ETag: etagOf(version) };
+      if (ctx?.req.method === "GET" && noneMatch(ctx.req.headers["if-none-match"], version)) return { status: 304, headers };
+      return { status, headers };
     },
     onError: ({ error, req, path }: { error: unknown; req: IncomingMessage; path?: string }) => {
       req.appError = toAppError(error);

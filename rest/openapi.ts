@@ -53,6 +53,7 @@ const STATUS_TEXT: Record<number, string> = {
   403: "Plan not eligible, or the key lacks the operation's scope",
   404: "Not found (or another tenant's)",
   409: "Conflict",
+  412: "Precondition failed",
   413: "Request body too large",
   422: "Validation failed",
   429: "Rate limit exceeded",
@@ -64,8 +65,8 @@ const STATUS_TEXT: Record<number, string> = {
 export function operationErrors(method: string, meta: Meta): ErrorCode[] {
   const codes: ErrorCode[] = ["INVALID_CREDENTIALS", "TOKEN_EXPIRED", "PLAN_NOT_ELIGIBLE", "RATE_LIMIT_EXCEEDED", "INTERNAL_ERROR", "SERVICE_UNAVAILABLE"];
   if (meta.scope || meta.anyScope?.length) codes.push("PERMISSION_DENIED", "VALIDATION_ERROR");
-  if (method === "post" || method === "patch") codes.push("PAYLOAD_TOO_LARGE");
-  if (method === "post") codes.push("IDEMPOTENCY_KEY_REUSE_MISMATCH");
+  if (method === "post" || method === "patch" || method === "put") codes.push("PAYLOAD_TOO_LARGE");
+  if (method === "post" || method === "put") codes.push("IDEMPOTENCY_KEY_REUSE_MISMATCH");
   for (const c of meta.errors ?? []) if (!codes.includes(c)) codes.push(c);
   return codes;
 }
@@ -93,7 +94,8 @@ const CODE_SUMMARY: Record<ErrorCode, string> = {
   NOT_FOUND: "An id names nothing of this tenant",
   MESSAGING_SESSION_WINDOW_CLOSED: "The 24-hour WhatsApp session window is closed",
   APPOINTMENT_OVERLAP: "The user already has a scheduled appointment then",
-  ALREADY_EXISTS: "A contact with this phone or e-mail exists",
+  ALREADY_EXISTS: "The value (a contact's phone or e-mail, an externalId) is another object's",
+  PRECONDITION_FAILED: "If-Match names none of the object's versions",
   TICKET_COMMENT_LIMIT_REACHED: "The ticket's thread is full",
   PAYLOAD_TOO_LARGE: "The request body is over the limit",
   RATE_LIMIT_EXCEEDED: "The key's per-minute or per-day quota is used up",
@@ -144,6 +146,8 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     "X-RateLimit-Reset": header("Unix time (seconds) at which the window resets"),
     "Retry-After": header("Seconds until a retry can succeed"),
     "X-Request-Id": { description: "The request id (also request_id in error bodies)", schema: { type: "string" as const } },
+    ETag: { description: 'The object\'s version as an entity tag, e.g. `"3"` (the `version` field, quoted)', schema: { type: "string" as const } },
+    Location: { description: "The path of the object created", schema: { type: "string" as const } },
   };
   components.parameters = {
     IdempotencyKey: {
@@ -154,7 +158,30 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
         "Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`.",
       schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7E]+$" },
     },
+    IfMatch: {
+      name: "If-Match",
+      in: "header",
+      required: false,
+      description:
+        'Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body\'s validation, atomically with the write. A malformed value gives 422 naming the header.',
+      schema: { type: "string", maxLength: 8192 },
+      example: '"1"',
+    },
+    IfNoneMatch: {
+      name: "If-None-Match",
+      in: "header",
+      required: false,
+      description: 'The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body.',
+      schema: { type: "string", maxLength: 8192 },
+      example: '"1"',
+    },
   };
+  const versioned = (op: any): boolean => {
+    const ref: string | undefined = op.responses?.["200"]?.content?.["application/json"]?.schema?.$ref;
+    const schema = ref ? (components.schemas as Record<string, any>)[ref.split("/").pop()!] : undefined;
+    return !!schema?.properties?.version;
+  };
+  const etagHeaders = (h: Record<string, unknown>) => ({ ...h, ETag: { $ref: "#/components/headers/ETag" } });
   const rateHeaders = {
     "X-RateLimit-Limit": { $ref: "#/components/headers/X-RateLimit-Limit" },
     "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
@@ -186,7 +213,10 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
         const value = example?.parameters?.[p.name];
         if (value !== undefined) p.example = value;
       }
-      if (method === "post") (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
+      if (method === "post" || method === "put") (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
+      const hasVersion = versioned(op);
+      if (meta.errors?.includes("PRECONDITION_FAILED")) (op.parameters ??= []).push({ $ref: "#/components/parameters/IfMatch" });
+      if (method === "get" && hasVersion) (op.parameters ??= []).push({ $ref: "#/components/parameters/IfNoneMatch" });
       const media = op.requestBody?.content?.["application/json"];
       const body = media?.schema;
       if (body && strictBody.has(`${method} ${path}`)) body.additionalProperties = false;
@@ -194,7 +224,14 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
 
       const success = op.responses["200"];
       const status = String(meta.successStatus ?? 200);
-      const responses: Record<string, unknown> = { [status]: { ...success, description: status === "201" ? "Created" : "OK", headers: rateHeaders } };
+      const okHeaders = hasVersion ? etagHeaders(rateHeaders) : rateHeaders;
+      const responses: Record<string, unknown> = meta.upsert
+        ? {
+            "200": { ...success, description: "Updated, or unchanged (nothing written)", headers: okHeaders },
+            "201": { ...success, description: "Created", headers: { ...okHeaders, Location: { $ref: "#/components/headers/Location" } } },
+          }
+        : { [status]: { ...success, description: status === "201" ? "Created" : "OK", headers: okHeaders } };
+      if (method === "get" && hasVersion) responses["304"] = { description: "Not Modified: If-None-Match names the object's version (no body)", headers: etagHeaders(rateHeaders) };
       const byStatus = new Map<number, ErrorCode[]>();
       for (const code of operationErrors(method, meta)) {
         const s = ERROR_STATUS[code];
@@ -209,7 +246,7 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
         );
         responses[String(s)] = {
           description: `${STATUS_TEXT[s] ?? "Error"}: ${codes.join(", ")}`,
-          headers: s === 429 ? { ...rateHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } } : rateHeaders,
+          headers: s === 429 ? { ...rateHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } } : s === 412 && !meta.upsert ? etagHeaders(rateHeaders) : rateHeaders,
           content: {
             "application/json": {
               schema: { allOf: [{ $ref: "#/components/schemas/Error" }], properties: { error: { type: "string", enum: codes } } },

@@ -19,6 +19,7 @@ import type { Database, Db } from "../server/db/client.js";
 import { AppError, envelope, toAppError, type ErrorCode } from "../server/errors.js";
 import "../server/http-types.js";
 import { ITEMS_BUDGET_BYTES } from "./_lib/page-budget.js";
+import { nameHolder } from "./_lib/sync.js";
 import type { Services } from "../server/services.js";
 
 export interface Context {
@@ -54,6 +55,8 @@ export type Meta = OpenApiMeta<{
   /** Set by scopedAny(): the operation needs at least one of these scopes (and narrows itself). */
   anyScope?: Scope[];
   idempotent?: boolean;
+  /** An upsert by external id: 201 when it created (with Location), 200 when it updated or changed nothing. */
+  upsert?: boolean;
   /** Operation-specific error codes (404/409 …) for the OpenAPI document; the common ones are added there. */
   errors?: ErrorCode[];
 }>;
@@ -67,6 +70,11 @@ declare module "http" {
     callRefusals?: (AppError | undefined)[];
     /** A /trpc batch's share of the page budget for each of its calls (rest/trpc.ts, batchRules). */
     pageBudget?: number;
+    /**
+     * The success status of an operation whose status depends on what it did (an upsert by external
+     * id: 201 created, 200 updated), set by the procedure; else its meta's successStatus.
+     */
+    successStatus?: number;
   }
 }
 
@@ -77,6 +85,7 @@ const TRPC_KEY_BY_STATUS: Record<number, TRPC_ERROR_CODE_KEY> = {
   403: "FORBIDDEN",
   404: "NOT_FOUND",
   409: "CONFLICT",
+  412: "PRECONDITION_FAILED",
   413: "PAYLOAD_TOO_LARGE",
   422: "UNPROCESSABLE_CONTENT",
   429: "TOO_MANY_REQUESTS",
@@ -185,6 +194,8 @@ export function scoped(scope: Scope) {
       throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
     if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
     const result = await next(nextOpts(caller, getRawInput));
+    // A conflict names its holder once the refused write's transaction has ended (routers/_lib/sync.ts).
+    if (!result.ok) await nameHolder(result.error.cause, ctx.database.prisma);
     // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts
     // zodDetails caps the field list): otherwise the REST adapter would also serialize zod's raw
     // issues (one per unknown key) into a response body that is then thrown away.

@@ -49,6 +49,7 @@ function appointmentRow(ctx: AuthedContext, input: Input) {
     status: "scheduled",
     source: "manual",
     notes: input.notes ?? null,
+    version: 1,
     createdAt: now,
     updatedAt: now,
   } satisfies StoredRow<AppointmentRow>; // every column of the row (model/appointment.ts)

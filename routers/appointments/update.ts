@@ -5,11 +5,14 @@
 // → 409 APPOINTMENT_OVERLAP when the result is scheduled and intersects another scheduled
 // appointment of the same user (no change; the exclusion constraint is the guard) → write.
 // An empty body returns the object unchanged (updatedAt untouched); any write advances updatedAt.
+// If-Match (routers/_lib/sync.ts): checked after the 404 against the version re-read under the
+// calendar lock, the UPDATE guarded by it → 412 PRECONDITION_FAILED, nothing written.
 import { z } from "zod";
 import { transaction } from "../../server/db/transaction.js";
 import { AppointmentObject, AppointmentStatus, toAppointment } from "../../model/appointment.js";
 import { DateTimeInput, Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
+import { checkVersion, missedWrite, readIfMatch, versionGuard } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, orderError, overlapError } from "./schemas.js";
 
@@ -29,12 +32,15 @@ export const UpdateAppointmentInput = z
 
 export const updateAppointment = scoped("tenant:appointments.manage")
   .meta({
-    errors: ["NOT_FOUND", "APPOINTMENT_OVERLAP"],
+    errors: ["NOT_FOUND", "APPOINTMENT_OVERLAP", "PRECONDITION_FAILED"],
     openapi: {
       method: "PATCH",
       path: "/public/v1/appointments/{appointment_id}",
       tags: ["appointments"],
       summary: "Update, reschedule, cancel, complete or mark an appointment as no-show",
+      description:
+        "Partial update of status, startsAt/endsAt and notes (null clears). Accepts `If-Match`: when it names no current version, " +
+        "412 PRECONDITION_FAILED with the current `ETag`, and nothing is written.",
       protect: true,
     },
   })
@@ -42,9 +48,13 @@ export const updateAppointment = scoped("tenant:appointments.manage")
   .output(AppointmentObject)
   .mutation(async ({ ctx, input }) => {
     const { appointment_id: id, ...changes } = input;
+    const pre = readIfMatch(ctx.req);
     const found = await mustExist(ctx.db.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");
     const given = Object.values(changes).some((v) => v !== undefined);
-    if (!given) return toAppointment(found);
+    if (!given) {
+      checkVersion(pre, found.version);
+      return toAppointment(found);
+    }
 
     // One transaction per write, holding the assigned user's calendar lock (see lockUserCalendar);
     // run again as a whole if PostgreSQL picks it as a deadlock victim (server/db/transaction.ts).
@@ -52,6 +62,7 @@ export const updateAppointment = scoped("tenant:appointments.manage")
       await lockUserCalendar(tx, ctx.tenantId, found.assignedUserId);
       // Re-read under the lock: a concurrent PATCH may have moved it meanwhile.
       const current = await mustExist(tx.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");
+      checkVersion(pre, current.version);
 
       const startsAt = changes.startsAt ?? current.startsAt;
       const endsAt = changes.endsAt ?? current.endsAt;
@@ -75,7 +86,7 @@ export const updateAppointment = scoped("tenant:appointments.manage")
       const updatedAt = new Date(Math.max(ctx.services.now().getTime(), current.updatedAt.getTime() + 1));
       const rows = await guardAppointmentWrite(() =>
         tx.appointment.updateManyAndReturn({
-          where: owned(ctx, { id }),
+          where: owned(ctx, { id, ...versionGuard(pre, current.version) }),
           data: {
             status,
             startsAt,
@@ -85,7 +96,7 @@ export const updateAppointment = scoped("tenant:appointments.manage")
           },
         }),
       );
-      return mustExist(rows[0] ?? null, "Appointment");
+      return rows[0] ?? missedWrite(tx.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");
     });
     return toAppointment(row);
   });

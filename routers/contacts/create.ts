@@ -9,7 +9,8 @@ import { z } from "zod";
 import { requirePhone } from "../../server/phone.js";
 import { ContactObject, toContact } from "../../model/contact.js";
 import { idempotent } from "../_lib/idempotent.js";
-import { scoped } from "../trpc.js";
+import { ExternalId } from "../_lib/sync.js";
+import { scoped, type AuthedContext } from "../trpc.js";
 import { Country, duplicateContact, Email, FullName, RawPhone } from "./schemas.js";
 
 export const CreateContactInput = z
@@ -18,6 +19,7 @@ export const CreateContactInput = z
     phone: RawPhone,
     email: Email.optional(),
     country: Country.optional(),
+    externalId: ExternalId.nullable().optional(),
   })
   .strict();
 type CreateContactInput = z.infer<typeof CreateContactInput>;
@@ -32,7 +34,8 @@ export const createContact = scoped("tenant:contacts.manage")
       summary: "Create a contact",
       description:
         "The phone is normalized to E.164 (region from `country`, else the tenant's default country). " +
-        "A phone or email (case-insensitive) already used by a live or soft-deleted contact gives 409 ALREADY_EXISTS. " +
+        "A phone, email (case-insensitive) or externalId already used by a live or soft-deleted contact gives 409 ALREADY_EXISTS " +
+        "naming the contact in `details.existingId`. " +
         "`origin` is always `api` and cannot be sent. Accepts `Idempotency-Key`.",
       protect: true,
     },
@@ -41,23 +44,24 @@ export const createContact = scoped("tenant:contacts.manage")
   .input(CreateContactInput)
   .output(ContactObject)
   .mutation(
-    idempotent<CreateContactInput, ContactObject>(async ({ ctx, input }) => {
-      const phone = requirePhone(input.phone, input.country ?? ctx.caller.tenant.defaultCountry, "phone");
-      const now = ctx.services.now();
-      const row = await ctx.db.contact
-        .create({
-          data: {
-            tenantId: ctx.tenantId,
-            fullName: input.fullName ?? null,
-            phone,
-            email: input.email ?? null,
-            country: input.country ?? null,
-            origin: "api",
-            createdAt: now,
-            updatedAt: now,
-          },
-        })
-        .catch(duplicateContact);
-      return toContact(row);
-    }),
+    idempotent<CreateContactInput, ContactObject>(({ ctx, input }) => insertContact(ctx, input)),
   );
+
+/** The create's rules and its one INSERT (also the create of an upsert by external id, routers/contacts/upsert.ts). */
+export async function insertContact(ctx: AuthedContext, input: CreateContactInput): Promise<ContactObject> {
+  const phone = requirePhone(input.phone, input.country ?? ctx.caller.tenant.defaultCountry, "phone");
+  const now = ctx.services.now();
+  const data = {
+    tenantId: ctx.tenantId,
+    fullName: input.fullName ?? null,
+    phone,
+    email: input.email ?? null,
+    country: input.country ?? null,
+    origin: "api",
+    externalId: input.externalId ?? null,
+    createdAt: now,
+    updatedAt: now,
+  };
+  const row = await ctx.db.contact.create({ data }).catch((err) => duplicateContact(err, ctx.tenantId, data));
+  return toContact(row);
+}

@@ -11,6 +11,7 @@ import { Contact, ContactObject, toContact, type ContactRow } from "../../model/
 import { budgetCut, contactSize, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { CachedTotal, counted, counter, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type Seek, listRows } from "../_lib/totals.js";
+import { ExternalId } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { CursorInput, encodeCursor } from "./schemas.js";
 
@@ -22,6 +23,7 @@ export const ListContactsQuery = z.object({
     .describe("Case-insensitive substring of fullName, email or phone; % and _ match literally.")
     .optional(),
   listId: Id.describe("Only members of this contact list (unknown list → empty page).").optional(),
+  externalId: ExternalId.describe("Only the object with this external id (exact match; none → empty page)").optional(),
   cursor: CursorInput.optional(),
   ...PageQuery,
 });
@@ -134,6 +136,11 @@ export const listContacts = scoped("tenant:contacts.read")
       filters.push(member);
       scanFilters.push(member);
     }
+    if (input.externalId !== undefined) {
+      const byExternalId: Filter = { cond: Prisma.sql`"externalId" = ${input.externalId}` };
+      filters.push(byExternalId);
+      scanFilters.push(byExternalId);
+    }
     const where = whereOf(t, filters, [live]);
     // The page's walk down (tenantId, createdAt) tests its rows with the scan form of a search.
     const whereScan = whereOf(t, scanFilters, [live]);
@@ -159,7 +166,7 @@ export const listContacts = scoped("tenant:contacts.read")
     // match and stops at the oldest.
     const cached =
       input.search !== undefined
-        ? new CachedTotal(ctx.database, t, "Contact", JSON.stringify([input.search, input.listId ?? null]), where)
+        ? new CachedTotal(ctx.database, t, "Contact", JSON.stringify([input.search, input.listId ?? null, ...(input.externalId !== undefined ? [input.externalId] : [])]), where)
         : undefined;
     const read = (cut: Cut) => listRows<ContactRow & { _fetched?: number | string }, { before: number; countVersion?: string }>(ctx,
       listStatement({

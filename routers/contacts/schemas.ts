@@ -3,8 +3,10 @@
 // model/contact.ts.
 import { isSupportedCountry } from "libphonenumber-js/max";
 import { z } from "zod";
+import { Prisma } from "../../generated/prisma/client.js";
+import type { Db } from "../../server/db/client.js";
 import { isUniqueViolation } from "../../server/db/errors.js";
-import { AppError } from "../../server/errors.js";
+import { alreadyExists, externalIdConflict } from "../_lib/sync.js";
 import { toIso } from "../../model/instants.js";
 import { isStorableInstant } from "../_lib/schemas.js";
 
@@ -27,15 +29,17 @@ export const PHONE_KEY = "Contact_tenantId_phone_key";
 export const EMAIL_KEY = "Contact_tenantId_email_ci_key";
 
 /**
- * A violation of the per-tenant phone / case-insensitive email unique indexes (live and soft-deleted
- * contacts alike) → 409 ALREADY_EXISTS naming the field; anything else is rethrown.
+ * A violation of the per-tenant phone / case-insensitive email / external id unique indexes (live and
+ * soft-deleted contacts alike) → 409 ALREADY_EXISTS naming the field and, in `details.existingId`,
+ * the contact that holds the value (read once the refused transaction has ended:
+ * routers/_lib/sync.ts alreadyExists); anything else is rethrown.
  */
-export function duplicateContact(err: unknown): never {
-  if (isUniqueViolation(err, PHONE_KEY))
-    throw new AppError("ALREADY_EXISTS", "A contact with this phone already exists", { field: "phone" });
-  if (isUniqueViolation(err, EMAIL_KEY))
-    throw new AppError("ALREADY_EXISTS", "A contact with this email already exists", { field: "email" });
-  throw err;
+export function duplicateContact(err: unknown, tenantId: string, written: { phone?: string | null; email?: string | null; externalId?: string | null }): never {
+  const holder = (cond: Prisma.Sql) => async (db: Db) =>
+    (await db.$queryRaw<{ id: string }[]>`SELECT "id" FROM "Contact" WHERE "tenantId" = ${tenantId}::uuid AND ${cond} LIMIT 1`)[0]?.id ?? null;
+  if (isUniqueViolation(err, PHONE_KEY) && written.phone) throw alreadyExists("Contact", "phone", holder(Prisma.sql`"phone" = ${written.phone}`));
+  if (isUniqueViolation(err, EMAIL_KEY) && written.email) throw alreadyExists("Contact", "email", holder(Prisma.sql`lower("email") = lower(${written.email})`));
+  return externalIdConflict(err, tenantId, "Contact", written.externalId);
 }
 
 // ---- keyset cursor ------------------------------------------------------------------------------

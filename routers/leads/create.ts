@@ -18,6 +18,7 @@ import { AppError, notFound } from "../../server/errors.js";
 import { phoneForMatching } from "../../server/phone.js";
 import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { idempotent, type OneStatement } from "../_lib/idempotent.js";
+import { ExternalId, externalIdConflict } from "../_lib/sync.js";
 import { Id, Text } from "../_lib/schemas.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { LeadBudgetInput, LeadIntent, LeadNotes, LeadQuality, LeadRooms, LeadZones } from "./schemas.js";
@@ -37,6 +38,7 @@ export const CreateLeadInput = z
     rooms: LeadRooms.nullable().optional(),
     assignedOperatorId: Id.nullable().optional(),
     notes: LeadNotes.nullable().optional(),
+    externalId: ExternalId.nullable().optional(),
   })
   .strict();
 
@@ -123,6 +125,8 @@ function leadRow<C extends string | null | Prisma.Sql, S extends string | Prisma
     assignedOperatorId: input.assignedOperatorId ?? null,
     source: "api",
     notes: input.notes ?? null,
+    externalId: input.externalId ?? null,
+    version: 1,
     createdAt: now,
     updatedAt: now,
   };
@@ -152,23 +156,34 @@ function planLead(ctx: AuthedContext, input: Input): OneStatement<LeadObject> {
 
 type Input = z.output<typeof CreateLeadInput>;
 
+/** The transactional create: rules 2–5, then the INSERT (also the create of an upsert by external id, routers/leads/upsert.ts). */
+export async function insertLead(ctx: AuthedContext, input: Input): Promise<LeadObject> {
+  const { customerId, stageId } = await resolveIds(ctx, input);
+  const row = leadRow(ctx, input, customerId, stageId);
+  await insertRow(ctx.db, { table: "Lead", row });
+  return toLead(row);
+}
+
+const create = idempotent(
+  // The transactional path (a replay, a mismatch, a 404 with a key …): the same plan, on ctx.db.
+  ({ ctx, input }: { ctx: AuthedContext; input: Input }) => insertLead(ctx, input),
+  { plan: ({ ctx, input }) => planLead(ctx, input) },
+);
+
 export const createLead = scoped("tenant:leads.manage")
   .meta({
-    errors: ["NOT_FOUND"],
-    openapi: { method: "POST", path: "/public/v1/leads", tags: ["leads"], summary: "Create a lead", protect: true },
+    errors: ["NOT_FOUND", "ALREADY_EXISTS"],
+    openapi: {
+      method: "POST",
+      path: "/public/v1/leads",
+      tags: ["leads"],
+      summary: "Create a lead",
+      description: "An optional `externalId` that another lead of the tenant holds gives 409 ALREADY_EXISTS naming it in `details.existingId`. Accepts `Idempotency-Key`.",
+      protect: true,
+    },
     successStatus: 201,
   })
   .input(CreateLeadInput)
   .output(LeadObject)
-  .mutation(
-    idempotent(
-      // The transactional path (a replay, a mismatch, a 404 with a key …): the same plan, on ctx.db.
-      async ({ ctx, input }: { ctx: AuthedContext; input: Input }) => {
-        const { customerId, stageId } = await resolveIds(ctx, input);
-        const row = leadRow(ctx, input, customerId, stageId);
-        await insertRow(ctx.db, { table: "Lead", row });
-        return toLead(row);
-      },
-      { plan: ({ ctx, input }) => planLead(ctx, input) },
-    ),
-  );
+  // An external id another lead holds: 409 naming it (the unique index refused the row).
+  .mutation((opts) => create(opts).catch((err) => externalIdConflict(err, opts.ctx.tenantId, "Lead", opts.input.externalId)));

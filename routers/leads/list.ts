@@ -12,6 +12,7 @@ import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { budgetCut, cutToBudget, leadSize, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
 import { countedRange, eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, type Seek, listRows } from "../_lib/totals.js";
+import { ExternalId } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { selectLeads } from "./schemas.js";
 
@@ -19,6 +20,7 @@ export const ListLeadsInput = z.object({
   dateFrom: DateTimeInput.optional(),
   dateTo: DateTimeInput.optional(),
   customerId: Id.optional(),
+  externalId: ExternalId.describe("Only the object with this external id (exact match; none → empty page)").optional(),
   ...PageQuery,
 });
 
@@ -50,8 +52,9 @@ export const listLeads = scoped("tenant:leads.read")
     if (input.dateFrom) filters.push({ cond: Prisma.sql`"createdAt" >= ${sqlTime(input.dateFrom)}` });
     if (input.dateTo) filters.push({ cond: Prisma.sql`"createdAt" < ${sqlTime(input.dateTo)}` });
     if (input.customerId) filters.push(eq(ctx.tenantId, "Lead", "customerId", "customerId", input.customerId, "uuid"));
+    if (input.externalId !== undefined) filters.push({ cond: Prisma.sql`"externalId" = ${input.externalId}` });
     const where = whereOf(ctx.tenantId, filters);
-    const seek: Seek | undefined = input.customerId
+    const seek: Seek | undefined = input.customerId || input.externalId !== undefined
       ? undefined
       : { entity: "Lead", column: Prisma.sql`"createdAt"`, desc: true, lo: input.dateFrom, hi: input.dateTo };
     const dated = input.dateFrom !== undefined || input.dateTo !== undefined;

@@ -3,25 +3,30 @@
 // Rules, in order:
 //   1. body is strict: `body` required, 1–10000 characters; anything else → 422.
 //   2. an unknown or foreign ticket → 404, nothing persisted.
-//   3. the comment is authored by the key owner; the ticket's status is never changed (a closed or
-//      resolved ticket stays so); the ticket's `updatedAt` advances (a comment is activity on it).
-//   4. the thread is bounded (TICKET_COMMENTS_MAX comments, TICKET_THREAD_CHARS_MAX characters, held
+//   3. If-Match naming none of the ticket's versions → 412 PRECONDITION_FAILED, checked on the
+//      ticket's row locked in the comment's transaction (routers/_lib/sync.ts).
+//   4. the comment is authored by the key owner; the ticket's status is never changed (a closed or
+//      resolved ticket stays so); the ticket's `updatedAt` advances (a comment is activity on it) and
+//      its version grows by one: both in the comment's admission trigger (ticket_comment_admit).
+//   5. the thread is bounded (TICKET_COMMENTS_MAX comments, TICKET_THREAD_CHARS_MAX characters, held
 //      by the database): a comment past either → 409 TICKET_COMMENT_LIMIT_REACHED, nothing stored.
-//   5. returns the full refreshed ticket with its whole thread, oldest first; an Idempotency-Key
+//   6. returns the full refreshed ticket with its whole thread, oldest first; an Idempotency-Key
 //      stores the ticket's scalars and thread length only (ticketRecord), a replay rebuilds it.
 import { z } from "zod";
 import { TicketObject } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
+import { checkVersion, readIfMatch } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
+import { Prisma } from "../../generated/prisma/client.js";
 import { CommentBody, commentLimitError, loadTicket, TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX, ticketRecord } from "./schemas.js";
 
 export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody }).strict();
 
 export const addTicketComment = scoped("tenant:tickets.manage")
   .meta({
-    errors: ["NOT_FOUND", "TICKET_COMMENT_LIMIT_REACHED"],
+    errors: ["NOT_FOUND", "TICKET_COMMENT_LIMIT_REACHED", "PRECONDITION_FAILED"],
     openapi: {
       method: "POST",
       path: "/public/v1/tickets/{ticket_id}/comments",
@@ -34,7 +39,8 @@ export const addTicketComment = scoped("tenant:tickets.manage")
         "An unknown or foreign ticket gives 404 with nothing persisted. A ticket holds at most " +
         `${TICKET_COMMENTS_MAX} comments of at most ${TICKET_THREAD_CHARS_MAX} characters in total: a comment past either bound gives ` +
         "409 `TICKET_COMMENT_LIMIT_REACHED` (`details.limit`: `comments` or `characters`) with nothing persisted. " +
-        "Accepts an `Idempotency-Key` header.",
+        "Each comment adds one to the ticket's `version`. Accepts `If-Match` (412 PRECONDITION_FAILED with the current `ETag` when it " +
+        "names no current version, nothing stored) and an `Idempotency-Key` header.",
       protect: true,
     },
     successStatus: 201,
@@ -45,7 +51,14 @@ export const addTicketComment = scoped("tenant:tickets.manage")
   .mutation(
     idempotent(
       async ({ ctx, input }) => {
-        await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: input.ticket_id }), select: { id: true } }), "Ticket");
+        const pre = readIfMatch(ctx.req);
+        if (pre) {
+          // The ticket's row locked until the comment commits: no other write can change its version in between.
+          const [row] = await ctx.db.$queryRaw<{ version: number }[]>(
+            Prisma.sql`SELECT "version" FROM "Ticket" WHERE "tenantId" = ${ctx.tenantId}::uuid AND "id" = ${input.ticket_id}::uuid FOR NO KEY UPDATE`,
+          );
+          checkVersion(pre, (await mustExist(row ?? null, "Ticket")).version);
+        } else await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: input.ticket_id }), select: { id: true } }), "Ticket");
         const now = ctx.services.now();
         await ctx.db.ticketComment
           .create({
@@ -54,7 +67,6 @@ export const addTicketComment = scoped("tenant:tickets.manage")
           .catch((err) => {
             throw commentLimitError(err) ?? err;
           });
-        await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: now } });
         return loadTicket(ctx, input.ticket_id);
       },
       { record: ticketRecord },

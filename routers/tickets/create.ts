@@ -10,13 +10,15 @@ import { z } from "zod";
 import { TicketObject, toTicket } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
+import { ExternalId, externalIdConflict } from "../_lib/sync.js";
 import { mustExist, owned } from "../_lib/tenant.js";
-import { scoped } from "../trpc.js";
+import { scoped, type AuthedContext } from "../trpc.js";
 import { CommentBody, mustBeAssignable, Subject } from "./schemas.js";
 
 const LINKS = ["customerId", "leadId", "conversationId"] as const;
 
-export const CreateTicketInput = z
+/** The create body's fields (without the rule over the links). */
+export const TicketFields = z
   .object({
     customerId: Id.nullish().meta({ description: "a contact of the tenant" }),
     leadId: Id.nullish().meta({ description: "a lead of the tenant" }),
@@ -24,23 +26,28 @@ export const CreateTicketInput = z
     subject: Subject,
     assignedTo: Id.nullish().meta({ description: "an assignable user of the tenant; omitted or null: unassigned" }),
     comment: CommentBody.nullish().meta({ description: "1 to 10000 characters; becomes the first comment, authored by the key owner" }),
+    externalId: ExternalId.nullable().optional(),
   })
-  .strict()
-  .superRefine((v, c) => {
-    if (!LINKS.some((k) => v[k])) {
-      c.addIssue({
-        code: "custom",
-        path: [],
-        message: "At least one of customerId, leadId, conversationId is required",
-        params: { fields: LINKS },
-      });
-    }
-  })
-  .meta({ description: "At least one of customerId, leadId, conversationId is required (else 422). Unknown fields give 422." });
+  .strict();
+
+export const CreateTicketInput = TicketFields.superRefine(atLeastOneLink).meta({ description: "At least one of customerId, leadId, conversationId is required (else 422). Unknown fields give 422." });
+
+/** The create's rule over the links: at least one of customerId, leadId, conversationId (also the upsert's body, routers/tickets/upsert.ts). */
+export function atLeastOneLink(v: { customerId?: string | null; leadId?: string | null; conversationId?: string | null }, c: z.RefinementCtx) {
+  if (!LINKS.some((k) => v[k])) {
+    c.addIssue({
+      code: "custom",
+      path: [],
+      message: "At least one of customerId, leadId, conversationId is required",
+      params: { fields: LINKS },
+    });
+  }
+}
+type CreateTicketInput = z.output<typeof CreateTicketInput>;
 
 export const createTicket = scoped("tenant:tickets.manage")
   .meta({
-    errors: ["NOT_FOUND"],
+    errors: ["NOT_FOUND", "ALREADY_EXISTS"],
     openapi: {
       method: "POST",
       path: "/public/v1/tickets",
@@ -50,7 +57,8 @@ export const createTicket = scoped("tenant:tickets.manage")
         "Creates an `open` ticket linked to at least one of a contact (`customerId`), a lead or a conversation of the tenant " +
         "(none → 422). A foreign or unknown id, or an `assignedTo` that is not an assignable user of the tenant, gives 404 " +
         "with nothing persisted. `createdBy` is the API key's owner; an optional `comment` becomes the first comment of " +
-        "the thread, authored by the key owner. Accepts an `Idempotency-Key` header.",
+        "the thread, authored by the key owner. An `externalId` that another ticket of the tenant holds gives 409 ALREADY_EXISTS naming it " +
+        "in `details.existingId`. Accepts an `Idempotency-Key` header.",
       protect: true,
     },
     successStatus: 201,
@@ -58,38 +66,47 @@ export const createTicket = scoped("tenant:tickets.manage")
   })
   .input(CreateTicketInput)
   .output(TicketObject)
-  .mutation(
-    idempotent(async ({ ctx, input }) => {
-      // 404s: every id resolved before any write.
-      if (input.customerId)
-        await mustExist(ctx.db.contact.findFirst({ where: owned(ctx, { id: input.customerId, deletedAt: null }), select: { id: true } }), "Contact");
-      if (input.leadId) await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true } }), "Lead");
-      if (input.conversationId)
-        await mustExist(ctx.db.conversation.findFirst({ where: owned(ctx, { id: input.conversationId }), select: { id: true } }), "Conversation");
-      if (input.assignedTo) await mustBeAssignable(ctx, input.assignedTo);
+  .mutation(idempotent(({ ctx, input }) => insertTicket(ctx, input)));
 
-      const now = ctx.services.now();
-      const ticket = await ctx.db.ticket.create({
-        data: {
-          tenantId: ctx.tenantId,
-          customerId: input.customerId ?? null,
-          leadId: input.leadId ?? null,
-          conversationId: input.conversationId ?? null,
-          subject: input.subject,
-          status: "open",
-          createdById: ctx.caller.ownerId,
-          assignedToId: input.assignedTo ?? null,
-          createdAt: now,
-          updatedAt: now,
-        },
-      });
-      const comments = input.comment
-        ? [
-            await ctx.db.ticketComment.create({
-              data: { tenantId: ctx.tenantId, ticketId: ticket.id, authorUserId: ctx.caller.ownerId, body: input.comment, createdAt: now },
-            }),
-          ]
-        : [];
-      return toTicket({ ...ticket, comments });
-    }),
-  );
+/**
+ * The create's rules and writes, on ctx.db (a transaction): also the create of an upsert by external
+ * id (routers/tickets/upsert.ts), which sends no comment.
+ */
+export async function insertTicket(ctx: AuthedContext, input: CreateTicketInput) {
+  // 404s: every id resolved before any write.
+  if (input.customerId)
+    await mustExist(ctx.db.contact.findFirst({ where: owned(ctx, { id: input.customerId, deletedAt: null }), select: { id: true } }), "Contact");
+  if (input.leadId) await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true } }), "Lead");
+  if (input.conversationId)
+    await mustExist(ctx.db.conversation.findFirst({ where: owned(ctx, { id: input.conversationId }), select: { id: true } }), "Conversation");
+  if (input.assignedTo) await mustBeAssignable(ctx, input.assignedTo);
+
+  const now = ctx.services.now();
+  const ticket = await ctx.db.ticket
+    .create({
+      data: {
+        tenantId: ctx.tenantId,
+        customerId: input.customerId ?? null,
+        leadId: input.leadId ?? null,
+        conversationId: input.conversationId ?? null,
+        subject: input.subject,
+        status: "open",
+        createdById: ctx.caller.ownerId,
+        assignedToId: input.assignedTo ?? null,
+        externalId: input.externalId ?? null,
+        // A first comment's admission (same transaction) makes it 1: the create is one version.
+        version: input.comment ? 0 : 1,
+        createdAt: now,
+        updatedAt: now,
+      },
+    })
+    .catch((err) => externalIdConflict(err, ctx.tenantId, "Ticket", input.externalId));
+  const comments = input.comment
+    ? [
+        await ctx.db.ticketComment.create({
+          data: { tenantId: ctx.tenantId, ticketId: ticket.id, authorUserId: ctx.caller.ownerId, body: input.comment, createdAt: now },
+        }),
+      ]
+    : [];
+  return toTicket({ ...ticket, version: 1, comments });
+}

@@ -13,6 +13,7 @@ import { TicketObject } from "../../model/ticket.js";
 import { budgetCut, cutToBudget, OFFSET_BUDGET_DOC, ticketSize, withheld, type Cut } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
 import { eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
+import { ExternalId } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { fromThreadRow, isTicketStatus, selectTickets, type TicketThreadRow } from "./schemas.js";
 
@@ -20,6 +21,7 @@ export const ListTicketsInput = z.object({
   status: z.string().meta({ description: "open, pending, resolved or closed; any other value matches nothing" }).optional(),
   assignedTo: Id.meta({ description: "id of the assigned user" }).optional(),
   customerId: Id.meta({ description: "id of the linked contact" }).optional(),
+  externalId: ExternalId.describe("Only the object with this external id (exact match; none → empty page)").optional(),
   ...PageQuery,
 });
 
@@ -48,6 +50,7 @@ export const listTickets = scoped("tenant:tickets.read")
     if (input.status !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "status", "status", input.status, "TicketStatus"));
     if (input.assignedTo !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "assignedTo", "assignedToId", input.assignedTo, "uuid"));
     if (input.customerId !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "customerId", "customerId", input.customerId, "uuid"));
+    if (input.externalId !== undefined) filters.push({ cond: Prisma.sql`"externalId" = ${input.externalId}` });
     const where = whereOf(ctx.tenantId, filters);
     // Cut to the byte budget (routers/_lib/page-budget.ts): the threads of the tickets returned only.
     const read = (cut: Cut) => listRows<TicketThreadRow>(ctx,

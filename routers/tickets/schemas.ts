@@ -110,6 +110,8 @@ export const ticketRecord = {
       status: t.status as TicketStatus,
       createdBy: t.createdBy,
       assignedTo: t.assignedTo,
+      externalId: t.externalId,
+      version: t.version,
       createdAt: t.createdAt,
       updatedAt: t.updatedAt,
       comments: rows.map(toTicketComment),

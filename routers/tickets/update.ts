@@ -4,12 +4,17 @@
 //      to unassign) and `subject` (1–500 characters); anything else → 422.
 //   2. an unknown or foreign ticket → 404; a new `assignedTo` that is not an assignable user of the
 //      tenant → 404; both before any write, so nothing changes.
-//   3. `{}` returns the ticket unchanged; any given field is written and `updatedAt` advances.
+//   3. If-Match naming none of the ticket's versions → 412 PRECONDITION_FAILED (routers/_lib/sync.ts);
+//      the UPDATE writes only while the ticket still has the version checked.
+//   4. `externalId` (null clears) held by another ticket of the tenant → 409 ALREADY_EXISTS naming it.
+//   5. `{}` returns the ticket unchanged; any given field is written and `updatedAt` advances.
 import { z } from "zod";
 import { TicketObject, toTicket } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
-import { scoped } from "../trpc.js";
+import { checkVersion, ExternalId, externalIdConflict, missedWrite, readIfMatch, versionGuard, type EntityTags } from "../_lib/sync.js";
+import { scoped, type AuthedContext } from "../trpc.js";
+import type { TicketStatus } from "../../model/ticket.js";
 import { mustBeAssignable, Subject, TicketStatusInput, withComments } from "./schemas.js";
 
 export const UpdateTicketInput = z
@@ -18,12 +23,13 @@ export const UpdateTicketInput = z
     status: TicketStatusInput.optional(),
     assignedTo: Id.nullable().optional().meta({ description: "an assignable user of the tenant, or null to unassign" }),
     subject: Subject.optional(),
+    externalId: ExternalId.nullable().optional(),
   })
   .strict();
 
 export const updateTicket = scoped("tenant:tickets.manage")
   .meta({
-    errors: ["NOT_FOUND"],
+    errors: ["NOT_FOUND", "ALREADY_EXISTS", "PRECONDITION_FAILED"],
     openapi: {
       method: "PATCH",
       path: "/public/v1/tickets/{ticket_id}",
@@ -33,7 +39,9 @@ export const updateTicket = scoped("tenant:tickets.manage")
         "Partial update of `status` (open, pending, resolved, closed; any move is allowed), `assignedTo` (an assignable " +
         "user of the tenant, or null to unassign) and `subject`. An unknown or foreign ticket, or an `assignedTo` that is " +
         "not an assignable user of the tenant, gives 404 with no change. Any given field advances `updatedAt`; an empty " +
-        "body returns the ticket unchanged.",
+        "body returns the ticket unchanged. `externalId` (null clears) held by another ticket gives 409 ALREADY_EXISTS naming it in " +
+        "`details.existingId`. Accepts `If-Match`: when it names no current version, 412 PRECONDITION_FAILED with the current `ETag`, " +
+        "and nothing is written.",
       protect: true,
     },
   })
@@ -41,21 +49,35 @@ export const updateTicket = scoped("tenant:tickets.manage")
   .output(TicketObject)
   .mutation(async ({ ctx, input }) => {
     const { ticket_id, ...changes } = input;
+    const pre = readIfMatch(ctx.req);
     const ticket = await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket_id }), include: withComments }), "Ticket");
     if (typeof changes.assignedTo === "string") await mustBeAssignable(ctx, changes.assignedTo);
+    checkVersion(pre, ticket.version);
+    return toTicket(await writeTicket(ctx, ticket, changes, pre));
+  });
 
-    const given = Object.values(changes).some((v) => v !== undefined);
-    if (!given) return toTicket(ticket);
+type TicketChanges = { status?: TicketStatus; subject?: string; assignedTo?: string | null; externalId?: string | null };
 
-    const row = await ctx.db.ticket.update({
-      where: { tenantId_id: { tenantId: ctx.tenantId, id: ticket_id } },
+/**
+ * The given fields written in one UPDATE (updatedAt advances), with If-Match only while the ticket
+ * still has the version checked; the ticket with its thread as it is then. No field given: nothing
+ * is written. Also the update of an upsert by external id (routers/tickets/upsert.ts), which gives
+ * only the fields that differ.
+ */
+export async function writeTicket<R extends { id: string; version: number }>(ctx: AuthedContext, ticket: R, changes: TicketChanges, pre: EntityTags | undefined) {
+  if (!Object.values(changes).some((v) => v !== undefined)) return ticket;
+  const rows = await ctx.db.ticket
+    .updateManyAndReturn({
+      where: owned(ctx, { id: ticket.id, ...versionGuard(pre, ticket.version) }),
       data: {
         ...(changes.status !== undefined && { status: changes.status }),
         ...(changes.subject !== undefined && { subject: changes.subject }),
         ...(changes.assignedTo !== undefined && { assignedToId: changes.assignedTo }),
+        ...(changes.externalId !== undefined && { externalId: changes.externalId }),
         updatedAt: ctx.services.now(),
       },
-      include: withComments,
-    });
-    return toTicket(row);
-  });
+    })
+    .catch((err) => externalIdConflict(err, ctx.tenantId, "Ticket", changes.externalId));
+  if (!rows[0]) return missedWrite(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket.id }) }), "Ticket");
+  return mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket.id }), include: withComments }), "Ticket");
+}

@@ -10,6 +10,9 @@
 // "_app_migrations") is applied and recorded, and the functions named in prisma/functions/retired.txt
 // are dropped. The migrations keep the bodies they had when they ran (history); the files are what
 // the database runs today (test/db/schema.test.ts compares each function's body with its file).
+// A migration that needs a function before its own statements run (a trigger's function) names it in
+// a line `-- apply: functions/<name>.sql`: that file's current text is applied (and recorded) first, in
+// the migration's transaction, so that no migration holds a copy of a function's body.
 import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
@@ -124,6 +127,10 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
       }
       const next = migrations.find((m) => !seen.has(m.name));
       if (next) {
+        for (const f of appliedBy(next, functions.files)) {
+          await applyStatements(s, f);
+          await recordFunction(s, f);
+        }
         await applyStatements(s, next);
         await s.query(`INSERT INTO "_app_migrations" ("name", "checksum") VALUES ($1, $2)`, [next.name, next.checksum]);
       }
@@ -139,10 +146,7 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
     const todo = functions.files.filter((f) => seen.get(f.name) !== f.checksum);
     for (const f of todo) {
       await applyStatements(s, f);
-      await s.query(
-        `INSERT INTO "_app_migrations" ("name", "checksum") VALUES ($1, $2) ON CONFLICT ("name") DO UPDATE SET "checksum" = EXCLUDED."checksum", "appliedAt" = now()`,
-        [f.name, f.checksum],
-      );
+      await recordFunction(s, f);
     }
     const [{ present } = { present: [] as string[] }] = await s.query<{ present: string[] }>(
       `SELECT coalesce(array_agg(p.oid::regprocedure::text), '{}') AS present FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -154,6 +158,21 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
   });
   return [...done, ...changed];
 }
+
+/** The function files a migration names in `-- apply: functions/<name>.sql` lines (an unknown name is an error). */
+export function appliedBy(m: Migration, files: Migration[]): Migration[] {
+  return [...m.sql.matchAll(/^-- apply: (functions\/[A-Za-z0-9_]+\.sql)\s*$/gm)].map(([, name]) => {
+    const f = files.find((x) => x.name === name);
+    if (!f) throw new Error(`migration ${m.name} applies ${name}, which is not in prisma/functions`);
+    return f;
+  });
+}
+
+const recordFunction = (s: SqlRunner, f: Migration) =>
+  s.query(
+    `INSERT INTO "_app_migrations" ("name", "checksum") VALUES ($1, $2) ON CONFLICT ("name") DO UPDATE SET "checksum" = EXCLUDED."checksum", "appliedAt" = now()`,
+    [f.name, f.checksum],
+  );
 
 /** One transaction of the migrator: BEGIN, no statement timeout, the lock, Citus's settings, the ledger; `fn`; COMMIT. */
 async function inMigration<T>(sql: SqlRunner, fn: (s: SqlRunner) => Promise<T>): Promise<T> {

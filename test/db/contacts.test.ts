@@ -10,6 +10,7 @@ const CONTACT_KEYS = [
   "createdAt",
   "email",
   "emailVerifiedAt",
+  "externalId",
   "fullName",
   "id",
   "marketingOptOut",
@@ -17,6 +18,7 @@ const CONTACT_KEYS = [
   "origin",
   "phone",
   "phoneVerifiedAt",
+  "version",
 ].join(",");
 const PAGINATION_KEYS = "hasNext,hasPrev,page,pageSize,totalItems,totalPages";
 

@@ -7,7 +7,7 @@ import { fixture, tenant } from "../helpers/fixtures.js";
 
 const LEAD_KEYS = [
   "assignedOperatorId", "budget", "conversationId", "createdAt", "customerEmail", "customerId", "customerName",
-  "customerPhone", "id", "intent", "notes", "quality", "rooms", "source", "stageId", "updatedAt", "zones",
+  "customerPhone", "externalId", "id", "intent", "notes", "quality", "rooms", "source", "stageId", "updatedAt", "version", "zones",
 ].sort();
 const PAGINATION_KEYS = ["hasNext", "hasPrev", "page", "pageSize", "totalItems", "totalPages"].sort();
 

@@ -11,7 +11,7 @@ let ids: LoadResult;
 
 const NOW = new Date("2026-12-01T10:00:00.000Z");
 const TICKET_KEYS = [
-  "assignedTo", "comments", "conversationId", "createdAt", "createdBy", "customerId", "id", "leadId", "status", "subject", "updatedAt",
+  "assignedTo", "comments", "conversationId", "createdAt", "createdBy", "customerId", "externalId", "id", "leadId", "status", "subject", "updatedAt", "version",
 ].sort();
 const COMMENT_KEYS = ["authorUserId", "body", "createdAt", "id"];
 

@@ -1,0 +1,235 @@
+// Upsert by external id, one object (PUT /public/v1/{leads|contacts|tickets}/by-external-id/{externalId})
+// and in batches (POST /public/v1/{leads|contacts|tickets}/batch/upsert): the one mechanism both
+// use, over a resource's `UpsertResource` (its find, its POST's create, its PATCH's update).
+//
+// One object, inside one transaction (the Idempotency-Key's, routers/_lib/idempotent.ts):
+//   1. the object holding the external id (a soft-deleted contact still holds it: 409 naming it);
+//   2. none: If-Match given → 412 (there is no version to match); else created exactly as POST
+//      creates it, inside a savepoint. A concurrent upsert of the same external id that committed
+//      first makes the unique index refuse this row: back to the savepoint, and on as an update of
+//      the row it committed (so concurrent upserts create one object between them);
+//   3. one: the resource's update — its 404s, a field PATCH may not change that differs (422
+//      naming it), If-Match (412), then the PATCH-able fields that differ, in one guarded UPDATE;
+//      nothing differs → "unchanged", nothing written (no version, no change in the feed).
+// A batch runs its items in order in one transaction, each inside its own savepoint: a failed item
+// is rolled back to it (it changes nothing) and answers its own envelope; the others commit
+// together with the batch's Idempotency-Key record, which replays the whole answer.
+import { z } from "zod";
+import type { OpenApiMeta } from "trpc-to-openapi";
+import { AppError, toAppError, validation, zodDetails } from "../../server/errors.js";
+import { idempotent } from "./idempotent.js";
+import { ITEMS_BUDGET_BYTES } from "./page-budget.js";
+import { checkVersion, ExternalId, isExternalIdTaken, nameHolder, readIfMatch, type EntityTags, type SyncedTable } from "./sync.js";
+import type { AuthedContext } from "../trpc.js";
+import { Prisma } from "../../generated/prisma/client.js";
+
+export type UpsertStatus = "created" | "updated" | "unchanged";
+
+export interface Upserted<O> {
+  status: UpsertStatus;
+  item: O & { id: string };
+}
+
+/** What the upserts need of a resource. `B` is the PUT body (the create body without externalId). */
+export interface UpsertResource<B, R extends { id: string; version: number }, O> {
+  table: SyncedTable;
+  /** The public name ("leads"), for paths and messages. */
+  plural: string;
+  /** An item: `externalId` and the PUT body's fields (the PUT's input, its external id from the path; a batch's item). */
+  item: z.ZodType<B & { externalId: string }>;
+  /** The tenant's object holding the external id (a soft-deleted contact included), or null. */
+  find(ctx: AuthedContext, externalId: string): Promise<R | null>;
+  /** POST's create, with the external id. */
+  create(ctx: AuthedContext, body: B, externalId: string): Promise<O & { id: string }>;
+  /**
+   * PATCH's update of `row` by `body`: its 404s, 422 for a field PATCH may not change that differs,
+   * `checkVersion(pre, …)`, then the fields that differ. Null: nothing differs, nothing written.
+   */
+  update(ctx: AuthedContext, row: R, body: B, pre: EntityTags | undefined): Promise<(O & { id: string }) | null>;
+  toPublic(row: R): O & { id: string };
+}
+
+const savepoint = (ctx: AuthedContext, verb: "SAVEPOINT" | "RELEASE SAVEPOINT" | "ROLLBACK TO SAVEPOINT", name: string) =>
+  ctx.db.$executeRaw(Prisma.sql`${Prisma.raw(`${verb} ${name}`)}`);
+
+/** A create refused because the external id is taken (the raw violation, or the create's own 409 for it). */
+const takenByAnother = (err: unknown, table: SyncedTable) =>
+  isExternalIdTaken(err, table) || (err instanceof AppError && err.code === "ALREADY_EXISTS" && err.details.field === "externalId");
+
+/** One upsert on ctx.db, which is a transaction (steps 1–3 above). */
+export async function upsertOne<B, R extends { id: string; version: number }, O>(
+  ctx: AuthedContext,
+  res: UpsertResource<B, R, O>,
+  externalId: string,
+  body: B,
+  pre: EntityTags | undefined,
+): Promise<Upserted<O>> {
+  let row = await res.find(ctx, externalId);
+  if (!row) {
+    checkVersion(pre, null);
+    await savepoint(ctx, "SAVEPOINT", "upsert_create");
+    try {
+      const item = await res.create(ctx, body, externalId);
+      await savepoint(ctx, "RELEASE SAVEPOINT", "upsert_create");
+      return { status: "created", item };
+    } catch (err) {
+      if (!takenByAnother(err, res.table)) throw err;
+      // Another upsert of this external id committed first: update what it created.
+      await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "upsert_create");
+      row = await res.find(ctx, externalId);
+      if (!row) throw err;
+    }
+  }
+  const item = await res.update(ctx, row, body, pre);
+  return item ? { status: "updated", item } : { status: "unchanged", item: res.toPublic(row) };
+}
+
+/** The PUT's path parameter (its input is the body's schema extended with it; the body itself may not name one). */
+export const PathExternalId = { externalId: ExternalId.describe("Your id of the object (URL-encoded in the path)") };
+
+/** PUT's 422 when the body itself names `externalId` (the path names it; trpc-to-openapi would let the path's win silently). */
+function refuseBodyExternalId(ctx: AuthedContext) {
+  const sent = (ctx.req as { body?: unknown }).body;
+  if (sent && typeof sent === "object" && "externalId" in sent)
+    throw validation("Request validation failed", {
+      fields: [{ field: "externalId", code: "unknown_field", message: "The external id is the path's; the body may not name it" }],
+      fieldCount: 1,
+      truncated: false,
+    });
+}
+
+/**
+ * The PUT's resolver: the upsert inside the Idempotency-Key's transaction; 201 with Location when
+ * it created, else 200 (a replay answers the status it stored).
+ */
+export function putResolver<B, R extends { id: string; version: number }, O>(res: UpsertResource<B, R, O>) {
+  const run = idempotent<B & { externalId: string }, Upserted<O>>(({ ctx, input }) => {
+    const { externalId, ...body } = input;
+    return upsertOne(ctx, res, externalId, body as B, readIfMatch(ctx.req));
+  });
+  return async (opts: { ctx: AuthedContext; input: B & { externalId: string }; path: string }): Promise<O> => {
+    refuseBodyExternalId(opts.ctx);
+    readIfMatch(opts.ctx.req); // a malformed If-Match is a 422 before anything is read
+    const done = await run(opts);
+    opts.ctx.req.successStatus = done.status === "created" ? 201 : 200;
+    if (done.status === "created") opts.ctx.res.setHeader("Location", `/public/v1/${res.plural}/${done.item.id}`);
+    return done.item;
+  };
+}
+
+export const putMeta = (res: { plural: string; tag: string; summary: string; description: string }): OpenApiMeta["openapi"] & object => ({
+  method: "PUT",
+  path: `/public/v1/${res.plural}/by-external-id/{externalId}`,
+  tags: [res.tag],
+  summary: res.summary,
+  description: res.description,
+  protect: true,
+});
+
+// ---- batches ------------------------------------------------------------------------------------
+
+export const BATCH_MAX = 100;
+
+export const BatchInput = z
+  .object({
+    items: z
+      .array(z.unknown())
+      .min(1)
+      .max(BATCH_MAX)
+      .meta({ description: `1 to ${BATCH_MAX} items, each \`{"externalId": ..., ...}\` followed by the fields of the PUT body` }),
+  })
+  .strict();
+
+export function batchOutput<T extends z.ZodType>(item: T) {
+  const result = z
+    .object({
+      index: z.number().int().meta({ description: "the item's position in `items`, from 0" }),
+      status: z.enum(["created", "updated", "unchanged", "failed"]),
+      id: z.string().nullable().meta({ description: "the object's id; null for a failed item (a 409's `details.existingId` names the holder)" }),
+      item: item.nullable().meta({
+        description: "the object as it is now; null for a failed item, and for an item past the page byte budget (read it by id)",
+      }),
+      error: z
+        .object({ error: z.string(), message: z.string(), details: z.any().meta({ type: "object", description: "informational context, as in the error envelope" }) })
+        .nullable()
+        .meta({ description: "what this item alone would have answered (the envelope's error, message and details); null unless failed" }),
+    })
+    .strict();
+  return z.object({ results: z.array(result) }).strict();
+}
+
+type BatchResult<O> = {
+  index: number;
+  status: UpsertStatus | "failed";
+  id: string | null;
+  item: O | null;
+  error: { error: string; message: string; details: Record<string, unknown> } | null;
+};
+
+/** A failure that is the item's own answer (a 4xx); anything else (an outage, a deadlock) fails the batch. */
+function itemError(err: unknown): BatchResult<never>["error"] {
+  const app = toAppError(err);
+  if (app.status >= 500) throw err;
+  return { error: app.code, message: app.message, details: app.details };
+}
+
+/** The batch's resolver: every item in order, each in its own savepoint (see the top of the file). */
+export function batchResolver<B, R extends { id: string; version: number }, O>(res: UpsertResource<B, R, O>) {
+  const item = res.item;
+  return idempotent<{ items: unknown[] }, { results: BatchResult<O>[] }>(async ({ ctx, input }) => {
+    const results: BatchResult<O>[] = [];
+    const seen = new Set<string>();
+    let bytes = 0;
+    for (const [index, raw] of input.items.entries()) {
+      const parsed = item.safeParse(raw);
+      if (!parsed.success) {
+        results.push({ index, status: "failed", id: null, item: null, error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))) });
+        continue;
+      }
+      const { externalId, ...body } = parsed.data;
+      if (seen.has(externalId)) {
+        const err = validation("Request validation failed", {
+          fields: [{ field: "externalId", code: "duplicate", message: "An earlier item of this batch has the same externalId" }],
+          fieldCount: 1,
+          truncated: false,
+        });
+        results.push({ index, status: "failed", id: null, item: null, error: itemError(err) });
+        continue;
+      }
+      seen.add(externalId);
+      await savepoint(ctx, "SAVEPOINT", "batch_item");
+      try {
+        const done = await upsertOne(ctx, res, externalId, body as B, undefined);
+        await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
+        // The answer stays within the page byte budget: an item past it is sent as null.
+        const size = Buffer.byteLength(JSON.stringify(done.item));
+        const fits = bytes + size <= (ctx.pageBudget ?? ITEMS_BUDGET_BYTES);
+        if (fits) bytes += size;
+        results.push({ index, status: done.status, id: done.item.id, item: fits ? done.item : null, error: null });
+      } catch (err) {
+        const error = itemError(err);
+        await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_item");
+        await nameHolder(err, ctx.db);
+        if (error && err instanceof AppError) error.details = err.details;
+        results.push({ index, status: "failed", id: null, item: null, error });
+      }
+    }
+    return { results };
+  });
+}
+
+/** The batch operation's OpenAPI meta (its text is the same for the three resources). */
+export const batchMeta = (plural: string): OpenApiMeta["openapi"] & object => ({
+  method: "POST",
+  path: `/public/v1/${plural}/batch/upsert`,
+  tags: [plural],
+  summary: `Create or update up to ${BATCH_MAX} ${plural} by your external ids`,
+  description:
+    `\`items\`: 1 to ${BATCH_MAX} objects, each \`externalId\` followed by the fields of PUT /${plural}/by-external-id/{externalId}'s body ` +
+    `(more than ${BATCH_MAX} gives 422 before anything is read or written). Each item is upserted as that PUT would, atomically on its own: ` +
+    "the answer is 200 with `results` in the items' order, each `created`, `updated`, `unchanged` or `failed` with the error that item " +
+    "alone would have answered (a failed item changes nothing). The same externalId twice fails the later item with 422. " +
+    "The batch counts as one request against the quotas; `Idempotency-Key` replays the whole answer. An item past the page byte budget " +
+    "is answered with `item: null` (read it by id).",
+  protect: true,
+});

@@ -1,0 +1,68 @@
+// PUT /public/v1/tickets/by-external-id/{externalId} — create or update the ticket holding an
+// external id (scope tenant:tickets.manage; routers/_lib/upsert.ts for the mechanism).
+//   body: POST /tickets's body without externalId and without comment (comments have their own
+//   endpoint). No ticket holds it → created as POST creates it (201, Location). One holds it →
+//   subject and assignedTo (null unassigns) applied as PATCH applies them (200); customerId, leadId
+//   and conversationId must be absent or equal to the stored values, else 422 naming them; nothing
+//   differs → 200, nothing written.
+import { z } from "zod";
+import { TicketObject, toTicket } from "../../model/ticket.js";
+import { checkVersion } from "../_lib/sync.js";
+import { owned } from "../_lib/tenant.js";
+import { PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
+import { scoped, type AuthedContext } from "../trpc.js";
+import { mayNotChange } from "../leads/upsert.js";
+import { atLeastOneLink, insertTicket, TicketFields } from "./create.js";
+import { mustBeAssignable, withComments } from "./schemas.js";
+import { writeTicket } from "./update.js";
+
+const TicketUpsertFields = TicketFields.omit({ externalId: true, comment: true });
+type Body = z.output<typeof TicketUpsertFields>;
+export const TicketUpsertItem = TicketUpsertFields.extend(PathExternalId).superRefine(atLeastOneLink);
+type Stored = NonNullable<Awaited<ReturnType<typeof findTicket>>>;
+
+const findTicket = (ctx: AuthedContext, externalId: string) => ctx.db.ticket.findFirst({ where: owned(ctx, { externalId }), include: withComments });
+const lc = (id: string | null | undefined) => (typeof id === "string" ? id.toLowerCase() : (id ?? null));
+
+export const ticketUpserts: UpsertResource<Body, Stored, TicketObject> = {
+  table: "Ticket",
+  plural: "tickets",
+  item: TicketUpsertItem,
+  find: findTicket,
+  create: (ctx, body, externalId) => insertTicket(ctx, { ...body, externalId }),
+  async update(ctx, ticket, body, pre) {
+    const differs = (["customerId", "leadId", "conversationId"] as const).filter((k) => body[k] !== undefined && lc(body[k]) !== ticket[k]);
+    if (typeof body.assignedTo === "string" && lc(body.assignedTo) !== ticket.assignedToId) await mustBeAssignable(ctx, body.assignedTo);
+    if (differs.length) throw mayNotChange(differs);
+    checkVersion(pre, ticket.version);
+    const changes = {
+      ...(body.subject !== ticket.subject ? { subject: body.subject } : {}),
+      ...(body.assignedTo !== undefined && lc(body.assignedTo) !== ticket.assignedToId ? { assignedTo: lc(body.assignedTo) } : {}),
+    };
+    if (Object.keys(changes).length === 0) return null;
+    return toTicket(await writeTicket(ctx, ticket, changes, pre));
+  },
+  toPublic: (row) => toTicket(row),
+};
+
+export const upsertTicket = scoped("tenant:tickets.manage")
+  .meta({
+    errors: ["NOT_FOUND", "ALREADY_EXISTS", "PRECONDITION_FAILED"],
+    upsert: true,
+    idempotent: true,
+    openapi: putMeta({
+      plural: "tickets",
+      tag: "tickets",
+      summary: "Create or update a ticket by your external id",
+      description:
+        "The body is POST /tickets's without `externalId` (the path holds it, URL-encoded) and without `comment` (comments go through " +
+        "POST /tickets/{ticket_id}/comments). No ticket holds the external id: the ticket is created exactly as POST creates it (201, " +
+        "`Location`). One does: `subject` and `assignedTo` (null unassigns) are applied as PATCH applies them (200); `customerId`, `leadId` " +
+        "and `conversationId` must be absent or equal to the stored values, else 422 naming them, with nothing written; when nothing would " +
+        "change, 200 and nothing is written. Concurrent PUTs of one external id create one ticket between them. Accepts `If-Match` (on an " +
+        "update; with no ticket, 412) and `Idempotency-Key`.",
+    }),
+  })
+  .input(TicketUpsertItem)
+  .output(TicketObject)
+  .mutation(putResolver(ticketUpserts));
