@@ -16,10 +16,12 @@
 // together with the batch's Idempotency-Key record, which replays the whole answer.
 import { z } from "zod";
 import type { OpenApiMeta } from "trpc-to-openapi";
+import { isUniqueViolation } from "../../server/db/errors.js";
 import { AppError, toAppError, validation, zodDetails } from "../../server/errors.js";
 import { idempotent } from "./idempotent.js";
 import { ITEMS_BUDGET_BYTES } from "./page-budget.js";
 import { checkVersion, ExternalId, isExternalIdTaken, nameHolder, readIfMatch, type EntityTags, type SyncedTable } from "./sync.js";
+import { ownedSql } from "./tenant.js";
 import type { AuthedContext } from "../trpc.js";
 import { Prisma } from "../../generated/prisma/client.js";
 
@@ -52,30 +54,44 @@ export interface UpsertResource<B, R extends { id: string; version: number }, O>
 const savepoint = (ctx: AuthedContext, verb: "SAVEPOINT" | "RELEASE SAVEPOINT" | "ROLLBACK TO SAVEPOINT", name: string) =>
   ctx.db.$executeRaw(Prisma.sql`${Prisma.raw(`${verb} ${name}`)}`);
 
-/** A create refused because the external id is taken (the raw violation, or the create's own 409 for it). */
-const takenByAnother = (err: unknown, table: SyncedTable) =>
-  isExternalIdTaken(err, table) || (err instanceof AppError && err.code === "ALREADY_EXISTS" && err.details.field === "externalId");
+/**
+ * A create refused by a unique index (the raw violation, or the create's own 409): maybe because a
+ * concurrent upsert of the same external id committed first, whichever of the object's unique
+ * indexes (its external id, a contact's phone or email) refused the row first.
+ */
+const refusedAsDuplicate = (err: unknown, table: SyncedTable) =>
+  isExternalIdTaken(err, table) || isUniqueViolation(err) || (err instanceof AppError && err.code === "ALREADY_EXISTS");
 
-/** One upsert on ctx.db, which is a transaction (steps 1–3 above). */
+/**
+ * One upsert on ctx.db, which is a transaction (steps 1–3 above). `known`: the object already read
+ * (null: none held the external id a moment ago), else it is found here; either way a create that
+ * committed since is caught by the unique index, as in step 2. `within`: a savepoint the caller set
+ * just before (a batch item's; only reads ran since), which the create falls back to instead of
+ * setting one of its own.
+ */
 export async function upsertOne<B, R extends { id: string; version: number }, O>(
   ctx: AuthedContext,
   res: UpsertResource<B, R, O>,
   externalId: string,
   body: B,
   pre: EntityTags | undefined,
+  known?: R | null,
+  within?: string,
 ): Promise<Upserted<O>> {
-  let row = await res.find(ctx, externalId);
+  let row = known === undefined ? await res.find(ctx, externalId) : known;
   if (!row) {
     checkVersion(pre, null);
-    await savepoint(ctx, "SAVEPOINT", "upsert_create");
+    const point = within ?? "upsert_create";
+    if (!within) await savepoint(ctx, "SAVEPOINT", point);
     try {
       const item = await res.create(ctx, body, externalId);
-      await savepoint(ctx, "RELEASE SAVEPOINT", "upsert_create");
+      if (!within) await savepoint(ctx, "RELEASE SAVEPOINT", point);
       return { status: "created", item };
     } catch (err) {
-      if (!takenByAnother(err, res.table)) throw err;
-      // Another upsert of this external id committed first: update what it created.
-      await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "upsert_create");
+      if (!refusedAsDuplicate(err, res.table)) throw err;
+      // Another upsert of this external id committed first: update what it created. Else the
+      // refusal is this create's own (a phone another contact holds): it stands.
+      await savepoint(ctx, "ROLLBACK TO SAVEPOINT", point);
       row = await res.find(ctx, externalId);
       if (!row) throw err;
     }
@@ -103,16 +119,33 @@ function refuseBodyExternalId(ctx: AuthedContext) {
  * it created, else 200 (a replay answers the status it stored).
  */
 export function putResolver<B, R extends { id: string; version: number }, O>(res: UpsertResource<B, R, O>) {
-  const run = idempotent<B & { externalId: string }, Upserted<O>>(({ ctx, input }) => {
-    const { externalId, ...body } = input;
-    return upsertOne(ctx, res, externalId, body as B, readIfMatch(ctx.req));
-  });
+  const run = (known: R | null | undefined) =>
+    idempotent<B & { externalId: string }, Upserted<O>>(({ ctx, input }) => {
+      const { externalId, ...body } = input;
+      return upsertOne(ctx, res, externalId, body as B, readIfMatch(ctx.req), known);
+    });
   return async (opts: { ctx: AuthedContext; input: B & { externalId: string }; path: string }): Promise<O> => {
     refuseBodyExternalId(opts.ctx);
-    readIfMatch(opts.ctx.req); // a malformed If-Match is a 422 before anything is read
-    const done = await run(opts);
+    const pre = readIfMatch(opts.ctx.req); // a malformed If-Match is a 422 before anything is read
+    let done: Upserted<O> | undefined;
+    let known: R | null | undefined;
+    if (opts.ctx.req.headers["idempotency-key"] === undefined) {
+      // Without an Idempotency-Key there is no claim to write with the update: an update is PATCH's
+      // write (the read, then the resource's one guarded UPDATE on ctx.db, outside a transaction, as
+      // PATCH runs). Only a create needs the transaction (step 2's savepoint); it starts from this
+      // read (a create committed since is caught by the unique index).
+      const { externalId, ...body } = opts.input;
+      known = await res.find(opts.ctx, externalId);
+      if (known) {
+        const item = await res.update(opts.ctx, known, body as B, pre);
+        done = item ? { status: "updated", item } : { status: "unchanged", item: res.toPublic(known) };
+      }
+    }
+    done ??= await run(known)(opts);
     opts.ctx.req.successStatus = done.status === "created" ? 201 : 200;
-    if (done.status === "created") opts.ctx.res.setHeader("Location", `/public/v1/${res.plural}/${done.item.id}`);
+    // Location over REST only (a /trpc response answers several calls).
+    if (done.status === "created" && opts.ctx.req.url?.toLowerCase().startsWith("/public/v1/"))
+      opts.ctx.res.setHeader("Location", `/public/v1/${res.plural}/${done.item.id}`);
     return done.item;
   };
 }
@@ -173,6 +206,14 @@ function itemError(err: unknown): BatchResult<never>["error"] {
   return { error: app.code, message: app.message, details: app.details };
 }
 
+/** The external ids among `ids` that an object of `table` of the caller's tenant holds (one statement). */
+async function heldExternalIds(ctx: AuthedContext, table: SyncedTable, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await ctx.db.$queryRaw<{ externalId: string }[]>`
+    SELECT "externalId" FROM ${Prisma.raw(`"${table}"`)} WHERE ${ownedSql(ctx)} AND "externalId" IN (${Prisma.join(ids)})`;
+  return new Set(rows.map((r) => r.externalId));
+}
+
 /** The batch's resolver: every item in order, each in its own savepoint (see the top of the file). */
 export function batchResolver<B, R extends { id: string; version: number }, O>(res: UpsertResource<B, R, O>) {
   const item = res.item;
@@ -180,8 +221,12 @@ export function batchResolver<B, R extends { id: string; version: number }, O>(r
     const results: BatchResult<O>[] = [];
     const seen = new Set<string>();
     let bytes = 0;
-    for (const [index, raw] of input.items.entries()) {
-      const parsed = item.safeParse(raw);
+    const parsedItems = input.items.map((raw) => item.safeParse(raw));
+    // One read for the whole batch: which of its external ids are held. An item whose id none holds
+    // goes straight to its create (a create committed since is caught by the unique index, as in
+    // step 2); the others are read one by one.
+    const held = await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
+    for (const [index, parsed] of parsedItems.entries()) {
       if (!parsed.success) {
         results.push({ index, status: "failed", id: null, item: null, error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))) });
         continue;
@@ -199,7 +244,7 @@ export function batchResolver<B, R extends { id: string; version: number }, O>(r
       seen.add(externalId);
       await savepoint(ctx, "SAVEPOINT", "batch_item");
       try {
-        const done = await upsertOne(ctx, res, externalId, body as B, undefined);
+        const done = await upsertOne(ctx, res, externalId, body as B, undefined, held.has(externalId) ? undefined : null, "batch_item");
         await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
         // The answer stays within the page byte budget: an item past it is sent as null.
         const size = Buffer.byteLength(JSON.stringify(done.item));
