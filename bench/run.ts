@@ -44,6 +44,9 @@ export interface Run {
   cpuMsPerReq: number;
   dbCpuMsPerReq: number;
   roundTripsPerReq: number;
+  /** A scenario with a tally (issue 39): the objects its answers created, and the ones they did not. */
+  itemsCreated?: number;
+  itemsFailed?: number;
 }
 
 /** Two runs of one scenario as one: counts summed, per-request costs over all requests, rates averaged, tails the worse. */
@@ -68,6 +71,9 @@ export function combineRuns<R extends Omit<Run, "target">>(a: R, b: R): R {
     cpuMsPerReq: per(a.cpuMsPerReq, b.cpuMsPerReq),
     dbCpuMsPerReq: per(a.dbCpuMsPerReq, b.dbCpuMsPerReq),
     roundTripsPerReq: per(a.roundTripsPerReq, b.roundTripsPerReq),
+    ...(a.itemsCreated !== undefined || b.itemsCreated !== undefined
+      ? { itemsCreated: (a.itemsCreated ?? 0) + (b.itemsCreated ?? 0), itemsFailed: (a.itemsFailed ?? 0) + (b.itemsFailed ?? 0) }
+      : {}),
   };
 }
 
@@ -77,6 +83,9 @@ export interface ScenarioResult {
   roundTrips: { service: number; baseline?: number };
   countStatuses: Record<string, number>;
   runs: Run[];
+  /** Objects written per request (a batch), and the one-object scenario it is compared with (issue 39). */
+  items?: number;
+  batchOf?: { single: string; factor: number };
 }
 
 // ---- environment -------------------------------------------------------------------------------
@@ -245,6 +254,8 @@ export async function load(
   // turns a 0.4 vs 0.9 ms comparison into "0 vs 1" (docs/decisions/benchmark.md, "Latency at
   // microsecond resolution"). One float per response: at most a few hundred thousand per run.
   const latencies: number[] = [];
+  const items = sc.tally ? { created: 0, failed: 0 } : undefined;
+  const tally = sc.tally;
   const tracker = autocannon({
     url: target.url,
     connections,
@@ -257,6 +268,15 @@ export async function load(
           const r = sc.next();
           return { ...req, method: r.method, path: r.path, body: r.body, headers: headersFor(key, r, extra) };
         },
+        ...(tally && items
+          ? {
+              onResponse: (status: number, body: string) => {
+                const t = tally(status, body);
+                items.created += t.created;
+                items.failed += t.failed;
+              },
+            }
+          : {}),
       },
     ],
   } as autocannon.Options);
@@ -288,6 +308,7 @@ export async function load(
     cpuMsPerReq: sent ? ((cpu1 - cpu0) * 1000) / sent : NaN,
     dbCpuMsPerReq: sent && db0 && db1 && db ? (db.delta(db0, db1) * 1000) / sent : NaN,
     roundTripsPerReq: sent ? (q1 - q0) / sent : NaN,
+    ...(items ? { itemsCreated: items.created, itemsFailed: items.failed } : {}),
   };
 }
 
@@ -303,12 +324,41 @@ export async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): 
     const cursor = JSON.parse(r.text).pagination?.nextCursor;
     if (cursor) messageCursors.set(c, cursor);
   }
+  // Before the feed tokens: giving contacts an external id writes changes to the tenant's feed.
+  const externalContacts = await externalIdContacts(ds, tenant);
   const changes = await changesTokens(ds, tenant);
   // Contacts with leads: every third lead i links contact (i mod contacts), so contacts 0, 3, 6, ….
   const leadContacts = await Promise.all(
     Array.from({ length: Math.min(50, Math.floor(tenant.size.contacts / 3)) }, (_, k) => uidJs(tenant.index, "contact", 3 * k)),
   );
-  return { messageCursors, changes, leadContacts };
+  return { messageCursors, changes, leadContacts, externalContacts };
+}
+
+/**
+ * Issue 39: the first 1,000 contacts of the tenant (the live ones: contact k is soft-deleted when
+ * k mod 100 = 99) hold the external id `bench-contact-<k>` — the update path of PUT
+ * /contacts/by-external-id. Set here with one statement (the loaded dataset has no external ids; a
+ * reused database already has them and nothing is written), read back with the stored phones.
+ */
+async function externalIdContacts(ds: Dataset, tenant: BenchTenant): Promise<Prepared["externalContacts"]> {
+  const c = new pg.Client({ connectionString: ds.url });
+  await c.connect();
+  try {
+    const n = Math.min(1000, tenant.size.contacts);
+    await c.query(
+      `UPDATE "Contact" x SET "externalId" = 'bench-contact-' || k
+         FROM generate_series(0, $2::int - 1) k
+        WHERE x."tenantId" = $1::uuid AND x."id" = md5($3::text || k)::uuid AND k % 100 <> 99 AND x."externalId" IS DISTINCT FROM 'bench-contact-' || k`,
+      [tenant.id, n, `${tenant.index}:contact:`],
+    );
+    const { rows } = await c.query<{ externalId: string; phone: string }>(
+      `SELECT "externalId", "phone" FROM "Contact" WHERE "tenantId" = $1::uuid AND "externalId" LIKE 'bench-contact-%' AND "deletedAt" IS NULL ORDER BY "createdAt" DESC, "id"`,
+      [tenant.id],
+    );
+    return rows;
+  } finally {
+    await c.end();
+  }
 }
 
 /**
@@ -355,22 +405,46 @@ export function comparable(text: string, ignore: string[]): string {
 async function sameAnswers(service: Proc, baseline: Proc, key: string, scenarios: Scenario[]): Promise<{ checked: string[]; problems: string[] }> {
   const problems: string[] = [];
   const checked: string[] = [];
-  for (const sc of scenarios.filter((x) => x.baseline)) {
-    const ra = sc.next();
-    // The same lead body twice (its own Idempotency-Key each); an appointment needs another slot.
-    const rb = sc.name === "post-appointments" ? sc.next() : sc.write ? { ...ra, idempotencyKey: `${ra.idempotencyKey}-baseline` } : ra;
-    const a = await send(service, sc.key ?? key, ra);
-    const b = await send(baseline, sc.key ?? key, rb);
-    const ignore = !sc.write ? [] : sc.name === "post-appointments" ? ["id", "createdAt", "updatedAt", "startsAt", "endsAt", "title", "assignedUserId"] : ["id", "createdAt", "updatedAt"];
-    checked.push(sc.name);
-    if (a.status !== b.status) problems.push(`${sc.name}: service ${a.status}, baseline ${b.status} (${a.text.slice(0, 200)} | ${b.text.slice(0, 200)})`);
+  const compare = (name: string, a: { status: number; text: string }, b: { status: number; text: string }, ignore: string[]) => {
+    if (a.status !== b.status) problems.push(`${name}: service ${a.status}, baseline ${b.status} (${a.text.slice(0, 200)} | ${b.text.slice(0, 200)})`);
     else if (comparable(a.text, ignore) !== comparable(b.text, ignore)) {
       const x = comparable(a.text, ignore);
       const y = comparable(b.text, ignore);
       let i = 0;
       while (i < x.length && x[i] === y[i]) i++;
-      problems.push(`${sc.name}: bodies differ at ${i}: service …${x.slice(Math.max(0, i - 60), i + 80)}… baseline …${y.slice(Math.max(0, i - 60), i + 80)}…`);
+      problems.push(`${name}: bodies differ at ${i}: service …${x.slice(Math.max(0, i - 60), i + 80)}… baseline …${y.slice(Math.max(0, i - 60), i + 80)}…`);
     }
+  };
+  for (const sc of scenarios.filter((x) => x.baseline)) {
+    checked.push(sc.name);
+    if (sc.name === "put-contacts") {
+      // An update of one contact, by one side; then the same request to the other, which finds nothing
+      // to change (the unchanged path: 200, the same object, the same version) — and the other way
+      // round. Each side's update must answer exactly what the other's unchanged path answers.
+      for (const [first, second] of [[service, baseline], [baseline, service]] as const) {
+        const r = sc.next();
+        const a = await send(first, sc.key ?? key, r);
+        const b = await send(second, sc.key ?? key, r);
+        const [sa, sb] = first === service ? [a, b] : [b, a];
+        compare(`${sc.name} (${first.name} updates)`, sa, sb, []);
+      }
+      continue;
+    }
+    const ra = sc.next();
+    // The same lead body twice (its own Idempotency-Key each); an appointment needs another slot, and
+    // a batch of new contacts other contacts (other external ids, names, phones and emails).
+    const other = sc.name === "post-appointments" || sc.items;
+    const rb = other ? sc.next() : sc.write ? { ...ra, idempotencyKey: `${ra.idempotencyKey}-baseline` } : ra;
+    const a = await send(service, sc.key ?? key, ra);
+    const b = await send(baseline, sc.key ?? key, rb);
+    const ignore = !sc.write
+      ? []
+      : sc.name === "post-appointments"
+        ? ["id", "createdAt", "updatedAt", "startsAt", "endsAt", "title", "assignedUserId"]
+        : sc.items
+          ? ["id", "createdAt", "externalId", "fullName", "phone", "email"]
+          : ["id", "createdAt", "updatedAt"];
+    compare(sc.name, a, b, ignore);
   }
   return { checked, problems };
 }
@@ -406,7 +480,8 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
     }
   }
   const run = (s: ScenarioResult, t: Run["target"], c: number) => s.runs.find((r) => r.target === t && r.connections === c);
-  for (const s of results.filter((x) => x.runs.some((r) => r.target === "baseline"))) {
+  // (A batch's baseline is reported in its own table: issue 39 sets its target against single creates.)
+  for (const s of results.filter((x) => !x.items && x.runs.some((r) => r.target === "baseline"))) {
     const isList = s.title.startsWith("GET") && s.name !== "me";
     const need = s.name === "me" || isList ? 0.8 : 0.7;
     for (const c of meta.connections as number[]) {
@@ -423,6 +498,30 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
         T.push({ criterion: `GET /leads with exact totals @${c}: ≥ 0.7 of the baseline without count`, measured: f2(a.rps / nc.rps), ok: a.non2xx + nc.non2xx === 0 && a.rps / nc.rps >= 0.7 });
     }
   }
+  // Issue 39: a batch's objects per second at 1 connection against the one-object creates' requests
+  // per second at 1 connection, both the service's, in the same run (and every object sent created).
+  for (const s of results.filter((x) => x.items && x.batchOf)) {
+    const single = results.find((x) => x.name === s.batchOf!.single);
+    const a = run(s, "service", 1);
+    const b = single && run(single, "service", 1);
+    const what = `${s.title} @1: items/s ≥ ${s.batchOf!.factor}× ${single?.title ?? s.batchOf!.single} req/s @1`;
+    if (!a || !b) {
+      T.push({ criterion: what, measured: `not measured (needs both scenarios at 1 connection)`, ok: undefined });
+      continue;
+    }
+    const perSec = a.rps * s.items!;
+    const ratio = perSec / b.rps;
+    const problems = [
+      ...([[s.name, a], [single!.name, b]] as const).flatMap(([n, r]) => (r.itemsFailed ? [`${n}: ${r.itemsFailed} of ${(r.itemsCreated ?? 0) + r.itemsFailed} objects not created`] : [])),
+    ];
+    const clean = a.non2xx + a.errors + b.non2xx + b.errors === 0;
+    if (!clean) problems.push(`non-2xx/errors: batch ${a.non2xx}/${a.errors}, single ${b.non2xx}/${b.errors}`);
+    T.push({
+      criterion: what,
+      measured: `${f0(perSec)} items/s (${f1(a.rps)} batches/s) vs ${f0(b.rps)} creates/s: ${f1(ratio)}×${problems.length ? ` (${problems.join("; ")})` : ""}`,
+      ok: problems.length === 0 && ratio >= s.batchOf!.factor,
+    });
+  }
   T.push({ criterion: `Service peak RSS under the ${Math.max(...(meta.connections as number[]))}-connection runs ≤ 200 MiB`, measured: `${f0(meta.servicePeak32)} MiB`, ok: meta.servicePeak32 <= 200 });
   T.push({ criterion: "Service RSS idle after start ≤ 120 MiB", measured: `${f0(meta.startupRss.service)} MiB`, ok: meta.startupRss.service <= 120 });
   T.push({ criterion: "Baseline answers equal the service's (every scenario it covers)", measured: meta.sanity.problems.length ? meta.sanity.problems.join("; ") : `${meta.sanity.checked.length} scenarios identical`, ok: meta.sanity.problems.length === 0 });
@@ -436,7 +535,7 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
   L.push(`Generated by \`npm run bench\` (bench/run.ts) in ${f0(meta.elapsedSeconds)} s. Raw numbers: \`${meta.jsonFile}\`.`, "");
   const T = targets(meta, results, growth);
   const failed = T.filter((t) => t.ok === false).length;
-  L.push("## Targets (issue 13)", "");
+  L.push(results.some((x) => x.name === "put-contacts" || x.items) ? "## Targets (issues 13 and 39)" : "## Targets (issue 13)", "");
   L.push(`${T.length - failed} of ${T.length} criteria met. Sizes ${meta.sizeLabels.join(", ")}; the service/baseline matrix on the ${meta.matrixLabel} tenant.`, "");
   L.push("| criterion | measured | result |", "|---|---|---|");
   for (const t of T) L.push(`| ${t.criterion} | ${t.measured.replace(/\|/g, "\\|")} | ${pf(t.ok)} |`);
@@ -490,6 +589,29 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
     for (const r of s.runs.filter((x) => x.target === "service"))
       L.push(`| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f2(r.p50)} | ${f2(r.p90)} | ${f2(r.p99)} | ${r.non2xx} | ${r.errors} | ${f2(r.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} | ${f1(s.roundTrips.service)} | ${f0(r.rssMaxMiB)} |`);
   L.push("");
+  const batches = results.filter((x) => x.items);
+  if (batches.length) {
+    L.push(`## Batches: objects per second (${meta.matrixLabel} tenant)`, "");
+    L.push(
+      "Items/s = requests/s × items per request. The one-object scenario (the service's) and the raw baseline's batch ran at the same connection count in the same run. " +
+        "Created / not created: the items' statuses in every answer of the run.",
+      "",
+    );
+    L.push("| scenario | conns | batches/s | items/s | one-object scenario req/s | **items/s ÷ its req/s** | baseline items/s | service ÷ baseline | p50 ms service / baseline | CPU ms/item service / baseline | DB ms/item service / baseline | round trips/item service / baseline | items created / not created |");
+    L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (const s of batches) {
+      const single = results.find((x) => x.name === s.batchOf?.single);
+      const k = s.items!;
+      for (const r of s.runs.filter((x) => x.target === "service")) {
+        const one = single?.runs.find((x) => x.target === "service" && x.connections === r.connections);
+        const b = s.runs.find((x) => x.target === "baseline" && x.connections === r.connections);
+        L.push(
+          `| ${s.title} | ${r.connections} | ${f1(r.rps)} | ${f0(r.rps * k)} | ${one ? f0(one.rps) : "–"} | **${one ? f1((r.rps * k) / one.rps) : "–"}** | ${b ? f0(b.rps * k) : "–"} | ${b ? f2(r.rps / b.rps) : "–"} | ${f2(r.p50)} / ${b ? f2(b.p50) : "–"} | ${f2(r.cpuMsPerReq / k)} / ${b ? f2(b.cpuMsPerReq / k) : "–"} | ${f2(r.dbCpuMsPerReq / k)} / ${b ? f2(b.dbCpuMsPerReq / k) : "–"} | ${f2(s.roundTrips.service / k)} / ${f2((s.roundTrips.baseline ?? NaN) / k)} | ${r.itemsCreated ?? "–"} / ${r.itemsFailed ?? "–"} |`,
+        );
+      }
+    }
+    L.push("");
+  }
   L.push(`## Service / baseline (${meta.matrixLabel} tenant)`, "");
   L.push("| scenario | conns | service req/s | baseline req/s | **ratio** | no-count baseline req/s | ratio to no-count | service p99 | baseline p99 | p99 ratio | CPU ms/req service / baseline | DB ms/req service / baseline / no-count | round trips service / baseline |");
   L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -532,7 +654,9 @@ function serviceEnv(url: string): NodeJS.ProcessEnv {
 async function profilePhase(ds: Dataset, scenarios: Scenario[], svc: { args: string[] }): Promise<string | undefined> {
   const profDir = path.join(ROOT, "bench/results/profiles", runId);
   const main = ["me", "leads", "contacts", "tickets", "appointments", "conversations", "post-leads", "post-appointments"];
-  const profiled = scenarios.filter((x) => main.includes(x.name));
+  // A run of other scenarios only (BENCH_ONLY naming none of the main ones, e.g. issue 39's upserts) profiles those.
+  const mains = scenarios.filter((x) => main.includes(x.name));
+  const profiled = mains.length ? mains : scenarios;
   const spawned = Date.now();
   let readyMs = 0;
   const p = startProcess({ name: "service (profiled)", cwd: ROOT, port: cfg.servicePort, args: ["--cpu-prof", `--cpu-prof-dir=${profDir}`, ...svc.args], env: serviceEnv(ds.url) });
@@ -650,6 +774,7 @@ async function main() {
         log(line);
         if (s.non2xx > 0) log(`  non-2xx statuses: ${JSON.stringify(s.statuses)}`);
       }
+      if (sc.items) Object.assign(res, { items: sc.items, batchOf: sc.batchOf });
       results.push(res);
     }
     serviceHwm = memory(service.pid).hwm;

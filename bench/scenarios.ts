@@ -1,12 +1,13 @@
-// The scenarios of issues 8 and 13. Each one yields request after request (rotating over ids and
-// search terms, fresh Idempotency-Keys, never-overlapping appointment slots), used alike by
-// autocannon and by the sequential round-trip count. buildScenarios() makes them for one tenant: the
-// matrix tenant (every scenario, service against baseline) and each sized tenant (the `growth` ones:
-// the lists, whose cost per request must not grow with the tenant).
+// The scenarios of issues 8, 13 and 39 (its upserts: put-contacts, post-contacts and
+// batch-upsert-contacts, run last with the other writes). Each one yields request after request
+// (rotating over ids and search terms, fresh Idempotency-Keys, never-overlapping appointment slots),
+// used alike by autocannon and by the sequential round-trip count. buildScenarios() makes them for
+// one tenant: the matrix tenant (every scenario, service against baseline) and each sized tenant
+// (the `growth` ones: the lists, whose cost per request must not grow with the tenant).
 import { availabilityWorstCase, type BenchTenant, type Dataset } from "./dataset.js";
 
 export interface Req {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "PUT";
   path: string;
   body?: string;
   idempotencyKey?: string;
@@ -23,6 +24,19 @@ export interface Scenario {
   write: boolean;
   /** API key to send (default: the large tenant's). */
   key?: string;
+  /**
+   * Objects written per request (a batch: 100). Its throughput is reported as items per second
+   * (req/s × items), and `batchOf` names the one-object scenario it must beat at 1 connection.
+   */
+  items?: number;
+  /** Issue 39: items/s at 1 connection ≥ `factor` × the req/s of the scenario `single`, both in the same run. */
+  batchOf?: { single: string; factor: number };
+  /**
+   * The objects one answer created and the ones it did not (a batch answers 200 with a status per
+   * item): counted over every answer of a run (autocannon's onResponse), so that a run whose items
+   * failed inside 200 answers cannot pass.
+   */
+  tally?(status: number, body: string): { created: number; failed: number };
   next(): Req;
 }
 
@@ -36,6 +50,8 @@ export interface Prepared {
   changes: { caughtUp: string; pages: string[] };
   /** Ids of contacts of the tenant that have leads. */
   leadContacts: string[];
+  /** Live contacts given an external id by prepare() (the update path of PUT /contacts/by-external-id), with their stored phone. */
+  externalContacts: { externalId: string; phone: string }[];
 }
 
 export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, runId: string): Scenario[] {
@@ -63,6 +79,26 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
   const slotBase = Date.UTC(ds.anchor.getUTCFullYear(), ds.anchor.getUTCMonth(), ds.anchor.getUTCDate()) + runDays * 86400_000;
   let slot = 0;
   let lead = 0;
+  // Issue 39: the contacts that hold an external id (PUT's update path), and the new contacts'
+  // numbering. The clock tag (minutes) keeps a reused database's next run off this run's values.
+  const externals = prep.externalContacts;
+  if (externals.length === 0) throw new Error("no contacts with an external id prepared");
+  const tag = Math.floor(Date.now() / 60_000);
+  const BATCH = 100;
+  let put = 0;
+  let created = 0;
+  let batched = 0;
+  // New contact j of series s ("c" single creates, "b" batch items): phone +34 7 and 8 digits, a
+  // million per series and run (the tag modulo 50 picks the block), external id and email from the tag.
+  const newContact = (j: number, s: "c" | "b" = "c") => {
+    const n = (tag % 50) * 2_000_000 + (s === "b" ? 1_000_000 : 0) + (j % 1_000_000);
+    return {
+      externalId: `bench-${tag}-${s}${j}`,
+      fullName: `Bench Contact ${s}${j}`,
+      phone: `+347${String(n).padStart(8, "0")}`,
+      email: `bench.${tag}.${s}${j}@nobody.example`,
+    };
+  };
 
   const scenarios: Scenario[] = [
     { name: "me", title: "GET /me", baseline: true, write: false, next: () => ({ method: "GET", path: `${P}/me` }) },
@@ -208,6 +244,59 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
             endsAt: endsAt.toISOString(),
           }),
         };
+      },
+    },
+    // Issue 39, two-way sync. One clock tag per run (the same on both sides of a Citus run, built
+    // back to back; another on a reused database's next run): the PUT's names, the new contacts'
+    // external ids, phones (+34 7…: no loaded contact, no POST /leads phone) and emails.
+    {
+      // The update path: every request changes the fullName of a contact that holds the external id
+      // (rotating over prep.externalContacts; the stored phone sent as it is stored), so each one
+      // really writes (a new version, a change in the feed). No Idempotency-Key, no If-Match.
+      name: "put-contacts",
+      title: "PUT /contacts/by-external-id/{id} (update: a new fullName each time)",
+      baseline: true,
+      write: true,
+      next: () => {
+        const u = put++;
+        const c = externals[u % externals.length]!;
+        return {
+          method: "PUT",
+          path: `${P}/contacts/by-external-id/${encodeURIComponent(c.externalId)}`,
+          body: JSON.stringify({ fullName: `Bench Upsert ${tag}-${u}`, phone: c.phone }),
+        };
+      },
+    },
+    {
+      // The one-object reference of the batch: the same contact body (with its external id), one per request.
+      name: "post-contacts",
+      title: "POST /contacts (a new contact with an external id)",
+      baseline: false,
+      write: true,
+      tally: (status) => (status === 201 ? { created: 1, failed: 0 } : { created: 0, failed: 1 }),
+      next: () => ({ method: "POST", path: `${P}/contacts`, body: JSON.stringify(newContact(created++)) }),
+    },
+    {
+      // Against the service's single creates (the criterion), and the raw baseline's one-statement batch (how far a set-based write goes).
+      name: "batch-upsert-contacts",
+      title: `POST /contacts/batch/upsert (${BATCH} new contacts per request)`,
+      baseline: true,
+      write: true,
+      items: BATCH,
+      batchOf: { single: "post-contacts", factor: 20 },
+      tally: (status, body) => {
+        if (status !== 200) return { created: 0, failed: BATCH };
+        try {
+          const n = (JSON.parse(body).results as { status: string }[]).filter((r) => r.status === "created").length;
+          return { created: n, failed: BATCH - n };
+        } catch {
+          return { created: 0, failed: BATCH };
+        }
+      },
+      next: () => {
+        // Each item: its externalId first, then the PUT body's fields.
+        const items = Array.from({ length: BATCH }, () => newContact(batched++, "b"));
+        return { method: "POST", path: `${P}/contacts/batch/upsert`, body: JSON.stringify({ items }) };
       },
     },
   ];

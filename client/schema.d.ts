@@ -41,7 +41,9 @@ export interface paths {
         put?: never;
         /**
          * Create a lead
-         * @description Scope: `tenant:leads.manage`.
+         * @description An optional `externalId` that another lead of the tenant holds gives 409 ALREADY_EXISTS naming it in `details.existingId`. Accepts `Idempotency-Key`.
+         *
+         *     Scope: `tenant:leads.manage`.
          */
         post: operations["leads-create"];
         delete?: never;
@@ -69,9 +71,55 @@ export interface paths {
         head?: never;
         /**
          * Update a lead
-         * @description Scope: `tenant:leads.manage`.
+         * @description Partial update of stageId, quality, assignedOperatorId (null unassigns), notes (null clears) and externalId (null clears; one another lead holds gives 409 ALREADY_EXISTS with `details.existingId`). Accepts `If-Match`: when it names no current version, 412 PRECONDITION_FAILED with the current `ETag`, and nothing is written.
+         *
+         *     Scope: `tenant:leads.manage`.
          */
         patch: operations["leads-update"];
+        trace?: never;
+    };
+    "/public/v1/leads/by-external-id/{externalId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create or update a lead by your external id
+         * @description The body is POST /leads's without `externalId` (the path holds it, URL-encoded). No lead holds the external id: the lead is created exactly as POST creates it (201, `Location`). One does: `stageId`, `quality`, `assignedOperatorId` and `notes` are applied as PATCH applies them (200); every other field must be absent or equal to the stored value (`customerPhone` compared after normalisation), else 422 naming it, with nothing written; when nothing would change, 200 and nothing is written (no new version, no change in the feed). Concurrent PUTs of one external id create one lead between them. Accepts `If-Match` (on an update; with no lead, 412) and `Idempotency-Key`.
+         *
+         *     Scope: `tenant:leads.manage`.
+         */
+        put: operations["leads-upsert"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/public/v1/leads/batch/upsert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or update up to 100 leads by your external ids
+         * @description `items`: 1 to 100 objects, each `externalId` followed by the fields of PUT /leads/by-external-id/{externalId}'s body (more than 100 gives 422 before anything is read or written). Each item is upserted as that PUT would, atomically on its own: the answer is 200 with `results` in the items' order, each `created`, `updated`, `unchanged` or `failed` with the error that item alone would have answered (a failed item changes nothing). The same externalId twice fails the later item with 422. The batch counts as one request against the quotas; `Idempotency-Key` replays the whole answer. An item past the page byte budget is answered with `item: null` (read it by id).
+         *
+         *     Scope: `tenant:leads.manage`.
+         */
+        post: operations["leads-batchUpsert"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/public/v1/contacts": {
@@ -91,7 +139,7 @@ export interface paths {
         put?: never;
         /**
          * Create a contact
-         * @description The phone is normalized to E.164 (region from `country`, else the tenant's default country). A phone or email (case-insensitive) already used by a live or soft-deleted contact gives 409 ALREADY_EXISTS. `origin` is always `api` and cannot be sent. Accepts `Idempotency-Key`.
+         * @description The phone is normalized to E.164 (region from `country`, else the tenant's default country). A phone, email (case-insensitive) or externalId already used by a live or soft-deleted contact gives 409 ALREADY_EXISTS naming the contact in `details.existingId`. `origin` is always `api` and cannot be sent. Accepts `Idempotency-Key`.
          *
          *     Scope: `tenant:contacts.manage`.
          */
@@ -109,7 +157,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Get one contact
+         * @description A live contact of the tenant; an unknown, foreign or deleted contact gives 404. The `ETag` is the contact's version; `If-None-Match` naming it answers 304 without a body.
+         *
+         *     Scope: `tenant:contacts.read`.
+         */
+        get: operations["contacts-get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -117,11 +171,55 @@ export interface paths {
         head?: never;
         /**
          * Update a contact
-         * @description Optional fields: fullName, email (null clears), marketingOptOut (true stamps marketingOptOutAt, false clears it). An email used by another contact (live or deleted, case-insensitive) gives 409 ALREADY_EXISTS.
+         * @description Optional fields: fullName, email (null clears), marketingOptOut (true stamps marketingOptOutAt, false clears it), externalId (null clears). An email or externalId used by another contact (live or deleted; email case-insensitive) gives 409 ALREADY_EXISTS naming it in `details.existingId`. Accepts `If-Match`: when it names no current version, 412 PRECONDITION_FAILED with the current `ETag`, and nothing is written.
          *
          *     Scope: `tenant:contacts.manage`.
          */
         patch: operations["contacts-update"];
+        trace?: never;
+    };
+    "/public/v1/contacts/by-external-id/{externalId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create or update a contact by your external id
+         * @description The body is POST /contacts's without `externalId` (the path holds it, URL-encoded). No contact holds the external id: the contact is created exactly as POST creates it (201, `Location`; a phone or email another contact holds gives 409 naming it in `details.existingId`). One does: `fullName` and `email` are applied as PATCH applies them (200); `phone` (compared after normalisation) and `country` must be absent or equal to the stored values, else 422 naming them, with nothing written; when nothing would change, 200 and nothing is written. A deleted contact keeps its external id: 409 ALREADY_EXISTS naming it. Concurrent PUTs of one external id create one contact between them. Accepts `If-Match` (on an update; with no contact, 412) and `Idempotency-Key`.
+         *
+         *     Scope: `tenant:contacts.manage`.
+         */
+        put: operations["contacts-upsert"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/public/v1/contacts/batch/upsert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or update up to 100 contacts by your external ids
+         * @description `items`: 1 to 100 objects, each `externalId` followed by the fields of PUT /contacts/by-external-id/{externalId}'s body (more than 100 gives 422 before anything is read or written). Each item is upserted as that PUT would, atomically on its own: the answer is 200 with `results` in the items' order, each `created`, `updated`, `unchanged` or `failed` with the error that item alone would have answered (a failed item changes nothing). The same externalId twice fails the later item with 422. The batch counts as one request against the quotas; `Idempotency-Key` replays the whole answer. An item past the page byte budget is answered with `item: null` (read it by id).
+         *
+         *     Scope: `tenant:contacts.manage`.
+         */
+        post: operations["contacts-batchUpsert"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/public/v1/conversations": {
@@ -225,7 +323,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Get one appointment
+         * @description An appointment of the tenant, whatever its status; an unknown or foreign appointment gives 404. The `ETag` is the appointment's version; `If-None-Match` naming it answers 304 without a body.
+         *
+         *     Scope: `tenant:appointments.read`.
+         */
+        get: operations["appointments-get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -233,7 +337,9 @@ export interface paths {
         head?: never;
         /**
          * Update, reschedule, cancel, complete or mark an appointment as no-show
-         * @description Scope: `tenant:appointments.manage`.
+         * @description Partial update of status, startsAt/endsAt and notes (null clears). Accepts `If-Match`: when it names no current version, 412 PRECONDITION_FAILED with the current `ETag`, and nothing is written.
+         *
+         *     Scope: `tenant:appointments.manage`.
          */
         patch: operations["appointments-update"];
         trace?: never;
@@ -275,7 +381,7 @@ export interface paths {
         put?: never;
         /**
          * Create a ticket
-         * @description Creates an `open` ticket linked to at least one of a contact (`customerId`), a lead or a conversation of the tenant (none → 422). A foreign or unknown id, or an `assignedTo` that is not an assignable user of the tenant, gives 404 with nothing persisted. `createdBy` is the API key's owner; an optional `comment` becomes the first comment of the thread, authored by the key owner. Accepts an `Idempotency-Key` header.
+         * @description Creates an `open` ticket linked to at least one of a contact (`customerId`), a lead or a conversation of the tenant (none → 422). A foreign or unknown id, or an `assignedTo` that is not an assignable user of the tenant, gives 404 with nothing persisted. `createdBy` is the API key's owner; an optional `comment` becomes the first comment of the thread, authored by the key owner. An `externalId` that another ticket of the tenant holds gives 409 ALREADY_EXISTS naming it in `details.existingId`. Accepts an `Idempotency-Key` header.
          *
          *     Scope: `tenant:tickets.manage`.
          */
@@ -293,7 +399,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Get one ticket
+         * @description A ticket of the tenant with its whole thread, oldest first (at most 500 comments of 150000 characters in all). An unknown or foreign ticket gives 404. The `ETag` is the ticket's version; `If-None-Match` naming it answers 304 without a body.
+         *
+         *     Scope: `tenant:tickets.read`.
+         */
+        get: operations["tickets-get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -301,11 +413,55 @@ export interface paths {
         head?: never;
         /**
          * Update a ticket
-         * @description Partial update of `status` (open, pending, resolved, closed; any move is allowed), `assignedTo` (an assignable user of the tenant, or null to unassign) and `subject`. An unknown or foreign ticket, or an `assignedTo` that is not an assignable user of the tenant, gives 404 with no change. Any given field advances `updatedAt`; an empty body returns the ticket unchanged.
+         * @description Partial update of `status` (open, pending, resolved, closed; any move is allowed), `assignedTo` (an assignable user of the tenant, or null to unassign) and `subject`. An unknown or foreign ticket, or an `assignedTo` that is not an assignable user of the tenant, gives 404 with no change. Any given field advances `updatedAt`; an empty body returns the ticket unchanged. `externalId` (null clears) held by another ticket gives 409 ALREADY_EXISTS naming it in `details.existingId`. Accepts `If-Match`: when it names no current version, 412 PRECONDITION_FAILED with the current `ETag`, and nothing is written.
          *
          *     Scope: `tenant:tickets.manage`.
          */
         patch: operations["tickets-update"];
+        trace?: never;
+    };
+    "/public/v1/tickets/by-external-id/{externalId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create or update a ticket by your external id
+         * @description The body is POST /tickets's without `externalId` (the path holds it, URL-encoded) and without `comment` (comments go through POST /tickets/{ticket_id}/comments). No ticket holds the external id: the ticket is created exactly as POST creates it (201, `Location`). One does: `subject` and `assignedTo` (null unassigns) are applied as PATCH applies them (200); `customerId`, `leadId` and `conversationId` must be absent or equal to the stored values, else 422 naming them, with nothing written; when nothing would change, 200 and nothing is written. Concurrent PUTs of one external id create one ticket between them. Accepts `If-Match` (on an update; with no ticket, 412) and `Idempotency-Key`.
+         *
+         *     Scope: `tenant:tickets.manage`.
+         */
+        put: operations["tickets-upsert"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/public/v1/tickets/batch/upsert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or update up to 100 tickets by your external ids
+         * @description `items`: 1 to 100 objects, each `externalId` followed by the fields of PUT /tickets/by-external-id/{externalId}'s body (more than 100 gives 422 before anything is read or written). Each item is upserted as that PUT would, atomically on its own: the answer is 200 with `results` in the items' order, each `created`, `updated`, `unchanged` or `failed` with the error that item alone would have answered (a failed item changes nothing). The same externalId twice fails the later item with 422. The batch counts as one request against the quotas; `Idempotency-Key` replays the whole answer. An item past the page byte budget is answered with `item: null` (read it by id).
+         *
+         *     Scope: `tenant:tickets.manage`.
+         */
+        post: operations["tickets-batchUpsert"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/public/v1/tickets/{ticket_id}/comments": {
@@ -319,7 +475,7 @@ export interface paths {
         put?: never;
         /**
          * Add a comment to a ticket
-         * @description Adds a comment (`body`, 1 to 10000 characters) authored by the API key's owner and returns the full refreshed ticket with its whole thread, oldest first. Valid on any status, including resolved and closed: the status is never changed (a comment does not reopen a ticket). The ticket's `updatedAt` advances to the comment's time. An unknown or foreign ticket gives 404 with nothing persisted. A ticket holds at most 500 comments of at most 150000 characters in total: a comment past either bound gives 409 `TICKET_COMMENT_LIMIT_REACHED` (`details.limit`: `comments` or `characters`) with nothing persisted. Accepts an `Idempotency-Key` header.
+         * @description Adds a comment (`body`, 1 to 10000 characters) authored by the API key's owner and returns the full refreshed ticket with its whole thread, oldest first. Valid on any status, including resolved and closed: the status is never changed (a comment does not reopen a ticket). The ticket's `updatedAt` advances to the comment's time. An unknown or foreign ticket gives 404 with nothing persisted. A ticket holds at most 500 comments of at most 150000 characters in total: a comment past either bound gives 409 `TICKET_COMMENT_LIMIT_REACHED` (`details.limit`: `comments` or `characters`) with nothing persisted. Each comment adds one to the ticket's `version`. Accepts `If-Match` (412 PRECONDITION_FAILED with the current `ETag` when it names no current version, nothing stored) and an `Idempotency-Key` header.
          *
          *     Scope: `tenant:tickets.manage`.
          */
@@ -391,6 +547,10 @@ export interface components {
             assignedOperatorId: string | null;
             source: string;
             notes: string | null;
+            /** @description the integrator's own id, unique per tenant within the resource; null when none */
+            externalId: string | null;
+            /** @description 1 on create, +1 with every write that changes the object; sent as the ETag */
+            version: number;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -416,6 +576,10 @@ export interface components {
             marketingOptOut: boolean;
             marketingOptOutAt: string | null;
             origin: string;
+            /** @description the integrator's own id, unique per tenant within the resource; null when none */
+            externalId: string | null;
+            /** @description 1 on create, +1 with every write that changes the object; sent as the ETag */
+            version: number;
             /** Format: date-time */
             createdAt: string;
         };
@@ -467,6 +631,8 @@ export interface components {
             status: "scheduled" | "cancelled" | "completed" | "no_show";
             source: string;
             notes: string | null;
+            /** @description 1 on create, +1 with every write that changes the object; sent as the ETag */
+            version: number;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -494,6 +660,10 @@ export interface components {
             status: "open" | "pending" | "resolved" | "closed";
             createdBy: string;
             assignedTo: string | null;
+            /** @description the integrator's own id, unique per tenant within the resource; null when none */
+            externalId: string | null;
+            /** @description 1 on create, +1 with every write that changes the object, a new comment included; sent as the ETag */
+            version: number;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -614,7 +784,7 @@ export interface components {
              * @description Stable code; the only field for program logic
              * @enum {string}
              */
-            error: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "PERMISSION_DENIED" | "PLAN_NOT_ELIGIBLE" | "NOT_FOUND" | "MESSAGING_SESSION_WINDOW_CLOSED" | "APPOINTMENT_OVERLAP" | "ALREADY_EXISTS" | "TICKET_COMMENT_LIMIT_REACHED" | "PAYLOAD_TOO_LARGE" | "RATE_LIMIT_EXCEEDED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            error: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "PERMISSION_DENIED" | "PLAN_NOT_ELIGIBLE" | "NOT_FOUND" | "MESSAGING_SESSION_WINDOW_CLOSED" | "APPOINTMENT_OVERLAP" | "ALREADY_EXISTS" | "TICKET_COMMENT_LIMIT_REACHED" | "PRECONDITION_FAILED" | "PAYLOAD_TOO_LARGE" | "RATE_LIMIT_EXCEEDED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
             /** @description English text for debugging; wording may change */
             message: string;
             /** @description Identifies the request, for support (also in X-Request-Id) */
@@ -627,6 +797,10 @@ export interface components {
     parameters: {
         /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
         IdempotencyKey: string;
+        /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+        IfMatch: string;
+        /** @description The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body. */
+        IfNoneMatch: string;
     };
     requestBodies: never;
     headers: {
@@ -640,6 +814,10 @@ export interface components {
         "Retry-After": number;
         /** @description The request id (also request_id in error bodies) */
         "X-Request-Id": string;
+        /** @description The object's version as an entity tag, e.g. `"3"` (the `version` field, quoted) */
+        ETag: string;
+        /** @description The path of the object created */
+        Location: string;
     };
     pathItems: never;
 }
@@ -759,6 +937,8 @@ export interface operations {
                 dateTo?: string;
                 /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
+                /** @example crm-deal-311 */
+                externalId?: string;
                 /** @example 0 */
                 offset?: number;
                 /** @example 50 */
@@ -917,6 +1097,7 @@ export interface operations {
                     rooms?: number | null;
                     assignedOperatorId?: string | null;
                     notes?: string | null;
+                    externalId?: string | null;
                 };
             };
         };
@@ -928,6 +1109,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -979,6 +1161,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict: ALREADY_EXISTS */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "ALREADY_EXISTS";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -1068,7 +1266,10 @@ export interface operations {
     "leads-get": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
             path: {
                 /** @example 5f35a93a-f250-4e2a-bb7c-d4cd013e4a09 */
                 lead_id: string;
@@ -1084,11 +1285,24 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Lead"];
                 };
+            };
+            /** @description Not Modified: If-None-Match names the object's version (no body) */
+            304: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
             401: {
@@ -1208,7 +1422,10 @@ export interface operations {
     "leads-update": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @example 5f35a93a-f250-4e2a-bb7c-d4cd013e4a09 */
                 lead_id: string;
@@ -1223,6 +1440,7 @@ export interface operations {
                     quality?: string;
                     assignedOperatorId?: string | null;
                     notes?: string | null;
+                    externalId?: string | null;
                 };
             };
         };
@@ -1234,6 +1452,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1285,6 +1504,39 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict: ALREADY_EXISTS */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "ALREADY_EXISTS";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Precondition failed: PRECONDITION_FAILED */
+            412: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PRECONDITION_FAILED";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -1371,6 +1623,404 @@ export interface operations {
             };
         };
     };
+    "leads-upsert": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description Your id of the object (URL-encoded in the path)
+                 * @example crm-deal-311
+                 */
+                externalId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    conversationId?: string | null;
+                    customerName: string;
+                    customerEmail?: string | null;
+                    customerPhone?: string | null;
+                    intent?: string;
+                    quality?: string;
+                    /** Format: uuid */
+                    stageId?: string;
+                    budget?: {
+                        min?: number | null;
+                        max?: number | null;
+                    } | null;
+                    zones?: string[];
+                    rooms?: number | null;
+                    assignedOperatorId?: string | null;
+                    notes?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Updated, or unchanged (nothing written) */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Lead"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Lead"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found (or another tenant's): NOT_FOUND */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict: ALREADY_EXISTS */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "ALREADY_EXISTS";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Precondition failed: PRECONDITION_FAILED */
+            412: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PRECONDITION_FAILED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body too large: PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PAYLOAD_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR, IDEMPOTENCY_KEY_REUSE_MISMATCH */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "leads-batchUpsert": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1 to 100 items, each `{"externalId": ..., ...}` followed by the fields of the PUT body */
+                    items: unknown[];
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        results: {
+                            /** @description the item's position in `items`, from 0 */
+                            index: number;
+                            /** @enum {string} */
+                            status: "created" | "updated" | "unchanged" | "failed";
+                            /** @description the object's id; null for a failed item (a 409's `details.existingId` names the holder) */
+                            id: string | null;
+                            /** @description the object as it is now; null for a failed item, and for an item past the page byte budget (read it by id) */
+                            item: components["schemas"]["Lead"] | null;
+                            /** @description what this item alone would have answered (the envelope's error, message and details); null unless failed */
+                            error: {
+                                error: string;
+                                message: string;
+                                /** @description informational context, as in the error envelope */
+                                details: Record<string, never>;
+                            } | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body too large: PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PAYLOAD_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR, IDEMPOTENCY_KEY_REUSE_MISMATCH */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "contacts-list": {
         parameters: {
             query?: {
@@ -1378,6 +2028,8 @@ export interface operations {
                 search?: string;
                 /** @example ec82acfc-882f-41b2-918f-043cf94e448c */
                 listId?: string;
+                /** @example crm-10042 */
+                externalId?: string;
                 cursor?: string;
                 /** @example 0 */
                 offset?: number;
@@ -1526,6 +2178,7 @@ export interface operations {
                     /** Format: email */
                     email?: string;
                     country?: string;
+                    externalId?: string | null;
                 };
             };
         };
@@ -1537,6 +2190,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1674,10 +2328,169 @@ export interface operations {
             };
         };
     };
+    "contacts-get": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path: {
+                /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
+                contact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description Not Modified: If-None-Match names the object's version (no body) */
+            304: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found (or another tenant's): NOT_FOUND */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "contacts-update": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @example 02ae08d4-490e-4c4b-a8b1-9423a20aa979 */
                 contact_id: string;
@@ -1690,6 +2503,7 @@ export interface operations {
                     fullName?: string | null;
                     email?: string | null;
                     marketingOptOut?: boolean;
+                    externalId?: string | null;
                 };
             };
         };
@@ -1701,6 +2515,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1771,6 +2586,23 @@ export interface operations {
                     } & components["schemas"]["Error"];
                 };
             };
+            /** @description Precondition failed: PRECONDITION_FAILED */
+            412: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PRECONDITION_FAILED";
+                    } & components["schemas"]["Error"];
+                };
+            };
             /** @description Request body too large: PAYLOAD_TOO_LARGE */
             413: {
                 headers: {
@@ -1800,6 +2632,377 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "contacts-upsert": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description Your id of the object (URL-encoded in the path)
+                 * @example crm-10042
+                 */
+                externalId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    fullName?: string;
+                    phone: string;
+                    /** Format: email */
+                    email?: string;
+                    country?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Updated, or unchanged (nothing written) */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict: ALREADY_EXISTS */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "ALREADY_EXISTS";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Precondition failed: PRECONDITION_FAILED */
+            412: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PRECONDITION_FAILED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body too large: PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PAYLOAD_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR, IDEMPOTENCY_KEY_REUSE_MISMATCH */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "contacts-batchUpsert": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1 to 100 items, each `{"externalId": ..., ...}` followed by the fields of the PUT body */
+                    items: unknown[];
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        results: {
+                            /** @description the item's position in `items`, from 0 */
+                            index: number;
+                            /** @enum {string} */
+                            status: "created" | "updated" | "unchanged" | "failed";
+                            /** @description the object's id; null for a failed item (a 409's `details.existingId` names the holder) */
+                            id: string | null;
+                            /** @description the object as it is now; null for a failed item, and for an item past the page byte budget (read it by id) */
+                            item: components["schemas"]["Contact"] | null;
+                            /** @description what this item alone would have answered (the envelope's error, message and details); null unless failed */
+                            error: {
+                                error: string;
+                                message: string;
+                                /** @description informational context, as in the error envelope */
+                                details: Record<string, never>;
+                            } | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body too large: PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PAYLOAD_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR, IDEMPOTENCY_KEY_REUSE_MISMATCH */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -2673,6 +3876,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2826,10 +4030,169 @@ export interface operations {
             };
         };
     };
+    "appointments-get": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path: {
+                /** @example c763cfb3-280d-41d6-baf0-4728f59fbf41 */
+                appointment_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Appointment"];
+                };
+            };
+            /** @description Not Modified: If-None-Match names the object's version (no body) */
+            304: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found (or another tenant's): NOT_FOUND */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "appointments-update": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @example c763cfb3-280d-41d6-baf0-4728f59fbf41 */
                 appointment_id: string;
@@ -2857,6 +4220,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2924,6 +4288,23 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "APPOINTMENT_OVERLAP";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Precondition failed: PRECONDITION_FAILED */
+            412: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PRECONDITION_FAILED";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -3163,6 +4544,8 @@ export interface operations {
                 assignedTo?: string;
                 /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
+                /** @example hd-58230 */
+                externalId?: string;
                 /** @example 0 */
                 offset?: number;
                 /** @example 50 */
@@ -3315,6 +4698,7 @@ export interface operations {
                     assignedTo?: string | null;
                     /** @description 1 to 10000 characters; becomes the first comment, authored by the key owner */
                     comment?: string | null;
+                    externalId?: string | null;
                 };
             };
         };
@@ -3326,6 +4710,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3377,6 +4762,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict: ALREADY_EXISTS */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "ALREADY_EXISTS";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -3463,10 +4864,169 @@ export interface operations {
             };
         };
     };
+    "tickets-get": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path: {
+                /** @example 83381faa-18ff-4db9-bcc9-a930bd5ef904 */
+                ticket_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ticket"];
+                };
+            };
+            /** @description Not Modified: If-None-Match names the object's version (no body) */
+            304: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found (or another tenant's): NOT_FOUND */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "tickets-update": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @example 83381faa-18ff-4db9-bcc9-a930bd5ef904 */
                 ticket_id: string;
@@ -3485,6 +5045,7 @@ export interface operations {
                     assignedTo?: string | null;
                     /** @description 1 to 500 characters */
                     subject?: string;
+                    externalId?: string | null;
                 };
             };
         };
@@ -3496,6 +5057,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3547,6 +5109,39 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict: ALREADY_EXISTS */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "ALREADY_EXISTS";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Precondition failed: PRECONDITION_FAILED */
+            412: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PRECONDITION_FAILED";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -3633,12 +5228,406 @@ export interface operations {
             };
         };
     };
+    "tickets-upsert": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description Your id of the object (URL-encoded in the path)
+                 * @example hd-58230
+                 */
+                externalId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description a contact of the tenant */
+                    customerId?: string | null;
+                    /** @description a lead of the tenant */
+                    leadId?: string | null;
+                    /** @description a conversation of the tenant */
+                    conversationId?: string | null;
+                    /** @description 1 to 500 characters */
+                    subject: string;
+                    /** @description an assignable user of the tenant; omitted or null: unassigned */
+                    assignedTo?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Updated, or unchanged (nothing written) */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ticket"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ticket"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found (or another tenant's): NOT_FOUND */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict: ALREADY_EXISTS */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "ALREADY_EXISTS";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Precondition failed: PRECONDITION_FAILED */
+            412: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PRECONDITION_FAILED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body too large: PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PAYLOAD_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR, IDEMPOTENCY_KEY_REUSE_MISMATCH */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "tickets-batchUpsert": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1 to 100 items, each `{"externalId": ..., ...}` followed by the fields of the PUT body */
+                    items: unknown[];
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        results: {
+                            /** @description the item's position in `items`, from 0 */
+                            index: number;
+                            /** @enum {string} */
+                            status: "created" | "updated" | "unchanged" | "failed";
+                            /** @description the object's id; null for a failed item (a 409's `details.existingId` names the holder) */
+                            id: string | null;
+                            /** @description the object as it is now; null for a failed item, and for an item past the page byte budget (read it by id) */
+                            item: components["schemas"]["Ticket"] | null;
+                            /** @description what this item alone would have answered (the envelope's error, message and details); null unless failed */
+                            error: {
+                                error: string;
+                                message: string;
+                                /** @description informational context, as in the error envelope */
+                                details: Record<string, never>;
+                            } | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body too large: PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PAYLOAD_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR, IDEMPOTENCY_KEY_REUSE_MISMATCH */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "tickets-comment": {
         parameters: {
             query?: never;
             header?: {
                 /** @description Makes the create safe to retry: a repeat with the same key and body replays the original response without a second side effect; the same key with a different body gives 422 IDEMPOTENCY_KEY_REUSE_MISMATCH. Remembered for 24 hours. Any unique value the client makes, e.g. a UUID such as `0b9d3c4e-5f61-4a72-8b93-a4c5d6e7f801`. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body's validation, atomically with the write. A malformed value gives 422 naming the header. */
+                "If-Match"?: components["parameters"]["IfMatch"];
             };
             path: {
                 /** @example 83381faa-18ff-4db9-bcc9-a930bd5ef904 */
@@ -3662,6 +5651,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3729,6 +5719,23 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "TICKET_COMMENT_LIMIT_REACHED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Precondition failed: PRECONDITION_FAILED */
+            412: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PRECONDITION_FAILED";
                     } & components["schemas"]["Error"];
                 };
             };

@@ -6,8 +6,14 @@
 // regex metacharacters in `search`, odd Content-Types and keys; and (issue 12) dates outside years
 // 0001–9999 after UTC conversion (years 0000 and 10000, extreme offsets), phone numbers of 16–25
 // digits, bodies of tiny unknown keys near 1 MiB, deeply nested objects, ids in upper case, and
-// case variants of the paths (/PUBLIC/V1/…, and the same operation over /TRPC/…); then long comment
-// threads (longThreads); lists of huge threads (hugeThreadLists).
+// case variants of the paths (/PUBLIC/V1/…, and the same operation over /TRPC/…); (issue 39) GET one
+// contact, ticket and appointment, PUT by external id and the batch upserts among the operations
+// (SYNC_OPERATIONS), `externalId` in the creates, PATCHes and list filters, odd external ids in the
+// PUT path (percent-encoded bytes, malformed escapes, encoded controls and slashes, unicode, up to
+// thousands of characters, tenant b's external ids) and random or malformed If-Match / If-None-Match
+// values (unquoted, W/, lists, `*`, empty, long lists, latin1 garbage); then long comment threads
+// (longThreads); lone surrogates; /trpc queries; sync inputs (syncInputs); lists of huge threads
+// (hugeThreadLists).
 // Targets: zero 5xx (and no dropped connection); every error is the exact envelope with the status
 // of its code; a body over the limit is 413 PAYLOAD_TOO_LARGE; the second tenant's data is
 // byte-for-byte unchanged (full dump before/after).
@@ -18,7 +24,7 @@ import { ERROR_STATUS } from "../server/errors.js";
 import { digest, diff, dump } from "./lib/dump.js";
 import { richTenant, load } from "./lib/fixture.js";
 import { Client, envelopeProblems, pool, Tally, type Res } from "./lib/http.js";
-import { idOf, OPERATIONS, validQuery, type Operation } from "./lib/operations.js";
+import { idOf, OPERATIONS, SYNC_OPERATIONS, validQuery, type Operation } from "./lib/operations.js";
 import { startPostgres } from "./lib/postgres.js";
 import { Report, type Drill } from "./lib/result.js";
 import { sleep } from "./lib/scope.js";
@@ -38,6 +44,116 @@ const BAD_IDS = [
   "12345678-1234-1234-1234-1234567890123", "{{id}}", "%7B%7D", "1%27%20OR%20%271%27%3D%271", "%F0%9F%98%80", "x".repeat(300), "00000000-0000-0000-0000-000000000000",
   "ffffffff-ffff-ffff-ffff-ffffffffffff", "FFFFFFFF-FFFF-4FFF-BFFF-FFFFFFFFFFFF", "%20", "me", ";", "%0d%0aX-Injected:%201",
 ];
+
+/**
+ * External ids as sent in a PUT path (issue 39): percent-encoded bytes, malformed escapes (kept as
+ * sent), encoded controls, slashes and dots, unicode, words that mean something elsewhere, and the
+ * ids tenant b holds (SHARED_EXTERNAL_IDS).
+ */
+const PATH_EXTERNAL_IDS = [
+  "crm-10042", "a", "0", "-", "~", "..", ".", "%2E%2E", "%2e", "%20", "+", "%2B", "a+b", "%2F", "a%2Fb", "%2F%2F", "..%2F..%2Fetc%2Fpasswd", "%5C", "%3F", "%23",
+  "%25", "%2525", "%25E0%25A4%25A", "%E0%A4%A", "%E0%A4", "%E0", "%", "%%", "%G0", "%2", "%ZZ", "%%32%46", "%u0041", "%00", "a%00b", "%01", "%09", "%0A",
+  "%0D%0AX-Injected:%201", "%1F", "%7F", "%C2%80", "%C2%85", "%C2%9F", "%C2%A0", "%ED%A0%80", "%ED%BF%BF", "%F4%90%80%80", "%C0%AF", "%C0%80", "%FF", "%FE%FF",
+  "%EF%BB%BF", "%E2%80%AE", "%E2%80%8B", "%F0%9F%98%80", "%E4%BD%A0%E5%A5%BD", "%EF%B7%BA", "null", "undefined", "NaN", "__proto__", "constructor", "prototype",
+  "'%20OR%20'1'%3D'1", "%27%3B%20DROP%20TABLE%20%22Lead%22%3B%20--", "%22", "%7B%7Bid%7D%7D", "{{id}}", "${jndi:ldap:%2F%2Fx}", "<script>", "by-external-id", "batch", "upsert",
+  "shared-1", "crm%2F42", "%25E0%25A4%25A", "%F0%9F%98%80-shared",
+];
+/** External ids tenant b holds on a lead, a contact and a ticket (set through its own PUTs before the fuzz). */
+const SHARED_EXTERNAL_IDS = ["shared-1", "crm/42", "%E0%A4%A", "😀-shared"];
+
+/** Every byte of a string's UTF-8, percent-encoded. */
+const encodeAll = (s: string) => [...Buffer.from(s)].map((x) => `%${x.toString(16).toUpperCase().padStart(2, "0")}`).join("");
+const encodeSegment = (s: string) => {
+  try {
+    return encodeURIComponent(s);
+  } catch {
+    return encodeAll(s); // a lone surrogate
+  }
+};
+/** What a path segment names once read as a URL (WHATWG) and percent-decoded; a malformed escape stays as sent. */
+function decodedSegment(sent: string): string {
+  const seg = new URL(`http://x/p/${sent}`).pathname.slice(3);
+  try {
+    return decodeURIComponent(seg);
+  } catch {
+    return seg;
+  }
+}
+/** A segment that is no segment once the URL is read: empty, a dot segment, or holding ?, # or \ (a path separator in URLs). */
+const routeChanging = (sent: string) => sent === "" || /^(?:\.|%2e){1,2}$/i.test(sent) || /[?#\\]/.test(sent);
+
+interface PathExternalId {
+  /** As sent in the path. */
+  sent: string;
+  /** What it names (decodedSegment). */
+  decoded: string;
+}
+const CONTROL_CODES = [...Array.from({ length: 32 }, (_, i) => i), ...Array.from({ length: 33 }, (_, i) => 0x7f + i)];
+const pathExternalId: fc.Arbitrary<PathExternalId> = fc
+  .oneof(
+    { weight: 4, arbitrary: fc.constantFrom(...PATH_EXTERNAL_IDS) },
+    { weight: 2, arbitrary: fc.fullUnicodeString({ minLength: 1, maxLength: 40 }).map(encodeSegment) },
+    { weight: 1, arbitrary: fc.string({ minLength: 1, maxLength: 40 }).map(encodeSegment) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(fc.string({ maxLength: 6 }), fc.stringOf(fc.constantFrom(...CONTROL_CODES).map((c) => String.fromCharCode(c)), { minLength: 1, maxLength: 6 }), fc.string({ maxLength: 6 }))
+        .map(([x, c, y]) => encodeSegment(x + c + y)),
+    },
+    { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 24 }).map((bytes) => [...bytes].map((x) => `%${x.toString(16).padStart(2, "0")}`).join("")) },
+    // Around the 255-character bound and far past it, at most 8,000 characters as sent (node answers a
+    // request head past 16 KiB itself, 431 without the envelope, before the service sees it).
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(fc.constantFrom(1, 254, 255, 256, 300, 1000, 2600, 7000), fc.constantFrom("x", "é", "😀", "/", "%", " "))
+        .map(([n, c]) => encodeSegment(c.repeat(Math.min(n, Math.floor(8_000 / encodeSegment(c).length))))),
+    },
+  )
+  .map((sent) => ({ sent, decoded: routeChanging(sent) ? sent : decodedSegment(sent) }));
+
+/** Entity tags by construction (issue 39), from the object's current version v: what a header value is, whatever the value. */
+type TagClass = "malformed" | "stale" | "weak" | "current" | "any";
+interface TagPlan {
+  cls: TagClass;
+  form: number;
+  n: number;
+  /** Header-safe bytes (tab, 0x20–0x7E, 0x80–0xFF) without a double quote. */
+  garbage: string;
+  count: number;
+}
+const HEADER_GARBAGE = [9, ...Array.from({ length: 95 }, (_, i) => 0x20 + i), ...Array.from({ length: 128 }, (_, i) => 0x80 + i)].filter((c) => c !== 0x22);
+const tagPlan = (classes: TagClass[]): fc.Arbitrary<TagPlan> =>
+  fc.record({
+    cls: fc.constantFrom(...classes),
+    form: fc.nat(),
+    n: fc.nat({ max: 1_000_000 }),
+    garbage: fc.stringOf(fc.constantFrom(...HEADER_GARBAGE).map((c) => String.fromCharCode(c)), { maxLength: 64 }),
+    count: fc.integer({ min: 2, max: 400 }),
+  });
+/** A list separator: the list rule allows spaces, tabs and empty elements around commas. */
+const listSeparator = (n: number) => [",", ", ", " ,\t", ",,"][n % 4]!;
+/** The value of an If-Match / If-None-Match of class `p.cls` for an object at version v. */
+function tagValue(p: TagPlan, v: number): string {
+  const stale = (k: number) => `"${v + 1_000 + k}"`;
+  const list = (k: number, at: (i: number) => string) => Array.from({ length: k }, (_, i) => at(i)).join(listSeparator(p.n));
+  const forms: Record<TagClass, string[]> = {
+    malformed: [
+      `${v}`, `W/${v}`, `"${v}`, `${v}"`, `"${v}"x${p.garbage}`, `x"${v}"`, `"${v}" "${v}"`, `"a b"`, `"${v}"\t"${v}"`, `w/"${v}"`, `W/"${v}"W/"${v}"`, "", " ", "\t",
+      ",", ", ,", "**", `*, "${v}"`, `"${v}", *`, "*,*", "W/*", `"`, `'${v}'`, `"${v}";`, `<"${v}">`, `"\t"`, `g${p.garbage}`, `"${v}"\u00e9`,
+      list(Math.max(p.count, 101), () => `"${v}"`), list(Math.max(p.count, 101), stale),
+    ],
+    stale: [
+      `"0"`, `"01"`, `"-1"`, `"1.0"`, `"${v}x"`, `"x${v}"`, stale(p.n), `"2147483648"`, `"99999999999999999999"`, `"abc"`, `"*"`, `""`, `"\u00e9\u00ff"`,
+      `"${"9".repeat(2_000 + (p.n % 3_000))}"`, `W/"${v + 1}"`, ` "0" `, list(Math.min(p.count, 100), stale), `"0",, ,${stale(p.n)}`,
+    ],
+    weak: [`W/"${v}"`, `W/"${v}", "0"`, `"0", W/"${v}"`],
+    current: [`"${v}"`, ` "${v}" `, `"0", "${v}"`, `"${v}",,`, list(Math.min(p.count, 99), stale) + `, "${v}"`],
+    any: ["*", " * ", "\t*\t"],
+  };
+  const of = forms[p.cls];
+  return of[p.form % of.length]!;
+}
 
 /** Date-times and dates the database cannot store (years 0000, 10000, offsets that cross a bound). */
 const OUT_OF_RANGE_DATES = [
@@ -103,11 +219,31 @@ interface Plan {
   whole: null | "array" | "string" | "number" | "null" | "invalid-json" | "empty" | "oversize" | "deep" | "bom" | "duplicate-keys" | "many-keys" | "deep-object";
   contentType: null | "text/plain" | "none" | "application/json; charset=utf-8" | "application/vnd.api+json" | "application/x-www-form-urlencoded";
   idem: null | "valid" | "long" | "space" | "latin1" | "empty" | "tab";
+  /** The external id of a PUT's path (issue 39). */
+  ext: PathExternalId;
+  /** If-Match (a write) or If-None-Match (a GET), for an object at version `v` (issue 39). */
+  precondition: null | { tag: TagPlan; v: number };
   n: number;
 }
 
+/**
+ * The operations the main generator draws from: the spec's (OPERATIONS), with `externalId` in the
+ * bodies of the creates and PATCHes of leads, contacts and tickets and in their list filters, and
+ * the operations of two-way sync (SYNC_OPERATIONS, issue 39).
+ */
+const WITH_EXTERNAL_ID = new Set(["leads.create", "leads.update", "contacts.create", "contacts.update", "tickets.create", "tickets.update", "leads.list", "contacts.list", "tickets.list"]);
+const FUZZ_OPERATIONS: Operation[] = [
+  ...OPERATIONS.map((op): Operation => {
+    if (!WITH_EXTERNAL_ID.has(op.name)) return op;
+    if (op.method === "GET") return { ...op, query: { ...op.query, externalId: null } };
+    const body = op.body!;
+    return { ...op, body: (ids, n) => ({ ...body(ids, n), externalId: op.create ? `fz-${n}` : pick(SHARED_EXTERNAL_IDS, n)! }) };
+  }),
+  ...SYNC_OPERATIONS,
+];
+
 const planArb: fc.Arbitrary<Plan> = fc.record({
-  op: fc.integer({ min: 0, max: OPERATIONS.length - 1 }),
+  op: fc.integer({ min: 0, max: FUZZ_OPERATIONS.length - 1 }),
   key: fc.oneof(
     { weight: 30, arbitrary: fc.constant("full" as const) },
     { weight: 1, arbitrary: fc.constantFrom("read", "none", "bobkey", "missing", "malformed", "revoked", "foreign-format") as fc.Arbitrary<Plan["key"]> },
@@ -146,6 +282,11 @@ const planArb: fc.Arbitrary<Plan> = fc.record({
     { weight: 2, arbitrary: fc.constant("valid" as const) },
     { weight: 1, arbitrary: fc.constantFrom("long", "space", "latin1", "empty", "tab") as fc.Arbitrary<Plan["idem"]> },
   ),
+  ext: pathExternalId,
+  precondition: fc.oneof(
+    { weight: 3, arbitrary: fc.constant(null) },
+    { weight: 1, arbitrary: fc.record({ tag: tagPlan(["malformed", "malformed", "stale", "weak", "current", "any"]), v: fc.integer({ min: 1, max: 30 }) }) },
+  ),
   n: fc.nat({ max: 9_999_999 }),
 });
 
@@ -174,9 +315,14 @@ const TRPC: Record<string, { proc: string; idField?: string }> = {
   "availability.get": { proc: "availability.get" }, "tickets.list": { proc: "tickets.list" }, "tickets.create": { proc: "tickets.create" },
   "tickets.update": { proc: "tickets.update", idField: "ticket_id" }, "tickets.comment": { proc: "tickets.comment", idField: "ticket_id" },
   "changes.list": { proc: "changes.list" },
+  "contacts.get": { proc: "contacts.get", idField: "contact_id" }, "tickets.get": { proc: "tickets.get", idField: "ticket_id" },
+  "appointments.get": { proc: "appointments.get", idField: "appointment_id" },
+  "leads.upsert": { proc: "leads.upsert", idField: "externalId" }, "contacts.upsert": { proc: "contacts.upsert", idField: "externalId" },
+  "tickets.upsert": { proc: "tickets.upsert", idField: "externalId" }, "leads.batchUpsert": { proc: "leads.batchUpsert" },
+  "contacts.batchUpsert": { proc: "contacts.batchUpsert" }, "tickets.batchUpsert": { proc: "tickets.batchUpsert" },
 };
 // Every operation the drill generates has its tRPC procedure here (a new one fails at once, not mid-run).
-for (const op of OPERATIONS) if (!TRPC[op.name]) throw new Error(`drill 6: no tRPC procedure for operation ${op.name}`);
+for (const op of FUZZ_OPERATIONS) if (!TRPC[op.name]) throw new Error(`drill 6: no tRPC procedure for operation ${op.name}`);
 
 const DATE_FIELDS = new Set(["startsAt", "endsAt"]);
 const PHONE_FIELDS = new Set(["phone", "customerPhone"]);
@@ -195,7 +341,7 @@ function manyKeys(body: Record<string, unknown>, bytes: number): string {
 }
 
 function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
-  const op: Operation = OPERATIONS[plan.op]!;
+  const op: Operation = FUZZ_OPERATIONS[plan.op]!;
   const keys: Record<Plan["key"], string | undefined> = {
     full: a.apiKeys.full!.key, read: a.apiKeys.read!.key, none: a.apiKeys.none!.key, bobkey: a.apiKeys.bobkey!.key, missing: undefined,
     malformed: "crm_short", revoked: a.apiKeys.revoked!.key, "foreign-format": "Bearer " + a.apiKeys.full!.key,
@@ -210,6 +356,12 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
     pathId =
       k === "own" ? idOf(a, op.pathId) : k === "upper" ? idOf(a, op.pathId).toUpperCase() : k === "foreign" ? idOf(b, op.pathId) : k === "random" ? crypto.randomUUID() : BAD_IDS[plan.pathId.bad]!;
     path = path.replace("{id}", pathId);
+  }
+  // A PUT's external id: as sent in the path; over /trpc, what it names goes in the input.
+  const externalIdPath = path.includes("{externalId}");
+  if (externalIdPath) {
+    path = path.replace("{externalId}", plan.ext.sent);
+    pathId = plan.ext.decoded;
   }
   const params = Object.keys(op.query ?? {});
   const qs = new URLSearchParams();
@@ -278,6 +430,7 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
     raw = Buffer.from(text);
     if (plan.contentType !== "none") headers["Content-Type"] = plan.contentType ?? "application/json";
   }
+  if (plan.precondition) headers[op.method === "GET" ? "If-None-Match" : "If-Match"] = tagValue(plan.precondition.tag, plan.precondition.v);
   if (op.create && plan.idem) {
     headers["Idempotency-Key"] = {
       valid: `fz-${plan.n}`, long: "k".repeat(256 + (plan.n % 1000)), space: "has space", latin1: "cl\u00e9", empty: "", tab: "a\tb",
@@ -296,7 +449,7 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
   const fullKey = plan.key === "full" && (trpc || plan.pathCase === null);
   const shapeBeyondLimits = plan.whole === "many-keys" || plan.whole === "deep" || plan.whole === "deep-object";
   return {
-    method: trpc && op.method === "PATCH" ? "POST" : op.method,
+    method: trpc && op.method !== "GET" ? "POST" : op.method,
     path,
     headers,
     raw,
@@ -305,7 +458,8 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
     expectGuard401: plan.pathCase !== null && (plan.key === "missing" || plan.key === "malformed" || plan.key === "foreign-format"),
     // Refused with 422 after the scope check, whatever else is wrong (a bad path id changes the route).
     expect422: fullKey && shapeBeyondLimits && op.method !== "GET" && plan.contentType !== "text/plain" && plan.contentType !== "none" &&
-      plan.contentType !== "application/x-www-form-urlencoded" && (plan.pathId.kind !== "bad" || !op.pathId) && usableKey,
+      plan.contentType !== "application/x-www-form-urlencoded" && (plan.pathId.kind !== "bad" || !op.pathId) && !(externalIdPath && !trpc && routeChanging(plan.ext.sent)) &&
+      usableKey,
   };
 }
 
@@ -511,6 +665,377 @@ async function trpcQueries(client: Client, a: TenantIds, seed: number): Promise<
   };
 }
 
+// Sync inputs (issue 39), a generator of its own, in two parts. Free: PUT by external id with the
+// odd external ids of the path (a 2xx names the id the path's segment decodes to, stored as sent,
+// with its ETag and, on 201, its Location), batch upserts of 0 to 150 items mixing valid items with
+// items that are not objects, bad, shared or repeated externalIds, huge strings and nested junk (a
+// 200 has one result per item, in order, a failed one with a 4xx code, a repeat of an item that did
+// not fail a 422), the list filter with those ids (one object at most), and GET one with bad ids and
+// random If-None-Match: no 5xx, every error the exact envelope. Refused: what must change nothing —
+// batch bodies refused whole (items missing, not an array, 0 or 101+ items, an unknown member: 422 or
+// 413) or whose every item fails (but one naming an object as it is stored: `unchanged`, its repeat a
+// 422), a malformed If-Match (422 naming it) or one naming no current version, W/ tags included (412
+// with the ETag and details.currentVersion) on PATCH, PUT and comments, If-Match on the PUT of an
+// unknown external id (412, no version), PUT of an external id the rule refuses (controls, past 255
+// characters) or named in the body (422 naming externalId), and GET one with If-None-Match (304 with
+// the ETag and no body exactly when it names the version, W/ included, or is *; a malformed one is
+// ignored): tenant a's dump is the same after them (DRILL_FUZZ_SYNC requests each part, 400 by default).
+const RESOURCES = ["leads", "contacts", "tickets"] as const;
+type Resource = (typeof RESOURCES)[number];
+const putBodyOf = (ids: TenantIds, r: Resource, n: number) => SYNC_OPERATIONS.find((o) => o.name === `${r}.upsert`)!.body!(ids, n);
+/** A required string field of each PUT body (its bound: 255, 40 and 500 characters). */
+const REQUIRED_TEXT: Record<Resource, string> = { leads: "customerName", contacts: "phone", tickets: "subject" };
+const BAD_BODY_EXTERNAL_IDS: unknown[] = [
+  "", "x".repeat(256), "é".repeat(256), "😀".repeat(256), "\u0000", "a\u0001b", "\u001f", "\u007f", "\u0085", "\u009f", "tab\there", "line\nbreak", 42, 0, -1, 1.5,
+  true, false, null, {}, [], ["a"], { externalId: "x" },
+];
+const BAD_REQUIRED_TEXT: unknown[] = [null, 42, "", "x".repeat(600), [], {}, ["x"], { "": [null, { $ne: 1, x: [[[]]] }] }, true];
+/** Path external ids the rule refuses: controls, past 255 characters; and route-changing ones. */
+const REFUSED_PATH_EXTERNAL_IDS = [
+  "%00", "a%00b", "%01", "%1F", "%7F", "%C2%80", "%C2%85", "%C2%9F", "%0D%0A", "%09", "x".repeat(256), encodeURIComponent("é".repeat(256)),
+  encodeURIComponent("😀".repeat(256)), "", "%2E%2E", ".",
+];
+const GET_ONE: Record<"lead" | "contact" | "ticket" | "appointment", string> = { lead: "leads", contact: "contacts", ticket: "tickets", appointment: "appointments" };
+type GetKind = keyof typeof GET_ONE;
+
+interface ItemPlan {
+  kind: "valid" | "weird-ext" | "junk" | "bad-ext" | "bad-field" | "unknown-field" | "huge" | "dup" | "nested" | "shared";
+  ext: string;
+  value: unknown;
+  field: number;
+  size: number;
+  n: number;
+}
+const itemPlanArb: fc.Arbitrary<ItemPlan> = fc.record({
+  kind: fc.constantFrom("valid", "valid", "valid", "weird-ext", "junk", "bad-ext", "bad-field", "unknown-field", "huge", "dup", "nested", "shared") as fc.Arbitrary<ItemPlan["kind"]>,
+  ext: fc.oneof(pathExternalId.map((e) => e.decoded), weirdString.map((s) => s.slice(0, 300))),
+  value: weirdValue,
+  field: fc.nat(),
+  size: fc.integer({ min: 600, max: 200_000 }),
+  n: fc.nat({ max: 9_999_999 }),
+});
+const batchCount = fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 1, max: 12 }) }, { weight: 1, arbitrary: fc.constantFrom(0, 1, 99, 100, 101, 150) });
+
+/** Item `i` of a batch from its plan (`before`: the items so far, for a repeat). */
+function batchItem(ids: TenantIds, r: Resource, p: ItemPlan, i: number, before: unknown[]): unknown {
+  const fresh = `fz-item-${p.n}-${i}`;
+  const body = putBodyOf(ids, r, p.n + i);
+  const keys = Object.keys(body);
+  switch (p.kind) {
+    case "valid": return { externalId: fresh, ...body };
+    case "weird-ext": return { externalId: p.ext, ...body };
+    case "shared": return { externalId: pick(SHARED_EXTERNAL_IDS, p.n), ...body };
+    case "junk": return p.value;
+    case "bad-ext": return { ...body, externalId: pick(BAD_BODY_EXTERNAL_IDS, p.field) };
+    case "bad-field": return { externalId: fresh, ...body, [keys[p.field % keys.length]!]: p.value };
+    case "unknown-field": return { externalId: fresh, ...body, [p.n % 2 ? "externalID" : `extra_${p.field % 5}`]: p.value };
+    case "huge": return { externalId: fresh, ...body, [REQUIRED_TEXT[r]]: "x".repeat(p.size) };
+    case "nested": return { externalId: fresh, ...body, [keys[p.field % keys.length]!]: deep(2 + (p.size % 40), p.n) };
+    case "dup": {
+      const earlier = before.find((x) => x !== null && typeof x === "object" && typeof (x as { externalId?: unknown }).externalId === "string");
+      return earlier ? { ...(earlier as object) } : { externalId: fresh, ...body };
+    }
+  }
+}
+const itemsOf = (ids: TenantIds, r: Resource, plans: ItemPlan[], count: number) => {
+  const items: unknown[] = [];
+  for (let i = 0; i < count; i++) items.push(batchItem(ids, r, plans[i % plans.length]!, i, items));
+  return items;
+};
+const extOfItem = (x: unknown) => (x !== null && typeof x === "object" && !Array.isArray(x) ? (x as { externalId?: unknown }).externalId : undefined);
+
+const syncFreeArb = fc.record({
+  kind: fc.constantFrom("put", "put", "put", "batch", "batch", "list", "get"),
+  r: fc.constantFrom(...RESOURCES),
+  ext: pathExternalId,
+  tag: fc.option(fc.record({ tag: tagPlan(["malformed", "stale", "weak", "current", "any"]), v: fc.integer({ min: 1, max: 30 }) }), { freq: 3 }),
+  items: fc.array(itemPlanArb, { minLength: 1, maxLength: 12 }),
+  count: batchCount,
+  getKind: fc.constantFrom(...(Object.keys(GET_ONE) as GetKind[])),
+  idKind: fc.constantFrom("own", "own", "random", "foreign", "bad", "bad", "upper", "deleted"),
+  bad: fc.nat({ max: BAD_IDS.length - 1 }),
+  rawQuery: fc.boolean(),
+  n: fc.nat({ max: 9_999_999 }),
+});
+const syncRefusedArb = fc.record({
+  kind: fc.constantFrom("batch-whole", "batch-items", "batch-items", "if-match", "if-match", "if-match", "if-match-new", "put-bad-ext", "put-body-ext", "none-match", "none-match"),
+  r: fc.constantFrom(...RESOURCES),
+  target: fc.nat(),
+  whole: fc.nat(),
+  items: fc.array(
+    itemPlanArb.map((p) => ({ ...p, kind: (["junk", "bad-ext", "bad-field", "unknown-field", "huge", "nested", "same", "same"] as const)[p.field % 8]! })),
+    { minLength: 1, maxLength: 12 },
+  ),
+  count: fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 1, max: 12 }) }, { weight: 1, arbitrary: fc.constantFrom(1, 50, 99, 100) }),
+  tag: tagPlan(["malformed", "malformed", "stale", "weak"]),
+  anyTag: tagPlan(["malformed", "stale", "weak", "current", "any"]),
+  idKind: fc.constantFrom("own", "own", "own", "random", "foreign", "bad", "deleted"),
+  bad: fc.nat({ max: BAD_IDS.length - 1 }),
+  controls: fc.stringOf(fc.constantFrom(...CONTROL_CODES).map((c) => String.fromCharCode(c)), { minLength: 1, maxLength: 4 }),
+  n: fc.nat({ max: 9_999_999 }),
+});
+
+/** The main generator's checks of one answer: an answer, no 5xx, the exact envelope with its code's status; a JSON body on 2xx, none on 304. */
+function answerProblems(res: Res, serverErrors: string[]): string[] {
+  const problems: string[] = [];
+  if (res.status === 0) problems.push(`no answer: ${res.error}`);
+  else if (res.status >= 500) {
+    problems.push(`${res.status} ${res.body?.error ?? res.text.slice(0, 80)}`);
+    if (res.body?.request_id) serverErrors.push(res.body.request_id);
+  }
+  if (res.status >= 400) {
+    problems.push(...envelopeProblems(res));
+    const code = res.body?.error as keyof typeof ERROR_STATUS | undefined;
+    if (code && ERROR_STATUS[code] !== undefined && ERROR_STATUS[code] !== res.status) problems.push(`status ${res.status} for ${code}`);
+  } else if (res.status === 304) {
+    if (res.text !== "") problems.push("a 304 with a body");
+    if (!res.headers.etag) problems.push("a 304 without an ETag");
+  } else if (res.status >= 200 && (typeof res.body !== "object" || res.body === null)) problems.push("2xx without a JSON body");
+  return problems;
+}
+const namesField = (res: Res, field: string) => ((res.body?.details?.fields ?? []) as { field: string }[]).some((f) => f.field === field);
+
+/** Problems of a batch's 200 (or its refusal): one result per item, in order, each of its kind. */
+function batchProblems(res: Res, items: unknown[], expect?: (i: number, result: any) => string | null): string[] {
+  if (res.status !== 200) return [];
+  const problems: string[] = [];
+  if (items.length < 1 || items.length > 100) problems.push(`a batch of ${items.length} items answered 200`);
+  const results = res.body?.results;
+  if (!Array.isArray(results) || results.length !== items.length) return [...problems, `${Array.isArray(results) ? results.length : "no"} results for ${items.length} items`];
+  const kept = new Set<string>();
+  for (const [i, x] of results.entries()) {
+    const ext = extOfItem(items[i]);
+    if (x?.index !== i) problems.push(`result ${i}: index ${x?.index}`);
+    if (x?.status === "failed") {
+      const code = x.error?.error as keyof typeof ERROR_STATUS | undefined;
+      if (x.id !== null || x.item !== null) problems.push(`result ${i}: failed with an id or an item`);
+      if (!code || !(ERROR_STATUS[code] >= 400 && ERROR_STATUS[code] < 500) || typeof x.error?.message !== "string") problems.push(`result ${i}: failed with ${JSON.stringify(x.error).slice(0, 100)}`);
+    } else if (["created", "updated", "unchanged"].includes(x?.status)) {
+      if (typeof x.id !== "string" || x.error !== null) problems.push(`result ${i}: ${x.status} without an id, or with an error`);
+      if (x.item !== null && (x.item?.id !== x.id || x.item?.externalId !== ext)) problems.push(`result ${i}: item ${x.item?.id} with externalId ${JSON.stringify(x.item?.externalId)?.slice(0, 60)}, not ${JSON.stringify(ext)?.slice(0, 60)}`);
+      if (typeof ext === "string" && kept.has(ext)) problems.push(`result ${i}: a repeated externalId ${x.status}`);
+    } else problems.push(`result ${i}: status ${JSON.stringify(x?.status)}`);
+    if (x?.status !== "failed" && typeof ext === "string") kept.add(ext);
+    const wrong = expect?.(i, x);
+    if (wrong) problems.push(`result ${i}: ${wrong}`);
+  }
+  return problems;
+}
+
+async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantIds, seed: number, serverErrors: string[]): Promise<{ requests: number; problems: string[]; figure: string }> {
+  const key = a.apiKeys.full!.key;
+  const count = Number(process.env.DRILL_FUZZ_SYNC || 400);
+  const problems: string[] = [];
+  let requests = 0;
+  const send = async (method: string, path: string, o: { raw?: Buffer; body?: unknown; headers?: Record<string, string> } = {}) => {
+    requests++;
+    const raw = o.raw ?? (o.body === undefined ? undefined : Buffer.from(JSON.stringify(o.body)));
+    return client.request(method, path, { key, raw, headers: { ...(raw ? { "Content-Type": "application/json" } : {}), ...o.headers }, timeoutMs: 30_000 });
+  };
+  const idOfKind = (kind: string, getKind: GetKind, bad: number) => {
+    const own = idOf(a, getKind);
+    return kind === "own" ? own : kind === "upper" ? own.toUpperCase() : kind === "foreign" ? idOf(b, getKind) : kind === "random" ? crypto.randomUUID()
+      : kind === "deleted" ? (getKind === "contact" ? a.contacts.gone! : crypto.randomUUID()) : BAD_IDS[bad]!;
+  };
+
+  // ---- free ----
+  const free = fc.sample(syncFreeArb, { seed: seed + 39, numRuns: count });
+  const freeStatuses = new Map<number, number>();
+  await pool(free.length, 8, async (i) => {
+    const p = free[i]!;
+    const headers: Record<string, string> = {};
+    let res: Res;
+    let where: string;
+    const found: string[] = [];
+    if (p.kind === "put") {
+      if (p.tag) headers["If-Match"] = tagValue(p.tag.tag, p.tag.v);
+      where = `PUT /${p.r}/by-external-id/${p.ext.sent.slice(0, 80)}`;
+      res = await send("PUT", `/public/v1/${p.r}/by-external-id/${p.ext.sent}`, { body: putBodyOf(a, p.r, p.n), headers });
+      if ((res.status === 200 || res.status === 201) && !routeChanging(p.ext.sent)) {
+        if (res.body?.externalId !== p.ext.decoded) found.push(`externalId ${JSON.stringify(res.body?.externalId)?.slice(0, 80)}, not ${JSON.stringify(p.ext.decoded).slice(0, 80)}`);
+        if (res.headers.etag !== `"${res.body?.version}"`) found.push(`ETag ${res.headers.etag} for version ${res.body?.version}`);
+        if (res.status === 201 && res.headers.location !== `/public/v1/${p.r}/${res.body?.id}`) found.push(`Location ${res.headers.location}`);
+      }
+    } else if (p.kind === "batch") {
+      const items = itemsOf(a, p.r, p.items, p.count);
+      where = `POST /${p.r}/batch/upsert (${items.length} items: ${[...new Set(p.items.map((x) => x.kind))].join(",")})`;
+      res = await send("POST", `/public/v1/${p.r}/batch/upsert`, { body: { items } });
+      found.push(...batchProblems(res, items));
+    } else if (p.kind === "list") {
+      const query = p.rawQuery ? `externalId=${p.ext.sent}` : new URLSearchParams({ externalId: p.ext.decoded }).toString();
+      where = `GET /${p.r}?${query.slice(0, 80)}`;
+      res = await send("GET", `/public/v1/${p.r}?${query}`);
+      if (res.status === 200) {
+        const items = res.body?.items ?? [];
+        if (items.length > 1 || res.body?.total > 1) found.push(`${items.length} items, total ${res.body?.total}, for one external id`);
+        if (!p.rawQuery && items.some((x: { externalId?: string }) => x.externalId !== p.ext.decoded)) found.push("an item of another external id");
+      }
+    } else {
+      if (p.tag) headers["If-None-Match"] = tagValue(p.tag.tag, p.tag.v);
+      const id = idOfKind(p.idKind, p.getKind, p.bad);
+      where = `GET /${GET_ONE[p.getKind]}/${id.slice(0, 60)} (${p.idKind})`;
+      res = await send("GET", `/public/v1/${GET_ONE[p.getKind]}/${id}`, { headers });
+      if (res.status === 200 && res.body?.id && res.headers.etag !== `"${res.body.version}"`) found.push(`ETag ${res.headers.etag} for version ${res.body.version}`);
+    }
+    freeStatuses.set(res.status, (freeStatuses.get(res.status) ?? 0) + 1);
+    if (res.status === 412 && typeof res.body?.details?.currentVersion === "number" && res.headers.etag !== `"${res.body.details.currentVersion}"`) found.push(`a 412 with ETag ${res.headers.etag}`);
+    found.unshift(...answerProblems(res, serverErrors));
+    if (found.length) problems.push(`sync #${i} ${where}${headers["If-Match"] ?? headers["If-None-Match"] ? ` [${JSON.stringify(headers["If-Match"] ?? headers["If-None-Match"]).slice(0, 60)}]` : ""}: ${found.join("; ")}`);
+  });
+
+  // ---- refused ----
+  // The objects aimed at, and their versions now: the fixture's, and one of each resource held by an external id (its PUT body kept).
+  const seedExt = `fz-sync-seed-${seed}`;
+  const seeds = {} as Record<Resource, { id: string; body: Record<string, unknown> }>;
+  for (const r of RESOURCES) {
+    // A contact's phone and email of its own (+3461…: no other generator's): no other contact holds them.
+    const own = r === "contacts" ? { phone: `+3461${String(seed % 10_000_000).padStart(7, "0")}`, email: `seed-${seed}@sync.test` } : {};
+    const body = { ...putBodyOf(a, r, seed % 1_000_000), ...own };
+    const put = await send("PUT", `/public/v1/${r}/by-external-id/${seedExt}`, { body });
+    if (put.status !== 201 && put.status !== 200) problems.push(`sync: seed ${r} not upserted (${put.status} ${put.text.slice(0, 160)})`);
+    else seeds[r] = { id: put.body.id, body };
+  }
+  if (Object.keys(seeds).length < RESOURCES.length) return { requests, problems, figure: "sync inputs: seeds missing" };
+  const versions = new Map<string, number>();
+  const readVersion = async (path: string) => {
+    const r = await send("GET", path);
+    if (r.status !== 200 || typeof r.body?.version !== "number") problems.push(`sync: ${path} read ${r.status}`);
+    else versions.set(path, r.body.version);
+  };
+  const PATCHES = [
+    { path: `/public/v1/leads/${a.leads.l1}`, op: "leads.update" }, { path: `/public/v1/contacts/${a.contacts.bea}`, op: "contacts.update" },
+    { path: `/public/v1/tickets/${a.tickets.t1}`, op: "tickets.update" }, { path: `/public/v1/appointments/${a.appointments.a1}`, op: "appointments.update" },
+  ];
+  for (const { path } of PATCHES) await readVersion(path);
+  for (const r of RESOURCES) await readVersion(`/public/v1/${r}/${seeds[r].id}`);
+  const before = await dump(url, a.id);
+  const refused = fc.sample(syncRefusedArb, { seed: seed + 40, numRuns: count });
+  const byKind = new Map<string, number>();
+  await pool(refused.length, 8, async (i) => {
+    const p = refused[i]!;
+    byKind.set(p.kind, (byKind.get(p.kind) ?? 0) + 1);
+    const headers: Record<string, string> = {};
+    let res: Res;
+    let where: string;
+    const found: string[] = [];
+    const expectStatus = (ok: number[], what: string) => {
+      if (!ok.includes(res.status)) found.push(`${res.status} ${res.body?.error ?? ""}, not ${ok.join(" or ")} (${what})`);
+    };
+    if (p.kind === "batch-whole") {
+      const item = { externalId: `fz-whole-${p.n}`, ...putBodyOf(a, p.r, p.n) };
+      const many = Array.from({ length: 101 + (p.n % 50) }, (_, k) => ({ ...putBodyOf(a, p.r, p.n + k), externalId: `fz-whole-${p.n}-${k}` }));
+      const bodies: [string, string][] = [
+        ["no items", "{}"], ["items a string", JSON.stringify({ items: "x" })], ["items a number", JSON.stringify({ items: 42 })], ["items null", JSON.stringify({ items: null })],
+        ["items an object", JSON.stringify({ items: { 0: item } })], ["items true", JSON.stringify({ items: true })], ["0 items", JSON.stringify({ items: [] })],
+        [`${many.length} valid items`, JSON.stringify({ items: many })], ["an unknown member", JSON.stringify({ items: [item], extra: 1 })],
+        ["ITEMS", JSON.stringify({ ITEMS: [item] })], ["items as JSON text", JSON.stringify({ items: JSON.stringify([item]) })], ["an array body", JSON.stringify([{ items: [item] }])],
+        ["101 huge strings", JSON.stringify({ items: Array.from({ length: 101 }, () => "x".repeat(10_000)) })], ["items nested past the limit", JSON.stringify({ items: [deep(40, p.n)] })],
+      ];
+      const [what, text] = bodies[p.whole % bodies.length]!;
+      where = `POST /${p.r}/batch/upsert (${what})`;
+      res = await send("POST", `/public/v1/${p.r}/batch/upsert`, { raw: Buffer.from(text) });
+      expectStatus([413, 422], "refused whole");
+    } else if (p.kind === "batch-items") {
+      // Every item fails, but one naming the seed as stored (unchanged; a repeat of it: 422).
+      const items: unknown[] = [];
+      const kinds: string[] = [];
+      for (let k = 0; k < p.count; k++) {
+        const ip = p.items[k % p.items.length]!;
+        kinds.push(ip.kind);
+        if (ip.kind === "same") items.push({ externalId: seedExt, ...seeds[p.r].body });
+        else if (ip.kind === "bad-field") items.push({ externalId: `fz-refused-${p.n}-${k}`, ...putBodyOf(a, p.r, p.n + k), [REQUIRED_TEXT[p.r]]: pick(BAD_REQUIRED_TEXT, ip.field) });
+        else if (ip.kind === "nested") items.push({ externalId: `fz-refused-${p.n}-${k}`, ...putBodyOf(a, p.r, p.n + k), [REQUIRED_TEXT[p.r]]: deep(1 + (ip.size % 40), ip.n) });
+        else items.push(batchItem(a, p.r, { ...ip, kind: ip.kind }, k, items));
+      }
+      where = `POST /${p.r}/batch/upsert (${items.length} items: ${[...new Set(kinds)].join(",")})`;
+      res = await send("POST", `/public/v1/${p.r}/batch/upsert`, { body: { items } });
+      expectStatus([200, 413, 422], "a batch of failing items");
+      const firstSame = kinds.indexOf("same");
+      found.push(
+        ...batchProblems(res, items, (k, x) =>
+          k === firstSame
+            ? x?.status === "unchanged" && x.id === seeds[p.r].id ? null : `the seed as stored answered ${x?.status} ${x?.error?.error ?? ""} ${JSON.stringify(x?.error?.details ?? "").slice(0, 120)}`
+            : kinds[k] === "same"
+              ? x?.status === "failed" && x.error?.error === "VALIDATION_ERROR" ? null : `a repeated externalId answered ${x?.status} ${x?.error?.error ?? ""}`
+              : x?.status === "failed" ? null : `a failing item (${kinds[k]}) answered ${x?.status}`,
+        ),
+      );
+    } else if (p.kind === "if-match") {
+      const targets = [
+        ...PATCHES.map(({ path, op }) => ({ method: "PATCH", path, version: path, body: FUZZ_OPERATIONS.find((o) => o.name === op)!.body!(a, p.n) })),
+        ...RESOURCES.map((r) => ({
+          method: "PUT", path: `/public/v1/${r}/by-external-id/${seedExt}`, version: `/public/v1/${r}/${seeds[r].id}`,
+          body: { ...seeds[r].body, ...{ leads: { notes: `changed ${p.n}` }, contacts: { fullName: `Changed ${p.n}` }, tickets: { subject: `Changed ${p.n}` } }[r] },
+        })),
+        { method: "POST", path: `/public/v1/tickets/${seeds.tickets.id}/comments`, version: `/public/v1/tickets/${seeds.tickets.id}`, body: { body: "never stored" } },
+      ];
+      const t = targets[p.target % targets.length]!;
+      const body = { ...t.body };
+      if (t.method === "PATCH") delete (body as { externalId?: unknown }).externalId; // not a field the precondition is about
+      const v = versions.get(t.version);
+      if (v === undefined) return;
+      headers["If-Match"] = tagValue(p.tag, v);
+      where = `${t.method} ${t.path.replace("/public/v1", "")} (${p.tag.cls})`;
+      res = await send(t.method, t.path, { body, headers });
+      if (p.tag.cls === "malformed") {
+        expectStatus([422], "a malformed If-Match");
+        if (res.status === 422 && !namesField(res, "If-Match")) found.push("the 422 does not name If-Match");
+      } else {
+        expectStatus([412], "If-Match naming no current version");
+        if (res.status === 412 && (res.body?.details?.currentVersion !== v || res.headers.etag !== `"${v}"`)) found.push(`412 with currentVersion ${res.body?.details?.currentVersion}, ETag ${res.headers.etag}, at version ${v}`);
+      }
+    } else if (p.kind === "if-match-new") {
+      headers["If-Match"] = tagValue(p.anyTag, 1 + (p.n % 5));
+      where = `PUT /${p.r}/by-external-id/fz-never-… (${p.anyTag.cls})`;
+      res = await send("PUT", `/public/v1/${p.r}/by-external-id/fz-never-${seed}-${p.n}`, { body: putBodyOf(a, p.r, p.n), headers });
+      if (p.anyTag.cls === "malformed") expectStatus([422], "a malformed If-Match");
+      else {
+        expectStatus([412], "If-Match on an external id no object holds");
+        if (res.status === 412 && (res.body?.details?.currentVersion !== null || res.headers.etag !== undefined)) found.push(`412 with currentVersion ${res.body?.details?.currentVersion}, ETag ${res.headers.etag}`);
+      }
+    } else if (p.kind === "put-bad-ext") {
+      const sent = [...REFUSED_PATH_EXTERNAL_IDS, encodeSegment(`a${p.controls}b`), encodeAll(p.controls)][p.target % (REFUSED_PATH_EXTERNAL_IDS.length + 2)]!;
+      where = `PUT /${p.r}/by-external-id/${sent.slice(0, 60)}`;
+      res = await send("PUT", `/public/v1/${p.r}/by-external-id/${sent}`, { body: putBodyOf(a, p.r, p.n) });
+      if (routeChanging(sent)) expectStatus([404, 405], "no such operation");
+      else {
+        expectStatus([422], "an external id the rule refuses");
+        if (res.status === 422 && !namesField(res, "externalId")) found.push("the 422 does not name externalId");
+      }
+    } else if (p.kind === "put-body-ext") {
+      where = `PUT /${p.r}/by-external-id/fz-never-… (externalId in the body)`;
+      res = await send("PUT", `/public/v1/${p.r}/by-external-id/fz-never-${seed}-${p.n}`, { body: { ...putBodyOf(a, p.r, p.n), externalId: pick([`fz-never-${seed}-${p.n}`, "other", null, ""], p.target) } });
+      expectStatus([422], "externalId in a PUT's body");
+      if (res.status === 422 && !namesField(res, "externalId")) found.push("the 422 does not name externalId");
+    } else {
+      const getKind = (Object.keys(GET_ONE) as GetKind[])[p.target % 4]!;
+      const id = idOfKind(p.idKind, getKind, p.bad);
+      const path = `/public/v1/${GET_ONE[getKind]}/${id}`;
+      const v = versions.get(`/public/v1/${GET_ONE[getKind]}/${idOf(a, getKind)}`);
+      headers["If-None-Match"] = tagValue(p.anyTag, v ?? 1);
+      where = `GET ${path.replace("/public/v1", "").slice(0, 80)} (${p.idKind}, ${p.anyTag.cls})`;
+      res = await send("GET", path, { headers });
+      if (p.idKind === "own" && v !== undefined) {
+        const notModified = p.anyTag.cls === "weak" || p.anyTag.cls === "current" || p.anyTag.cls === "any";
+        expectStatus([notModified ? 304 : 200], `If-None-Match ${p.anyTag.cls}`);
+        if ((res.status === 200 || res.status === 304) && res.headers.etag !== `"${v}"`) found.push(`ETag ${res.headers.etag} at version ${v}`);
+      } else if (p.idKind === "random" || p.idKind === "foreign" || p.idKind === "deleted") expectStatus([404], `a ${p.idKind} id`);
+    }
+    found.unshift(...answerProblems(res, serverErrors));
+    if (found.length) problems.push(`sync refused #${i} ${where}${headers["If-Match"] ?? headers["If-None-Match"] ? ` [${JSON.stringify(headers["If-Match"] ?? headers["If-None-Match"]).slice(0, 60)}]` : ""}: ${found.join("; ")}`);
+  });
+  const after = await dump(url, a.id);
+  const same = digest(before) === digest(after);
+  if (!same) problems.push(`sync inputs: tenant a changed by refused input: ${diff(before, after).join("; ").slice(0, 400)}`);
+  return {
+    requests,
+    problems,
+    figure:
+      `sync inputs: ${free.length} free (${[...freeStatuses].sort((x, y) => x[0] - y[0]).map(([st, c]) => `${st}:${c}`).join(" ")}), ` +
+      `${refused.length} refused (${[...byKind].sort().map(([k, c]) => `${k} ${c}`).join(", ")}), tenant a ${same ? "unchanged" : "CHANGED"}`,
+  };
+}
+
 // Huge thread lists (issue 25), a generator of its own: tickets of one fresh contact whose threads
 // go up to the thread bounds (comments written straight in the database, through its triggers, so the
 // bounds hold), of control characters (six bytes of JSON each), astral characters, quotes or plain
@@ -641,6 +1166,12 @@ export const drill6: Drill = {
     const svc = await startService(scope, "d6-a", { DATABASE_URL: url, BODY_LIMIT_BYTES: String(BODY_LIMIT), LOG_LEVEL: "info" });
     const client = new Client(svc.url, tally);
     scope.defer("close client", () => client.close());
+    // Tenant b holds SHARED_EXTERNAL_IDS on a lead, a contact and a ticket (its own PUTs), which tenant a's fuzz names too.
+    for (const [k, ext] of SHARED_EXTERNAL_IDS.entries())
+      for (const r of RESOURCES) {
+        const put = await client.request("PUT", `/public/v1/${r}/by-external-id/${encodeURIComponent(ext)}`, { key: b.apiKeys.full!.key, body: putBodyOf(b, r, 9_000_000 + k) });
+        report.check(put.status === 201, `tenant b's ${r} by external id ${ext}: ${put.status} ${put.text.slice(0, 160)}`);
+      }
     const before = await dump(url, b.id);
 
     const plans = fc.sample(planArb, { seed, numRuns: count });
@@ -656,7 +1187,7 @@ export const drill6: Drill = {
       if (only !== undefined && i !== only) return;
       const plan = plans[i]!;
       const req = build(plan, a, b);
-      opsSeen.add(OPERATIONS[plan.op]!.name);
+      opsSeen.add(FUZZ_OPERATIONS[plan.op]!.name);
       const res: Res = await client.request(req.method, req.path, { raw: req.raw, headers: req.headers, timeoutMs: 30_000 });
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       const problems: string[] = [];
@@ -671,6 +1202,9 @@ export const drill6: Drill = {
         problems.push(...envelopeProblems(env));
         const code = env.body?.error as keyof typeof ERROR_STATUS | undefined;
         if (code && ERROR_STATUS[code] !== undefined && ERROR_STATUS[code] !== res.status) problems.push(`status ${res.status} for ${code}`);
+      } else if (res.status === 304) {
+        // If-None-Match naming the version (issue 39): no body, the ETag.
+        if (res.text !== "" || !res.headers.etag) problems.push(`a 304 ${res.text ? "with a body" : "without an ETag"}`);
       } else if (res.status >= 200 && (typeof res.body !== "object" || res.body === null)) problems.push("2xx without a JSON body");
       if (req.expect413) {
         oversize += 1;
@@ -692,13 +1226,15 @@ export const drill6: Drill = {
     if (surrogates) failures.push(...surrogates.problems);
     const trpc = only === undefined ? await trpcQueries(client, a, seed) : undefined;
     if (trpc) failures.push(...trpc.problems);
+    const sync = only === undefined ? await syncInputs(client, url, a, b, seed, serverErrors) : undefined;
+    if (sync) failures.push(...sync.problems);
     const huge = only === undefined ? await hugeThreadLists(client, url, a, seed) : undefined;
     if (huge) failures.push(...huge.problems);
     for (const f of failures.slice(0, 8)) report.fail(f);
     await sleep(500); // the service's log lines arrive through a pipe
     for (const id of serverErrors.slice(0, 3)) report.fail(`server log of ${id}: ${logsOf([svc], id).join(" | ").slice(0, 600)}`);
     if (failures.length > 8) report.fail(`… ${failures.length - 8} more failing requests (replay one: DRILL_FUZZ_SEED=${seed} DRILL_FUZZ_ONLY=<#>)`);
-    report.check(only !== undefined || opsSeen.size === OPERATIONS.length, `only ${opsSeen.size} of ${OPERATIONS.length} operations generated`);
+    report.check(only !== undefined || opsSeen.size === FUZZ_OPERATIONS.length, `only ${opsSeen.size} of ${FUZZ_OPERATIONS.length} operations generated`);
     const after = await dump(url, b.id);
     const same = digest(before) === digest(after);
     if (!same) report.leaks += 1;
@@ -708,6 +1244,7 @@ export const drill6: Drill = {
     if (threads) report.figure(threads.figure);
     if (surrogates) report.figure(surrogates.figure);
     if (trpc) report.figure(trpc.figure);
+    if (sync) report.figure(sync.figure);
     if (huge) report.figure(huge.figure);
     report.figure(`seed ${seed}, ${plans.length} requests (DRILL_FUZZ_COUNT), ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
     return report.result();

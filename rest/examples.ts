@@ -6,10 +6,14 @@
 // The ids are the demo tenant's (server/admin/demo.ts, DEMO_IDS: the first `npm start` on an empty
 // embedded database loads the demo with them), so Swagger UI's "Try it out" at /docs succeeds with
 // the demo key on every operation: the creates answer 201 (each once: a second POST /contacts with
-// the same phone is a 409 ALREADY_EXISTS, as it should be), the lists find the demo's objects.
-// test/process/openapi.test.ts runs every example against the demo; test/process/docs.test.ts clicks "Try it out"
-// on every create in headless Chromium.
-import { DEMO_IDS } from "../server/admin/demo.js";
+// the same phone is a 409 ALREADY_EXISTS, as it should be), the lists find the demo's objects, and
+// the upserts by external id answer 200 however often they run (the PUTs name the external ids the
+// demo's objects hold, DEMO_EXTERNAL_IDS; a batch creates its new objects once, then finds them
+// unchanged). The contacts the examples create have phones and e-mails no other contact has (both
+// are unique per tenant).
+// test/db/openapi.test.ts runs every example against the demo; test/unit/docs.test.ts clicks "Try it out"
+// on every POST in headless Chromium.
+import { DEMO_EXTERNAL_IDS, DEMO_IDS } from "../server/admin/demo.js";
 import type { ErrorCode } from "../server/errors.js";
 
 /** The message and details of an error example (the code is the example's key). */
@@ -38,12 +42,17 @@ export const UNEXAMPLED_PARAMETERS: Record<string, string> = {
   since: "opaque: only a previous answer's `nextSince` is valid; absent starts from the beginning",
   "Idempotency-Key":
     "a pre-filled key would be sent again with an edited body (422 IDEMPOTENCY_KEY_REUSE_MISMATCH); any client-made unique value, e.g. a UUID, is one",
+  "If-Match":
+    "a pre-filled version goes stale after the first write (every later try a 412 PRECONDITION_FAILED); only the ETag of a previous answer is meant",
+  "If-None-Match":
+    "a pre-filled version would turn the read into a 304 without a body, and goes stale after the first write; only the ETag of a previous answer is meant",
 };
 
 /** The request id of the error examples (the service makes a UUID unless the client sent X-Request-Id). */
 export const EXAMPLE_REQUEST_ID = "5b0e6a42-8c1d-4f3e-9a7b-2d4c6e8f0a13";
 
 const { users, stages, channels, contactLists, contacts, conversations, leads, appointments, tickets } = DEMO_IDS;
+const external = DEMO_EXTERNAL_IDS;
 
 /** A validation error as the service reports it: "Request validation failed" and one failing field. */
 const invalid = (field: string, code: string, message: string): ErrorExample => ({
@@ -51,6 +60,15 @@ const invalid = (field: string, code: string, message: string): ErrorExample => 
   details: { fields: [{ field, code, message }], fieldCount: 1, truncated: false },
 });
 const notFound = (what: string): ErrorExample => ({ message: `${what} not found`, details: {} });
+/** A 409 on a value another object of the tenant holds, naming it (routers/_lib/sync.ts, alreadyExists). */
+const taken = (what: string, field: string, existingId: string): ErrorExample => ({
+  message: `A ${what} with this ${field} already exists`,
+  details: { field, existingId },
+});
+/** The 422 of an update by external id that would change a field PATCH may not change (routers/leads/upsert.ts, mayNotChange). */
+const immutable = (field: string) => invalid(field, "immutable", "differs from the stored value, and an update may not change it");
+/** The 422 of a batch of more than 100 items. */
+const tooManyItems = invalid("items", "too_big", "Too big: expected array to have <=100 items");
 
 /** Each code's example unless the operation has its own (PERMISSION_DENIED: made from the operation's scope). */
 export const ERROR_EXAMPLES: Record<ErrorCode, ErrorExample> = {
@@ -83,8 +101,15 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
   "GET /public/v1/me": { summary: "Who the demo key is" },
 
   "GET /public/v1/leads": {
-    summary: "Bea Soto's leads since January 2026",
-    parameters: { dateFrom: "2026-01-01T00:00:00Z", dateTo: "2036-01-01T00:00:00Z", customerId: contacts.bea, offset: 0, limit: 50 },
+    summary: "Bea Soto's leads since January 2026, the one your CRM knows as crm-deal-311",
+    parameters: {
+      dateFrom: "2026-01-01T00:00:00Z",
+      dateTo: "2036-01-01T00:00:00Z",
+      customerId: contacts.bea,
+      externalId: external.leads.l1,
+      offset: 0,
+      limit: 50,
+    },
     errors: { VALIDATION_ERROR: invalid("dateFrom", "invalid_format", "must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z)") },
   },
   "POST /public/v1/leads": {
@@ -105,6 +130,7 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     errors: {
       VALIDATION_ERROR: invalid("customerName", "too_small", "Too small: expected string to have >=1 characters"),
       NOT_FOUND: notFound("Stage"),
+      ALREADY_EXISTS: taken("lead", "externalId", leads.l1),
     },
   },
   "GET /public/v1/leads/{lead_id}": {
@@ -116,17 +142,72 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     summary: "Move Bea Soto's lead to Qualified",
     parameters: { lead_id: leads.l1 },
     body: { stageId: stages.qualified, quality: "hot", assignedOperatorId: users.ana, notes: "Mortgage pre-approved; second viewing booked" },
-    errors: { VALIDATION_ERROR: invalid("stageId", "invalid_format", "must be a UUID"), NOT_FOUND: notFound("Lead") },
+    errors: {
+      VALIDATION_ERROR: invalid("stageId", "invalid_format", "must be a UUID"),
+      NOT_FOUND: notFound("Lead"),
+      ALREADY_EXISTS: taken("lead", "externalId", leads.l2),
+    },
+  },
+  "PUT /public/v1/leads/by-external-id/{externalId}": {
+    summary: "Your CRM's deal crm-deal-311 (Bea Soto's lead): qualified, with the CRM's notes",
+    parameters: { externalId: external.leads.l1 },
+    // Bea Soto's lead as the demo holds it: the fields an update may not change are equal (the phone
+    // as the CRM writes it is the same number once normalised). Stage, quality, operator and notes are
+    // applied; they are the PATCH example's, so after it, or after its own first run, nothing is written.
+    body: {
+      customerName: "Bea Soto",
+      customerEmail: "bea@example.test",
+      customerPhone: "600 000 001",
+      intent: "buy",
+      stageId: stages.qualified,
+      quality: "hot",
+      assignedOperatorId: users.ana,
+      notes: "Mortgage pre-approved; second viewing booked",
+    },
+    errors: {
+      VALIDATION_ERROR: immutable("customerName"),
+      NOT_FOUND: notFound("Stage"),
+      ALREADY_EXISTS: taken("lead", "externalId", leads.l1),
+    },
+  },
+  "POST /public/v1/leads/batch/upsert": {
+    summary: "Two deals from your CRM's nightly export, created once and unchanged on every later run",
+    body: {
+      items: [
+        {
+          externalId: "crm-deal-312",
+          customerName: "Lucía Prieto",
+          customerEmail: "lucia.prieto@example.com",
+          customerPhone: "+34600000013",
+          intent: "rent",
+          quality: "warm",
+          zones: ["Retiro"],
+          rooms: 2,
+          assignedOperatorId: users.luis,
+          notes: "Moving in March; has a small dog",
+        },
+        {
+          externalId: "crm-deal-313",
+          customerName: "Pablo Núñez",
+          customerPhone: "+34600000014",
+          intent: "sell",
+          stageId: stages.new,
+          budget: { min: 400000, max: 450000 },
+          zones: ["Chamberí"],
+        },
+      ],
+    },
+    errors: { VALIDATION_ERROR: tooManyItems },
   },
 
   "GET /public/v1/contacts": {
-    summary: "VIP contacts named Soto",
-    parameters: { search: "soto", listId: contactLists.vip, offset: 0, limit: 50 },
+    summary: "VIP contacts named Soto, the one your CRM knows as crm-10042",
+    parameters: { search: "soto", listId: contactLists.vip, externalId: external.contacts.bea, offset: 0, limit: 50 },
     errors: { VALIDATION_ERROR: invalid("search", "too_big", "Too big: expected string to have <=200 characters") },
   },
   "POST /public/v1/contacts": {
-    summary: "A new contact from Spain",
-    body: { fullName: "Eva Mora", phone: "+34 600 000 009", email: "eva.mora@example.com", country: "ES" },
+    summary: "A new contact from Spain, with your CRM's id of her",
+    body: { fullName: "Eva Mora", phone: "+34 600 000 009", email: "eva.mora@example.com", country: "ES", externalId: "crm-10046" },
     errors: {
       VALIDATION_ERROR: {
         message: "phone is not a valid phone number: not a possible phone number for its region",
@@ -134,15 +215,42 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
       },
     },
   },
+  "GET /public/v1/contacts/{contact_id}": {
+    summary: "Bea Soto",
+    parameters: { contact_id: contacts.bea },
+    errors: { VALIDATION_ERROR: invalid("contact_id", "invalid_format", "must be a UUID"), NOT_FOUND: notFound("Contact") },
+  },
   "PATCH /public/v1/contacts/{contact_id}": {
-    summary: "Carlos Gil's full name and e-mail; he opts out of marketing",
+    summary: "Carlos Gil's full name and e-mail, linked to your CRM's crm-10043; he opts out of marketing",
     parameters: { contact_id: contacts.carlos },
-    body: { fullName: "Carlos Gil Ortega", email: "carlos.gil@example.com", marketingOptOut: true },
+    body: { fullName: "Carlos Gil Ortega", email: "carlos.gil@example.com", marketingOptOut: true, externalId: "crm-10043" },
     errors: {
       VALIDATION_ERROR: invalid("phone", "unknown_field", "Unknown field"),
       NOT_FOUND: notFound("Contact"),
-      ALREADY_EXISTS: { message: "A contact with this email already exists", details: { field: "email" } },
+      ALREADY_EXISTS: taken("contact", "email", contacts.bea),
     },
+  },
+  "PUT /public/v1/contacts/by-external-id/{externalId}": {
+    summary: "Your CRM's contact crm-10042 (Bea Soto): her full name as the CRM has it",
+    parameters: { externalId: external.contacts.bea },
+    // Bea Soto as the demo holds her: phone (the same number once normalised) and country equal, as
+    // an update requires; the full name and e-mail are applied.
+    body: { fullName: "Beatriz Soto", phone: "+34 600 000 001", email: "bea@example.test", country: "ES" },
+    errors: {
+      VALIDATION_ERROR: immutable("phone"),
+      ALREADY_EXISTS: taken("contact", "phone", contacts.carlos),
+    },
+  },
+  "POST /public/v1/contacts/batch/upsert": {
+    summary: "Your CRM's export: Bea Soto as above, and two new contacts (created once, unchanged on every later run)",
+    body: {
+      items: [
+        { externalId: external.contacts.bea, fullName: "Beatriz Soto", phone: "+34600000001", email: "bea@example.test", country: "ES" },
+        { externalId: "crm-10044", fullName: "Marta Ruiz", phone: "+34 600 000 011", email: "marta.ruiz@example.com", country: "ES" },
+        { externalId: "crm-10045", fullName: "Jorge Pardo", phone: "600 000 012" },
+      ],
+    },
+    errors: { VALIDATION_ERROR: tooManyItems },
   },
 
   "GET /public/v1/conversations": {
@@ -214,6 +322,11 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     },
     errors: { VALIDATION_ERROR: invalid("endsAt", "custom", "must be after startsAt"), NOT_FOUND: notFound("User") },
   },
+  "GET /public/v1/appointments/{appointment_id}": {
+    summary: "Bea Soto's viewing",
+    parameters: { appointment_id: appointments.a1 },
+    errors: { VALIDATION_ERROR: invalid("appointment_id", "invalid_format", "must be a UUID"), NOT_FOUND: notFound("Appointment") },
+  },
   "PATCH /public/v1/appointments/{appointment_id}": {
     summary: "Move Bea Soto's viewing to the afternoon",
     parameters: { appointment_id: appointments.a1 },
@@ -230,8 +343,8 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
   },
 
   "GET /public/v1/tickets": {
-    summary: "Ana's open tickets about Bea Soto",
-    parameters: { status: "open", assignedTo: users.ana, customerId: contacts.bea, offset: 0, limit: 50 },
+    summary: "Ana's open tickets about Bea Soto, the one your helpdesk knows as hd-58230",
+    parameters: { status: "open", assignedTo: users.ana, customerId: contacts.bea, externalId: external.tickets.t1, offset: 0, limit: 50 },
     errors: { VALIDATION_ERROR: invalid("assignedTo", "invalid_format", "must be a UUID") },
   },
   "POST /public/v1/tickets": {
@@ -247,13 +360,52 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     errors: {
       VALIDATION_ERROR: invalid("(body)", "custom", "At least one of customerId, leadId, conversationId is required"),
       NOT_FOUND: notFound("Contact"),
+      ALREADY_EXISTS: taken("ticket", "externalId", tickets.t1),
     },
+  },
+  "GET /public/v1/tickets/{ticket_id}": {
+    summary: "The broken-link ticket with its thread",
+    parameters: { ticket_id: tickets.t1 },
+    errors: { VALIDATION_ERROR: invalid("ticket_id", "invalid_format", "must be a UUID"), NOT_FOUND: notFound("Ticket") },
   },
   "PATCH /public/v1/tickets/{ticket_id}": {
     summary: "Hand the broken-link ticket to Luis, waiting for the owner",
     parameters: { ticket_id: tickets.t1 },
     body: { status: "pending", assignedTo: users.luis, subject: "Broken link in listing 4521" },
-    errors: { VALIDATION_ERROR: invalid("status", "invalid_value", "must be one of open, pending, resolved, closed"), NOT_FOUND: notFound("Ticket") },
+    errors: {
+      VALIDATION_ERROR: invalid("status", "invalid_value", "must be one of open, pending, resolved, closed"),
+      NOT_FOUND: notFound("Ticket"),
+      ALREADY_EXISTS: taken("ticket", "externalId", tickets.t1),
+    },
+  },
+  "PUT /public/v1/tickets/by-external-id/{externalId}": {
+    summary: "Your helpdesk's ticket hd-58230 (the broken-link ticket): its subject, and Luis on it",
+    parameters: { externalId: external.tickets.t1 },
+    // The ticket as the demo holds it: its contact is Bea Soto (a link an update may not change);
+    // the subject and the assignee are applied. Comments go through POST /tickets/{ticket_id}/comments.
+    body: { subject: "Broken link in listing 4521", customerId: contacts.bea, assignedTo: users.luis },
+    errors: {
+      VALIDATION_ERROR: immutable("customerId"),
+      NOT_FOUND: notFound("Assignable user"),
+      ALREADY_EXISTS: taken("ticket", "externalId", tickets.t1),
+    },
+  },
+  "POST /public/v1/tickets/batch/upsert": {
+    summary: "Two tickets from your helpdesk, created once and unchanged on every later run",
+    body: {
+      items: [
+        {
+          externalId: "hd-58231",
+          subject: "Energy certificate of Calle Mayor 12",
+          customerId: contacts.carlos,
+          leadId: leads.l2,
+          conversationId: conversations.c2,
+          assignedTo: users.luis,
+        },
+        { externalId: "hd-58232", subject: "Reschedule the viewing", customerId: contacts.bea, leadId: leads.l1, assignedTo: users.ana },
+      ],
+    },
+    errors: { VALIDATION_ERROR: tooManyItems },
   },
   "POST /public/v1/tickets/{ticket_id}/comments": {
     summary: "Note the fix on the broken-link ticket",

@@ -14,7 +14,7 @@ import { parse as parseQuery } from "node:querystring";
 import parseUrl from "parseurl";
 import { createOpenApiNodeHttpHandler } from "trpc-to-openapi";
 import { guard } from "../server/auth/guard.js";
-import { jsonBodyReader, queryTextProblems, recordInputProblem, textProblemError } from "../server/body.js";
+import { jsonBodyReader, notUtf8, queryTextProblems, wellEncoded, recordInputProblem, textProblemError } from "../server/body.js";
 import { AppError, logFailure, toAppError, envelope } from "../server/errors.js";
 import { sendEnvelope, sendJson } from "../server/http.js";
 import type { Services } from "../server/services.js";
@@ -103,6 +103,19 @@ export function publicApi(services: Services, router: AppRouter): Handler {
   // The OpenAPI document: no key, not rate-limited — for GET and HEAD only; any other method on the
   // path goes through the guard like every other request.
   const openapi = JSON.stringify(buildOpenApiDocument(router));
+  // The path templates, to name a path parameter whose encoding does not decode (wellEncoded).
+  const templates = Object.values(router._def.procedures).flatMap((proc) => {
+    const o = ((proc as any)._def.meta as Meta | undefined)?.openapi;
+    if (!o) return [];
+    const names = [...o.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
+    return names.length ? [{ method: o.method, names, re: new RegExp(`^${o.path.replace(/\{\w+\}/g, "([^/]+)")}/?$`, "i") }] : [];
+  });
+  const pathProblems = (method: string | undefined, pathname: string) => {
+    if (!pathname.includes("%")) return [];
+    const t = templates.find((x) => x.method === method && x.re.test(pathname));
+    const m = t?.re.exec(pathname);
+    return t && m ? t.names.filter((_, i) => !wellEncoded(m[i + 1]!)).map(notUtf8) : [];
+  };
   const checkKey = guard(services);
   const readBody = jsonBodyReader(services.config.bodyLimitBytes, sendEnvelope);
 
@@ -120,7 +133,7 @@ export function publicApi(services: Services, router: AppRouter): Handler {
       const rawQuery = typeof url.query === "string" ? url.query : "";
       (req as IncomingMessage & { query?: unknown }).query = parseQuery(rawQuery);
       // Percent-encoded bytes that are not UTF-8 (the parser made U+FFFD of them): 422 after the scope check.
-      const unstorable = queryTextProblems(rawQuery);
+      const unstorable = [...pathProblems(req.method, pathname), ...queryTextProblems(rawQuery)];
       if (unstorable.length) recordInputProblem(req, textProblemError(unstorable));
       checkKey(req, res, (err) => {
         if (err) return fail(err);

@@ -1,6 +1,7 @@
 // The OpenAPI 3.1 document: trpc-to-openapi's generator over the procedures, then made exact —
-// the X-API-Key scheme with per-operation scopes, real success statuses, Idempotency-Key on
-// creates, rate-limit and request-id headers, and for each operation the error responses it can
+// the X-API-Key scheme with per-operation scopes, real success statuses (an upsert's 200 and 201),
+// Idempotency-Key on creates and upserts, If-Match / If-None-Match and ETag where the object has a
+// version, rate-limit and request-id headers, and for each operation the error responses it can
 // really give with the envelope schema and their codes (replacing the generator's tRPC error shapes);
 // the tags declared with descriptions, contact and license (so Spectral's spectral:oas and Redocly's
 // recommended rules pass: `npm run lint:openapi`); optional query parameters as the REST adapter
@@ -19,10 +20,17 @@ Every request carries \`X-API-Key\`. Errors always have the body \`{error, messa
 program against \`error\` only. Every response carries \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\`,
 \`X-RateLimit-Reset\` and \`X-Request-Id\`; a 429 also carries \`Retry-After\`.
 
+Leads, contacts, tickets and appointments carry a \`version\`, sent as \`ETag\` with every answer
+that is one of them: send it back in \`If-Match\` to write only while nobody else has changed the
+object (else 412 \`PRECONDITION_FAILED\`), or in \`If-None-Match\` to read it only when it changed
+(else 304 without a body). Leads, contacts and tickets can also carry your own id, \`externalId\`:
+\`PUT …/by-external-id/{externalId}\` creates or updates by it, \`POST …/batch/upsert\` up to 100 at once.
+
 The examples name the objects of the demo tenant that the first \`npm start\` on an empty embedded
 database loads: on that service, Authorize with the key it printed (a new one:
 \`npm run --silent admin -- demo-key\`) and "Try it out" succeeds as filled in (each create once: a
-second try of \`POST /public/v1/contacts\` is the documented 409, its phone being taken).`;
+second try of \`POST /public/v1/contacts\` is the documented 409, its phone being taken; the upserts
+by external id succeed every time, answering 200).`;
 
 /** The operations' tags, in the order the reference shows them, each with its description. */
 export const TAGS: { name: string; description: string }[] = [
@@ -165,7 +173,6 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       description:
         'Write only if the object is still at one of these versions: `"3"`, a list `"3", "4"`, or `*` (any version). When none matches: 412 PRECONDITION_FAILED with the current `ETag` and `details.currentVersion`, and nothing is written. Checked after the 404 and the body\'s validation, atomically with the write. A malformed value gives 422 naming the header.',
       schema: { type: "string", maxLength: 8192 },
-      example: '"1"',
     },
     IfNoneMatch: {
       name: "If-None-Match",
@@ -173,7 +180,6 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       required: false,
       description: 'The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body.',
       schema: { type: "string", maxLength: 8192 },
-      example: '"1"',
     },
   };
   const versioned = (op: any): boolean => {

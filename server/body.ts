@@ -185,6 +185,19 @@ const hexValue = (c: number) => (c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x41 &
  * The bytes a query component stands for, as querystring decodes it: "%XX" → the byte, "+" → space,
  * a malformed escape left as its characters. (A request target is ASCII: node refuses other bytes.)
  */
+/**
+ * Whether a percent-encoded path parameter decodes to what it says: no malformed escape (`%zz`, a cut
+ * `%E0%A4`) and UTF-8 bytes (not a lone surrogate's). Path parameters are decoded
+ * (patches/trpc-to-openapi: an external id such as `crm%2F42`); one that is not is a 422
+ * (rest/facade.ts), never a value taken as sent.
+ */
+export function wellEncoded(segment: string): boolean {
+  return !segment.includes("%") || (!/%(?![0-9A-Fa-f]{2})/.test(segment) && isUtf8(percentDecoded(segment)));
+}
+
+/** The field problem of a parameter whose percent-encoded bytes are not UTF-8. */
+export const notUtf8 = (field: string): FieldProblem => textField(field, "not_utf8");
+
 function percentDecoded(s: string): Uint8Array {
   const out = new Uint8Array(s.length);
   let n = 0;

@@ -1,5 +1,6 @@
 // The raw baseline (issue 13: the physical limit): the smallest honest server for GET /me, the lists
-// (leads, contacts, tickets, appointments, conversations), POST /leads and POST /appointments on
+// (leads, contacts, tickets, appointments, conversations), POST /leads, POST /appointments and (issue
+// 39) PUT /contacts/by-external-id/{externalId} and POST /contacts/batch/upsert on
 // node:http + pg (+ ioredis for the quotas), giving the same answers as the service (checked before
 // every run) with the fewest statements a careful engineer would write by hand — not the service's SQL:
 //   auth    one SQL round trip (the same named LOOKUP as server/auth/authenticate.ts: key by prefix, owner
@@ -16,7 +17,7 @@ import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Redis } from "ioredis";
 import pg from "pg";
-import { phoneForMatching } from "../../server/phone.js";
+import { phoneForMatching, toE164 } from "../../server/phone.js";
 
 const ALL_SCOPES = ["leads", "contacts", "conversations", "appointments", "tickets"].flatMap((r) => [`tenant:${r}.read`, `tenant:${r}.manage`]);
 const KEY_RE = /^(crm_[0-9A-Za-z]{12})_([0-9A-Za-z]{40})$/;
@@ -387,6 +388,245 @@ async function createAppointment(c: Caller, req: IncomingMessage) {
   }
 }
 
+// PUT /contacts/by-external-id/{externalId} (issue 39) — the update path in ONE statement: the contact
+// holding the external id (cur) and, in the same statement, the UPDATE … RETURNING of the fields
+// that differ, only while it is live and the body's phone (E.164) and country are the stored ones.
+// Nothing updated: the row read (cur) decides in JS — a deleted contact 409, a phone or country that
+// differs 422 (the phone normalised again with the contact's own country first, as PATCH's rules
+// do), else unchanged (200, nothing written). No contact: the INSERT of POST /contacts (201). The
+// version is the "row_version" trigger's, as for the service.
+const CONTACT_COLS = `"id","fullName","phone","email","country","phoneVerifiedAt","emailVerifiedAt","marketingOptOut","marketingOptOutAt","origin","externalId","version","createdAt"`;
+interface ContactRow {
+  id: string;
+  fullName: string | null;
+  phone: string | null;
+  email: string | null;
+  country: string | null;
+  phoneVerifiedAt: Date | null;
+  emailVerifiedAt: Date | null;
+  marketingOptOut: boolean;
+  marketingOptOutAt: Date | null;
+  origin: string;
+  externalId: string | null;
+  version: number;
+  createdAt: Date;
+  deletedAt?: Date | null;
+}
+const toContact = (x: ContactRow) => ({
+  id: x.id,
+  fullName: x.fullName,
+  phone: x.phone,
+  email: x.email,
+  country: x.country,
+  phoneVerifiedAt: iso(x.phoneVerifiedAt),
+  emailVerifiedAt: iso(x.emailVerifiedAt),
+  marketingOptOut: x.marketingOptOut,
+  marketingOptOutAt: iso(x.marketingOptOutAt),
+  origin: x.origin,
+  externalId: x.externalId,
+  version: x.version,
+  createdAt: iso(x.createdAt),
+});
+const CONTACT_UPDATE = `
+  WITH cur AS (SELECT ${CONTACT_COLS}, "deletedAt" FROM "Contact" WHERE "tenantId" = $1::uuid AND "externalId" = $2::text),
+  upd AS (
+    UPDATE "Contact" x SET "fullName" = CASE WHEN $3::boolean THEN $4::text ELSE x."fullName" END,
+                           "email" = CASE WHEN $5::boolean THEN $6::text ELSE x."email" END, "updatedAt" = $9::timestamptz
+      FROM cur
+     WHERE x."tenantId" = $1::uuid AND x."id" = cur."id" AND x."deletedAt" IS NULL AND x."phone" = $7::text
+       AND ($8::text IS NULL OR x."country" = $8::text)
+       AND (($3::boolean AND x."fullName" IS DISTINCT FROM $4::text) OR ($5::boolean AND x."email" IS DISTINCT FROM $6::text))
+    RETURNING ${CONTACT_COLS.replace(/"(\w+)"/g, 'x."$1"')}, x."deletedAt")
+  SELECT true AS "written", upd.* FROM upd
+  UNION ALL SELECT false, cur.* FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)`;
+const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+const isUniqueOf = (e: unknown, ...names: string[]) => isUnique(e) && names.includes((e as { constraint?: string }).constraint ?? "");
+
+interface ContactItem {
+  externalId: string;
+  fullName?: string;
+  email?: string;
+  country?: string;
+  rawPhone: string;
+  /** E.164 with the body's country, else the tenant's. */
+  phone: string;
+}
+
+/** A PUT body (or a batch item, with its externalId) → the item, or 422. */
+function contactItem(c: Caller, body: any, externalId: unknown): ContactItem {
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw new HttpError(422, "VALIDATION_ERROR", "not an object");
+  const allowed = new Set(["fullName", "phone", "email", "country"]);
+  for (const k of Object.keys(body)) if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
+  if (typeof externalId !== "string" || externalId.length < 1 || externalId.length > 255 || /[\u0000-\u001f\u007f-\u009f]/.test(externalId))
+    throw new HttpError(422, "VALIDATION_ERROR", "bad externalId");
+  const fullName = body.fullName === undefined ? undefined : str(body.fullName, 255, "fullName", false)!;
+  const email = body.email === undefined ? undefined : str(body.email, 320, "email", false)!;
+  if (email !== undefined && !EMAIL_RE.test(email)) throw new HttpError(422, "VALIDATION_ERROR", "bad email");
+  const country = body.country === undefined ? undefined : str(body.country, 2, "country", false)!.toUpperCase();
+  if (country !== undefined && !/^[A-Z]{2}$/.test(country)) throw new HttpError(422, "VALIDATION_ERROR", "bad country");
+  const rawPhone = str(body.phone, 40, "phone", false)!;
+  const phone = toE164(rawPhone, country ?? c.defaultCountry);
+  if (!phone) throw new HttpError(422, "VALIDATION_ERROR", "bad phone");
+  return { externalId, fullName, email, country, rawPhone, phone };
+}
+
+/** The contact as read (nothing written by the statement): unchanged, or the 409 / 422 it answers. */
+function settleCurrent(it: ContactItem, row: ContactRow): { own: string | null } {
+  if (row.deletedAt) throw new HttpError(409, "ALREADY_EXISTS", "A contact with this externalId already exists");
+  // Normalised with the contact's own country (the body's, else the stored one, else the tenant's).
+  const own = it.country === undefined && row.country ? toE164(it.rawPhone, row.country) : it.phone;
+  const differs = [...(own !== row.phone ? ["phone"] : []), ...(it.country !== undefined && it.country !== row.country ? ["country"] : [])];
+  if (differs.length) throw new HttpError(422, "VALIDATION_ERROR", `may not change: ${differs.join(", ")}`);
+  return { own };
+}
+
+const duplicate = (e: unknown) => {
+  if (isUniqueOf(e, "Contact_tenantId_phone_key", "Contact_tenantId_email_ci_key")) return new HttpError(409, "ALREADY_EXISTS", "A contact with this phone or email already exists");
+  return e;
+};
+
+/** One upsert (PUT; a batch item the batch statement did not settle): 201 created, 200 updated or unchanged. */
+async function upsertContactItem(c: Caller, it: ContactItem, now: Date): Promise<{ status: 200 | 201; state: "created" | "updated" | "unchanged"; row: ContactRow }> {
+  const update = async (e164: string) => {
+    const { rows } = await pool.query({
+      name: "contact_upsert_update",
+      text: CONTACT_UPDATE,
+      values: [c.tenantId, it.externalId, it.fullName !== undefined, it.fullName ?? null, it.email !== undefined, it.email ?? null, e164, it.country ?? null, now],
+    });
+    return rows[0] as (ContactRow & { written: boolean }) | undefined;
+  };
+  try {
+    let row = await update(it.phone);
+    if (!row) {
+      // No contact holds it: POST /contacts's INSERT with the external id (a concurrent upsert that
+      // won the external id: its row updated instead).
+      try {
+        const ins = await pool.query(
+          `INSERT INTO "Contact" ("tenantId","fullName","phone","email","country","origin","externalId","createdAt","updatedAt")
+           VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, 'api', $6::text, $7::timestamptz, $7::timestamptz) RETURNING ${CONTACT_COLS}`,
+          [c.tenantId, it.fullName ?? null, it.phone, it.email ?? null, it.country ?? null, it.externalId, now],
+        );
+        return { status: 201, state: "created", row: ins.rows[0] as ContactRow };
+      } catch (e) {
+        if (!isUniqueOf(e, "Contact_tenantId_externalId_key")) throw e;
+        row = await update(it.phone);
+        if (!row) throw e;
+      }
+    }
+    if (row.written) return { status: 200, state: "updated", row };
+    const { own } = settleCurrent(it, row);
+    if (own !== it.phone) {
+      const again = await update(own!);
+      if (again?.written) return { status: 200, state: "updated", row: again };
+    }
+    return { status: 200, state: "unchanged", row };
+  } catch (e) {
+    throw duplicate(e);
+  }
+}
+
+async function upsertContact(c: Caller, req: IncomingMessage, externalId: string) {
+  need(c, "tenant:contacts.manage");
+  const body = parseJsonBody(req, await readBody(req));
+  return upsertContactItem(c, contactItem(c, body, externalId), new Date());
+}
+
+// POST /contacts/batch/upsert (issue 39) — every valid item in ONE statement: the contacts holding the
+// items' external ids (cur), the INSERT of the others (ON CONFLICT DO NOTHING: an item whose phone,
+// email or external id is taken is simply not inserted) and the UPDATE of the held ones whose fields
+// differ (the PUT's conditions), each RETURNING its rows. An item that statement did not settle (not
+// inserted; a held contact whose phone needs its own country) goes through the PUT's path on its own;
+// a failure is that item's own answer. Results in the items' order.
+const CONTACT_BATCH = `
+  WITH input AS (
+    SELECT * FROM jsonb_to_recordset($2::jsonb)
+      AS t("i" int, "externalId" text, "setName" boolean, "fullName" text, "setEmail" boolean, "email" text, "phone" text, "country" text)),
+  cur AS (
+    SELECT input."i", ${CONTACT_COLS.replace(/"(\w+)"/g, 'c."$1"')}, c."deletedAt"
+      FROM input JOIN "Contact" c ON c."tenantId" = $1::uuid AND c."externalId" = input."externalId"),
+  ins AS (
+    INSERT INTO "Contact" ("tenantId","fullName","phone","email","country","origin","externalId","createdAt","updatedAt")
+    SELECT $1::uuid, input."fullName", input."phone", input."email", input."country", 'api', input."externalId", $3::timestamptz, $3::timestamptz
+      FROM input WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur."i" = input."i") ORDER BY input."i"
+    ON CONFLICT DO NOTHING
+    RETURNING ${CONTACT_COLS}, "deletedAt"),
+  upd AS (
+    UPDATE "Contact" x SET "fullName" = CASE WHEN input."setName" THEN input."fullName" ELSE x."fullName" END,
+                           "email" = CASE WHEN input."setEmail" THEN input."email" ELSE x."email" END, "updatedAt" = $3::timestamptz
+      FROM cur JOIN input ON input."i" = cur."i"
+     WHERE x."tenantId" = $1::uuid AND x."id" = cur."id" AND x."deletedAt" IS NULL AND x."phone" = input."phone"
+       AND (input."country" IS NULL OR x."country" = input."country")
+       AND ((input."setName" AND x."fullName" IS DISTINCT FROM input."fullName") OR (input."setEmail" AND x."email" IS DISTINCT FROM input."email"))
+    RETURNING ${CONTACT_COLS.replace(/"(\w+)"/g, 'x."$1"')}, x."deletedAt")
+  SELECT 'created' AS "k", NULL::int AS "i", ins.* FROM ins
+  UNION ALL SELECT 'updated', NULL, upd.* FROM upd
+  UNION ALL SELECT 'current', cur.* FROM cur`;
+
+type BatchResult = { index: number; status: string; id: string | null; item: unknown; error: { error: string; message: string; details: object } | null };
+const failed = (index: number, e: unknown): BatchResult => {
+  if (!(e instanceof HttpError) || e.status >= 500) throw e;
+  return { index, status: "failed", id: null, item: null, error: { error: e.code, message: e.message, details: {} } };
+};
+
+async function batchUpsertContacts(c: Caller, req: IncomingMessage) {
+  need(c, "tenant:contacts.manage");
+  const body = parseJsonBody(req, await readBody(req));
+  if (Object.keys(body).some((k) => k !== "items") || !Array.isArray(body.items) || body.items.length < 1 || body.items.length > 100)
+    throw new HttpError(422, "VALIDATION_ERROR", "items: 1 to 100");
+  const now = new Date();
+  const results: (BatchResult | undefined)[] = new Array(body.items.length);
+  const valid: { i: number; it: ContactItem }[] = [];
+  const seen = new Set<string>();
+  body.items.forEach((raw: any, i: number) => {
+    try {
+      const { externalId, ...rest } = raw && typeof raw === "object" && !Array.isArray(raw) ? raw : ({} as any);
+      const it = contactItem(c, rest, externalId);
+      if (seen.has(it.externalId)) throw new HttpError(422, "VALIDATION_ERROR", "An earlier item of this batch has the same externalId");
+      seen.add(it.externalId);
+      valid.push({ i, it });
+    } catch (e) {
+      results[i] = failed(i, e);
+    }
+  });
+  const done = (i: number, state: string, row: ContactRow): BatchResult => ({ index: i, status: state, id: row.id, item: toContact(row), error: null });
+  if (valid.length) {
+    const input = valid.map(({ i, it }) => ({
+      i,
+      externalId: it.externalId,
+      setName: it.fullName !== undefined,
+      fullName: it.fullName ?? null,
+      setEmail: it.email !== undefined,
+      email: it.email ?? null,
+      phone: it.phone,
+      country: it.country ?? null,
+    }));
+    const { rows } = await pool.query({ name: "contact_batch_upsert", text: CONTACT_BATCH, values: [c.tenantId, JSON.stringify(input), now] });
+    const byExternalId = new Map(valid.map((v) => [v.it.externalId, v]));
+    const current = new Map<number, ContactRow>();
+    for (const r of rows as (ContactRow & { k: string; i: number | null })[]) {
+      if (r.k === "current") current.set(r.i!, r);
+      else {
+        const v = byExternalId.get(r.externalId!)!;
+        results[v.i] = done(v.i, r.k, r);
+      }
+    }
+    for (const { i, it } of valid) {
+      if (results[i]) continue;
+      const row = current.get(i);
+      try {
+        if (row && settleCurrent(it, row).own === it.phone) results[i] = done(i, "unchanged", row);
+        else {
+          const r = await upsertContactItem(c, it, now);
+          results[i] = done(i, r.state, r.row);
+        }
+      } catch (e) {
+        results[i] = failed(i, e);
+      }
+    }
+  }
+  return { results };
+}
+
 // ---- the other lists: one statement each — a plain count(*) of the filter (omitted without count)
 // and the page by LIMIT/OFFSET over the list's order index.
 
@@ -558,6 +798,20 @@ const server = createServer(async (req, res) => {
       if (r.replayed) res.setHeader("Idempotent-Replayed", "true");
       return send(res, r.status, r.body, reqId);
     }
+    const put = req.method === "PUT" ? /^\/public\/v1\/contacts\/by-external-id\/([^/]+)$/.exec(url.pathname) : null;
+    if (put) {
+      let externalId: string;
+      try {
+        externalId = decodeURIComponent(put[1]!);
+      } catch {
+        throw new HttpError(422, "VALIDATION_ERROR", "bad externalId");
+      }
+      const r = await upsertContact(caller, req, externalId);
+      res.setHeader("ETag", `"${r.row.version}"`);
+      if (r.status === 201) res.setHeader("Location", `/public/v1/contacts/${r.row.id}`);
+      return send(res, r.status, toContact(r.row), reqId);
+    }
+    if (req.method === "POST" && url.pathname === "/public/v1/contacts/batch/upsert") return send(res, 200, await batchUpsertContacts(caller, req), reqId);
     const list = req.method === "GET" ? LISTS[url.pathname] : undefined;
     if (list) return send(res, 200, await list(caller, url, req.headers["x-bench-no-count"] === "1"), reqId);
     throw new HttpError(404, "NOT_FOUND", "No operation");

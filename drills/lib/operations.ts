@@ -7,8 +7,8 @@ export type IdKind = "lead" | "contact" | "conversation" | "appointment" | "tick
 
 export interface Operation {
   name: string;
-  method: "GET" | "POST" | "PATCH";
-  /** Path with `{id}` where the path id goes. */
+  method: "GET" | "POST" | "PATCH" | "PUT";
+  /** Path with `{id}` where the path id goes (`{externalId}`: an external id, URL-encoded; SYNC_OPERATIONS). */
   path: string;
   /** What the path id is. */
   pathId?: IdKind;
@@ -87,6 +87,36 @@ export const OPERATIONS: Operation[] = [
   },
   { name: "tickets.comment", method: "POST", path: "/public/v1/tickets/{id}/comments", pathId: "ticket", create: true, body: () => ({ body: "a comment" }) },
   { name: "changes.list", method: "GET", path: "/public/v1/changes", query: { since: null, types: null, limit: null } },
+];
+
+/**
+ * The operations of two-way sync (issue 39), apart from OPERATIONS (which drills 7 and 8 walk as the
+ * spec's 20): GET one contact, ticket and appointment, PUT by external id (the path's `{externalId}`
+ * is the caller's to fill, URL-encoded) and the batch upserts. Their valid bodies build on the
+ * creates' (a PUT's without externalId, a ticket's also without comment).
+ */
+const createBody = (name: string) => OPERATIONS.find((o) => o.name === name)!.body!;
+const putBody = (name: string) => (ids: TenantIds, n: number) => {
+  const { comment: _comment, ...body } = createBody(name)(ids, n);
+  return body;
+};
+const PUT_BODY_IDS: Record<string, Record<string, IdKind>> = {
+  leads: { conversationId: "conversation", stageId: "stage", assignedOperatorId: "user" },
+  contacts: {},
+  tickets: { customerId: "contact", leadId: "lead", conversationId: "conversation", assignedTo: "user" },
+};
+const CREATE_OF: Record<string, string> = { leads: "leads.create", contacts: "contacts.create", tickets: "tickets.create" };
+export const SYNC_OPERATIONS: Operation[] = [
+  { name: "contacts.get", method: "GET", path: "/public/v1/contacts/{id}", pathId: "contact" },
+  { name: "tickets.get", method: "GET", path: "/public/v1/tickets/{id}", pathId: "ticket" },
+  { name: "appointments.get", method: "GET", path: "/public/v1/appointments/{id}", pathId: "appointment" },
+  ...(["leads", "contacts", "tickets"] as const).flatMap((r): Operation[] => [
+    { name: `${r}.upsert`, method: "PUT", path: `/public/v1/${r}/by-external-id/{externalId}`, create: true, bodyIds: PUT_BODY_IDS[r], body: putBody(CREATE_OF[r]!) },
+    {
+      name: `${r}.batchUpsert`, method: "POST", path: `/public/v1/${r}/batch/upsert`, create: true,
+      body: (ids, n) => ({ items: [0, 1, 2].map((k) => ({ externalId: `fz-batch-${n}-${k}`, ...putBody(CREATE_OF[r]!)(ids, n + k) })) }),
+    },
+  ]),
 ];
 
 /** An id of the given kind in a tenant (the richTenant fixture). */

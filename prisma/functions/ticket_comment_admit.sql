@@ -4,7 +4,7 @@ DECLARE
   n integer;
   chars integer;
 BEGIN
-  UPDATE "Ticket" SET "commentCount" = "commentCount" + 1, "commentChars" = "commentChars" + len, "updatedAt" = greatest("updatedAt", NEW."createdAt")
+  UPDATE "Ticket" SET "commentCount" = "commentCount" + 1, "commentChars" = "commentChars" + len
    WHERE "tenantId" = NEW."tenantId" AND "id" = NEW."ticketId"
      AND "commentCount" < 500 AND "commentChars" <= 150000 - len
   RETURNING "commentCount" INTO n;

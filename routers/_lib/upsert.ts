@@ -16,7 +16,7 @@
 // together with the batch's Idempotency-Key record, which replays the whole answer.
 import { z } from "zod";
 import type { OpenApiMeta } from "trpc-to-openapi";
-import { isUniqueViolation } from "../../server/db/errors.js";
+import { dbViolation, isUniqueViolation } from "../../server/db/errors.js";
 import { AppError, toAppError, validation, zodDetails } from "../../server/errors.js";
 import { idempotent } from "./idempotent.js";
 import { ITEMS_BUDGET_BYTES } from "./page-budget.js";
@@ -49,6 +49,19 @@ export interface UpsertResource<B, R extends { id: string; version: number }, O>
    */
   update(ctx: AuthedContext, row: R, body: B, pre: EntityTags | undefined): Promise<(O & { id: string }) | null>;
   toPublic(row: R): O & { id: string };
+  /**
+   * Optional, one statement: the update of the object holding the external id when it is live, its
+   * create-only fields equal, If-Match (when given) names its version and some PATCH-able field
+   * differs; undefined when any of that does not hold (the general path then answers).
+   */
+  fastUpdate?(ctx: AuthedContext, externalId: string, body: B, pre: EntityTags | undefined): Promise<(O & { id: string }) | undefined>;
+  /**
+   * Optional, one statement: a batch's new items created together as each item's POST would create
+   * it, skipping any row a unique index refuses (ON CONFLICT DO NOTHING); the created ones by index.
+   * An item it cannot create (a refused row, an input its create would refuse) is left out, and the
+   * per-item path answers for it.
+   */
+  createMany?(ctx: AuthedContext, items: { index: number; externalId: string; body: B }[]): Promise<Map<number, O & { id: string }>>;
 }
 
 const savepoint = (ctx: AuthedContext, verb: "SAVEPOINT" | "RELEASE SAVEPOINT" | "ROLLBACK TO SAVEPOINT", name: string) =>
@@ -105,6 +118,8 @@ export const PathExternalId = { externalId: ExternalId.describe("Your id of the 
 
 /** PUT's 422 when the body itself names `externalId` (the path names it; trpc-to-openapi would let the path's win silently). */
 function refuseBodyExternalId(ctx: AuthedContext) {
+  // Over /trpc the input is the body, and names the external id itself.
+  if (!ctx.req.url?.toLowerCase().startsWith("/public/v1/")) return;
   const sent = (ctx.req as { body?: unknown }).body;
   if (sent && typeof sent === "object" && "externalId" in sent)
     throw validation("Request validation failed", {
@@ -135,8 +150,10 @@ export function putResolver<B, R extends { id: string; version: number }, O>(res
       // PATCH runs). Only a create needs the transaction (step 2's savepoint); it starts from this
       // read (a create committed since is caught by the unique index).
       const { externalId, ...body } = opts.input;
-      known = await res.find(opts.ctx, externalId);
-      if (known) {
+      const fast = await res.fastUpdate?.(opts.ctx, externalId, body as B, pre);
+      if (fast) done = { status: "updated", item: fast };
+      else known = await res.find(opts.ctx, externalId);
+      if (!done && known) {
         const item = await res.update(opts.ctx, known, body as B, pre);
         done = item ? { status: "updated", item } : { status: "unchanged", item: res.toPublic(known) };
       }
@@ -206,6 +223,9 @@ function itemError(err: unknown): BatchResult<never>["error"] {
   return { error: app.code, message: app.message, details: app.details };
 }
 
+/** A statement the database refused for a value (class 22 or 23), not an outage. */
+const isConstraintRefusal = (err: unknown) => /^2[23]/.test(dbViolation(err)?.sqlState ?? "");
+
 /** The external ids among `ids` that an object of `table` of the caller's tenant holds (one statement). */
 async function heldExternalIds(ctx: AuthedContext, table: SyncedTable, ids: string[]): Promise<Set<string>> {
   if (ids.length === 0) return new Set();
@@ -226,9 +246,38 @@ export function batchResolver<B, R extends { id: string; version: number }, O>(r
     // goes straight to its create (a create committed since is caught by the unique index, as in
     // step 2); the others are read one by one.
     const held = await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
+    // The new items (first occurrences of an external id none holds) in one statement, where the
+    // resource has one; what it leaves out goes item by item below.
+    const created = new Map<number, O & { id: string }>();
+    if (res.createMany) {
+      const fresh = new Set<string>();
+      const news: { index: number; externalId: string; body: B }[] = [];
+      for (const [index, p] of parsedItems.entries()) {
+        if (!p.success || held.has(p.data.externalId) || fresh.has(p.data.externalId)) continue;
+        fresh.add(p.data.externalId);
+        const { externalId, ...body } = p.data;
+        news.push({ index, externalId, body: body as B });
+      }
+      news.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
+      if (news.length > 1) {
+        await savepoint(ctx, "SAVEPOINT", "batch_bulk");
+        try {
+          for (const [i, o] of await res.createMany(ctx, news)) created.set(i, o);
+          await savepoint(ctx, "RELEASE SAVEPOINT", "batch_bulk");
+        } catch (err) {
+          // A refusal no item can be told apart by (a check constraint): every item on its own.
+          if (toAppError(err).status >= 500 && !isConstraintRefusal(err)) throw err;
+          await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_bulk");
+          created.clear();
+        }
+      }
+    }
+    // Failed inputs and repeated external ids first, in the items' order (the later of two fails).
+    const out: BatchResult<O>[] = new Array(parsedItems.length);
+    const work: { index: number; externalId: string; body: B }[] = [];
     for (const [index, parsed] of parsedItems.entries()) {
       if (!parsed.success) {
-        results.push({ index, status: "failed", id: null, item: null, error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))) });
+        out[index] = { index, status: "failed", id: null, item: null, error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))) };
         continue;
       }
       const { externalId, ...body } = parsed.data;
@@ -238,26 +287,38 @@ export function batchResolver<B, R extends { id: string; version: number }, O>(r
           fieldCount: 1,
           truncated: false,
         });
-        results.push({ index, status: "failed", id: null, item: null, error: itemError(err) });
+        out[index] = { index, status: "failed", id: null, item: null, error: itemError(err) };
         continue;
       }
       seen.add(externalId);
+      const bulk = created.get(index);
+      if (bulk) out[index] = { index, status: "created", id: bulk.id, item: bulk, error: null };
+      else work.push({ index, externalId, body: body as B });
+    }
+    // The writes in external-id order, not the items' order: two batches sharing external ids take
+    // their rows' locks in the same order, so they wait for each other instead of deadlocking.
+    work.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
+    for (const { index, externalId, body } of work) {
       await savepoint(ctx, "SAVEPOINT", "batch_item");
       try {
-        const done = await upsertOne(ctx, res, externalId, body as B, undefined, held.has(externalId) ? undefined : null, "batch_item");
+        const done = await upsertOne(ctx, res, externalId, body, undefined, held.has(externalId) ? undefined : null, "batch_item");
         await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
-        // The answer stays within the page byte budget: an item past it is sent as null.
-        const size = Buffer.byteLength(JSON.stringify(done.item));
-        const fits = bytes + size <= (ctx.pageBudget ?? ITEMS_BUDGET_BYTES);
-        if (fits) bytes += size;
-        results.push({ index, status: done.status, id: done.item.id, item: fits ? done.item : null, error: null });
+        out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
       } catch (err) {
         const error = itemError(err);
         await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_item");
         await nameHolder(err, ctx.db);
-        if (error && err instanceof AppError) error.details = err.details;
-        results.push({ index, status: "failed", id: null, item: null, error });
+        out[index] = { index, status: "failed", id: null, item: null, error };
       }
+    }
+    // The answer stays within the page byte budget, in the items' order: an item past it is sent as null.
+    for (const r of out) {
+      if (r.item) {
+        const size = Buffer.byteLength(JSON.stringify(r.item));
+        if (bytes + size <= (ctx.pageBudget ?? ITEMS_BUDGET_BYTES)) bytes += size;
+        else r.item = null;
+      }
+      results.push(r);
     }
     return { results };
   });

@@ -6,8 +6,8 @@
 //   3. If-Match naming none of the ticket's versions → 412 PRECONDITION_FAILED, checked on the
 //      ticket's row locked in the comment's transaction (routers/_lib/sync.ts).
 //   4. the comment is authored by the key owner; the ticket's status is never changed (a closed or
-//      resolved ticket stays so); the ticket's `updatedAt` advances (a comment is activity on it) and
-//      its version grows by one: both in the comment's admission trigger (ticket_comment_admit).
+//      resolved ticket stays so); the ticket's `updatedAt` advances (a comment is activity on it);
+//      its version grows by one (the comment and the updatedAt are one transaction: row_version).
 //   5. the thread is bounded (TICKET_COMMENTS_MAX comments, TICKET_THREAD_CHARS_MAX characters, held
 //      by the database): a comment past either → 409 TICKET_COMMENT_LIMIT_REACHED, nothing stored.
 //   6. returns the full refreshed ticket with its whole thread, oldest first; an Idempotency-Key
@@ -67,6 +67,7 @@ export const addTicketComment = scoped("tenant:tickets.manage")
           .catch((err) => {
             throw commentLimitError(err) ?? err;
           });
+        await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: now } });
         return loadTicket(ctx, input.ticket_id);
       },
       { record: ticketRecord },

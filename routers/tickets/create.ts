@@ -94,8 +94,8 @@ export async function insertTicket(ctx: AuthedContext, input: CreateTicketInput)
         createdById: ctx.caller.ownerId,
         assignedToId: input.assignedTo ?? null,
         externalId: input.externalId ?? null,
-        // A first comment's admission (same transaction) makes it 1: the create is one version.
-        version: input.comment ? 0 : 1,
+        // A first comment's admission updates it in the same transaction: still version 1 (row_version).
+        version: 1,
         createdAt: now,
         updatedAt: now,
       },
@@ -108,5 +108,5 @@ export async function insertTicket(ctx: AuthedContext, input: CreateTicketInput)
         }),
       ]
     : [];
-  return toTicket({ ...ticket, version: 1, comments });
+  return toTicket({ ...ticket, comments });
 }

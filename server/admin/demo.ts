@@ -73,6 +73,18 @@ export const DEMO_IDS = {
 } as const;
 
 /**
+ * The external ids the demo's objects carry (the fixture format's `externalId`, with or without
+ * `fixedIds`): the demo tenant mirrors Bea Soto and her lead with a CRM and her ticket with a
+ * helpdesk, so the lists' `externalId` filter and the PUTs by external id of the OpenAPI document's
+ * examples (rest/examples.ts) find them.
+ */
+export const DEMO_EXTERNAL_IDS = {
+  contacts: { bea: "crm-10042" },
+  leads: { l1: "crm-deal-311" },
+  tickets: { t1: "hd-58230" },
+} as const;
+
+/**
  * The demo tenant's fixture, its times relative to `now`. With `fixedIds` (the first start of the
  * embedded database, server/main.ts) its objects carry DEMO_IDS: such a fixture loads once per
  * database (an id names one object, server/admin/fixture/tenant.ts); without, the loader makes the
@@ -110,7 +122,8 @@ export function demoFixture(now = new Date(), opts: { fixedIds?: boolean } = {})
         templates: [{ ref: "welcome", channel: "wa", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true }],
         contactLists: [{ ref: "vip", ...id("contactLists", "vip"), name: "VIP" }],
         contacts: [
-          { ref: "bea", ...id("contacts", "bea"), fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test", country: "ES", lists: ["vip"] },
+          { ref: "bea", ...id("contacts", "bea"), fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test", country: "ES", lists: ["vip"],
+            externalId: DEMO_EXTERNAL_IDS.contacts.bea },
           { ref: "carlos", ...id("contacts", "carlos"), fullName: "Carlos Gil", phone: "+34600000002", email: "carlos@example.test", country: "ES" },
         ],
         conversations: [
@@ -124,7 +137,7 @@ export function demoFixture(now = new Date(), opts: { fixedIds?: boolean } = {})
         ],
         leads: [
           { ref: "l1", ...id("leads", "l1"), customerName: "Bea Soto", customerEmail: "bea@example.test", customerPhone: "+34600000001", stage: "new",
-            contact: "bea", conversation: "c1", intent: "buy", quality: "hot", createdAt: day(-2, 8) },
+            contact: "bea", conversation: "c1", intent: "buy", quality: "hot", externalId: DEMO_EXTERNAL_IDS.leads.l1, createdAt: day(-2, 8) },
           { ref: "l2", ...id("leads", "l2"), customerName: "Carlos Gil", customerPhone: "+34600000002", stage: "qualified", contact: "carlos", createdAt: day(-1, 9) },
         ],
         appointments: [
@@ -132,7 +145,7 @@ export function demoFixture(now = new Date(), opts: { fixedIds?: boolean } = {})
         ],
         tickets: [
           { ref: "t1", ...id("tickets", "t1"), subject: "Broken link in listing", status: "open", createdBy: "ana", assignedTo: "ana", contact: "bea",
-            comments: [{ author: "ana", body: "Looking into it" }] },
+            externalId: DEMO_EXTERNAL_IDS.tickets.t1, comments: [{ author: "ana", body: "Looking into it" }] },
         ],
       },
     ],

@@ -26,6 +26,7 @@ const KEYS = [
   "status",
   "title",
   "updatedAt",
+  "version",
 ];
 
 let app: TestApp;
@@ -137,6 +138,7 @@ describe("POST /appointments", () => {
       status: "scheduled",
       source: "manual",
       notes: "Bring keys",
+      version: 1,
     });
     expect(r.body.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(r.body.createdAt).toBe(r.body.updatedAt);
@@ -384,10 +386,12 @@ describe("PATCH /appointments/{appointment_id}", () => {
     const r = await patch(a.id, { notes: "Call first" });
     expect(r.status).toBe(200);
     expect(Object.keys(r.body).sort()).toEqual(KEYS);
-    expect(r.body).toEqual({ ...a, notes: "Call first", updatedAt: r.body.updatedAt });
+    expect(a.version).toBe(1);
+    expect(r.body).toEqual({ ...a, notes: "Call first", updatedAt: r.body.updatedAt, version: 2 });
     expect(Date.parse(r.body.updatedAt)).toBeGreaterThan(Date.parse(a.updatedAt));
     const r2 = await patch(a.id, { notes: null });
     expect(r2.body.notes).toBeNull();
+    expect(r2.body.version).toBe(3);
     expect(Date.parse(r2.body.updatedAt)).toBeGreaterThan(Date.parse(r.body.updatedAt));
     expect(r2.body.createdAt).toBe(a.createdAt);
   });
@@ -565,7 +569,7 @@ describe("GET /appointments", () => {
     expect(r.body.total).toBe(4);
     expect(r.body.pagination).toEqual({ page: 1, pageSize: 50, totalItems: 4, totalPages: 1, hasNext: false, hasPrev: false });
     expect(Object.keys(r.body.items[0]).sort()).toEqual(KEYS);
-    expect(r.body.items[0]).toMatchObject({ id: acme.appointments.d1, assignedUserId: dan(), customerId: acme.contacts.bea, leadId: acme.leads.l1 });
+    expect(r.body.items[0]).toMatchObject({ id: acme.appointments.d1, assignedUserId: dan(), customerId: acme.contacts.bea, leadId: acme.leads.l1, version: 1 });
   });
 
   it("ties on startsAt are ordered by id", async () => {

@@ -349,6 +349,8 @@ describe("GET /public/v1/contacts", () => {
       marketingOptOutAt: null,
       origin: "import",
       createdAt: "2026-11-01T09:00:00.000Z",
+      externalId: null,
+      version: 1,
     });
     expect(b.items.map((c) => c.id)).not.toContain(finder.contacts.f5);
   });

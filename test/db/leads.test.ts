@@ -470,6 +470,7 @@ describe("GET /leads/{lead_id}", () => {
       customerEmail: "bea@example.test", customerPhone: "+34600000001", intent: "buy", quality: "hot", stageId: acme.stages.new,
       budget: { min: 100, max: 200 }, zones: ["north"], rooms: 2, assignedOperatorId: acme.users.ana, source: "import",
       notes: "first", createdAt: "2026-01-01T08:00:00.000Z", updatedAt: "2026-01-01T08:00:00.000Z",
+      externalId: null, version: 1,
     });
   });
 
@@ -495,9 +496,10 @@ describe("PATCH /leads/{lead_id}", () => {
     const lead = await freshLead({ budget: { min: 1, max: 2 }, zones: ["z"], rooms: 1 });
     const res = await patch(lead.id, { stageId: acme.stages.won, quality: "hot", assignedOperatorId: acme.users.bob, notes: "updated" });
     expect(res.status).toBe(200);
+    expect(lead).toMatchObject({ externalId: null, version: 1 });
     expect(res.body).toEqual({
       ...lead, stageId: acme.stages.won, quality: "hot", assignedOperatorId: acme.users.bob, notes: "updated",
-      updatedAt: "2030-01-02T00:00:00.000Z",
+      updatedAt: "2030-01-02T00:00:00.000Z", version: 2,
     });
     expect((await getLead(lead.id)).body).toEqual(res.body);
   });

@@ -8,7 +8,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig, parseClusterNodes } from "../../server/config.js";
 import { openPostgres } from "../../server/db/client.js";
-import { migrateDirect } from "../../server/db/migrate.js";
+import { appliedBy, migrateDirect, readFunctions, readMigrations } from "../../server/db/migrate.js";
 import { redisQuotaKeys } from "../../server/limits/quotas.js";
 import { directBaseUrl, expectEnvelope, onServer, randomUuid, startApp, withDatabase, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
@@ -283,8 +283,13 @@ describe.skipIf(!process.env.DATABASE_URL)("migrations through DIRECT_DATABASE_U
       await c.connect();
       const rows = (await c.query(`SELECT count(*)::int AS n FROM "_app_migrations"`)).rows;
       await c.end();
-      // Every migration and function source applied there is recorded there (the retired functions' drops are not).
-      expect((rows[0] as { n: number }).n).toBe(applied.filter((a) => !a.startsWith("dropped ")).length);
+      // Every migration and function source applied there is recorded there (the retired functions' drops are not),
+      // including the function files a migration applies itself (`-- apply: functions/<name>.sql`), which
+      // the migrator reports under the migration's name only.
+      const { files } = await readFunctions();
+      const migrations = (await readMigrations()).filter((m) => applied.includes(m.name));
+      const byMigration = new Set(migrations.flatMap((m) => appliedBy(m, files).map((f) => f.name)).filter((f) => !applied.includes(f)));
+      expect((rows[0] as { n: number }).n).toBe(applied.filter((a) => !a.startsWith("dropped ")).length + byMigration.size);
     } finally {
       await pooled.close();
       await onServer(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);

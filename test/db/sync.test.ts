@@ -327,6 +327,17 @@ describe("batch upsert", () => {
     expect(Number(r2.headers.get("x-ratelimit-remaining"))).toBe(remaining - 1);
   });
 
+  it("concurrent batches sharing external ids in different orders all answer 200 and create each object once", async () => {
+    const exts = Array.from({ length: 6 }, (_, i) => uniq(`ov${i}`));
+    const items = exts.map((externalId, i) => ({ externalId, customerName: `Overlap ${i}` }));
+    const answers = await Promise.all([items, [...items].reverse(), items, [...items].reverse()].map((batch) => req("POST", "/leads/batch/upsert", { body: { items: batch } })));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    const statuses = answers.flatMap((a) => a.body.results.map((r: any) => r.status));
+    expect(statuses.filter((x: string) => x === "created")).toHaveLength(6);
+    expect(statuses.every((x: string) => x === "created" || x === "unchanged")).toBe(true);
+    expect((await sql<{ n: number }>(`SELECT count(*)::int AS n FROM "Lead" WHERE "externalId" = ANY($1)`, [exts]))[0]!.n).toBe(6);
+  });
+
   it("Idempotency-Key replays the whole answer", async () => {
     const headers = { "Idempotency-Key": uniq("batch") };
     const items = [{ externalId: uniq("tk"), subject: "One", customerId: acme().contacts.bea }];

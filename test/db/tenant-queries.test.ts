@@ -33,7 +33,7 @@ const data = (ref: string) =>
   tenant(ref, {
     contactLists: [{ ref: "vip", name: "VIP" }],
     contacts: [
-      { ref: "bea", fullName: "Bea Soto", phone: ref === "acme" ? "+34600000001" : "+34600000002", email: `bea@${ref}.test`, lists: ["vip"] },
+      { ref: "bea", fullName: "Bea Soto", phone: ref === "acme" ? "+34600000001" : "+34600000002", email: `bea@${ref}.test`, lists: ["vip"], externalId: "ext-bea" },
       { ref: "carl", fullName: "Carl Ruiz", phone: ref === "acme" ? "+34600000011" : "+34600000012" },
     ],
     conversations: [
@@ -43,11 +43,12 @@ const data = (ref: string) =>
         messages: [{ role: "user", content: "Hi!" }],
       },
     ],
-    leads: [{ ref: "l1", customerName: "Bea Soto", stage: "new", contact: "bea", conversation: "c1" }],
+    leads: [{ ref: "l1", customerName: "Bea Soto", stage: "new", contact: "bea", conversation: "c1", externalId: "ext-l1" }],
     appointments: [
       { ref: "a1", assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: "2030-03-04T10:00:00Z", endsAt: "2030-03-04T11:00:00Z", contact: "bea" },
     ],
-    tickets: [{ ref: "t1", subject: "Broken link", createdBy: "ana", assignedTo: "ana", contact: "bea", comments: [{ author: "ana", body: "On it" }] }],
+    // The same external ids in both tenants: an upsert or a filter by one must find its own tenant's object only.
+    tickets: [{ ref: "t1", subject: "Broken link", createdBy: "ana", assignedTo: "ana", contact: "bea", comments: [{ author: "ana", body: "On it" }], externalId: "ext-t1" }],
   } as any);
 
 let db: TestDb | undefined;
@@ -76,6 +77,8 @@ interface Call {
   headers?: Record<string, string>;
   key?: () => string;
   status: number;
+  /** A batch upsert's per-item statuses, in order (that each path of the batch ran). */
+  results?: string[];
 }
 const call = (op: string, status: number, path: () => string, extra: Partial<Call> = {}): Call => ({ op, status, path, ...extra });
 
@@ -84,20 +87,29 @@ const LEADS = "GET /public/v1/leads";
 const LEAD_CREATE = "POST /public/v1/leads";
 const LEAD_GET = "GET /public/v1/leads/{lead_id}";
 const LEAD_PATCH = "PATCH /public/v1/leads/{lead_id}";
+const LEAD_PUT = "PUT /public/v1/leads/by-external-id/{externalId}";
+const LEAD_BATCH = "POST /public/v1/leads/batch/upsert";
 const CONTACTS = "GET /public/v1/contacts";
 const CONTACT_CREATE = "POST /public/v1/contacts";
+const CONTACT_GET = "GET /public/v1/contacts/{contact_id}";
 const CONTACT_PATCH = "PATCH /public/v1/contacts/{contact_id}";
+const CONTACT_PUT = "PUT /public/v1/contacts/by-external-id/{externalId}";
+const CONTACT_BATCH = "POST /public/v1/contacts/batch/upsert";
 const CONVERSATIONS = "GET /public/v1/conversations";
 const START = "POST /public/v1/conversations/start";
 const MESSAGES = "GET /public/v1/conversations/{id}/messages";
 const SEND = "POST /public/v1/conversations/{id}/messages";
 const APPOINTMENTS = "GET /public/v1/appointments";
 const APPOINTMENT_CREATE = "POST /public/v1/appointments";
+const APPOINTMENT_GET = "GET /public/v1/appointments/{appointment_id}";
 const APPOINTMENT_PATCH = "PATCH /public/v1/appointments/{appointment_id}";
 const AVAILABILITY = "GET /public/v1/availability";
 const TICKETS = "GET /public/v1/tickets";
 const TICKET_CREATE = "POST /public/v1/tickets";
+const TICKET_GET = "GET /public/v1/tickets/{ticket_id}";
 const TICKET_PATCH = "PATCH /public/v1/tickets/{ticket_id}";
+const TICKET_PUT = "PUT /public/v1/tickets/by-external-id/{externalId}";
+const TICKET_BATCH = "POST /public/v1/tickets/batch/upsert";
 const COMMENT = "POST /public/v1/tickets/{ticket_id}/comments";
 const CHANGES = "GET /public/v1/changes";
 
@@ -125,6 +137,29 @@ const calls: Call[] = [
   call(LEAD_PATCH, 200, () => `/public/v1/leads/${A().leads.l1}`, { body: () => ({ quality: "hot", stageId: A().stages.won, assignedOperatorId: A().users.ana }) }),
   call(LEAD_PATCH, 404, () => `/public/v1/leads/${G().leads.l1}`, { body: () => ({ quality: "hot" }) }),
   call(LEAD_PATCH, 404, () => `/public/v1/leads/${A().leads.l1}`, { body: () => ({ stageId: G().stages.won }) }),
+  // If-Match: the guarded write, and a stale version's 412 (the current version read back).
+  call(LEAD_PATCH, 200, () => `/public/v1/leads/${A().leads.l1}`, { body: () => ({ notes: "matched" }), headers: { "If-Match": "*" } }),
+  call(LEAD_PATCH, 412, () => `/public/v1/leads/${A().leads.l1}`, { body: () => ({ notes: "stale" }), headers: { "If-Match": '"999999"' } }),
+  call(LEAD_GET, 304, () => `/public/v1/leads/${A().leads.l1}`, { headers: { "If-None-Match": "*" } }),
+  call(LEADS, 200, () => "/public/v1/leads", { query: () => ({ externalId: "ext-l1" }) }),
+  // Upsert by external id: created, updated (the fixture's ext-l1, which the other tenant holds too), unchanged, inside an Idempotency-Key's transaction.
+  call(LEAD_PUT, 201, () => "/public/v1/leads/by-external-id/ext-l-new", { body: () => ({ customerName: "Synced", customerPhone: "+34600000041", stageId: A().stages.new }) }),
+  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", { body: () => ({ customerName: "Bea Soto", quality: "warm", stageId: A().stages.new, assignedOperatorId: A().users.ana }) }),
+  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", { body: () => ({ customerName: "Bea Soto", quality: "warm" }), headers: { "If-Match": "*" } }),
+  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", { body: () => ({ customerName: "Bea Soto", notes: "keyed" }), headers: { "Idempotency-Key": `lp-${replayKey}` } }),
+  call(LEAD_PUT, 404, () => "/public/v1/leads/by-external-id/ext-l-x", { body: () => ({ customerName: "X", stageId: G().stages.new }) }),
+  call(LEAD_BATCH, 200, () => "/public/v1/leads/batch/upsert", {
+    body: () => ({
+      items: [
+        { externalId: "ext-l1", customerName: "Bea Soto", quality: "cold" },
+        { externalId: "ext-l-new", customerName: "Synced" },
+        { externalId: "ext-l-b", customerName: "Batch lead", customerEmail: "bea@acme.test", assignedOperatorId: A().users.ana },
+        { externalId: "ext-l-c", customerName: "X", stageId: G().stages.new },
+        { externalId: "ext-l-d", customerName: "X", conversationId: G().conversations.c1 },
+      ],
+    }),
+    results: ["updated", "unchanged", "created", "NOT_FOUND", "NOT_FOUND"],
+  }),
 
   call(CONTACTS, 200, () => "/public/v1/contacts"),
   call(CONTACTS, 200, () => "/public/v1/contacts", { query: () => ({ search: "bea", listId: A().contactLists.vip! }) }),
@@ -136,6 +171,35 @@ const calls: Call[] = [
   call(CONTACT_CREATE, 409, () => "/public/v1/contacts", { body: () => ({ fullName: "Dup", phone: "+34600000001" }) }),
   call(CONTACT_PATCH, 200, () => `/public/v1/contacts/${A().contacts.carl}`, { body: () => ({ fullName: "Carl R.", marketingOptOut: true }) }),
   call(CONTACT_PATCH, 404, () => `/public/v1/contacts/${G().contacts.carl}`, { body: () => ({ fullName: "X" }) }),
+  call(CONTACT_PATCH, 200, () => `/public/v1/contacts/${A().contacts.carl}`, { body: () => ({ externalId: "ext-carl" }), headers: { "If-Match": "*" } }),
+  // An external id another contact holds: 409 naming it (the holder read after the refusal).
+  call(CONTACT_PATCH, 409, () => `/public/v1/contacts/${A().contacts.carl}`, { body: () => ({ externalId: "ext-bea" }) }),
+  call(CONTACT_CREATE, 409, () => "/public/v1/contacts", { body: () => ({ phone: "+34600000022", externalId: "ext-bea" }) }),
+  call(CONTACTS, 200, () => "/public/v1/contacts", { query: () => ({ externalId: "ext-bea" }) }),
+  call(CONTACT_GET, 200, () => `/public/v1/contacts/${A().contacts.bea}`),
+  call(CONTACT_GET, 304, () => `/public/v1/contacts/${A().contacts.bea}`, { headers: { "If-None-Match": '"1", "2", "3"' } }),
+  call(CONTACT_GET, 404, () => `/public/v1/contacts/${G().contacts.bea}`),
+  call(CONTACT_PUT, 201, () => "/public/v1/contacts/by-external-id/ext-eve", { body: () => ({ fullName: "Eve", phone: "+34600000051", email: "eve@acme.test" }) }),
+  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", { body: () => ({ phone: "+34600000001", fullName: "Bea S." }) }),
+  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", { body: () => ({ phone: "+34600000001", email: "bea.s@acme.test" }), headers: { "Idempotency-Key": `cp-${replayKey}` } }),
+  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", { body: () => ({ phone: "+34600000001", email: "bea.s@acme.test" }), headers: { "Idempotency-Key": `cp-${replayKey}` } }),
+  call(CONTACT_PUT, 412, () => "/public/v1/contacts/by-external-id/ext-bea", { body: () => ({ phone: "+34600000001", fullName: "Stale" }), headers: { "If-Match": '"999999"' } }),
+  // A phone another contact of the tenant holds: 409 naming it.
+  call(CONTACT_PUT, 409, () => "/public/v1/contacts/by-external-id/ext-dup", { body: () => ({ phone: "+34600000001" }) }),
+  call(CONTACT_BATCH, 200, () => "/public/v1/contacts/batch/upsert", {
+    body: () => ({
+      items: [
+        { externalId: "ext-bea", phone: "+34600000001", fullName: "Bea Soto" },
+        { externalId: "ext-eve", phone: "+34600000051" },
+        // The other tenant's phone is free in this one.
+        { externalId: "ext-b2", phone: "+34600000002", fullName: "Twin" },
+        { externalId: "ext-b3", phone: "+34600000011" },
+        { externalId: "ext-b4", phone: "+34600000053", email: "BEA.S@acme.test" },
+        { externalId: "ext-b5", phone: "not a phone" },
+      ],
+    }),
+    results: ["updated", "unchanged", "created", "ALREADY_EXISTS", "ALREADY_EXISTS", "VALIDATION_ERROR"],
+  }),
 
   call(CONVERSATIONS, 200, () => "/public/v1/conversations", { query: () => ({ status: "active", channel: "whatsapp", customerId: A().contacts.bea! }) }),
   call(CONVERSATIONS, 200, () => "/public/v1/conversations", { query: () => ({ customerId: G().contacts.bea! }) }),
@@ -182,6 +246,11 @@ const calls: Call[] = [
   }),
   call(APPOINTMENT_PATCH, 200, () => `/public/v1/appointments/${A().appointments.a1}`, { body: () => ({ startsAt: "2030-03-04T12:00:00Z", endsAt: "2030-03-04T13:00:00Z", notes: "moved" }) }),
   call(APPOINTMENT_PATCH, 404, () => `/public/v1/appointments/${G().appointments.a1}`, { body: () => ({ notes: "x" }) }),
+  call(APPOINTMENT_PATCH, 200, () => `/public/v1/appointments/${A().appointments.a1}`, { body: () => ({ notes: "matched" }), headers: { "If-Match": "*" } }),
+  call(APPOINTMENT_PATCH, 412, () => `/public/v1/appointments/${A().appointments.a1}`, { body: () => ({ notes: "stale" }), headers: { "If-Match": '"999999"' } }),
+  call(APPOINTMENT_GET, 200, () => `/public/v1/appointments/${A().appointments.a1}`),
+  call(APPOINTMENT_GET, 304, () => `/public/v1/appointments/${A().appointments.a1}`, { headers: { "If-None-Match": "*" } }),
+  call(APPOINTMENT_GET, 404, () => `/public/v1/appointments/${G().appointments.a1}`),
   call(AVAILABILITY, 200, () => "/public/v1/availability", { query: () => ({ from: "2030-03-04", to: "2030-03-05" }) }),
   call(AVAILABILITY, 200, () => "/public/v1/availability", { query: () => ({ from: "2030-03-04", to: "2030-03-05", userId: A().users.ana! }) }),
   call(AVAILABILITY, 404, () => "/public/v1/availability", { query: () => ({ from: "2030-03-04", to: "2030-03-05", userId: G().users.ana! }) }),
@@ -195,11 +264,38 @@ const calls: Call[] = [
   call(TICKET_CREATE, 404, () => "/public/v1/tickets", { body: () => ({ subject: "Help", customerId: A().contacts.bea, assignedTo: G().users.ana }) }),
   call(TICKET_PATCH, 200, () => `/public/v1/tickets/${A().tickets.t1}`, { body: () => ({ status: "pending", assignedTo: A().users.ana }) }),
   call(TICKET_PATCH, 404, () => `/public/v1/tickets/${G().tickets.t1}`, { body: () => ({ status: "pending" }) }),
+  call(TICKET_PATCH, 200, () => `/public/v1/tickets/${A().tickets.t1}`, { body: () => ({ status: "open" }), headers: { "If-Match": "*" } }),
+  call(TICKET_PATCH, 412, () => `/public/v1/tickets/${A().tickets.t1}`, { body: () => ({ status: "closed" }), headers: { "If-Match": '"999999"' } }),
+  call(TICKETS, 200, () => "/public/v1/tickets", { query: () => ({ externalId: "ext-t1" }) }),
+  call(TICKET_GET, 200, () => `/public/v1/tickets/${A().tickets.t1}`),
+  call(TICKET_GET, 304, () => `/public/v1/tickets/${A().tickets.t1}`, { headers: { "If-None-Match": "*" } }),
+  call(TICKET_GET, 404, () => `/public/v1/tickets/${G().tickets.t1}`),
+  call(TICKET_PUT, 201, () => "/public/v1/tickets/by-external-id/ext-t-new", { body: () => ({ subject: "Synced", customerId: A().contacts.bea, leadId: A().leads.l1, assignedTo: A().users.ana }) }),
+  call(TICKET_PUT, 200, () => "/public/v1/tickets/by-external-id/ext-t1", { body: () => ({ subject: "Broken link (synced)", customerId: A().contacts.bea, assignedTo: null }) }),
+  call(TICKET_PUT, 200, () => "/public/v1/tickets/by-external-id/ext-t1", { body: () => ({ subject: "Broken link", customerId: A().contacts.bea, assignedTo: A().users.ana }), headers: { "Idempotency-Key": `tp-${replayKey}` } }),
+  call(TICKET_PUT, 404, () => "/public/v1/tickets/by-external-id/ext-t-x", { body: () => ({ subject: "X", customerId: G().contacts.bea }) }),
+  call(TICKET_PUT, 404, () => "/public/v1/tickets/by-external-id/ext-t1", { body: () => ({ subject: "X", customerId: A().contacts.bea, assignedTo: G().users.ana }) }),
+  call(TICKET_BATCH, 200, () => "/public/v1/tickets/batch/upsert", {
+    body: () => ({
+      items: [
+        { externalId: "ext-t1", subject: "Broken link (batch)", customerId: A().contacts.bea },
+        { externalId: "ext-t-new", subject: "Synced", customerId: A().contacts.bea },
+        { externalId: "ext-t-b", subject: "From the helpdesk", leadId: A().leads.l1, conversationId: A().conversations.c1 },
+        { externalId: "ext-t-c", subject: "X", customerId: G().contacts.bea },
+        { externalId: "ext-t-d", subject: "X", customerId: A().contacts.bea, assignedTo: G().users.ana },
+      ],
+    }),
+    results: ["updated", "unchanged", "created", "NOT_FOUND", "NOT_FOUND"],
+  }),
   call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Done" }) }),
   // A comment's Idempotency-Key record rebuilds the thread on replay (issue 12): that read is scoped too.
   call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Again" }), headers: { "Idempotency-Key": `c-${replayKey}` } }),
   call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Again" }), headers: { "Idempotency-Key": `c-${replayKey}` } }),
   call(COMMENT, 404, () => `/public/v1/tickets/${G().tickets.t1}/comments`, { body: () => ({ body: "Done" }) }),
+  // If-Match on a comment: the ticket's row read and locked, then the comment; a stale one is 412; a foreign ticket 404.
+  call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Matched" }), headers: { "If-Match": "*" } }),
+  call(COMMENT, 412, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Stale" }), headers: { "If-Match": '"999999"' } }),
+  call(COMMENT, 404, () => `/public/v1/tickets/${G().tickets.t1}/comments`, { body: () => ({ body: "Done" }), headers: { "If-Match": "*" } }),
 
   // Last: the writes above left unplaced changes, so the poll runs its sequencer step too.
   call(CHANGES, 200, () => "/public/v1/changes"),
@@ -207,7 +303,7 @@ const calls: Call[] = [
 ];
 
 /** Runs one call with the statement log on; returns what was sent to the database. */
-async function run(c: Call): Promise<{ status: number; statements: Statement[] }> {
+async function run(c: Call): Promise<{ status: number; body: any; statements: Statement[] }> {
   recorded.length = 0;
   recording = true;
   try {
@@ -222,7 +318,7 @@ async function run(c: Call): Promise<{ status: number; statements: Statement[] }
       n = recorded.length;
       await new Promise((r) => setTimeout(r, 50));
     }
-    return { status: res.status, statements: [...recorded] };
+    return { status: res.status, body: res.body, statements: [...recorded] };
   } finally {
     recording = false;
   }
@@ -235,8 +331,9 @@ describe("every statement of the API is scoped to the caller's tenant", () => {
 
   for (const [n, c] of calls.entries()) {
     it(`${c.op} → ${c.status} (#${n})`, async () => {
-      const { status, statements } = await run(c);
+      const { status, body, statements } = await run(c);
       expect(status).toBe(c.status);
+      if (c.results) expect(body.results.map((r: any) => r.error?.error ?? r.status), JSON.stringify(body)).toEqual(c.results);
       const tenant = `=${A().id}`;
       const problems: string[] = [];
       let distributed = 0;

@@ -141,7 +141,28 @@ const BASES: Record<string, () => Record<string, unknown>> = {
   "tickets.create": () => ({ customerId: acme.contacts.bea, subject: "Subject", comment: "first" }),
   "tickets.update": () => ({ ticket_id: acme.tickets.t1, subject: "Subject 2" }),
   "tickets.comment": () => ({ ticket_id: acme.tickets.t1, body: "a comment" }),
+  // Upserts: a new external id each time (each is a create); the bodies are otherwise constant, so
+  // the same external id upserted again is an unchanged update (200), not a create-only field's 422.
+  "leads.upsert": () => leadUpsert(),
+  "leads.batchUpsert": () => ({ items: [leadUpsert(), leadUpsert()] }),
+  "contacts.upsert": () => contactUpsert(),
+  "contacts.batchUpsert": () => ({ items: [contactUpsert(), contactUpsert()] }),
+  "tickets.upsert": () => ticketUpsert(),
+  "tickets.batchUpsert": () => ({ items: [ticketUpsert(), ticketUpsert()] }),
 };
+function leadUpsert() {
+  return {
+    externalId: `ext-lead-${++counter}`, customerName: "Lead", customerEmail: "upsert@example.test", customerPhone: "+34 611 000 001", intent: "buy",
+    quality: "hot", stageId: acme.stages.new, zones: ["Gracia"], assignedOperatorId: acme.users.ana, notes: "a note",
+  };
+}
+function contactUpsert() {
+  const n = ++counter;
+  return { externalId: `ext-contact-${n}`, fullName: "Upserted Person", phone: `+3461300${String(n).padStart(4, "0")}`, email: `u${n}@example.test`, country: "ES" };
+}
+function ticketUpsert() {
+  return { externalId: `ext-ticket-${++counter}`, customerId: acme.contacts.bea, subject: "Subject", assignedTo: acme.users.ana };
+}
 
 /** Free-text fields (any character allowed), for the astral round trip: the rest are ids, enums, dates, phones, emails. */
 const FREE_TEXT: Record<string, string[]> = {
@@ -156,6 +177,9 @@ const FREE_TEXT: Record<string, string[]> = {
   "tickets.create": ["subject", "comment"],
   "tickets.update": ["subject"],
   "tickets.comment": ["body"],
+  "leads.upsert": ["externalId", "customerName", "intent", "quality", "notes", "zones.0"],
+  "contacts.upsert": ["fullName"],
+  "tickets.upsert": ["externalId", "subject"],
 };
 
 /** A valid query value of each read's string parameter (path parameters included), by operation where they differ. */
@@ -167,6 +191,7 @@ const readValues = (): Record<string, string> => ({
   lead_id: acme.leads.l1!, id: acme.conversations.web!, search: "bea", status: "open", channel: "web", customerId: acme.contacts.bea!,
   userId: acme.users.ana!, assignedTo: acme.users.ana!, leadId: acme.leads.l1!, listId: crypto.randomUUID(),
   dateFrom: "2026-01-01T00:00:00Z", dateTo: "2027-12-31T00:00:00Z", from: "2027-01-04", to: "2027-01-05", offset: "0", limit: "5", types: "lead",
+  contact_id: acme.contacts.bea!, ticket_id: acme.tickets.t1!, appointment_id: acme.appointments.a1!, externalId: "ext-1",
 });
 
 // ---- helpers ------------------------------------------------------------------------------------

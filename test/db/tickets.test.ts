@@ -676,7 +676,10 @@ describe("GET /public/v1/tickets", () => {
       createdBy: quiet().users.ana,
       assignedTo: quiet().users.ana,
       createdAt: "2026-11-01T09:00:00.000Z",
+      // Loaded with its thread, in one transaction: still version 1 (row_version), updatedAt as loaded.
       updatedAt: "2026-11-01T09:00:00.000Z",
+      externalId: null,
+      version: 1,
     });
     expect(q1.comments.map((c: any) => [c.body, c.authorUserId])).toEqual([
       ["first", quiet().users.ana],

@@ -3,9 +3,10 @@
 // (a) plain HTTP: the page, its assets and content types, only relative URLs;
 // (b) headless Chromium (skipped when /usr/bin/chromium is missing; CI installs it): the page
 //     renders every operation and makes no request outside 127.0.0.1; and "Try it out" as a person
-//     does it (issue 28 §7): Authorize with the demo tenant's key, then on every create "Try it out"
+//     does it (issue 28 §7): Authorize with the demo tenant's key, then on every POST "Try it out"
 //     and "Execute" with what the page pre-fills (the document's examples, rest/examples.ts) — each
-//     answers its 201 — and an error status shows its own code in its example.
+//     create answers its 201, each batch upsert its 200 — and an error status shows its own code in
+//     its example.
 import { existsSync, statSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chromium, type Browser } from "playwright-core";
@@ -31,13 +32,19 @@ const get = (path: string, headers: Record<string, string> = {}) => fetch(app.ur
 /** Every src/href value of an HTML page. */
 const urlsOf = (html: string) => [...html.matchAll(/\b(?:src|href)\s*=\s*"([^"]*)"/gi)].map((m) => m[1]!);
 
-/** The document's operations as "METHOD path", their summaries, and Swagger UI's element id for each. */
+/** The document's operations as "METHOD path", their summaries, success statuses, and Swagger UI's element id for each. */
 function documentOperations() {
   const doc = JSON.parse(JSON.stringify(buildOpenApiDocument(appRouter)));
-  const ops: { key: string; method: string; summary: string; blockId: string }[] = [];
-  for (const [path, item] of Object.entries<Record<string, { summary: string; tags: string[]; operationId: string }>>(doc.paths))
+  const ops: { key: string; method: string; summary: string; success: string; blockId: string }[] = [];
+  for (const [path, item] of Object.entries<Record<string, { summary: string; tags: string[]; operationId: string; responses: object }>>(doc.paths))
     for (const [method, op] of Object.entries(item))
-      ops.push({ key: `${method.toUpperCase()} ${path}`, method, summary: op.summary, blockId: `operations-${op.tags[0]}-${op.operationId}` });
+      ops.push({
+        key: `${method.toUpperCase()} ${path}`,
+        method,
+        summary: op.summary,
+        success: Object.keys(op.responses).find((s) => s.startsWith("2"))!,
+        blockId: `operations-${op.tags[0]}-${op.operationId}`,
+      });
   return ops;
 }
 
@@ -208,8 +215,9 @@ describe("GET /docs (headless Chromium)", () => {
     await modal.locator("button.authorize").click();
     await modal.locator("button.btn-done").click();
 
+    // The 7 creates (201) and the 3 batch upserts (200, each item's outcome in the body).
     const creates = documentOperations().filter((o) => o.method === "post");
-    expect(creates).toHaveLength(7);
+    expect(creates).toHaveLength(10);
     const statuses: Record<string, string> = {};
     for (const o of creates) {
       const block = page.locator(`#${o.blockId}`);
@@ -224,7 +232,8 @@ describe("GET /docs (headless Chromium)", () => {
       statuses[o.key] = (await cell.innerText()).trim();
       await block.locator(".opblock-summary").click(); // collapse again
     }
-    expect(statuses).toEqual(Object.fromEntries(creates.map((o) => [o.key, "201"])));
+    expect(statuses).toEqual(Object.fromEntries(creates.map((o) => [o.key, o.success])));
+    expect(creates.filter((o) => o.success === "201")).toHaveLength(7);
     // Each went out from the page with the key the dialog was given, one request per create.
     expect(sent.map((r) => r.method)).toEqual(creates.map(() => "POST"));
     expect(new Set(sent.map((r) => r.key))).toEqual(new Set([demoKey]));

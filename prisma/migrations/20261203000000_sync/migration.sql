@@ -7,17 +7,26 @@
 -- column on Citus, so it is a per-shard unique index there.
 --
 -- "version": 1 on insert; the "row_version" trigger (prisma/functions/row_version.sql, applied
--- first by the line below) adds one on every UPDATE that changes the row and keeps it on one that
--- changes nothing. A ticket's new comment updates its ticket's counters and updatedAt in the
--- comment's admission trigger, so a comment is one version too; a ticket created with its first
--- comment is inserted at version 0, and that comment's admission, in the same transaction, makes it 1
--- (a create is one write). The column defaults fill existing
--- rows with 1 (a constant default: no table rewrite).
+-- first by the line below) adds one for every transaction that changes the row, and keeps it on an
+-- update that changes nothing. "versionTx" is the transaction that made the current version
+-- (pg_current_xact_id() on insert): a second change by the same transaction — a ticket created with
+-- its first comment (the comment's admission updates the ticket's counters), a comment and its
+-- ticket's updatedAt — is the same version. The constant default fills existing rows with version 1
+-- without a table rewrite; "versionTx" is added without a default (existing rows: NULL, another
+-- transaction) and then given one, so that no row is rewritten either.
 -- apply: functions/row_version.sql
 ALTER TABLE "Lead" ADD COLUMN "externalId" TEXT, ADD COLUMN "version" INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE "Contact" ADD COLUMN "externalId" TEXT, ADD COLUMN "version" INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE "Ticket" ADD COLUMN "externalId" TEXT, ADD COLUMN "version" INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE "Appointment" ADD COLUMN "version" INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE "Lead" ADD COLUMN "versionTx" xid8;
+ALTER TABLE "Contact" ADD COLUMN "versionTx" xid8;
+ALTER TABLE "Ticket" ADD COLUMN "versionTx" xid8;
+ALTER TABLE "Appointment" ADD COLUMN "versionTx" xid8;
+ALTER TABLE "Lead" ALTER COLUMN "versionTx" SET DEFAULT pg_current_xact_id();
+ALTER TABLE "Contact" ALTER COLUMN "versionTx" SET DEFAULT pg_current_xact_id();
+ALTER TABLE "Ticket" ALTER COLUMN "versionTx" SET DEFAULT pg_current_xact_id();
+ALTER TABLE "Appointment" ALTER COLUMN "versionTx" SET DEFAULT pg_current_xact_id();
 
 ALTER TABLE "Lead" ADD CONSTRAINT "Lead_externalId_check"
   CHECK ("externalId" IS NULL OR (char_length("externalId") BETWEEN 1 AND 255 AND "externalId" !~ '[\u0001-\u001f\u007f-\u009f]'));
