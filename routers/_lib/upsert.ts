@@ -245,7 +245,8 @@ export function batchResolver<B, R extends { id: string; version: number }, O>(r
     // One read for the whole batch: which of its external ids are held. An item whose id none holds
     // goes straight to its create (a create committed since is caught by the unique index, as in
     // step 2); the others are read one by one.
-    const held = await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
+    // With a bulk create (createMany), its INSERT skips the held ones itself: no read first.
+    const held = res.createMany ? undefined : await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
     // The new items (first occurrences of an external id none holds) in one statement, where the
     // resource has one; what it leaves out goes item by item below.
     const created = new Map<number, O & { id: string }>();
@@ -253,13 +254,13 @@ export function batchResolver<B, R extends { id: string; version: number }, O>(r
       const fresh = new Set<string>();
       const news: { index: number; externalId: string; body: B }[] = [];
       for (const [index, p] of parsedItems.entries()) {
-        if (!p.success || held.has(p.data.externalId) || fresh.has(p.data.externalId)) continue;
+        if (!p.success || fresh.has(p.data.externalId)) continue;
         fresh.add(p.data.externalId);
         const { externalId, ...body } = p.data;
         news.push({ index, externalId, body: body as B });
       }
       news.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
-      if (news.length > 1) {
+      if (news.length > 0) {
         await savepoint(ctx, "SAVEPOINT", "batch_bulk");
         try {
           for (const [i, o] of await res.createMany(ctx, news)) created.set(i, o);
@@ -301,7 +302,7 @@ export function batchResolver<B, R extends { id: string; version: number }, O>(r
     for (const { index, externalId, body } of work) {
       await savepoint(ctx, "SAVEPOINT", "batch_item");
       try {
-        const done = await upsertOne(ctx, res, externalId, body, undefined, held.has(externalId) ? undefined : null, "batch_item");
+        const done = await upsertOne(ctx, res, externalId, body, undefined, !held || held.has(externalId) ? undefined : null, "batch_item");
         await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
         out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
       } catch (err) {

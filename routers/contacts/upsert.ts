@@ -45,8 +45,7 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
   },
   toPublic: (row) => toContact(row),
   // PUT's common update in one statement on the raw runner: the live contact holding the external id,
-  // its phone (normalised as the general path does: the body's country, else the tenant's, which the
-  // general path also uses while the contact has no country) and country equal, If-Match naming its
+  // its phone and country equal to the body's as the general path compares them, If-Match naming its
   // version, and fullName or email differing. No row: the general path answers (404s, 422s, 412s, unchanged).
   async fastUpdate(ctx, externalId, body, pre) {
     if (pre && !pre.any && pre.strong.length === 0) return undefined;
@@ -60,6 +59,16 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
     const em = body.email !== undefined;
     if (!fn && !em) return undefined;
     const t = ctx.tenantId;
+    // The country the general path normalises with is the body's, else the contact's, else the
+    // tenant's: equal to the one used here when the body names it, when the contact has none or the
+    // tenant's, or when the phone is international (+…), which no country changes.
+    const tenantCountry = ctx.caller.tenant.defaultCountry;
+    const countryCond =
+      body.country !== undefined
+        ? Prisma.sql`"country" = ${body.country}`
+        : body.phone.trim().startsWith("+")
+          ? Prisma.sql`true`
+          : Prisma.sql`("country" IS NULL OR "country" = ${tenantCountry})`;
     const differs = [
       ...(fn ? [Prisma.sql`"fullName" IS DISTINCT FROM ${body.fullName}::text`] : []),
       ...(em ? [Prisma.sql`"email" IS DISTINCT FROM ${body.email}::text`] : []),
@@ -70,7 +79,7 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
         "email" = ${em ? Prisma.sql`${body.email}::text` : Prisma.sql`"email"`},
         "updatedAt" = ${ctx.services.now()}::timestamptz
        WHERE "tenantId" = ${t}::uuid AND "externalId" = ${externalId} AND "deletedAt" IS NULL AND "phone" = ${phone}
-         AND ${body.country !== undefined ? Prisma.sql`"country" = ${body.country}` : Prisma.sql`"country" IS NULL`}
+         AND ${countryCond}
          AND ${pre && !pre.any ? Prisma.sql`"version" = ANY(${pre.strong}::int[])` : Prisma.sql`true`}
          AND (${Prisma.join(differs, " OR ")})
       RETURNING ${Contact.select()}`).catch((err) => duplicateContact(err, t, { email: body.email }));
