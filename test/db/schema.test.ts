@@ -97,6 +97,16 @@ describe("schema drift", () => {
           if (a.nullable !== nullable) problems.push(`${table}.${col} nullable=${a.nullable}, schema says ${nullable}`);
         }
       }
+      // Unsupported("…") fields (the DMMF leaves them out): read from the schema's text.
+      for (const u of unsupportedFields(m.name)) {
+        expected.add(u.name);
+        const a = columns.get(u.name);
+        if (!a) problems.push(`${table}.${u.name} missing`);
+        else {
+          if (a.udt !== u.type) problems.push(`${table}.${u.name} is ${a.udt}, schema says ${u.type}`);
+          if (a.nullable !== u.optional) problems.push(`${table}.${u.name} nullable=${a.nullable}, schema says ${u.optional}`);
+        }
+      }
       for (const col of columns.keys()) if (!expected.has(col)) problems.push(`${table}.${col} not in schema.prisma`);
     }
     for (const table of actual.keys()) if (!tables.has(table) && table !== "_app_migrations") problems.push(`table ${table} not in schema.prisma`);
@@ -255,3 +265,10 @@ describe("database functions: one current source each (prisma/functions/)", () =
     }
   }, 120_000);
 });
+
+/** A model's fields of type Unsupported("<type>") in prisma/schema.prisma (name, the database type, optional). */
+function unsupportedFields(model: string): { name: string; type: string; optional: boolean }[] {
+  const text = readFileSync("prisma/schema.prisma", "utf8");
+  const body = new RegExp(`^model ${model} \\{([\\s\\S]*?)^\\}`, "m").exec(text)?.[1] ?? "";
+  return [...body.matchAll(/^\s+(\w+)\s+Unsupported\("(\w+)"\)(\?)?/gm)].map((m) => ({ name: m[1]!, type: m[2]!, optional: m[3] === "?" }));
+}
