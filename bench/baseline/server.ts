@@ -132,6 +132,8 @@ interface LeadRow {
   assignedOperatorId: string | null;
   source: string;
   notes: string | null;
+  externalId: string | null;
+  version: number;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -152,13 +154,15 @@ const toLead = (l: LeadRow) => ({
   assignedOperatorId: l.assignedOperatorId,
   source: l.source,
   notes: l.notes,
+  externalId: l.externalId,
+  version: l.version,
   createdAt: l.createdAt.toISOString(),
   updatedAt: l.updatedAt.toISOString(),
 });
 
 const LEAD_COLS = `l."id", l."customerId", l."conversationId", l."customerName", l."customerEmail", l."customerPhone", l."intent",
   l."quality", l."stageId", l."budgetMin", l."budgetMax", l."zones", l."rooms", l."assignedOperatorId", l."source", l."notes",
-  l."createdAt", l."updatedAt"`;
+  l."externalId", l."version", l."createdAt", l."updatedAt"`;
 
 function int(v: string | null, min: number, max: number, fallback: number): number {
   if (v === null || v === "") return fallback;
@@ -309,7 +313,7 @@ async function createLead(c: Caller, req: IncomingMessage) {
 // POST /appointments — ONE statement: the bookable-user check, the INSERT (the exclusion constraint
 // "Appointment_no_overlap" is the overlap check) and the idempotency record. An overlap is 409, with
 // the blocker read afterwards (error path only).
-const APPT_COLS = `"id","assignedUserId","customerId","conversationId","leadId","title","appointmentType","startsAt","endsAt","status","source","notes","createdAt","updatedAt"`;
+const APPT_COLS = `"id","assignedUserId","customerId","conversationId","leadId","title","appointmentType","startsAt","endsAt","status","source","notes","version","createdAt","updatedAt"`;
 interface AppointmentRow {
   id: string;
   assignedUserId: string;
@@ -323,6 +327,7 @@ interface AppointmentRow {
   status: string;
   source: string;
   notes: string | null;
+  version: number;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -339,6 +344,7 @@ const toAppointment = (a: AppointmentRow) => ({
   status: a.status,
   source: a.source,
   notes: a.notes,
+  version: a.version,
   createdAt: a.createdAt.toISOString(),
   updatedAt: a.updatedAt.toISOString(),
 });
@@ -672,7 +678,7 @@ async function listContacts(c: Caller, url: URL, noCount: boolean) {
     where: `x."deletedAt" IS NULL`,
     order: `x."createdAt" DESC, x."id" DESC`,
     select: `SELECT x."id", x."fullName", x."phone", x."email", x."country", x."phoneVerifiedAt", x."emailVerifiedAt", x."marketingOptOut",
-                    x."marketingOptOutAt", x."origin", x."createdAt"`,
+                    x."marketingOptOutAt", x."origin", x."externalId", x."version", x."createdAt"`,
     extra: 1,
   });
   const more = r.items.length > r.limit;
@@ -691,6 +697,8 @@ async function listContacts(c: Caller, url: URL, noCount: boolean) {
         marketingOptOut: x.marketingOptOut,
         marketingOptOutAt: iso(x.marketingOptOutAt),
         origin: x.origin,
+        externalId: x.externalId,
+        version: x.version,
         createdAt: iso(x.createdAt),
       })),
       r.total,
@@ -708,7 +716,7 @@ async function listTickets(c: Caller, url: URL, noCount: boolean) {
     where: "true",
     order: `x."createdAt" DESC, x."id" DESC`,
     select: `SELECT x."id", x."customerId", x."leadId", x."conversationId", x."subject", x."status", x."createdById", x."assignedToId",
-                    x."createdAt", x."updatedAt",
+                    x."externalId", x."version", x."createdAt", x."updatedAt",
                     (SELECT coalesce(json_agg(json_build_object('id', m."id", 'authorUserId', m."authorUserId", 'body', m."body",
                                                                 'createdAt', m."createdAt") ORDER BY m."createdAt", m."id"), '[]')
                        FROM "TicketComment" m WHERE m."tenantId" = $1 AND m."ticketId" = x."id") AS "comments"`,
@@ -723,6 +731,8 @@ async function listTickets(c: Caller, url: URL, noCount: boolean) {
       status: t.status,
       createdBy: t.createdById,
       assignedTo: t.assignedToId,
+      externalId: t.externalId,
+      version: t.version,
       createdAt: iso(t.createdAt),
       updatedAt: iso(t.updatedAt),
       comments: (t.comments as { id: string; authorUserId: string | null; body: string; createdAt: string }[]).map((m) => ({
