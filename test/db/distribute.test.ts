@@ -9,7 +9,7 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { openPostgres, type Database } from "../../server/db/client.js";
 import { distribute, parseRole } from "../../server/db/distribute.js";
-import { migrate, MIGRATIONS_DIR } from "../../server/db/migrate.js";
+import { FUNCTIONS_DIR, migrate, MIGRATIONS_DIR } from "../../server/db/migrate.js";
 import { directBaseUrl, freshDatabase, withDatabase } from "../helpers/app.js";
 import pg from "pg";
 import { citusCluster, createClusterDatabase, dropClusterDatabase, nodeUrl, TEST_SHARD_COUNT } from "../helpers/cluster.js";
@@ -162,9 +162,12 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
   });
 
   it("a migration applied after distribution reaches every shard: a new column, a new trigger, a changed function", async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), "crm-migrations-"));
+    // The migrator's layout: migrations/ with functions/ beside it (a migration's `-- apply:` lines).
+    const root = mkdtempSync(path.join(tmpdir(), "crm-migrations-"));
+    const dir = path.join(root, "migrations");
     try {
       cpSync(MIGRATIONS_DIR, dir, { recursive: true });
+      cpSync(FUNCTIONS_DIR, path.join(root, "functions"), { recursive: true });
       const { db } = await migrated(dir);
       await distribute(db.sql, { shardCount: TEST_SHARD_COUNT });
       const add = (name: string, sql: string) => {
@@ -200,7 +203,7 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
       await insert(2);
       expect(await marks()).toEqual([["first", 8], ["second", 8]]);
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });
