@@ -6,7 +6,8 @@
 //   node scripts/ci-summary.mjs --leg FILE  one leg's counts, worded unlike the closing line:
 //                                           `   leg pglite: 813 succeeded, 0 unsuccessful, 19 skipped`,
 //                                           then its ten slowest files (FILE's sibling .times.json,
-//                                           scripts/vitest-timing.ts); exits 1 when the leg skipped more
+//                                           scripts/vitest-timing.ts; for the drills, each drill's
+//                                           seconds); exits 1 when the leg skipped more
 //                                           tests than its maxSkipped in test/legs.mjs (a leg whose
 //                                           backend went missing skips that backend's tests)
 import { existsSync, readFileSync } from "node:fs";
@@ -53,6 +54,19 @@ for (const file of files) {
 if (legMode) {
   const leg = (files[0] ?? "").replace(/^.*\//, "").replace(/\.json$/, "");
   process.stdout.write(`   leg ${leg}: ${passed} succeeded, ${failed} unsuccessful, ${skipped} skipped\n`);
+  // The drills' report (drills/run.ts DRILLS_JSON) has one line per drill ending in its seconds.
+  let drillLines = [];
+  try {
+    drillLines = JSON.parse(readFileSync(files[0] ?? "", "utf8")).lines ?? [];
+  } catch {}
+  if (drillLines.length) {
+    process.stdout.write(`   drills (s):\n`);
+    for (const line of drillLines) {
+      const [, id, name] = /^drill (\d+(?: #\d+)?) (.{18})/.exec(line) ?? [];
+      const [, secs, verdict] = /\| ([\d.]+)s (PASS|FAIL)$/.exec(line) ?? [];
+      process.stdout.write(`   ${String(secs ?? "?").padStart(6)}  drill ${id ?? "?"} ${(name ?? "").trim()} ${verdict ?? ""}\n`);
+    }
+  }
   const timesFile = (files[0] ?? "").replace(/\.json$/, ".times.json");
   if (existsSync(timesFile)) {
     const times = JSON.parse(readFileSync(timesFile, "utf8")).files ?? [];

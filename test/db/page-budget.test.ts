@@ -7,7 +7,6 @@
 // sizes bound the JSON (JSON ≤ exact ≤ ub), the cut is tight (a page of ASCII threads is sized by
 // its real bytes, not the worst case), and an item larger than the budget by itself comes alone.
 // (The memory of 4 concurrent worst-case pages is measured by scripts/page-memory.ts, not here.)
-// @topology pooler
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Prisma } from "../../generated/prisma/client.js";
 import type { LoadResult } from "../../server/admin/fixture.js";

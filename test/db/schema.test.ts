@@ -1,6 +1,5 @@
 // The migrator and schema drift: prisma/schema.prisma and the migrated database must agree
 // (tables, columns, types, nullability, unique and plain indexes).
-// @topology pooler
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";

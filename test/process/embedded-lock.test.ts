@@ -2,9 +2,9 @@
 // on the folder of a running `npm start` — another `npm start`, the admin CLI, `npm run db:migrate` —
 // refuses at once with one line naming the holder and the way out, exits non-zero and changes
 // nothing; a lock left by a killed holder (kill -9) does not block the next start; `memory://` is
-// never locked, nor is anything with DATABASE_URL. The lock is PGlite's: these tests run the same
-// on both legs (the processes are always given an embedded folder), plus, on the PostgreSQL leg,
-// that a DATABASE_URL configuration takes no lock.
+// never locked, nor is anything with DATABASE_URL. The lock is PGlite's and these tests give every
+// process an embedded folder of their own, so they run the same on either leg: the embedded leg runs
+// them; the PostgreSQL leg, that a DATABASE_URL configuration takes no lock.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
@@ -46,7 +46,7 @@ function deadPid(): number {
   return r.pid!;
 }
 
-describe("the lock (in process)", () => {
+describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
   it("the first taker holds it; a second taker gets the one line naming the holder; released, it can be taken again", () => {
     const f = folder();
     const lock = lockEmbeddedDatabase(f);
@@ -205,8 +205,10 @@ describe("the lock (in process)", () => {
     held.release();
     expect(existsSync(path.join(process.cwd(), "memory:"))).toBe(false);
   }, 180_000);
+});
 
-  it.skipIf(!process.env.DATABASE_URL)("with DATABASE_URL no lock is taken, whatever PGLITE_DATA_DIR says", async () => {
+describe.runIf(process.env.DATABASE_URL)("the lock with DATABASE_URL", () => {
+  it("no lock is taken, whatever PGLITE_DATA_DIR says", async () => {
     const f = folder();
     const held = lockEmbeddedDatabase(f); // the folder is even held
     try {
@@ -221,7 +223,7 @@ describe("the lock (in process)", () => {
 });
 
 // Processes on the embedded database: the same whatever backend the leg runs the suite on, so they
-// run in the embedded leg only (CI runs the suite on six backends).
+// run in the embedded leg only.
 describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout: 300_000 }, () => {
   let f: string;
   let env: NodeJS.ProcessEnv;
