@@ -41,7 +41,9 @@ for (const file of files) {
         failures.push(`FAILED [${leg}] ${path} > ${t.fullName ?? t.title}: ${why}`);
       }
       if (suite.status === "failed" && failedTests.length === 0) {
-        failures.push(`FAILED [${leg}] ${path}: ${String(suite.message ?? "").split("\n")[0].slice(0, 300)}`);
+        // vitest's JSON has no message for a failed hook (beforeAll): the step's log above has it.
+        const why = String(suite.message ?? "").split("\n")[0].slice(0, 300) || "the file failed outside its tests (a hook: its error is in the step's log above)";
+        failures.push(`FAILED [${leg}] ${path}: ${why}`);
       }
     }
     // A suite that failed to load has no tests in it but is a failure.

@@ -1,6 +1,6 @@
 // The counter registry (issue 27): the ONE place that names which list filters have a counter. The
 // counters themselves are kept in the database by the "ListCounter_apply" trigger of each list table
-// (its current body: migration 20261128100000_single_shard_triggers): a row's keys are "ListCounter_keys"(table, row), whose
+// (prisma/functions/ListCounter_apply.sql): a row's keys are "ListCounter_keys"(table, row), whose
 // filter list must name exactly the pairs below, with the same columns; a contact's 'listId' keys come
 // from its memberships. test/db/counter-registry.test.ts derives the pairs from the migrated database (the
 // keys function over a row with every column set, and the UPDATE triggers' WHEN clauses) and fails on

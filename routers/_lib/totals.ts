@@ -1,6 +1,6 @@
 // Exact list totals at a cost independent of the tenant's size, and deep offsets at the cost of a first
 // page (issue 13; docs/architecture.md, "List totals"). The counters are kept by the "ListCounter_apply"
-// trigger (its current body: migration 20261128100000_single_shard_triggers); this module only reads them. Every list answers
+// trigger (prisma/functions/ListCounter_apply.sql); this module only reads them. Every list answers
 // with ONE SQL statement built by listStatement(): the total and the page come from one snapshot.
 import { Prisma } from "../../generated/prisma/client.js";
 import { ownedSql } from "./tenant.js";
