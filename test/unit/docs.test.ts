@@ -219,18 +219,24 @@ describe("GET /docs (headless Chromium)", () => {
     const creates = documentOperations().filter((o) => o.method === "post");
     expect(creates).toHaveLength(10);
     const statuses: Record<string, string> = {};
+    // Generous bounds for each step: on a loaded 2-core machine Chromium can take seconds to render a
+    // response (the batch upserts' are large) before the next block is stable enough to click.
+    const STEP = { timeout: 60_000 };
+    await modal.waitFor({ state: "detached", ...STEP });
     for (const o of creates) {
       const block = page.locator(`#${o.blockId}`);
-      await block.locator(".opblock-summary").click();
-      await block.locator("button.try-out__btn").click();
+      await block.locator(".opblock-summary").click(STEP);
+      await block.locator("button.try-out__btn").click(STEP);
       // The body the page pre-filled is the document's example, not a sample made from the schema.
       const body = JSON.parse(await block.locator("textarea.body-param__text").inputValue());
       expect(JSON.stringify(body), o.key).not.toMatch(/"string"|2147483647|3fa85f64-5717-4562-b3fc-2c963f66afa6/);
-      await block.locator("button.execute").click();
+      await block.locator("button.execute").click(STEP);
       const cell = block.locator(".live-responses-table tbody .response-col_status").first();
-      await cell.waitFor({ timeout: 20_000 });
+      await cell.waitFor(STEP);
       statuses[o.key] = (await cell.innerText()).trim();
-      await block.locator(".opblock-summary").click(); // collapse again
+      await block.locator(".opblock-summary").click(STEP); // collapse again
+      // Collapsed, its response gone from the page, before the next block is clicked.
+      await block.locator(".opblock-body").waitFor({ state: "detached", ...STEP });
     }
     expect(statuses).toEqual(Object.fromEntries(creates.map((o) => [o.key, o.success])));
     expect(creates.filter((o) => o.success === "201")).toHaveLength(7);
@@ -251,5 +257,5 @@ describe("GET /docs (headless Chromium)", () => {
     expect(await example("404")).toContain("Stage not found");
     expect(await example("401")).toContain('"error": "INVALID_CREDENTIALS"');
     await page.close();
-  }, 120_000);
+  }, 300_000);
 });
