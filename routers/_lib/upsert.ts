@@ -234,95 +234,136 @@ async function heldExternalIds(ctx: AuthedContext, table: SyncedTable, ids: stri
   return new Set(rows.map((r) => r.externalId));
 }
 
-/** The batch's resolver: every item in order, each in its own savepoint (see the top of the file). */
+type Parsed<B> = ReturnType<z.ZodType<B & { externalId: string }>["safeParse"]>;
+type NewItem<B> = { index: number; externalId: string; body: B };
+
+/** The new items a bulk create may take: first occurrences of an external id, in external-id order (the lock order, below). */
+function newItems<B>(parsedItems: Parsed<B>[]): NewItem<B>[] {
+  const fresh = new Set<string>();
+  const news: NewItem<B>[] = [];
+  for (const [index, p] of parsedItems.entries()) {
+    if (!p.success || fresh.has(p.data.externalId)) continue;
+    fresh.add(p.data.externalId);
+    const { externalId, ...body } = p.data;
+    news.push({ index, externalId, body: body as B });
+  }
+  return news.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
+}
+
+/**
+ * The resource's one-statement create of the new items on ctx.db (a transaction: inside a savepoint;
+ * the root client: a statement on its own). A refusal no item can be told apart by (a check
+ * constraint) creates nothing here: every item then goes on its own.
+ */
+async function bulkCreate<B, R extends { id: string; version: number }, O>(
+  ctx: AuthedContext,
+  res: UpsertResource<B, R, O>,
+  news: NewItem<B>[],
+  inTransaction: boolean,
+): Promise<Map<number, O & { id: string }>> {
+  const created = new Map<number, O & { id: string }>();
+  if (!res.createMany || news.length === 0) return created;
+  if (inTransaction) await savepoint(ctx, "SAVEPOINT", "batch_bulk");
+  try {
+    for (const [i, o] of await res.createMany(ctx, news)) created.set(i, o);
+    if (inTransaction) await savepoint(ctx, "RELEASE SAVEPOINT", "batch_bulk");
+  } catch (err) {
+    if (toAppError(err).status >= 500 && !isConstraintRefusal(err)) throw err;
+    if (inTransaction) await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_bulk");
+    created.clear();
+  }
+  return created;
+}
+
+/**
+ * Every item's result but the writes: failed inputs and repeated external ids (the later of two
+ * fails), in the items' order, and the items `created` answers; the rest is the work, in external-id
+ * order (two batches sharing external ids take their rows' locks in the same order, so they wait for
+ * each other instead of deadlocking).
+ */
+function planResults<B, O>(parsedItems: Parsed<B>[], created: Map<number, O & { id: string }>) {
+  const out: BatchResult<O>[] = new Array(parsedItems.length);
+  const work: NewItem<B>[] = [];
+  const seen = new Set<string>();
+  for (const [index, parsed] of parsedItems.entries()) {
+    if (!parsed.success) {
+      out[index] = { index, status: "failed", id: null, item: null, error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))) };
+      continue;
+    }
+    const { externalId, ...body } = parsed.data;
+    if (seen.has(externalId)) {
+      const err = validation("Request validation failed", {
+        fields: [{ field: "externalId", code: "duplicate", message: "An earlier item of this batch has the same externalId" }],
+        fieldCount: 1,
+        truncated: false,
+      });
+      out[index] = { index, status: "failed", id: null, item: null, error: itemError(err) };
+      continue;
+    }
+    seen.add(externalId);
+    const bulk = created.get(index);
+    if (bulk) out[index] = { index, status: "created", id: bulk.id, item: bulk, error: null };
+    else work.push({ index, externalId, body: body as B });
+  }
+  work.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
+  return { out, work };
+}
+
+/** The answer, within the page byte budget in the items' order: an item past it is sent as null. */
+function budgeted<O>(ctx: AuthedContext, out: BatchResult<O>[]): { results: BatchResult<O>[] } {
+  let bytes = 0;
+  for (const r of out) {
+    if (!r.item) continue;
+    const size = Buffer.byteLength(JSON.stringify(r.item));
+    if (bytes + size <= (ctx.pageBudget ?? ITEMS_BUDGET_BYTES)) bytes += size;
+    else r.item = null;
+  }
+  return { results: out };
+}
+
+/**
+ * The batch's resolver: every item in order, each in its own savepoint (see the top of the file).
+ * Without an Idempotency-Key (nothing to store with the writes) the new items' bulk create runs first
+ * as a statement on its own, outside any transaction (each row it creates is one item, complete); a
+ * transaction opens only for what it leaves (updates, unchanged and refused items). With a key,
+ * everything runs in the key's transaction, the bulk create inside a savepoint.
+ */
 export function batchResolver<B, R extends { id: string; version: number }, O>(res: UpsertResource<B, R, O>) {
   const item = res.item;
-  return idempotent<{ items: unknown[] }, { results: BatchResult<O>[] }>(async ({ ctx, input }) => {
-    const results: BatchResult<O>[] = [];
-    const seen = new Set<string>();
-    let bytes = 0;
-    const parsedItems = input.items.map((raw) => item.safeParse(raw));
-    // One read for the whole batch: which of its external ids are held. An item whose id none holds
-    // goes straight to its create (a create committed since is caught by the unique index, as in
-    // step 2); the others are read one by one.
-    // With a bulk create (createMany), its INSERT skips the held ones itself: no read first.
-    const held = res.createMany ? undefined : await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
-    // The new items (first occurrences of an external id none holds) in one statement, where the
-    // resource has one; what it leaves out goes item by item below.
-    const created = new Map<number, O & { id: string }>();
-    if (res.createMany) {
-      const fresh = new Set<string>();
-      const news: { index: number; externalId: string; body: B }[] = [];
-      for (const [index, p] of parsedItems.entries()) {
-        if (!p.success || fresh.has(p.data.externalId)) continue;
-        fresh.add(p.data.externalId);
-        const { externalId, ...body } = p.data;
-        news.push({ index, externalId, body: body as B });
-      }
-      news.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
-      if (news.length > 0) {
-        await savepoint(ctx, "SAVEPOINT", "batch_bulk");
+  const inTransaction = (pre?: { parsedItems: Parsed<B>[]; created: Map<number, O & { id: string }> }) =>
+    idempotent<{ items: unknown[] }, { results: BatchResult<O>[] }>(async ({ ctx, input }) => {
+      const parsedItems = pre?.parsedItems ?? input.items.map((raw) => item.safeParse(raw));
+      // One read for the whole batch (without a bulk create): which of its external ids are held. An
+      // item whose id none holds goes straight to its create (a create committed since is caught by
+      // the unique index, as in step 2); the others are read one by one. With a bulk create, its
+      // INSERT skips the held ones itself: no read first.
+      const held = res.createMany ? undefined : await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
+      const { out, work } = planResults(parsedItems, pre?.created ?? (await bulkCreate(ctx, res, newItems(parsedItems), true)));
+      for (const { index, externalId, body } of work) {
+        await savepoint(ctx, "SAVEPOINT", "batch_item");
         try {
-          for (const [i, o] of await res.createMany(ctx, news)) created.set(i, o);
-          await savepoint(ctx, "RELEASE SAVEPOINT", "batch_bulk");
+          const done = await upsertOne(ctx, res, externalId, body, undefined, !held || held.has(externalId) ? undefined : null, "batch_item");
+          await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
+          out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
         } catch (err) {
-          // A refusal no item can be told apart by (a check constraint): every item on its own.
-          if (toAppError(err).status >= 500 && !isConstraintRefusal(err)) throw err;
-          await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_bulk");
-          created.clear();
+          const error = itemError(err);
+          await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_item");
+          await nameHolder(err, ctx.db);
+          out[index] = { index, status: "failed", id: null, item: null, error };
         }
       }
-    }
-    // Failed inputs and repeated external ids first, in the items' order (the later of two fails).
-    const out: BatchResult<O>[] = new Array(parsedItems.length);
-    const work: { index: number; externalId: string; body: B }[] = [];
-    for (const [index, parsed] of parsedItems.entries()) {
-      if (!parsed.success) {
-        out[index] = { index, status: "failed", id: null, item: null, error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))) };
-        continue;
-      }
-      const { externalId, ...body } = parsed.data;
-      if (seen.has(externalId)) {
-        const err = validation("Request validation failed", {
-          fields: [{ field: "externalId", code: "duplicate", message: "An earlier item of this batch has the same externalId" }],
-          fieldCount: 1,
-          truncated: false,
-        });
-        out[index] = { index, status: "failed", id: null, item: null, error: itemError(err) };
-        continue;
-      }
-      seen.add(externalId);
-      const bulk = created.get(index);
-      if (bulk) out[index] = { index, status: "created", id: bulk.id, item: bulk, error: null };
-      else work.push({ index, externalId, body: body as B });
-    }
-    // The writes in external-id order, not the items' order: two batches sharing external ids take
-    // their rows' locks in the same order, so they wait for each other instead of deadlocking.
-    work.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
-    for (const { index, externalId, body } of work) {
-      await savepoint(ctx, "SAVEPOINT", "batch_item");
-      try {
-        const done = await upsertOne(ctx, res, externalId, body, undefined, !held || held.has(externalId) ? undefined : null, "batch_item");
-        await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
-        out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
-      } catch (err) {
-        const error = itemError(err);
-        await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_item");
-        await nameHolder(err, ctx.db);
-        out[index] = { index, status: "failed", id: null, item: null, error };
-      }
-    }
-    // The answer stays within the page byte budget, in the items' order: an item past it is sent as null.
-    for (const r of out) {
-      if (r.item) {
-        const size = Buffer.byteLength(JSON.stringify(r.item));
-        if (bytes + size <= (ctx.pageBudget ?? ITEMS_BUDGET_BYTES)) bytes += size;
-        else r.item = null;
-      }
-      results.push(r);
-    }
-    return { results };
-  });
+      return budgeted(ctx, out);
+    });
+  const keyed = inTransaction();
+  return async (opts: { ctx: AuthedContext; input: { items: unknown[] }; path: string }) => {
+    if (!res.createMany || opts.ctx.req.headers["idempotency-key"] !== undefined) return keyed(opts);
+    const parsedItems = opts.input.items.map((raw) => item.safeParse(raw));
+    const created = await bulkCreate(opts.ctx, res, newItems(parsedItems), false);
+    const { out, work } = planResults(parsedItems, created);
+    // Everything answered (a load of new objects): no transaction at all.
+    if (work.length === 0) return budgeted(opts.ctx, out);
+    return inTransaction({ parsedItems, created })(opts);
+  };
 }
 
 /** The batch operation's OpenAPI meta (its text is the same for the three resources). */

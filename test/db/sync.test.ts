@@ -338,6 +338,38 @@ describe("batch upsert", () => {
     expect((await sql<{ n: number }>(`SELECT count(*)::int AS n FROM "Lead" WHERE "externalId" = ANY($1)`, [exts]))[0]!.n).toBe(6);
   });
 
+  it("contacts: concurrent batches sharing external ids (the bulk create, with and without a key) create each contact once", async () => {
+    // Without an Idempotency-Key a contact batch's bulk create commits on its own, before any
+    // transaction; with one it runs inside the key's transaction. Both race here.
+    const exts = Array.from({ length: 6 }, (_, i) => uniq(`cov${i}`));
+    const items = exts.map((externalId, i) => ({ externalId, phone: phone(), fullName: `Overlap ${i}` }));
+    const batches = [items, [...items].reverse(), items, [...items].reverse()];
+    const answers = await Promise.all(
+      batches.map((batch, i) => req("POST", "/contacts/batch/upsert", { body: { items: batch }, headers: i % 2 ? { "Idempotency-Key": uniq("cov") } : {} })),
+    );
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    const statuses = answers.flatMap((a) => a.body.results.map((r: any) => r.status));
+    expect(statuses.filter((x: string) => x === "created")).toHaveLength(6);
+    expect(statuses.every((x: string) => x === "created" || x === "unchanged")).toBe(true);
+    expect((await sql<{ n: number }>(`SELECT count(*)::int AS n FROM "Contact" WHERE "externalId" = ANY($1)`, [exts]))[0]!.n).toBe(6);
+    // The feed has each once.
+    await sequencePending(app.services.db.prisma);
+    const ids = answers[0]!.body.results.map((r: any) => r.id);
+    expect((await sql<{ n: number }>(`SELECT count(*)::int AS n FROM "ChangeLog" WHERE "type" = 'contact' AND "objectId" = ANY($1::uuid[])`, [ids]))[0]!.n).toBe(6);
+  });
+
+  it("contacts: Idempotency-Key replays a batch whose bulk create ran in the key's transaction", async () => {
+    const headers = { "Idempotency-Key": uniq("cbatch") };
+    const items = [{ externalId: uniq("ck1"), phone: phone() }, { externalId: uniq("ck2"), phone: "not a phone" }];
+    const a = await req("POST", "/contacts/batch/upsert", { body: { items }, headers });
+    const b = await req("POST", "/contacts/batch/upsert", { body: { items }, headers });
+    expect(a.status).toBe(200);
+    expect(a.body.results.map((r: any) => r.status)).toEqual(["created", "failed"]);
+    expect(b.body).toEqual(a.body);
+    expect(b.headers.get("idempotent-replayed")).toBe("true");
+    expect((await sql(`SELECT 1 FROM "Contact" WHERE "externalId" = $1`, [items[0]!.externalId])).length).toBe(1);
+  });
+
   it("Idempotency-Key replays the whole answer", async () => {
     const headers = { "Idempotency-Key": uniq("batch") };
     const items = [{ externalId: uniq("tk"), subject: "One", customerId: acme().contacts.bea }];
