@@ -520,7 +520,7 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
       ...([[s.name, a], ...singles.map((r) => [single!.name, r] as const)] as const).flatMap(([n, r]) => (r.itemsFailed ? [`${n}: ${r.itemsFailed} of ${(r.itemsCreated ?? 0) + r.itemsFailed} objects not created`] : [])),
     ];
     const bad = (r: Run) => r.non2xx + r.errors;
-    if (bad(a) + singles.reduce((t, r) => t + bad(r), 0) + bad(b) > 0) problems.push(`non-2xx/errors: batch ${a.non2xx}/${a.errors}, single ${singles.map((r) => `${r.non2xx}/${r.errors}`).join(", ")}`);
+    if ([a, b, ...pairs].some((r) => bad(r) > 0)) problems.push(`non-2xx/errors: batch ${a.non2xx}/${a.errors}, single ${singles.map((r) => `${r.non2xx}/${r.errors}`).join(", ")}`);
     const how = pairs.length
       ? `paired: ${pairs.map((r) => f0(r.rps)).join(" and ")} creates/s just before and after; its own run ${f0(b.rps)} creates/s gives ${f1(perSec / b.rps)}×`
       : "its own run";

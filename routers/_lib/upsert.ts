@@ -236,6 +236,8 @@ async function heldExternalIds(ctx: AuthedContext, table: SyncedTable, ids: stri
 
 type Parsed<B> = ReturnType<z.ZodType<B & { externalId: string }>["safeParse"]>;
 type NewItem<B> = { index: number; externalId: string; body: B };
+/** External-id order: the order in which a batch takes its rows' locks. */
+const byExternalId = (x: { externalId: string }, y: { externalId: string }) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0);
 
 /** The new items a bulk create may take: first occurrences of an external id, in external-id order (the lock order, below). */
 function newItems<B>(parsedItems: Parsed<B>[]): NewItem<B>[] {
@@ -247,7 +249,7 @@ function newItems<B>(parsedItems: Parsed<B>[]): NewItem<B>[] {
     const { externalId, ...body } = p.data;
     news.push({ index, externalId, body: body as B });
   }
-  return news.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
+  return news.sort(byExternalId);
 }
 
 /**
@@ -305,7 +307,7 @@ function planResults<B, O>(parsedItems: Parsed<B>[], created: Map<number, O & { 
     if (bulk) out[index] = { index, status: "created", id: bulk.id, item: bulk, error: null };
     else work.push({ index, externalId, body: body as B });
   }
-  work.sort((x, y) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0));
+  work.sort(byExternalId);
   return { out, work };
 }
 

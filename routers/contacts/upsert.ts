@@ -92,7 +92,7 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
     const t = ctx.tenantId;
     const now = ctx.services.now();
     // One array per column (a handful of parameters, not ten per row: a 100-row VALUES list costs
-    // PostgreSQL ~7 ms more to parse and plan, a fifth of the batch; bench/results/2026-12-02-upserts.md).
+    // PostgreSQL ~7 ms more to parse and plan, a fifth of the batch; docs/decisions/performance.md, "Batch upserts").
     const cols = { id: [] as string[], fullName: [] as (string | null)[], phone: [] as string[], email: [] as (string | null)[], country: [] as (string | null)[], externalId: [] as string[] };
     for (const { externalId, body } of items) {
       let phone: string;
