@@ -34,6 +34,7 @@ import pg from "pg";
 import { benchConfig as cfg, dbUrl } from "./config.js";
 import { CHANGES_REBUILD, createDataset, reuseDataset, type Dataset } from "./dataset.js";
 import { cpuSeconds, memory, serviceCommand, startProcess, waitReady, type Proc } from "./proc.js";
+import { commandLine, ensureBuild } from "../scripts/ensure-build.js";
 import { changesTokens, commonReportFields, comparable, countRoundTrips, load, prepare, send, versions, writeReport, type Run } from "./run.js";
 import { buildScenarios, type Prepared, type Req, type Scenario } from "./scenarios.js";
 
@@ -146,7 +147,8 @@ async function createClusterDatabase(name: string) {
 async function distributeCli(url: string): Promise<Record<string, unknown>> {
   const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: url };
   delete env.DIRECT_DATABASE_URL;
-  const r = spawnSync(process.execPath, ["--import", "tsx", "server/db/distribute-cli.ts", "--shard-count", String(citusCfg.shardCount)], { cwd: ROOT, env, encoding: "utf8" });
+  await ensureBuild();
+  const r = spawnSync(process.execPath, commandLine("db:distribute", ["--shard-count", String(citusCfg.shardCount)]).args, { cwd: ROOT, env, encoding: "utf8" });
   if (r.status !== 0) throw new Error(`npm run db:distribute failed (${r.status}): ${(r.stderr || r.stdout).trim()}`);
   return JSON.parse(r.stdout.trim().split("\n").pop()!);
 }

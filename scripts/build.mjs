@@ -2,7 +2,10 @@
 // the generated Prisma client) into dist/server/main.js with a linked source map
 // (dist/server/main.js.map, sources as paths to the .ts files, no sources content); every package
 // under node_modules stays an import (packages: "external"), resolved at run time as under tsx.
-// Run as `node --enable-source-maps dist/server/main.js` (npm start).
+// Run as `node --enable-source-maps dist/server/main.js` (npm start). The operator's commands are
+// entry points of the same build (ENTRIES: the admin CLI, db:migrate, db:distribute), the code they
+// share with the service in common chunks: `npm run admin` starts in a tenth of tsx's time, which
+// compiled the service's sources on every run.
 //
 //   node scripts/build.mjs            builds (about a second)
 //   node scripts/build.mjs --if-stale builds only when dist/ is missing or older than an input
@@ -24,6 +27,8 @@ import { fileURLToPath } from "node:url";
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export const DIST = path.join(ROOT, "dist");
 export const ENTRY = path.join(DIST, "server", "main.js");
+/** The build's entry points: the service, then the operator's commands (package.json's scripts run their .js). */
+export const ENTRIES = ["server/main.ts", "server/admin/cli.ts", "server/db/migrate-cli.ts", "server/db/distribute-cli.ts"];
 const META = path.join(DIST, "meta.json");
 const WASM_FILE = "query_compiler.wasm";
 const WASM_BASE64_MODULE = "@prisma/client/runtime/query_compiler_fast_bg.postgresql.wasm-base64.mjs";
@@ -88,7 +93,7 @@ export async function build() {
   try {
     const result = await esbuild.build({
       absWorkingDir: ROOT,
-      entryPoints: ["server/main.ts"],
+      entryPoints: ENTRIES,
       outbase: ".",
       outdir: tmp,
       bundle: true,

@@ -13,6 +13,7 @@
 // serviceCommand(nodeFlags?: string[]): { command, args } — `node RUNTIME_FLAGS [nodeFlags]
 //   <root>/dist/server/main.js`, exactly what `npm start` runs (absolute path: any cwd works;
 //   test/process/runtime.test.ts checks that package.json's start script uses the same flags).
+import path from "node:path";
 import { build, ENTRY, ROOT, staleReason } from "./build.mjs";
 
 export { ENTRY as SERVICE_ENTRY, ROOT };
@@ -40,4 +41,16 @@ export function ensureBuild(): Promise<void> {
 
 export function serviceCommand(nodeFlags: string[] = []): { command: string; args: string[] } {
   return { command: process.execPath, args: [...RUNTIME_FLAGS, ...nodeFlags, ENTRY] };
+}
+
+/** The operator's commands as package.json's scripts run them (built entry points of scripts/build.mjs, the service's runtime flags). */
+export const COMMANDS = {
+  admin: "dist/server/admin/cli.js",
+  "db:migrate": "dist/server/db/migrate-cli.js",
+  "db:distribute": "dist/server/db/distribute-cli.js",
+} as const;
+
+/** `node RUNTIME_FLAGS <root>/<COMMANDS[name]> args…`: what `npm run --silent <name> -- args…` runs, without npm. */
+export function commandLine(name: keyof typeof COMMANDS, args: string[] = []): { command: string; args: string[] } {
+  return { command: process.execPath, args: [...RUNTIME_FLAGS, path.join(ROOT, COMMANDS[name]), ...args] };
 }

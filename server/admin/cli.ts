@@ -12,6 +12,7 @@ import { localBaseUrl } from "./demo.js";
 import { callAdmin, runningService } from "./live.js";
 import { loadFixture } from "./fixture.js";
 import * as ops from "./operations.js";
+import { writeFully } from "./output.js";
 
 /** The verbs and their arguments (operations.md), as a usage error and `help` print them. */
 export const USAGE = `usage: npm run --silent admin -- <verb> [arguments]
@@ -123,14 +124,6 @@ export async function run(db: Database, argv: string[]): Promise<unknown> {
   return command === "help" ? USAGE : command(db);
 }
 
-/** Writes `text` and resolves once it has been handed to the OS (all of it, whatever the stream is). */
-export function writeFully(stream: NodeJS.WritableStream, text: string): Promise<void> {
-  return new Promise((resolve) => {
-    stream.once("error", () => resolve()); // the reader went away (EPIPE): nothing more to write
-    stream.write(text, () => resolve());
-  });
-}
-
 /**
  * One command line, as `npm run --silent admin -- …` runs it (main() writes `out` on stdout and `err`
  * on stderr, then exits with `code`): `env` is the configuration it reads (the process's by default).
@@ -188,4 +181,7 @@ async function main() {
   process.exit(code);
 }
 
+// Run as a program (dist/server/admin/cli.js, or this file under tsx), not when imported. No other entry
+// point of the build may import this module: esbuild would move it into a shared chunk, whose URL is
+// never the program's (test/process/runtime.test.ts runs each built command).
 if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) void main();

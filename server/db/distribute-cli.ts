@@ -2,7 +2,7 @@
 // coordinator (DIRECT_DATABASE_URL, else DATABASE_URL) as the tables' roles say (server/db/distribute.ts).
 // Prints one JSON document and exits 0 (its `warnings`, if any, also on stderr, one line each); or one
 // line on stderr and a non-zero exit, having changed nothing.
-import { writeFully } from "../admin/cli.js";
+import { writeFully } from "../admin/output.js";
 import { loadConfig } from "../config.js";
 import { openPostgres } from "./client.js";
 import { distribute, DistributeError } from "./distribute.js";

@@ -6,7 +6,8 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureBuild } from "../../scripts/ensure-build.js";
 import { openPostgres, type Database } from "../../server/db/client.js";
 import { distribute, parseRole } from "../../server/db/distribute.js";
 import { FUNCTIONS_DIR, migrate, MIGRATIONS_DIR } from "../../server/db/migrate.js";
@@ -17,6 +18,8 @@ import { runNpm } from "../helpers/processes.js";
 
 const base = process.env.DATABASE_URL ? directBaseUrl()! : undefined;
 const cluster = base ? await citusCluster(base) : null;
+
+beforeAll(() => ensureBuild(), 120_000); // `npm run db:distribute` would rebuild a stale dist/ and say so on stderr
 
 const cli = (args: string[], env: NodeJS.ProcessEnv) => runNpm(["run", "--silent", "db:distribute", "--", ...args], env);
 

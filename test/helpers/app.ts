@@ -22,6 +22,7 @@ import { createProviders } from "../../server/channels/providers.js";
 import type { Services } from "../../server/services.js";
 import { assertConforms } from "./conformance.js";
 import { citusCluster, createClusterDatabase, TEST_SHARD_COUNT } from "./cluster.js";
+import { claim, pristineOf, register, release, type Pristine } from "./citus-pool.js";
 import { copyTemplate, directBaseUrl, dropDatabase, onServer, withDatabase } from "./template.js";
 import { distribute } from "../../server/db/distribute.js";
 
@@ -39,7 +40,7 @@ export interface TestDb {
 export { directBaseUrl, onServer, withDatabase };
 
 /** What the run's global setup provided (test/helpers/global-setup.ts); nothing outside vitest. */
-function provided(key: "pgliteSnapshot" | "templateDatabase"): string | undefined {
+function provided(key: "pgliteSnapshot" | "templateDatabase" | "citusPoolRun"): string | undefined {
   try {
     return inject(key);
   } catch {
@@ -69,8 +70,9 @@ export async function seedEmbeddedFolder(folder: string): Promise<void> {
 /**
  * A fresh, migrated database for one test file (`observe`: see every statement sent to it): an
  * in-memory PGlite started from the run's migrated snapshot by default; with DATABASE_URL a new
- * database copied from the run's migrated template (on a Citus coordinator: on every node, already
- * distributed), dropped afterwards — created, dropped and copied through DIRECT_DATABASE_URL when
+ * database copied from the run's migrated template (on a Citus coordinator: one of the run's pool of
+ * distributed databases, test/helpers/citus-pool.ts, made on every node when none is free), dropped
+ * afterwards (on Citus: emptied and handed back when still pristine) — created, dropped and copied through DIRECT_DATABASE_URL when
  * DATABASE_URL points at PgBouncer (test/helpers/global-setup.ts). Without a snapshot or template
  * (a script outside vitest): created and migrated here.
  */
@@ -84,12 +86,18 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
   }
   const cluster = await citusCluster(directBaseUrl()!);
   const template = provided("templateDatabase");
+  const poolRun = cluster ? provided("citusPoolRun") : undefined;
   let name: string;
-  if (template) name = await copyTemplate({ name: template, cluster });
+  let migrated = Boolean(template);
+  let pristine: Pristine | undefined;
+  const claimed = poolRun && cluster ? await claim(directBaseUrl()!, cluster, poolRun) : undefined;
+  if (claimed) ({ name, pristine } = claimed), (migrated = true);
+  else if (template) name = await copyTemplate({ name: template, cluster });
   else {
     name = `test_${randomBytes(6).toString("hex")}`;
     if (cluster) await createClusterDatabase(directBaseUrl()!, cluster, name);
     else await onServer(`CREATE DATABASE ${name}`);
+    if (poolRun && cluster) await register(directBaseUrl()!, cluster, poolRun, name);
   }
   const url = withDatabase(base, name);
   const directUrl = withDatabase(directBaseUrl()!, name);
@@ -97,11 +105,12 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
   // startup parameter: every test's pool then sets it with SET LOCAL, server/db/pooler-timeout.ts).
   const statementTimeoutMs = Number(process.env.DATABASE_STATEMENT_TIMEOUT_MS) || undefined;
   const db = await openPostgres(url, { max: 20, observe: opts.observe, statementTimeoutMs });
-  if (!template) {
+  if (!migrated) {
     await migrateDirect({ databaseUrl: url, directDatabaseUrl: directUrl }, db);
     if (cluster) {
       const direct = await openPostgres(directUrl, { max: 1 });
       await distribute(direct.sql, { shardCount: TEST_SHARD_COUNT }).finally(() => direct.close());
+      if (poolRun) pristine = await pristineOf(directUrl);
     }
   }
   return {
@@ -111,7 +120,8 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
     open: (nodeUrl, worker) => openPostgres(nodeUrl, { max: 20, observe: opts.observe, statementTimeoutMs, ...worker }),
     async drop() {
       await db.close();
-      await dropDatabase(cluster, name);
+      if (poolRun && cluster && pristine) await release(directBaseUrl()!, cluster, poolRun, name, directUrl, pristine, () => dropDatabase(cluster, name));
+      else await dropDatabase(cluster, name);
     },
   };
 }

@@ -5,7 +5,7 @@ import { spawn, type ChildProcess, type StdioOptions } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
-import { ROOT } from "../../scripts/ensure-build.js";
+import { commandLine, ensureBuild, ROOT } from "../../scripts/ensure-build.js";
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -78,12 +78,14 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv, opts: { cw
 }
 
 /**
- * The admin CLI as `npm run --silent admin -- …` runs it (node with tsx, server/admin/cli.ts), without
+ * The admin CLI as `npm run --silent admin -- …` runs it (the built dist/server/admin/cli.js), without
  * npm in front: the tests of what the verbs say. test/process/admin-cli-pipe.test.ts and
  * test/process/operator.test.ts run it through npm itself.
  */
-export function runAdminCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return run(process.execPath, ["--import", "tsx", path.join(ROOT, "server/admin/cli.ts"), ...args], env, { cwd: ROOT });
+export async function runAdminCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  await ensureBuild();
+  const { command, args: argv } = commandLine("admin", args);
+  return run(command, argv, env, { cwd: ROOT });
 }
 
 /**

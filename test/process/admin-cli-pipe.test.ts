@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureBuild } from "../../scripts/ensure-build.js";
 import { freshDatabase, type TestDb } from "../helpers/app.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-cli-pipe-"));
@@ -13,6 +14,7 @@ let pgDb: TestDb | undefined;
 let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
+  await ensureBuild(); // `npm run admin` would rebuild a stale dist/ and say so on stderr
   env = { ...process.env, LOG_LEVEL: "silent" };
   delete env.DATABASE_URL;
   if (process.env.DATABASE_URL) {

@@ -7,6 +7,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureBuild } from "../../scripts/ensure-build.js";
 import { run } from "../../server/admin/cli.js";
 import { openPglite, type Database } from "../../server/db/client.js";
 import { freshDatabase, type TestDb } from "../helpers/app.js";
@@ -17,6 +18,7 @@ let pgDb: TestDb | undefined;
 let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
+  await ensureBuild(); // `npm run admin` would rebuild a stale dist/ and say so on stderr
   env = { ...process.env, LOG_LEVEL: "silent" };
   delete env.DATABASE_URL;
   delete env.DIRECT_DATABASE_URL;

@@ -1,13 +1,15 @@
 // The compiled production runtime (issue 13 §4): what `npm start` runs — `node --enable-source-maps
-// dist/server/main.js`, built by scripts/build.mjs (rebuilt here when missing or stale) — starts as
+// dist/server/main.js`, built by scripts/build.mjs (rebuilt here when missing or stale; the operator's
+// commands are entry points of the same build, run by `npm run admin` etc.) — starts as
 // a process, migrates its database from the checkout's prisma/migrations, answers with a seeded key
 // (embedded: the demo tenant it loads itself into an in-memory PGlite; with DATABASE_URL: a fresh
 // PostgreSQL database loaded with the demo fixture), and its stack traces name the .ts sources.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
-import { ensureBuild, serviceCommand, ROOT, RUNTIME_FLAGS } from "../../scripts/ensure-build.js";
+import { commandLine, COMMANDS, ensureBuild, serviceCommand, ROOT, RUNTIME_FLAGS } from "../../scripts/ensure-build.js";
+import { USAGE } from "../../server/admin/cli.js";
 import { demoFixture } from "../../server/admin/demo.js";
 import { loadFixture } from "../../server/admin/fixture.js";
 import { freshDatabase, type TestDb } from "../helpers/app.js";
@@ -54,6 +56,28 @@ describe("the compiled service (dist/server/main.js)", () => {
     const pkg = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8"));
     expect(pkg.scripts.start).toBe(`exec node ${RUNTIME_FLAGS.join(" ")} dist/server/main.js`); // exec: npm's signals reach node
     expect(serviceCommand(["--cpu-prof"]).args).toEqual([...RUNTIME_FLAGS, "--cpu-prof", `${ROOT}/dist/server/main.js`]);
+  });
+
+  it("the operator's commands run their built entry points with the same flags, each rebuilt first when stale", () => {
+    const pkg = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8"));
+    for (const [name, file] of Object.entries(COMMANDS)) {
+      expect(pkg.scripts[name], name).toBe(`exec node ${RUNTIME_FLAGS.join(" ")} ${file}`);
+      expect(pkg.scripts[`pre${name}`], name).toBe("node scripts/build.mjs --if-stale");
+      expect(commandLine(name as keyof typeof COMMANDS, ["x"]).args).toEqual([...RUNTIME_FLAGS, `${ROOT}/${file}`, "x"]);
+    }
+  });
+
+  it("each built command runs as a program (not only when imported): a usage error exits 2 with its line, a bad variable 1 with its line", async () => {
+    const env = { ...baseEnv(), PGLITE_DATA_DIR: "memory://" };
+    const admin = spawnSync(process.execPath, commandLine("admin", ["frobnicate"]).args, { cwd: ROOT, env, encoding: "utf8", timeout: 60_000 });
+    expect(admin.status).toBe(2);
+    expect(admin.stderr.split("\n")[0]).toBe('unknown verb "frobnicate"');
+    const help = spawnSync(process.execPath, commandLine("admin", ["help"]).args, { cwd: ROOT, env, encoding: "utf8", timeout: 60_000 });
+    expect([help.status, help.stdout]).toEqual([0, `${USAGE}\n`]);
+    const distribute = spawnSync(process.execPath, commandLine("db:distribute", ["--shard-count", "0"]).args, { cwd: ROOT, env, encoding: "utf8", timeout: 60_000 });
+    expect([distribute.status, distribute.stderr]).toEqual([2, '--shard-count must be an integer from 1 to 64000, got "0"\n']);
+    const migrate = spawnSync(process.execPath, commandLine("db:migrate").args, { cwd: ROOT, env: { ...env, LOG_LEVEL: "verbose" }, encoding: "utf8", timeout: 60_000 });
+    expect([migrate.status, migrate.stderr]).toEqual([1, 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"\n']);
   });
 
   it("starts, migrates, and answers GET /public/v1/me with a seeded key", async () => {

@@ -7,7 +7,7 @@
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ensureBuild, ROOT, serviceCommand } from "../../scripts/ensure-build.js";
+import { commandLine, ensureBuild, ROOT, serviceCommand } from "../../scripts/ensure-build.js";
 import { createLogger } from "../../server/logger.js";
 import { maskSecrets, maskUrl, passwordForms } from "../../server/secrets.js";
 import { baseEnv, freePort } from "../helpers/processes.js";
@@ -97,8 +97,8 @@ describe("the processes that print a configured URL", { timeout: 120_000 }, () =
   const service = serviceCommand();
   const entries = {
     service: (env: NodeJS.ProcessEnv) => run(service.command, service.args, env),
-    migrator: (env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", path.join(ROOT, "server/db/migrate-cli.ts")], env),
-    "admin CLI": (env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", path.join(ROOT, "server/admin/cli.ts"), "set-plan", "00000000-0000-4000-8000-000000000001", "pro"], env),
+    migrator: (env: NodeJS.ProcessEnv) => run(process.execPath, commandLine("db:migrate").args, env),
+    "admin CLI": (env: NodeJS.ProcessEnv) => run(process.execPath, commandLine("admin", ["set-plan", "00000000-0000-4000-8000-000000000001", "pro"]).args, env),
   };
   const env = (extra: Record<string, string>) => ({ ...baseEnv(), NO_DEMO: "1", LOG_LEVEL: "debug", PGLITE_DATA_DIR: "memory://", ...extra });
 

@@ -12,7 +12,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureBuild, serviceCommand, ROOT } from "../../scripts/ensure-build.js";
+import { commandLine, ensureBuild, serviceCommand, ROOT } from "../../scripts/ensure-build.js";
 import { loadConfig } from "../../server/config.js";
 import { openPglite } from "../../server/db/client.js";
 import { databaseTarget, describeStartupError, prismaCause } from "../../server/startup-error.js";
@@ -51,9 +51,7 @@ type Entry = "built" | "tsx" | "migrate";
 /** Runs an entry point until it exits (at most `ms`): exit code, stdout, stderr. */
 function start(env: NodeJS.ProcessEnv, entry: Entry = "built", ms = 120_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const { command, args } =
-    entry === "built"
-      ? serviceCommand()
-      : { command: process.execPath, args: ["--import", "tsx", entry === "tsx" ? "server/main.ts" : "server/db/migrate-cli.ts"] };
+    entry === "built" ? serviceCommand() : entry === "migrate" ? commandLine("db:migrate") : { command: process.execPath, args: ["--import", "tsx", "server/main.ts"] };
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
