@@ -26,9 +26,16 @@ export default defineConfig({
     ...(process.env.REPORT
       ? { reporters: ["default", "./scripts/vitest-timing.ts", "json"], outputFile: { json: process.env.REPORT } }
       : {}),
+    // The database files share their worker's process (isolate: false): in a fresh process each file
+    // paid for its imports (~1.8 s: the app, Prisma's client, PGlite, zod), for compiling PGlite's and
+    // Prisma's WebAssembly and for warming the JIT again — the PGlite files' CPU halved without it
+    // (measured: docs/decisions/operations.md, "CI's matrix"). They leave nothing behind that another
+    // file could see: each starts its own app on its own database and closes both; the few spies and
+    // fake clocks are restored where they are set. Unit and process files stay isolated (they mock,
+    // spawn and change the environment).
     projects: [
-      ...leg.groups.map((g) => ({ extends: true as const, test: { name: g, include: [`test/${g}/**/*.test.ts`] } })),
-      ...(topologyFiles.length ? [{ extends: true as const, test: { name: "topology", include: topologyFiles } }] : []),
+      ...leg.groups.map((g) => ({ extends: true as const, test: { name: g, include: [`test/${g}/**/*.test.ts`], isolate: g !== "db" } })),
+      ...(topologyFiles.length ? [{ extends: true as const, test: { name: "topology", include: topologyFiles, isolate: false } }] : []),
     ],
   },
 });
