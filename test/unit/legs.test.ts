@@ -29,6 +29,21 @@ describe("the CI matrix", () => {
     expect(files.filter((f) => !(GROUPS as readonly string[]).includes(groupOf(f)!) || f.split(path.sep).length !== 2)).toEqual([]);
   });
 
+  it("the database files, which share their worker's process (vitest.config.ts isolate: false), change no process-wide state", () => {
+    // What would reach the next file in the same process: the environment, a mocked module or
+    // global, a clock left fake, a spy left on a global. Spies and fake clocks restored in `finally`.
+    const db = files.filter((f) => groupOf(f) === "db");
+    expect(db.length).toBeGreaterThan(30);
+    const offenders: string[] = [];
+    for (const f of db) {
+      const text = readFileSync(path.join(TEST, f), "utf8");
+      if (/process\.env(\.[A-Z_]+|\[[^\]]+\])\s*=[^=]|delete process\.env|vi\.(mock|doMock|stubEnv|stubGlobal)\(/.test(text)) offenders.push(`${f}: sets the environment or mocks a module or global`);
+      if (/vi\.useFakeTimers\(/.test(text) && (text.match(/vi\.useFakeTimers\(/g)!.length > (text.match(/vi\.useRealTimers\(/g) ?? []).length)) offenders.push(`${f}: a fake clock not put back`);
+      if (/vi\.spyOn\(globalThis/.test(text) && !/mockRestore\(\)/.test(text)) offenders.push(`${f}: a spy on a global not restored`);
+    }
+    expect(offenders).toEqual([]);
+  });
+
   it("topologies are named only by test/db/ files, and only known ones", () => {
     const tagged = files.filter((f) => tagsOf(f).length);
     expect(tagged.filter((f) => groupOf(f) !== "db")).toEqual([]);
