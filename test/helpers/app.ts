@@ -72,8 +72,8 @@ export async function seedEmbeddedFolder(folder: string): Promise<void> {
  * in-memory PGlite started from the run's migrated snapshot by default; with DATABASE_URL a new
  * database copied from the run's migrated template (on a Citus coordinator: one of the run's pool of
  * distributed databases, test/helpers/citus-pool.ts, made on every node when none is free), dropped
- * afterwards (on Citus: emptied and handed back when still pristine) — created, dropped and copied through DIRECT_DATABASE_URL when
- * DATABASE_URL points at PgBouncer (test/helpers/global-setup.ts). Without a snapshot or template
+ * afterwards (on Citus: emptied and handed back when still pristine) — created, dropped and copied
+ * through DIRECT_DATABASE_URL when DATABASE_URL points at PgBouncer (test/helpers/global-setup.ts). Without a snapshot or template
  * (a script outside vitest): created and migrated here.
  */
 export async function freshDatabase(opts: { observe?: StatementObserver } = {}): Promise<TestDb> {
@@ -91,8 +91,10 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
   let migrated = Boolean(template);
   let pristine: Pristine | undefined;
   const claimed = poolRun && cluster ? await claim(directBaseUrl()!, cluster, poolRun) : undefined;
-  if (claimed) ({ name, pristine } = claimed), (migrated = true);
-  else if (template) name = await copyTemplate({ name: template, cluster });
+  if (claimed) {
+    ({ name, pristine } = claimed);
+    migrated = true;
+  } else if (template) name = await copyTemplate({ name: template, cluster });
   else {
     name = `test_${randomBytes(6).toString("hex")}`;
     if (cluster) await createClusterDatabase(directBaseUrl()!, cluster, name);
