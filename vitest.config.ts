@@ -10,9 +10,18 @@ const legName = process.env.CI_LEG;
 const leg = legName ? LEGS[legName] : { groups: [...GROUPS], topologies: [] };
 if (!leg) throw new Error(`CI_LEG=${legName}: no such leg in test/legs.mjs (${Object.keys(LEGS).join(", ")})`);
 
+/** A file's `@topology` words; a malformed line stops the run, naming the file (test/legs.mjs). */
+function topologiesOfFile(file: string): string[] {
+  try {
+    return topologiesOf(readFileSync(file, "utf8"));
+  } catch (e) {
+    throw new Error(`${file}: ${(e as Error).message}`);
+  }
+}
+
 const topologyFiles = leg.topologies.length
   ? readdirSync("test/db")
-      .filter((f) => f.endsWith(".test.ts") && topologiesOf(readFileSync(`test/db/${f}`, "utf8")).some((t) => leg.topologies.includes(t)))
+      .filter((f) => f.endsWith(".test.ts") && topologiesOfFile(`test/db/${f}`).some((t) => leg.topologies.includes(t)))
       .map((f) => `test/db/${f}`)
   : [];
 

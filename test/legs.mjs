@@ -11,10 +11,11 @@
 //   citus   the other DATABASE_ROUTING on a Citus cluster (the citus leg runs all of test/db/ with
 //           DATABASE_ROUTING=workers; citus-coordinator runs these files with the default routing)
 // vitest.config.ts builds a leg's projects from CI_LEG (none set: unit, process and db, the README's
-// `npm test`); test/unit/legs.test.ts fails when a file is in no group, a group or topology no leg
-// runs, a leg selects nothing, or .ci/run and this table disagree; test/db/leg.test.ts asserts, in
-// each leg, the backend the leg claims. scripts/ci-summary.mjs fails a leg that skipped more than its
-// `maxSkipped` (a leg whose backend went missing skips its backend's tests).
+// `npm test`; a topology leg stops at a malformed `@topology` line, topologiesOf below);
+// test/unit/legs.test.ts fails when a file is in no group, a `@topology` line does not read, a group
+// or topology no leg runs, a leg selects nothing, or .ci/run and this table disagree;
+// test/db/leg.test.ts asserts, in each leg, the backend the leg claims. scripts/ci-summary.mjs fails a
+// leg that skipped more than its `maxSkipped` (a leg whose backend went missing skips its backend's tests).
 // Plain JavaScript: read by vitest.config.ts, the guard test and scripts/ci-summary.mjs alike.
 
 /** @typedef {"unit" | "process" | "db"} Group */
@@ -40,8 +41,21 @@ export const LEGS = {
   "citus-coordinator": { groups: [], topologies: ["citus"], maxSkipped: 6, what: "the same Citus cluster, every statement through the coordinator" },
 };
 
-/** The `@topology` names in a test file's text. */
+/**
+ * The `@topology` names in a test file's text (none: no such line). Throws on a line that mentions
+ * `@topology` in any other form — a misspelt or unknown word, a second line, another comment style —
+ * so that a typo fails the run (vitest.config.ts, test/unit/legs.test.ts) instead of dropping the file
+ * from its legs.
+ */
 export function topologiesOf(text) {
-  const m = /^\/\/ @topology ([a-z ]+)$/m.exec(text);
-  return m ? m[1].trim().split(/\s+/) : [];
+  const lines = text.split("\n").filter((l) => /^\s*(\/\/|\/\*|\*).*@topolog/i.test(l));
+  if (lines.length === 0) return [];
+  const words = /^\/\/ @topology ([a-z]+(?: [a-z]+)*)\s*$/.exec(lines.length === 1 ? lines[0] : "")?.[1].split(" ");
+  const unknown = words?.filter((w) => !TOPOLOGIES.includes(w)) ?? [];
+  if (!words || unknown.length || new Set(words).size !== words.length)
+    throw new Error(
+      `a @topology line must be one line \`// @topology ${TOPOLOGIES.join(" ")}\` (any of them, each once)` +
+        `${unknown.length ? `: unknown ${unknown.join(", ")}` : ""}; found ${lines.map((l) => JSON.stringify(l.trim())).join(", ")}`,
+    );
+  return words;
 }

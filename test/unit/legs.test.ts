@@ -45,9 +45,39 @@ describe("the CI matrix", () => {
   });
 
   it("topologies are named only by test/db/ files, and only known ones", () => {
+    const unreadable = files.flatMap((f) => {
+      try {
+        tagsOf(f);
+        return [];
+      } catch (e) {
+        return [`${f}: ${(e as Error).message}`];
+      }
+    });
+    expect(unreadable).toEqual([]);
     const tagged = files.filter((f) => tagsOf(f).length);
     expect(tagged.filter((f) => groupOf(f) !== "db")).toEqual([]);
     expect(tagged.flatMap((f) => tagsOf(f).filter((t) => !(TOPOLOGIES as readonly string[]).includes(t)).map((t) => `${f}: ${t}`))).toEqual([]);
+  });
+
+  it("a @topology line that does not read as known words fails, instead of dropping the file from its legs", () => {
+    const header = (line: string) => `${line}\n// What the file tests.\nimport { it } from "vitest";\n`;
+    expect(topologiesOf(header("// @topology pooler redis citus"))).toEqual(["pooler", "redis", "citus"]);
+    expect(topologiesOf(header("// @topology citus"))).toEqual(["citus"]);
+    expect(topologiesOf(header("// A file of no topology."))).toEqual([]);
+    for (const broken of [
+      "// @topology poolr",
+      "// @topology pooler redis-cluster",
+      "// @topology pooler, redis",
+      "// @topology pooler pooler",
+      "// @topology",
+      "//@topology pooler",
+      "// @Topology pooler",
+      "// @topologies pooler",
+      "/* @topology pooler */",
+      "// @topology pooler\n// @topology redis",
+    ])
+      expect(() => topologiesOf(header(broken)), broken).toThrow(/@topology/);
+    expect(() => topologiesOf(header("// @topology poolr"))).toThrow(/unknown poolr/);
   });
 
   it("every group and every topology is run by some leg", () => {
