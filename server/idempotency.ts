@@ -8,6 +8,7 @@
 // A one-row create may first try the one-statement path (OneStatement: claim + stored response + row
 // in one autocommit statement); anything it does not write runs the transactional path below.
 import { createHash } from "node:crypto";
+import { deflateRawSync, inflateRawSync } from "node:zlib";
 import { Prisma } from "../generated/prisma/client.js";
 import type { Database, Db } from "./db/client.js";
 import { PREVIOUS, runForTenant, tenantDelegation } from "./db/delegate.js";
@@ -87,6 +88,35 @@ export interface RecordCodec<T> {
 }
 /** A stored response written through a codec is {"$rebuild": <stored>}; anything else is the body itself. */
 const REBUILD = "$rebuild";
+
+/**
+ * The most bytes of JSON text one record's stored response takes. A batch keeps its items within it
+ * (routers/_lib/upsert.ts); a one-object record is far below it (its fields are bounded).
+ */
+export const RECORD_MAX_BYTES = 64 * 1024;
+/** A stored response above this many bytes is kept deflated, as {"$deflate": base64}: 100 similar objects shrink 3-6 times. */
+const DEFLATE_ABOVE_BYTES = 8 * 1024;
+const DEFLATED = "$deflate";
+
+/** The text stored for a response (its JSON, deflated when large): what RECORD_MAX_BYTES bounds. */
+export function encodeRecord(stored: unknown): string {
+  const json = JSON.stringify(stored);
+  if (json.length <= DEFLATE_ABOVE_BYTES && Buffer.byteLength(json) <= DEFLATE_ABOVE_BYTES) return json;
+  return JSON.stringify({ [DEFLATED]: deflateRawSync(json).toString("base64") });
+}
+
+/** The text stored for `body`, through `codec` when it has one. */
+export function storedText<T>(codec: { store(body: T): unknown } | undefined, body: T): string {
+  return encodeRecord(codec ? { [REBUILD]: codec.store(body) } : body);
+}
+
+/** The stored value back from what the database holds (a parsed jsonb value). */
+function inflated(stored: unknown): unknown {
+  if (stored && typeof stored === "object" && DEFLATED in stored) {
+    return JSON.parse(inflateRawSync(Buffer.from(String((stored as Record<string, unknown>)[DEFLATED]), "base64")).toString());
+  }
+  return stored;
+}
 
 /**
  * A create that is one row, planned before anything is written: the row (every column, the id and
@@ -247,12 +277,16 @@ export async function withIdempotency<T>(
     if (planned) {
       // Resolved keys are set at the top level of the stored JSON: a codec's record has none.
       if (codec && planned.resolved?.length) throw new Error("a one-statement plan with resolved columns cannot store its response through a codec");
-      try {
-        const stored = JSON.stringify(codec ? { [REBUILD]: codec.store(planned.body) } : planned.body);
-        const written = await writeInOneStatement(db, claim, planned, stored);
-        if (written !== undefined) return { body: written, replayed: false };
-      } catch (err) {
-        if (!sqlStates(err).some((c) => FALL_BACK_STATES.test(c))) throw err;
+      const stored = JSON.stringify(codec ? { [REBUILD]: codec.store(planned.body) } : planned.body);
+      // The statement sets resolved keys into the stored JSON: a response large enough to be kept
+      // deflated (a lead with long notes) takes the transactional path, which stores it encoded.
+      if (!claim || Buffer.byteLength(stored) <= DEFLATE_ABOVE_BYTES) {
+        try {
+          const written = await writeInOneStatement(db, claim, planned, stored);
+          if (written !== undefined) return { body: written, replayed: false };
+        } catch (err) {
+          if (!sqlStates(err).some((c) => FALL_BACK_STATES.test(c))) throw err;
+        }
       }
     }
   }
@@ -260,9 +294,11 @@ export async function withIdempotency<T>(
     const out = await transaction(db.prisma, (tx) => write(tx));
     return { body: out instanceof AfterCommit ? await out.finish(db.prisma) : out, replayed: false };
   }
-  const encode = (body: T) => JSON.stringify(codec ? { [REBUILD]: codec.store(body) } : body);
-  const decode = async (conn: Db, stored: any): Promise<T> =>
-    codec && stored && typeof stored === "object" && REBUILD in stored ? codec.rebuild(conn, stored[REBUILD]) : stored;
+  const encode = (body: T) => storedText(codec, body);
+  const decode = async (conn: Db, raw: unknown): Promise<T> => {
+    const stored = inflated(raw) as any;
+    return codec && stored && typeof stored === "object" && REBUILD in stored ? codec.rebuild(conn, stored[REBUILD]) : stored;
+  };
   const staleAfterMs = finishing?.staleAfterMs ?? 60_000;
   const deadline = Date.now() + staleAfterMs + 30_000;
   let retries = 0;

@@ -15,6 +15,12 @@ import type { AuthedContext } from "../trpc.js";
 
 export { AfterCommit, type OneStatement };
 
+/** What an Idempotency-Key stores instead of the body, and how the identical body is rebuilt from it. */
+export interface ResponseRecord<O> {
+  store: (body: O) => unknown;
+  rebuild: (ctx: AuthedContext, stored: any) => Promise<O>;
+}
+
 /** How long an unfinished send (an AfterCommit claim, a pending message) is given before it counts as abandoned. */
 export const unfinishedAfterMs = (ctx: { services: { config: { providerTimeoutMs: number } } }) => ctx.services.config.providerTimeoutMs + 10_000;
 
@@ -22,7 +28,7 @@ export function idempotent<I, O>(
   resolve: (opts: { ctx: AuthedContext; input: I }) => Promise<O | AfterCommit<O>>,
   opts: {
     recover?: (db: Db, note: any, ctx: AuthedContext) => Promise<O>;
-    record?: { store: (body: O) => unknown; rebuild: (ctx: AuthedContext, stored: any) => Promise<O> };
+    record?: ResponseRecord<O>;
     plan?: (opts: { ctx: AuthedContext; input: I }) => OneStatement<O> | Promise<OneStatement<O>>;
   } = {},
 ) {

@@ -105,6 +105,16 @@ export function parseEntityTags(value: string): EntityTags | null {
 const headerProblem = (header: string, message: string) =>
   new AppError("VALIDATION_ERROR", `${header}: ${message}`, { fields: [{ field: header, code: "invalid_header", message }], fieldCount: 1 });
 
+/** 422 for a header the operation does not take (`why`: what applies instead). */
+export const headerNotApplicable = (header: string, why: string) =>
+  new AppError("VALIDATION_ERROR", `${header}: not applicable to this operation (${why})`, {
+    fields: [{ field: header, code: "invalid_header", message: `not applicable to this operation (${why})` }],
+    fieldCount: 1,
+  });
+
+/** A version as a body field (a batch item's `ifMatch`): a positive int4. */
+export const VersionNumber = z.number().int().min(1).max(INT4_MAX);
+
 const headerText = (raw: string | string[] | undefined) => (Array.isArray(raw) ? raw.join(", ") : raw);
 
 /**

@@ -14,13 +14,28 @@
 // A batch runs its items in order in one transaction, each inside its own savepoint: a failed item
 // is rolled back to it (it changes nothing) and answers its own envelope; the others commit
 // together with the batch's Idempotency-Key record, which replays the whole answer.
+// Work is bounded by the answer: the writes decide on the objects' own columns, and the answers'
+// objects are built last (`present`), only for the results within the page byte budget (a ticket's
+// thread is read in one statement for those alone); an Idempotency-Key's record keeps them compact
+// (`record`: a ticket as its columns and its thread's length) and within RECORD_MAX_BYTES.
 import { z } from "zod";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import { dbViolation, isUniqueViolation } from "../../server/db/errors.js";
 import { AppError, toAppError, validation, zodDetails } from "../../server/errors.js";
-import { idempotent } from "./idempotent.js";
+import { RECORD_MAX_BYTES, storedText } from "../../server/idempotency.js";
+import { idempotent, type ResponseRecord } from "./idempotent.js";
 import { ITEMS_BUDGET_BYTES } from "./page-budget.js";
-import { checkVersion, ExternalId, isExternalIdTaken, nameHolder, readIfMatch, type EntityTags, type SyncedTable } from "./sync.js";
+import {
+  checkVersion,
+  ExternalId,
+  headerNotApplicable,
+  isExternalIdTaken,
+  nameHolder,
+  readIfMatch,
+  VersionNumber,
+  type EntityTags,
+  type SyncedTable,
+} from "./sync.js";
 import { ownedSql } from "./tenant.js";
 import type { AuthedContext } from "../trpc.js";
 import { Prisma } from "../../generated/prisma/client.js";
@@ -29,11 +44,24 @@ export type UpsertStatus = "created" | "updated" | "unchanged";
 
 export interface Upserted<O> {
   status: UpsertStatus;
-  item: O & { id: string };
+  item: O;
 }
 
-/** What the upserts need of a resource. `B` is the PUT body (the create body without externalId). */
-export interface UpsertResource<B, R extends { id: string; version: number }, O> {
+/**
+ * How an Idempotency-Key record keeps a resource's public objects (default: as they are): `store`
+ * one object compactly, `rebuild` the identical objects of many stored ones (in one statement).
+ */
+export interface ItemRecord<P> {
+  store(item: P): unknown;
+  rebuild(ctx: AuthedContext, stored: any[]): Promise<P[]>;
+}
+
+/**
+ * What the upserts need of a resource. `B` is the PUT body (the create body without externalId), `R`
+ * the stored row, `O` what a write gives, `P` the public object the answer carries (`present` makes
+ * P of O; without it, O is P).
+ */
+export interface UpsertResource<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string } = O> {
   table: SyncedTable;
   /** The public name ("leads"), for paths and messages. */
   plural: string;
@@ -42,26 +70,53 @@ export interface UpsertResource<B, R extends { id: string; version: number }, O>
   /** The tenant's object holding the external id (a soft-deleted contact included), or null. */
   find(ctx: AuthedContext, externalId: string): Promise<R | null>;
   /** POST's create, with the external id. */
-  create(ctx: AuthedContext, body: B, externalId: string): Promise<O & { id: string }>;
+  create(ctx: AuthedContext, body: B, externalId: string): Promise<O>;
   /**
    * PATCH's update of `row` by `body`: its 404s, 422 for a field PATCH may not change that differs,
    * `checkVersion(pre, …)`, then the fields that differ. Null: nothing differs, nothing written.
    */
-  update(ctx: AuthedContext, row: R, body: B, pre: EntityTags | undefined): Promise<(O & { id: string }) | null>;
-  toPublic(row: R): O & { id: string };
+  update(ctx: AuthedContext, row: R, body: B, pre: EntityTags | undefined): Promise<(O) | null>;
+  toPublic(row: R): O;
   /**
    * Optional, one statement: the update of the object holding the external id when it is live, its
    * create-only fields equal, If-Match (when given) names its version and some PATCH-able field
    * differs; undefined when any of that does not hold (the general path then answers).
    */
-  fastUpdate?(ctx: AuthedContext, externalId: string, body: B, pre: EntityTags | undefined): Promise<(O & { id: string }) | undefined>;
+  fastUpdate?(ctx: AuthedContext, externalId: string, body: B, pre: EntityTags | undefined): Promise<(O) | undefined>;
   /**
    * Optional, one statement: a batch's new items created together as each item's POST would create
    * it, skipping any row a unique index refuses (ON CONFLICT DO NOTHING); the created ones by index.
    * An item it cannot create (a refused row, an input its create would refuse) is left out, and the
    * per-item path answers for it.
    */
-  createMany?(ctx: AuthedContext, items: { index: number; externalId: string; body: B }[]): Promise<Map<number, O & { id: string }>>;
+  createMany?(ctx: AuthedContext, items: { index: number; externalId: string; body: B }[]): Promise<Map<number, O>>;
+  /**
+   * The public objects of written ones, in order, within `budget` bytes of JSON: the longest prefix
+   * that fits (the first always comes), null past it. Default (O is P): each object's JSON counted.
+   */
+  present?(ctx: AuthedContext, items: O[], budget: number): Promise<(P | null)[]>;
+  /** How a stored answer keeps P (default: as it is). */
+  record?: ItemRecord<P>;
+}
+
+/** An item's JSON bytes, with its separating comma. */
+const jsonBytes = (item: unknown) => Buffer.byteLength(JSON.stringify(item)) + 1;
+
+/** The objects within `budget` bytes, in order (the longest prefix; the first always): serializes no more than one past it. */
+export function withinBudget<P>(items: P[], budget: number): (P | null)[] {
+  if (!Number.isFinite(budget)) return items;
+  let bytes = 0;
+  let full = false;
+  return items.map((item, i) => {
+    if (!full && ((bytes += jsonBytes(item)) <= budget || i === 0)) return item;
+    full = true;
+    return null;
+  });
+}
+
+/** The resource's `present`, or its default. */
+function presentOf<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(res: UpsertResource<B, R, O, P>) {
+  return res.present ?? (async (_ctx: AuthedContext, items: O[], budget: number) => withinBudget(items as unknown as P[], budget));
 }
 
 const savepoint = (ctx: AuthedContext, verb: "SAVEPOINT" | "RELEASE SAVEPOINT" | "ROLLBACK TO SAVEPOINT", name: string) =>
@@ -82,9 +137,9 @@ const refusedAsDuplicate = (err: unknown, table: SyncedTable) =>
  * just before (a batch item's; only reads ran since), which the create falls back to instead of
  * setting one of its own.
  */
-export async function upsertOne<B, R extends { id: string; version: number }, O>(
+export async function upsertOne<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(
   ctx: AuthedContext,
-  res: UpsertResource<B, R, O>,
+  res: UpsertResource<B, R, O, P>,
   externalId: string,
   body: B,
   pre: EntityTags | undefined,
@@ -129,20 +184,39 @@ function refuseBodyExternalId(ctx: AuthedContext) {
     });
 }
 
+/** An Idempotency-Key record of one upsert's answer: its status and the object in the resource's record form. */
+function upsertedRecord<P>(record: ItemRecord<P> | undefined): ResponseRecord<Upserted<P>> | undefined {
+  if (!record) return undefined;
+  return {
+    store: ({ status, item }) => ({ status, item: record.store(item) }),
+    rebuild: async (ctx, stored: { status: UpsertStatus; item: unknown }) => ({ status: stored.status, item: (await record.rebuild(ctx, [stored.item]))[0]! }),
+  };
+}
+
 /**
  * The PUT's resolver: the upsert inside the Idempotency-Key's transaction; 201 with Location when
  * it created, else 200 (a replay answers the status it stored).
  */
-export function putResolver<B, R extends { id: string; version: number }, O>(res: UpsertResource<B, R, O>) {
+export function putResolver<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string } = O>(
+  res: UpsertResource<B, R, O, P>,
+) {
+  const present = presentOf(res);
+  const answer = async (ctx: AuthedContext, done: Upserted<O>): Promise<Upserted<P>> => {
+    const [item] = await present(ctx, [done.item], Infinity);
+    return { status: done.status, item: item! };
+  };
   const run = (known: R | null | undefined) =>
-    idempotent<B & { externalId: string }, Upserted<O>>(({ ctx, input }) => {
-      const { externalId, ...body } = input;
-      return upsertOne(ctx, res, externalId, body as B, readIfMatch(ctx.req), known);
-    });
-  return async (opts: { ctx: AuthedContext; input: B & { externalId: string }; path: string }): Promise<O> => {
+    idempotent<B & { externalId: string }, Upserted<P>>(
+      async ({ ctx, input }) => {
+        const { externalId, ...body } = input;
+        return answer(ctx, await upsertOne(ctx, res, externalId, body as B, readIfMatch(ctx.req), known));
+      },
+      { record: upsertedRecord(res.record) },
+    );
+  return async (opts: { ctx: AuthedContext; input: B & { externalId: string }; path: string }): Promise<P> => {
     refuseBodyExternalId(opts.ctx);
     const pre = readIfMatch(opts.ctx.req); // a malformed If-Match is a 422 before anything is read
-    let done: Upserted<O> | undefined;
+    let done: Upserted<P> | undefined;
     let known: R | null | undefined;
     if (opts.ctx.req.headers["idempotency-key"] === undefined) {
       // Without an Idempotency-Key there is no claim to write with the update: an update is PATCH's
@@ -151,11 +225,11 @@ export function putResolver<B, R extends { id: string; version: number }, O>(res
       // read (a create committed since is caught by the unique index).
       const { externalId, ...body } = opts.input;
       const fast = await res.fastUpdate?.(opts.ctx, externalId, body as B, pre);
-      if (fast) done = { status: "updated", item: fast };
+      if (fast) done = await answer(opts.ctx, { status: "updated", item: fast });
       else known = await res.find(opts.ctx, externalId);
       if (!done && known) {
         const item = await res.update(opts.ctx, known, body as B, pre);
-        done = item ? { status: "updated", item } : { status: "unchanged", item: res.toPublic(known) };
+        done = await answer(opts.ctx, item ? { status: "updated", item } : { status: "unchanged", item: res.toPublic(known) });
       }
     }
     done ??= await run(known)(opts);
@@ -186,7 +260,11 @@ export const BatchInput = z
       .array(z.unknown())
       .min(1)
       .max(BATCH_MAX)
-      .meta({ description: `1 to ${BATCH_MAX} items, each \`{"externalId": ..., ...}\` followed by the fields of the PUT body` }),
+      .meta({
+        description:
+          `1 to ${BATCH_MAX} items, each \`{"externalId": ..., ...}\` followed by the fields of the PUT body, and optionally ` +
+          "`ifMatch`: the version the object must have (an integer; the item's If-Match)",
+      }),
   })
   .strict();
 
@@ -234,20 +312,35 @@ async function heldExternalIds(ctx: AuthedContext, table: SyncedTable, ids: stri
   return new Set(rows.map((r) => r.externalId));
 }
 
-type Parsed<B> = ReturnType<z.ZodType<B & { externalId: string }>["safeParse"]>;
-type NewItem<B> = { index: number; externalId: string; body: B };
+/** A batch item: the PUT's input (externalId and the body) and its precondition. */
+type Item<B> = B & { externalId: string; ifMatch?: number };
+type Parsed<B> = ReturnType<z.ZodType<Item<B>>["safeParse"]>;
+type Work<B> = { index: number; externalId: string; body: B; pre: EntityTags | undefined };
 /** External-id order: the order in which a batch takes its rows' locks. */
 const byExternalId = (x: { externalId: string }, y: { externalId: string }) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0);
 
-/** The new items a bulk create may take: first occurrences of an external id, in external-id order (the lock order, below). */
-function newItems<B>(parsedItems: Parsed<B>[]): NewItem<B>[] {
+/** An item's `ifMatch` as the If-Match it stands for. */
+const itemPrecondition = (ifMatch: number | undefined): EntityTags | undefined =>
+  ifMatch === undefined ? undefined : { any: false, strong: [ifMatch], weak: [] };
+
+/** The batch's item schema: the PUT's input and `ifMatch`. */
+function batchItem<B>(item: z.ZodType<B & { externalId: string }>): z.ZodType<Item<B>> {
+  const ifMatch = VersionNumber.optional().meta({ description: "the version the object must have, else this item fails with 412" });
+  return (item as unknown as z.ZodObject).safeExtend({ ifMatch }) as unknown as z.ZodType<Item<B>>;
+}
+
+/**
+ * The new items a bulk create may take: first occurrences of an external id without a precondition
+ * (an item with `ifMatch` never creates: it goes on its own, to its 412), in external-id order.
+ */
+function newItems<B>(parsedItems: Parsed<B>[]): Work<B>[] {
   const fresh = new Set<string>();
-  const news: NewItem<B>[] = [];
+  const news: Work<B>[] = [];
   for (const [index, p] of parsedItems.entries()) {
     if (!p.success || fresh.has(p.data.externalId)) continue;
     fresh.add(p.data.externalId);
-    const { externalId, ...body } = p.data;
-    news.push({ index, externalId, body: body as B });
+    const { externalId, ifMatch, ...body } = p.data;
+    if (ifMatch === undefined) news.push({ index, externalId, body: body as B, pre: undefined });
   }
   return news.sort(byExternalId);
 }
@@ -257,13 +350,13 @@ function newItems<B>(parsedItems: Parsed<B>[]): NewItem<B>[] {
  * the root client: a statement on its own). A refusal no item can be told apart by (a check
  * constraint) creates nothing here: every item then goes on its own.
  */
-async function bulkCreate<B, R extends { id: string; version: number }, O>(
+async function bulkCreate<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(
   ctx: AuthedContext,
-  res: UpsertResource<B, R, O>,
-  news: NewItem<B>[],
+  res: UpsertResource<B, R, O, P>,
+  news: Work<B>[],
   inTransaction: boolean,
-): Promise<Map<number, O & { id: string }>> {
-  const created = new Map<number, O & { id: string }>();
+): Promise<Map<number, O>> {
+  const created = new Map<number, O>();
   if (!res.createMany || news.length === 0) return created;
   if (inTransaction) await savepoint(ctx, "SAVEPOINT", "batch_bulk");
   try {
@@ -283,16 +376,16 @@ async function bulkCreate<B, R extends { id: string; version: number }, O>(
  * order (two batches sharing external ids take their rows' locks in the same order, so they wait for
  * each other instead of deadlocking).
  */
-function planResults<B, O>(parsedItems: Parsed<B>[], created: Map<number, O & { id: string }>) {
+function planResults<B, O extends { id: string }>(parsedItems: Parsed<B>[], created: Map<number, O>) {
   const out: BatchResult<O>[] = new Array(parsedItems.length);
-  const work: NewItem<B>[] = [];
+  const work: Work<B>[] = [];
   const seen = new Set<string>();
   for (const [index, parsed] of parsedItems.entries()) {
     if (!parsed.success) {
       out[index] = { index, status: "failed", id: null, item: null, error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))) };
       continue;
     }
-    const { externalId, ...body } = parsed.data;
+    const { externalId, ifMatch, ...body } = parsed.data;
     if (seen.has(externalId)) {
       const err = validation("Request validation failed", {
         fields: [{ field: "externalId", code: "duplicate", message: "An earlier item of this batch has the same externalId" }],
@@ -305,22 +398,63 @@ function planResults<B, O>(parsedItems: Parsed<B>[], created: Map<number, O & { 
     seen.add(externalId);
     const bulk = created.get(index);
     if (bulk) out[index] = { index, status: "created", id: bulk.id, item: bulk, error: null };
-    else work.push({ index, externalId, body: body as B });
+    else work.push({ index, externalId, body: body as B, pre: itemPrecondition(ifMatch) });
   }
   work.sort(byExternalId);
   return { out, work };
 }
 
-/** The answer, within the page byte budget in the items' order: an item past it is sent as null. */
-function budgeted<O>(ctx: AuthedContext, out: BatchResult<O>[]): { results: BatchResult<O>[] } {
-  let bytes = 0;
-  for (const r of out) {
-    if (!r.item) continue;
-    const size = Buffer.byteLength(JSON.stringify(r.item));
-    if (bytes + size <= (ctx.pageBudget ?? ITEMS_BUDGET_BYTES)) bytes += size;
-    else r.item = null;
+/**
+ * The answer: the public objects of the results within the page byte budget, in the items' order
+ * (the longest prefix; past it `item: null`), built by the resource's `present` for those alone.
+ */
+async function answer<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(
+  ctx: AuthedContext,
+  res: UpsertResource<B, R, O, P>,
+  out: BatchResult<O>[],
+): Promise<BatchResult<P>[]> {
+  const written = out.filter((r) => r.item !== null);
+  const objects = await presentOf(res)(ctx, written.map((r) => r.item!), ctx.pageBudget ?? ITEMS_BUDGET_BYTES);
+  const byIndex = new Map(written.map((r, i) => [r.index, objects[i] ?? null]));
+  return out.map((r) => ({ ...r, item: byIndex.get(r.index) ?? null }));
+}
+
+/** A batch's stored answer: each object in the resource's record form, rebuilt together (one statement). */
+function batchRecord<P>(record: ItemRecord<P> | undefined): ResponseRecord<{ results: BatchResult<P>[] }> | undefined {
+  if (!record) return undefined;
+  return {
+    store: ({ results }) => ({ results: results.map((r) => ({ ...r, item: r.item === null ? null : record.store(r.item) })) }),
+    async rebuild(ctx, stored: { results: BatchResult<unknown>[] }) {
+      const kept = stored.results.filter((r) => r.item !== null);
+      const objects = await record.rebuild(ctx, kept.map((r) => r.item));
+      const byIndex = new Map(kept.map((r, i) => [r.index, objects[i]!]));
+      return { results: stored.results.map((r) => ({ ...r, item: byIndex.get(r.index) ?? null })) as BatchResult<P>[] };
+    },
+  };
+}
+
+/**
+ * With an Idempotency-Key, the answer's objects kept within what one record may store
+ * (RECORD_MAX_BYTES, as stored): the longest prefix whose record fits, `item: null` past it, so the
+ * first answer and every replay are the same. Most batches fit whole (a record is deflated); a
+ * larger one is cut by bisection over how many objects are kept (at most 8 encodings).
+ */
+function withinRecord<P>(results: BatchResult<P>[], record: ResponseRecord<{ results: BatchResult<P>[] }> | undefined): BatchResult<P>[] {
+  const kept = (n: number) => {
+    let seen = 0;
+    return results.map((r) => (r.item !== null && seen++ >= n ? { ...r, item: null } : r));
+  };
+  const fits = (n: number) => Buffer.byteLength(storedText(record, { results: kept(n) })) <= RECORD_MAX_BYTES;
+  const objects = results.filter((r) => r.item !== null).length;
+  if (fits(objects)) return results;
+  let lo = 0;
+  let hi = objects - 1;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
   }
-  return { results: out };
+  return kept(lo);
 }
 
 /**
@@ -330,40 +464,50 @@ function budgeted<O>(ctx: AuthedContext, out: BatchResult<O>[]): { results: Batc
  * transaction opens only for what it leaves (updates, unchanged and refused items). With a key,
  * everything runs in the key's transaction, the bulk create inside a savepoint.
  */
-export function batchResolver<B, R extends { id: string; version: number }, O>(res: UpsertResource<B, R, O>) {
-  const item = res.item;
-  const inTransaction = (pre?: { parsedItems: Parsed<B>[]; created: Map<number, O & { id: string }> }) =>
-    idempotent<{ items: unknown[] }, { results: BatchResult<O>[] }>(async ({ ctx, input }) => {
-      const parsedItems = pre?.parsedItems ?? input.items.map((raw) => item.safeParse(raw));
-      // One read for the whole batch (without a bulk create): which of its external ids are held. An
-      // item whose id none holds goes straight to its create (a create committed since is caught by
-      // the unique index, as in step 2); the others are read one by one. With a bulk create, its
-      // INSERT skips the held ones itself: no read first.
-      const held = res.createMany ? undefined : await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
-      const { out, work } = planResults(parsedItems, pre?.created ?? (await bulkCreate(ctx, res, newItems(parsedItems), true)));
-      for (const { index, externalId, body } of work) {
-        await savepoint(ctx, "SAVEPOINT", "batch_item");
-        try {
-          const done = await upsertOne(ctx, res, externalId, body, undefined, !held || held.has(externalId) ? undefined : null, "batch_item");
-          await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
-          out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
-        } catch (err) {
-          const error = itemError(err);
-          await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_item");
-          await nameHolder(err, ctx.db);
-          out[index] = { index, status: "failed", id: null, item: null, error };
+export function batchResolver<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string } = O>(
+  res: UpsertResource<B, R, O, P>,
+) {
+  const item = batchItem(res.item);
+  const record = batchRecord(res.record);
+  const inTransaction = (pre?: { parsedItems: Parsed<B>[]; created: Map<number, O> }) =>
+    idempotent<{ items: unknown[] }, { results: BatchResult<P>[] }>(
+      async ({ ctx, input }) => {
+        const parsedItems = pre?.parsedItems ?? input.items.map((raw) => item.safeParse(raw));
+        // One read for the whole batch (without a bulk create): which of its external ids are held. An
+        // item whose id none holds goes straight to its create (a create committed since is caught by
+        // the unique index, as in step 2); the others are read one by one. With a bulk create, its
+        // INSERT skips the held ones itself: no read first.
+        const held = res.createMany ? undefined : await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
+        const { out, work } = planResults(parsedItems, pre?.created ?? (await bulkCreate(ctx, res, newItems(parsedItems), true)));
+        for (const { index, externalId, body, pre: ifMatch } of work) {
+          await savepoint(ctx, "SAVEPOINT", "batch_item");
+          try {
+            const done = await upsertOne(ctx, res, externalId, body, ifMatch, !held || held.has(externalId) ? undefined : null, "batch_item");
+            await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
+            out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
+          } catch (err) {
+            const error = itemError(err);
+            await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_item");
+            await nameHolder(err, ctx.db);
+            out[index] = { index, status: "failed", id: null, item: null, error };
+          }
         }
-      }
-      return budgeted(ctx, out);
-    });
+        const results = await answer(ctx, res, out);
+        return { results: ctx.req.headers["idempotency-key"] === undefined ? results : withinRecord(results, record) };
+      },
+      { record },
+    );
   const keyed = inTransaction();
   return async (opts: { ctx: AuthedContext; input: { items: unknown[] }; path: string }) => {
+    // The batch's items carry their own preconditions (`ifMatch`); a header would apply to none.
+    for (const header of ["If-Match", "If-None-Match"])
+      if (opts.ctx.req.headers[header.toLowerCase()] !== undefined) throw headerNotApplicable(header, "a batch item carries its own `ifMatch`");
     if (!res.createMany || opts.ctx.req.headers["idempotency-key"] !== undefined) return keyed(opts);
     const parsedItems = opts.input.items.map((raw) => item.safeParse(raw));
     const created = await bulkCreate(opts.ctx, res, newItems(parsedItems), false);
     const { out, work } = planResults(parsedItems, created);
     // Everything answered (a load of new objects): no transaction at all.
-    if (work.length === 0) return budgeted(opts.ctx, out);
+    if (work.length === 0) return { results: await answer(opts.ctx, res, out) };
     return inTransaction({ parsedItems, created })(opts);
   };
 }
@@ -379,7 +523,11 @@ export const batchMeta = (plural: string): OpenApiMeta["openapi"] & object => ({
     `(more than ${BATCH_MAX} gives 422 before anything is read or written). Each item is upserted as that PUT would, atomically on its own: ` +
     "the answer is 200 with `results` in the items' order, each `created`, `updated`, `unchanged` or `failed` with the error that item " +
     "alone would have answered (a failed item changes nothing). The same externalId twice fails the later item with 422. " +
-    "The batch counts as one request against the quotas; `Idempotency-Key` replays the whole answer. An item past the page byte budget " +
-    "is answered with `item: null` (read it by id).",
+    "An item may carry `ifMatch`, the version its object must have (an integer, as the PUT's `If-Match`): another version fails the item " +
+    "with 412 and `details.currentVersion`, and so does an item no object holds yet (`currentVersion: null`). An `If-Match` or " +
+    "`If-None-Match` header on a batch gives 422. " +
+    "The batch counts as one request against the quotas; `Idempotency-Key` replays the whole answer. The answer's objects stop at the " +
+    "page byte budget, in the items' order (past it, `item: null`: read it by id); with an `Idempotency-Key` also where the stored " +
+    "answer reaches its 64 KiB record.",
   protect: true,
 });

@@ -20,7 +20,7 @@ import { mustExist, owned } from "../_lib/tenant.js";
 import { checkVersion, readIfMatch } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { Prisma } from "../../generated/prisma/client.js";
-import { CommentBody, commentLimitError, loadTicket, TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX, ticketRecord } from "./schemas.js";
+import { CommentBody, commentLimitError, loadTicket, oneTicketRecord, TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX } from "./schemas.js";
 
 export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody }).strict();
 
@@ -70,6 +70,6 @@ export const addTicketComment = scoped("tenant:tickets.manage")
         await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: now } });
         return loadTicket(ctx, input.ticket_id);
       },
-      { record: ticketRecord },
+      { record: oneTicketRecord },
     ),
   );

@@ -4,11 +4,23 @@
 // mappers: model/ticket.ts.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import type { Db } from "../../server/db/client.js";
+import type { Database, Db } from "../../server/db/client.js";
 import { dbViolation } from "../../server/db/errors.js";
 import { AppError } from "../../server/errors.js";
 import type { ModelOf } from "../../model/row.js";
-import { Comment, Ticket, TICKET_STATUSES, toTicket, toTicketComment, type TicketObject, type TicketRow, type TicketStatus } from "../../model/ticket.js";
+import {
+  Comment,
+  Ticket,
+  TICKET_STATUSES,
+  toTicket,
+  toTicketComment,
+  type TicketComment,
+  type TicketObject,
+  type TicketRow,
+  type TicketStatus,
+} from "../../model/ticket.js";
+import { readFor } from "../../server/db/insert.js";
+import { budgeted, ticketSize } from "../_lib/page-budget.js";
 import { jsonRows } from "../_lib/totals.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 
@@ -84,24 +96,51 @@ export function commentLimitError(err: unknown): AppError | undefined {
 }
 
 /**
- * What an Idempotency-Key stores for a comment response (routers/_lib/idempotent.ts `record`): the
+ * The tickets of `ids` with their threads, in that order, within `budget` bytes of JSON: the longest
+ * prefix that fits, sized from each ticket's thread counters before any thread is read (as a list
+ * page is, routers/_lib/page-budget.ts), null past it; the threads of the tickets kept only, in the
+ * same statement. An id the tenant has no ticket of is null.
+ */
+export async function presentTickets(ctx: { database: Database; db: Db; tenantId: string }, ids: string[], budget: number): Promise<(TicketObject | null)[]> {
+  if (ids.length === 0) return [];
+  const page = Prisma.sql`
+    SELECT t.*, u."ord" AS "_ord" FROM unnest(${ids}::uuid[]) WITH ORDINALITY AS u("id", "ord")
+      JOIN "Ticket" t ON t."tenantId" = ${ctx.tenantId}::uuid AND t."id" = u."id"`;
+  const kept = Number.isFinite(budget) ? budgeted(page, ticketSize(ctx.tenantId), Prisma.sql`"_ord"`, { budget }) : page;
+  const rows = await readFor(ctx.database, ctx.db, { isoTimes: true, tenant: ctx.tenantId })<TicketThreadRow>(selectTickets(ctx.tenantId, kept));
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id) => {
+    const row = byId.get(id.toLowerCase());
+    return row ? fromThreadRow(row) : null;
+  });
+}
+
+/** A ticket as an Idempotency-Key record keeps it: its columns, and its thread as a length. */
+type StoredTicket = { ticket: Omit<TicketObject, "comments">; comments: number };
+
+/**
+ * What an Idempotency-Key stores for an answer holding tickets (a comment, a PUT, a batch): each
  * ticket's scalars at that moment and its thread length, not the thread. Comments are immutable and
- * numbered per ticket in commit order (`seq`), and the thread a comment response showed is exactly
- * the comments with seq <= its length (concurrent commenters of one ticket serialize on its row), so
- * the replay rebuilds the identical body. Storage per record: under 4 KB whatever the thread.
+ * numbered per ticket in commit order (`seq`), and the thread an answer showed is exactly the
+ * comments with seq <= its length (concurrent commenters of one ticket serialize on its row), so the
+ * replay rebuilds the identical body, from the record and the comments, never from the ticket's
+ * current row. Storage per ticket: under 4 KB whatever its thread.
  */
 export const ticketRecord = {
-  store: ({ comments, ...ticket }: TicketObject) => ({ ticket, comments: comments.length }),
-  async rebuild(
-    ctx: { db: Db; tenantId: string },
-    stored: { ticket: Omit<TicketObject, "comments">; comments: number },
-  ): Promise<TicketObject> {
-    const t = stored.ticket;
-    const rows = await ctx.db.ticketComment.findMany({
-      where: owned(ctx, { ticketId: t.id, seq: { lte: stored.comments } }),
-      orderBy: COMMENT_ORDER,
-    });
-    return {
+  store: ({ comments, ...ticket }: TicketObject): StoredTicket => ({ ticket, comments: comments.length }),
+  /** The tickets of many records, their threads read in one statement. */
+  async rebuild(ctx: { db: Db; tenantId: string }, stored: StoredTicket[]): Promise<TicketObject[]> {
+    const threads = new Map<string, TicketComment[]>(stored.map((s) => [s.ticket.id, []]));
+    const wanted = stored.filter((s) => s.comments > 0);
+    if (wanted.length) {
+      const rows = await ctx.db.$queryRaw<(ModelOf<typeof Comment> & { ticketId: string })[]>`
+        SELECT c."ticketId", ${Comment.select("c")}
+          FROM unnest(${wanted.map((s) => s.ticket.id)}::uuid[], ${wanted.map((s) => s.comments)}::int[]) AS u("id", "n")
+          JOIN "TicketComment" c ON c."tenantId" = ${ctx.tenantId}::uuid AND c."ticketId" = u."id" AND c."seq" <= u."n"
+         ORDER BY c."ticketId", c."createdAt", c."id"`;
+      for (const r of rows) threads.get(r.ticketId)!.push(toTicketComment(r));
+    }
+    return stored.map(({ ticket: t }) => ({
       id: t.id,
       customerId: t.customerId,
       leadId: t.leadId,
@@ -114,9 +153,15 @@ export const ticketRecord = {
       version: t.version,
       createdAt: t.createdAt,
       updatedAt: t.updatedAt,
-      comments: rows.map(toTicketComment),
-    };
+      comments: threads.get(t.id)!,
+    }));
   },
+};
+
+/** A comment's answer (one ticket) as its record: ticketRecord for one. */
+export const oneTicketRecord = {
+  store: ticketRecord.store,
+  rebuild: async (ctx: { db: Db; tenantId: string }, stored: StoredTicket) => (await ticketRecord.rebuild(ctx, [stored]))[0]!,
 };
 
 /** The tenant's ticket with its thread, or 404. */

@@ -9,13 +9,13 @@
 //   4. `externalId` (null clears) held by another ticket of the tenant → 409 ALREADY_EXISTS naming it.
 //   5. `{}` returns the ticket unchanged; any given field is written and `updatedAt` advances.
 import { z } from "zod";
-import { TicketObject, toTicket } from "../../model/ticket.js";
+import { TicketObject } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { checkVersion, ExternalId, externalIdConflict, missedWrite, readIfMatch, versionGuard, type EntityTags } from "../_lib/sync.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import type { TicketStatus } from "../../model/ticket.js";
-import { mustBeAssignable, Subject, TicketStatusInput, withComments } from "./schemas.js";
+import { loadTicket, mustBeAssignable, Subject, TicketStatusInput } from "./schemas.js";
 
 export const UpdateTicketInput = z
   .object({
@@ -50,18 +50,20 @@ export const updateTicket = scoped("tenant:tickets.manage")
   .mutation(async ({ ctx, input }) => {
     const { ticket_id, ...changes } = input;
     const pre = readIfMatch(ctx.req);
-    const ticket = await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket_id }), include: withComments }), "Ticket");
+    // The ticket's own columns decide; its thread is read once, for the answer.
+    const ticket = await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket_id }) }), "Ticket");
     if (typeof changes.assignedTo === "string") await mustBeAssignable(ctx, changes.assignedTo);
     checkVersion(pre, ticket.version);
-    return toTicket(await writeTicket(ctx, ticket, changes, pre));
+    await writeTicket(ctx, ticket, changes, pre);
+    return loadTicket(ctx, ticket_id);
   });
 
 type TicketChanges = { status?: TicketStatus; subject?: string; assignedTo?: string | null; externalId?: string | null };
 
 /**
  * The given fields written in one UPDATE (updatedAt advances), with If-Match only while the ticket
- * still has the version checked; the ticket with its thread as it is then. No field given: nothing
- * is written. Also the update of an upsert by external id (routers/tickets/upsert.ts), which gives
+ * still has the version checked; the ticket's row (without its thread) as it is then. No field
+ * given: nothing is written. Also the update of an upsert by external id (routers/tickets/upsert.ts), which gives
  * only the fields that differ.
  */
 export async function writeTicket<R extends { id: string; version: number }>(ctx: AuthedContext, ticket: R, changes: TicketChanges, pre: EntityTags | undefined) {
@@ -78,6 +80,5 @@ export async function writeTicket<R extends { id: string; version: number }>(ctx
       },
     })
     .catch((err) => externalIdConflict(err, ctx.tenantId, "Ticket", changes.externalId));
-  if (!rows[0]) return missedWrite(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket.id }) }), "Ticket");
-  return mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket.id }), include: withComments }), "Ticket");
+  return rows[0] ?? missedWrite(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket.id }) }), "Ticket");
 }

@@ -6,14 +6,14 @@
 //   and conversationId must be absent or equal to the stored values, else 422 naming them; nothing
 //   differs → 200, nothing written.
 import { z } from "zod";
-import { TicketObject, toTicket } from "../../model/ticket.js";
+import { TicketObject } from "../../model/ticket.js";
 import { checkVersion } from "../_lib/sync.js";
 import { owned } from "../_lib/tenant.js";
 import { PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { mayNotChange } from "../leads/upsert.js";
 import { atLeastOneLink, insertTicket, TicketFields } from "./create.js";
-import { mustBeAssignable, withComments } from "./schemas.js";
+import { mustBeAssignable, presentTickets, ticketRecord } from "./schemas.js";
 import { writeTicket } from "./update.js";
 
 const TicketUpsertFields = TicketFields.omit({ externalId: true, comment: true });
@@ -21,15 +21,20 @@ type Body = z.output<typeof TicketUpsertFields>;
 export const TicketUpsertItem = TicketUpsertFields.extend(PathExternalId).superRefine(atLeastOneLink);
 type Stored = NonNullable<Awaited<ReturnType<typeof findTicket>>>;
 
-const findTicket = (ctx: AuthedContext, externalId: string) => ctx.db.ticket.findFirst({ where: owned(ctx, { externalId }), include: withComments });
+// The ticket's own columns: whether it is created, updated or unchanged never needs its thread.
+const findTicket = (ctx: AuthedContext, externalId: string) => ctx.db.ticket.findFirst({ where: owned(ctx, { externalId }) });
 const lc = (id: string | null | undefined) => (typeof id === "string" ? id.toLowerCase() : (id ?? null));
 
-export const ticketUpserts: UpsertResource<Body, Stored, TicketObject> = {
+/**
+ * A write gives the ticket's id; the answer's tickets are read last, with their threads, for the
+ * results within the budget alone (presentTickets), and kept by a record as columns and a length.
+ */
+export const ticketUpserts: UpsertResource<Body, Stored, { id: string }, TicketObject> = {
   table: "Ticket",
   plural: "tickets",
   item: TicketUpsertItem,
   find: findTicket,
-  create: (ctx, body, externalId) => insertTicket(ctx, { ...body, externalId }),
+  create: async (ctx, body, externalId) => ({ id: (await insertTicket(ctx, { ...body, externalId })).id }),
   async update(ctx, ticket, body, pre) {
     const differs = (["customerId", "leadId", "conversationId"] as const).filter((k) => body[k] !== undefined && lc(body[k]) !== ticket[k]);
     if (typeof body.assignedTo === "string" && lc(body.assignedTo) !== ticket.assignedToId) await mustBeAssignable(ctx, body.assignedTo);
@@ -40,9 +45,11 @@ export const ticketUpserts: UpsertResource<Body, Stored, TicketObject> = {
       ...(body.assignedTo !== undefined && lc(body.assignedTo) !== ticket.assignedToId ? { assignedTo: lc(body.assignedTo) } : {}),
     };
     if (Object.keys(changes).length === 0) return null;
-    return toTicket(await writeTicket(ctx, ticket, changes, pre));
+    return { id: (await writeTicket(ctx, ticket, changes, pre)).id };
   },
-  toPublic: (row) => toTicket(row),
+  toPublic: (row) => ({ id: row.id }),
+  present: (ctx, items, budget) => presentTickets(ctx, items.map((i) => i.id), budget),
+  record: ticketRecord,
 };
 
 export const upsertTicket = scoped("tenant:tickets.manage")

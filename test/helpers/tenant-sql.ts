@@ -395,6 +395,8 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
     const next = new Map(ctes);
     for (const c of w?.ctes ?? []) {
       const cte = c.CommonTableExpr;
+      // WITH RECURSIVE: the query names itself (its recursive arm reads the rows found so far).
+      if (w.recursive) next.set(cte.ctename, []);
       const outputs = statement(cte.ctequery, new Scope(up, next, model)) ?? [];
       const names = (cte.aliascolnames as Node[] | undefined)?.map(str);
       next.set(cte.ctename, names ? outputs.map((o, i) => ({ ...o, name: names[i] })) : outputs);
@@ -422,8 +424,10 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
     const ctes = withClause(s.withClause, up, up?.ctes ?? new Map());
     let outputs: Output[];
     if (s.op && s.op !== "SETOP_NONE") {
-      const left = select({ SelectStmt: s.larg }, up);
-      select({ SelectStmt: s.rarg }, up);
+      // The arms see the set operation's own WITH (e.g. a recursive CTE's body).
+      const arms = s.withClause ? new Scope(up, ctes, model) : up;
+      const left = select({ SelectStmt: s.larg }, arms);
+      select({ SelectStmt: s.rarg }, arms);
       outputs = left.map((o) => ({ name: o.name }));
     } else if (s.valuesLists) {
       const scope = new Scope(up, ctes, model);
