@@ -11,7 +11,7 @@ import { createApp } from "../../server/app.js";
 import { instanceMetrics, WORKER_POOL, workerRoutes } from "../../server/bootstrap.js";
 import { loadConfig, type Config } from "../../server/config.js";
 import { openPglite, openPostgres, type Database, type StatementObserver } from "../../server/db/client.js";
-import { migrate, migrateDirect } from "../../server/db/migrate.js";
+import { migrate } from "../../server/db/migrate.js";
 import { loadFixture, type FixtureInput, type LoadResult } from "../../server/admin/fixture.js";
 import { lockUserCalendar } from "../../routers/appointments/schemas.js";
 import { Quotas } from "../../server/limits/quotas.js";
@@ -103,18 +103,24 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
   }
   const url = withDatabase(base, name);
   const directUrl = withDatabase(directBaseUrl()!, name);
-  // DATABASE_STATEMENT_TIMEOUT_MS only when set (the CI leg through a PgBouncer that refuses it as a
-  // startup parameter: every test's pool then sets it with SET LOCAL, server/db/pooler-timeout.ts).
-  const statementTimeoutMs = Number(process.env.DATABASE_STATEMENT_TIMEOUT_MS) || undefined;
-  const db = await openPostgres(url, { max: 20, observe: opts.observe, statementTimeoutMs });
+  // The service's pools run with the service's statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS,
+  // 5 s by default: server/config.ts), through a PgBouncer that refuses it as a startup parameter
+  // with SET LOCAL (server/db/pooler-timeout.ts). Set-up work runs without it: the migrations and
+  // db:distribute below and the Citus pool's TRUNCATE (citus-pool.ts) on connections of their own, the
+  // fixture loads with SET LOCAL statement_timeout = 0 (server/admin/fixture/load.ts), bulk test data
+  // through untimed() below.
+  const statementTimeoutMs = loadConfig().databaseStatementTimeoutMs;
   if (!migrated) {
-    await migrateDirect({ databaseUrl: url, directDatabaseUrl: directUrl }, db);
-    if (cluster) {
-      const direct = await openPostgres(directUrl, { max: 1 });
-      await distribute(direct.sql, { shardCount: TEST_SHARD_COUNT }).finally(() => direct.close());
-      if (poolRun) pristine = await pristineOf(directUrl);
+    const direct = await openPostgres(directUrl, { max: 1 });
+    try {
+      await migrate(direct.sql);
+      if (cluster) await distribute(direct.sql, { shardCount: TEST_SHARD_COUNT });
+    } finally {
+      await direct.close();
     }
+    if (cluster && poolRun) pristine = await pristineOf(directUrl);
   }
+  const db = await openPostgres(url, { max: 20, observe: opts.observe, statementTimeoutMs });
   return {
     db,
     url,
@@ -171,11 +177,11 @@ export interface StartOptions {
 }
 
 /**
- * A runner of test-data statements without the pool's statement_timeout: a leg may give the pool 5 s,
- * meant for API requests (the PgBouncer legs), and a bulk fill through the triggers can take longer on
- * a slower machine (CI's pgbouncer leg once cut 15,000 comments of 300 characters at 5 s). Each
- * statement runs in its own transaction with SET LOCAL statement_timeout = 0 (also behind a
- * transaction pooler: the setting ends with the transaction).
+ * A runner of test-data statements without the pool's statement_timeout: the pool has the service's
+ * (5 s by default, freshDatabase above), meant for API requests, and a bulk fill through the triggers
+ * can take longer on a slower machine (CI's pgbouncer leg once cut 15,000 comments of 300 characters
+ * at 5 s). Each statement runs in its own transaction with SET LOCAL statement_timeout = 0 (also
+ * behind a transaction pooler: the setting ends with the transaction).
  */
 export function untimed(db: Database) {
   return <T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> =>
