@@ -9,6 +9,7 @@
 //                internal service token (`Authorization: Bearer <INTERNAL_TOKEN>`) or, on the
 //                embedded database, this run's local token (server/admin/live.ts); 404 for
 //                everything when neither is set.
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TRPCError } from "@trpc/server";
 import { createExpressMiddleware } from "@trpc/server/adapters/express";
 import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
@@ -22,6 +23,8 @@ import { guard, setQuotaHeaders } from "../server/auth/guard.js";
 import {
   jsonBodyReader,
   jsonShapeProblem,
+  MAX_BATCH_JSON_MEMBERS,
+  MAX_JSON_MEMBERS,
   mayHoldTextProblem,
   queryTextProblems,
   rawQueryOf,
@@ -91,7 +94,8 @@ function trpcGuard(services: Services): RequestHandler {
  * - an Idempotency-Key belongs to one call: with it, a batch of more than one call → 422 (one header
  *   for several writes would make them replays or mismatches of each other);
  * - the batch's response has one page budget: each call's list page gets an equal share of it
- *   (req.pageBudget, routers/_lib/page-budget.ts batchShare), so N list calls answer no more than one;
+ *   (req.pageBudget, routers/_lib/page-budget.ts batchShare), so N list calls answer no more than one,
+ *   and at most one call of the batch answers an item larger than its share (req.oversized);
  * - every further call is counted like a request of its own (Quotas.admit(), with the caller the
  *   guard authenticated: same windows, same ceilings, same rules), in call order. A call the quota
  *   refuses answers its own 429 inside the batch (req.callRefusals, thrown by the procedure builders
@@ -119,6 +123,7 @@ function batchRules(services: Services): RequestHandler {
         }),
       );
     req.pageBudget = batchShare(calls);
+    req.oversized = { taken: false };
     if (req.headers["idempotency-key"] !== undefined)
       return refuse(
         new AppError("VALIDATION_ERROR", "Idempotency-Key applies to one call: send the call alone (httpLink) or as a batch of one", {
@@ -157,7 +162,8 @@ function batchRules(services: Services): RequestHandler {
  *   (the procedure builders pass `{}`, routers/trpc.ts); tRPC reads the empty body itself;
  * - a POST body is read by the facade's body reader (server/body.ts: JSON media types, size, nesting
  *   depth, member count, NUL): a body it cannot use is recorded as the request's body problem and
- *   reported as 422 by scoped() after the scope check; too large → 413 at once;
+ *   reported as 422 by scoped() after the scope check; too large → 413 at once. A request that
+ *   names a batch upsert (`batchUpserts`) has the batch routes' member cap, MAX_BATCH_JSON_MEMBERS;
  * - a query's `input` parameter (JSON in the URL) has the same depth and member limits (else 422),
  *   read as tRPC reads it (URLSearchParams over the raw query string, whatever parameters come
  *   before it: Express's own parser stops at 1,000); more than one `input` is 422;
@@ -166,8 +172,21 @@ function batchRules(services: Services): RequestHandler {
  *   request's input like a body's, reported as 422 after the scope check.
  * (tRPC itself would refuse these before building the context, i.e. without the request id.)
  */
-function transportRules(limitBytes: number): RequestHandler {
-  const readBody = jsonBodyReader(limitBytes, (req, res, err) => sendTrpcError(res as Response, err.status, trpcErrorShape(err, req.id)));
+function transportRules(limitBytes: number, batchUpserts: Set<string>): RequestHandler {
+  // The calls a request names, as tRPC reads them (the path's last segment, percent-decoded, split at
+  // "," for a batch): one of them a batch upsert → the larger member cap.
+  const membersOf = (req: IncomingMessage) => {
+    let names: string[];
+    try {
+      names = decodeURIComponent((req as Request).path.slice(1)).split(",");
+    } catch {
+      return MAX_JSON_MEMBERS; // tRPC refuses the path whole
+    }
+    return names.some((n) => batchUpserts.has(n)) ? MAX_BATCH_JSON_MEMBERS : MAX_JSON_MEMBERS;
+  };
+  const tooLarge = (req: IncomingMessage, res: ServerResponse, err: AppError) =>
+    sendTrpcError(res as Response, err.status, trpcErrorShape(err, req.id));
+  const readBody = jsonBodyReader(limitBytes, tooLarge, membersOf);
   return (req, res, next) => {
     const rawQuery = rawQueryOf(req.originalUrl);
     const unstorable = queryTextProblems(rawQuery);
@@ -206,6 +225,7 @@ function adminErrorShape(key: TRPC_ERROR_CODE_KEY, status: number, message: stri
 
 export function internalTrpc(services: Services, router: AppRouter): express.Router {
   const api = express.Router();
+  const batchUpserts = new Set(Object.keys(router._def.procedures).filter((n) => n.endsWith(".batchUpsert")));
   // The guard is mounted on the same prefix, with the same (Express, case-insensitive) path matching,
   // as the handler: whatever spelling of /trpc reaches tRPC (/TRPC/…, /Trpc/…, /trpc//…) passed the
   // guard first. Nothing under /trpc is exempt — not even /trpc/openapi.json.
@@ -213,7 +233,7 @@ export function internalTrpc(services: Services, router: AppRouter): express.Rou
     TRPC_PREFIX,
     trpcGuard(services),
     batchRules(services),
-    transportRules(services.config.bodyLimitBytes),
+    transportRules(services.config.bodyLimitBytes, batchUpserts),
     createExpressMiddleware({
       router,
       createContext: ({ req, res }) => createContext(services, req, res),

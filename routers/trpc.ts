@@ -18,7 +18,7 @@ import type { Scope } from "../server/auth/scopes.js";
 import type { Database, Db } from "../server/db/client.js";
 import { AppError, envelope, toAppError, type ErrorCode } from "../server/errors.js";
 import "../server/http-types.js";
-import { ITEMS_BUDGET_BYTES } from "./_lib/page-budget.js";
+import { ITEMS_BUDGET_BYTES, type OversizeAllowance } from "./_lib/page-budget.js";
 import { nameHolder } from "./_lib/sync.js";
 import type { Services } from "../server/services.js";
 
@@ -40,11 +40,16 @@ export interface Context {
    * /trpc batch's share of the one page budget of its response (rest/trpc.ts, batchRules).
    */
   pageBudget: number;
+  /**
+   * A /trpc batch's one allowance for a page item larger than the call's share (page-budget.ts
+   * `oversizedAllowed`); undefined when the call is alone (its page always holds at least one item).
+   */
+  oversized?: OversizeAllowance;
 }
 
 export async function createContext(services: Services, req: IncomingMessage, res: ServerResponse): Promise<Context> {
   const database = req.caller && services.routes ? await services.routes.forTenant(req.caller.tenantId) : services.db;
-  return { services, req, res, requestId: req.id, caller: req.caller, database, db: database.prisma, pageBudget: req.pageBudget ?? ITEMS_BUDGET_BYTES };
+  return { services, req, res, requestId: req.id, caller: req.caller, database, db: database.prisma, pageBudget: req.pageBudget ?? ITEMS_BUDGET_BYTES, oversized: req.oversized };
 }
 
 export type Meta = OpenApiMeta<{
@@ -70,6 +75,8 @@ declare module "http" {
     callRefusals?: (AppError | undefined)[];
     /** A /trpc batch's share of the page budget for each of its calls (rest/trpc.ts, batchRules). */
     pageBudget?: number;
+    /** A /trpc batch's one allowance for an item larger than a call's share (routers/_lib/page-budget.ts). */
+    oversized?: OversizeAllowance;
     /**
      * The success status of an operation whose status depends on what it did (an upsert by external
      * id: 201 created, 200 updated), set by the procedure; else its meta's successStatus.

@@ -38,9 +38,30 @@ export const ITEMS_BUDGET_BYTES = PAGE_BUDGET_BYTES - ENVELOPE_BYTES;
 /**
  * What the items of each call of a /trpc batch of `calls` calls may take: the batch's one response
  * has one page budget, shared equally (each call's page then holds fewer items, with hasNext/hasMore
- * true; an item larger than its share still comes, alone, as on a single page).
+ * true). An item larger than its share comes alone, for one call of the batch (OversizeAllowance).
  */
 export const batchShare = (calls: number) => Math.floor(PAGE_BUDGET_BYTES / Math.max(1, calls)) - ENVELOPE_BYTES;
+
+/**
+ * A /trpc batch's one allowance for a page whose only item is larger than its call's share, so a
+ * batch's answer stays within about one page budget plus one item (at most ~1 MB: a ticket with its
+ * whole thread). The first call to need it takes it; a later one answers no item, with hasNext /
+ * hasMore true and a continuation at its own position — the same call sent alone (no batch) always
+ * answers at least one item, so a paging client never loops. Only tickets (and the feed, which carries
+ * them) have items that can pass the smallest share (~204 KB, a batch of 20 calls): the widest item of
+ * every other list is far below it (test/db/page-budget.test.ts).
+ */
+export interface OversizeAllowance {
+  taken: boolean;
+}
+
+/** Whether a page may answer `item` as its only item: within the share, alone (no batch), or the batch's allowance taken now. */
+export function oversizedAllowed(ctx: { pageBudget: number; oversized?: OversizeAllowance }, item: unknown): boolean {
+  if (!ctx.oversized || Buffer.byteLength(JSON.stringify(item)) <= ctx.pageBudget) return true;
+  if (ctx.oversized.taken) return false;
+  ctx.oversized.taken = true;
+  return true;
+}
 
 /** The sentence every list operation's OpenAPI description ends with. */
 export const BUDGET_DOC =

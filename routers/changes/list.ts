@@ -33,6 +33,7 @@ import {
   conversationSize,
   fixedBytes,
   leadSize,
+  oversizedAllowed,
   ticketSize,
   type Col,
   type ItemSize,
@@ -115,7 +116,9 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       // Each loaded item counts its own JSON: an object changed since it was sized (the load is a later
       // statement) counts as it is now, so the budget holds whatever happened in between.
       bytes += Buffer.byteLength(JSON.stringify(item)) + 1;
-      if (items.length > 0 && bytes > ctx.pageBudget) {
+      // Past the budget: the page ends (its first item always comes, but in a /trpc batch only one
+      // call may answer an item larger than its share: oversizedAllowed).
+      if (bytes > ctx.pageBudget && (items.length > 0 || !oversizedAllowed(ctx, item))) {
         more = true;
         break;
       }
@@ -123,9 +126,10 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
     }
 
     // Caught up: everything of these types up to the head (same snapshot) was read; positions at or
-    // below it can never be handed out again, so the next poll starts there.
+    // below it can never be handed out again, so the next poll starts there. A page that ends before
+    // its first item continues where it started.
     const last = page[items.length - 1];
-    const pos = more ? last!.pos : head;
+    const pos = more ? (last?.pos ?? token?.pos ?? 0) : head;
     const skip = token ? token.skip : head;
     const next: SinceToken = {
       pos,

@@ -13,6 +13,7 @@ import type { LoadResult } from "../../server/admin/fixture.js";
 import type { SqlRunner } from "../../server/db/client.js";
 import {
   appointmentSize,
+  batchShare,
   contactSize,
   conversationSize,
   ITEMS_BUDGET_BYTES,
@@ -23,6 +24,7 @@ import {
   type ItemSize,
 } from "../../routers/_lib/page-budget.js";
 import { TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX } from "../../routers/tickets/schemas.js";
+import { MAX_BATCH_CALLS } from "../../rest/trpc.js";
 import { startApp, untimed, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 
@@ -46,6 +48,10 @@ beforeAll(async () => {
           { ref: "talk", channel: "site", identity: { externalId: "web-talk", name: "Talker", contact: "convs" }, messages: [] },
           { ref: "sizes", channel: "site", identity: { externalId: "web-sizes", name: "Sizer", contact: "sizes" }, messages: [] },
         ],
+      }),
+      tenant("beta", {
+        rateLimit: { perMinute: 1_000_000, perDay: 100_000_000 },
+        contacts: [{ ref: "big", fullName: "Big threads", phone: "+34600000099" }],
       }),
     ),
   );
@@ -347,6 +353,74 @@ describe("the other lists", () => {
     const alone = await fetch(`${app.url}/trpc/leads.list?input=${encodeURIComponent(JSON.stringify({ limit: 100, customerId: contact }))}`, { headers: { "X-API-Key": key() } });
     expect(((await alone.json()) as { result: { data: { items: unknown[] } } }).result.data.items.length).toBeGreaterThan(60);
   }, 60_000);
+
+  it("a /trpc batch answers one item larger than a call's share, for one call: the others answer none, with a continuation; alone each answers it", async () => {
+    const beta = ids.tenants.beta!;
+    const betaKey = beta.apiKeys.full!.key;
+    // Two tickets of ~900 KB of JSON each (150,000 × U+0001), far past a share of a 20-call batch (~204 KB).
+    const made = await sql<{ id: string }>(
+      `INSERT INTO "Ticket" ("tenantId", "subject", "createdById", "customerId") SELECT $1::uuid, 'Big ' || i, $2::uuid, $3::uuid
+         FROM generate_series(1, 2) i RETURNING "id"`,
+      [beta.id, beta.users.ana, beta.contacts.big],
+    );
+    await sql(
+      `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body", "createdAt")
+       SELECT $1::uuid, t.id, $2::uuid, repeat(E'\\x01', 10000), now() - interval '1 day' + i * interval '1 millisecond'
+         FROM unnest($3::uuid[]) t(id), generate_series(1, 15) i`,
+      [beta.id, beta.users.ana, made.map((t) => t.id)],
+    );
+    const trpc = async (paths: string[], inputs: unknown[]) => {
+      const input = Object.fromEntries(inputs.map((v, i) => [String(i), v]));
+      const batched = paths.length > 1 ? "batch=1&" : "";
+      const res = await fetch(`${app.url}/trpc/${paths.join(",")}?${batched}input=${encodeURIComponent(JSON.stringify(paths.length > 1 ? input : inputs[0]))}`, {
+        headers: { "X-API-Key": betaKey },
+      });
+      const text = await res.text();
+      expect(res.status, text.replace(/"items":\[[^\]]*\]/g, "…").slice(0, 2000)).toBe(200);
+      return { bytes: Buffer.byteLength(text), body: JSON.parse(text) };
+    };
+    const list = { limit: 1, customerId: beta.contacts.big };
+    const feed = { limit: 1, types: "ticket" };
+    const paths = [...Array(10).fill("tickets.list"), ...Array(10).fill("changes.list")];
+    const inputs = [...Array(10).fill(list), ...Array(10).fill(feed)];
+    const { bytes, body } = await trpc(paths, inputs);
+    const pages = (body as { result: { data: { items: unknown[]; pagination?: { hasNext: boolean }; hasMore?: boolean; nextSince?: string } } }[]).map((r) => r.result.data);
+    // One call of the batch answered its ~900 KB ticket; the batch's answer is one budget plus that one item.
+    expect(pages.filter((p) => p.items.length === 1)).toHaveLength(1);
+    expect(bytes).toBeLessThanOrEqual(PAGE_BUDGET_BYTES + 1_000_000);
+    for (const [i, p] of pages.entries()) {
+      if (p.items.length === 1) continue;
+      expect(p.items).toHaveLength(0);
+      if (i < 10) expect(p.pagination!.hasNext).toBe(true);
+      else expect(p.hasMore).toBe(true);
+    }
+    // Sent alone, the same calls answer their ticket; the empty feed page's nextSince continues where it started.
+    const alone = (await trpc(["tickets.list"], [list])).body.result.data;
+    expect(alone.items).toHaveLength(1);
+    const emptyFeed = pages.slice(10).find((p) => p.items.length === 0)!;
+    const next = (await trpc(["changes.list"], [{ ...feed, since: emptyFeed.nextSince }])).body.result.data;
+    expect(next.items).toHaveLength(1);
+    expect(next.items[0].id).toBe((await trpc(["changes.list"], [feed])).body.result.data.items[0].id);
+  }, 120_000);
+
+  it("the widest lead the API accepts (every text at its bound, U+0001 throughout) is below the smallest /trpc share", async () => {
+    const c = (n: number) => C.repeat(n);
+    const body = {
+      customerName: c(255),
+      customerEmail: c(320),
+      customerPhone: c(20),
+      intent: c(50),
+      quality: c(50),
+      zones: Array.from({ length: 50 }, () => c(100)),
+      notes: c(10_000),
+      externalId: `x${"y".repeat(254)}`,
+    };
+    const r = await app.request("POST", "/public/v1/leads", { key: key(), body });
+    expect(r.status, r.text.slice(0, 200)).toBe(201);
+    // Only tickets (and the feed, which carries them) can pass a share: oversizedAllowed's premise.
+    expect(Buffer.byteLength(r.text)).toBeGreaterThan(90_000);
+    expect(Buffer.byteLength(r.text)).toBeLessThan(batchShare(MAX_BATCH_CALLS));
+  });
 
   it("appointments with notes at the API's bound (10,000 × U+0001)", async () => {
     const contact = acme().contacts.appts!;
