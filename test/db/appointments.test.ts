@@ -6,8 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TenantIds } from "../../server/admin/fixture.js";
 import { AppError } from "../../server/errors.js";
 import { guardAppointmentWrite } from "../../routers/appointments/schemas.js";
-import { expectEnvelope, holdCalendarLock, randomUuid, startApp, type TestApp } from "../helpers/app.js";
+import { expectEnvelope, holdCalendarLock, randomUuid, startApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
+import { waitForLockWaiters } from "../helpers/locks.js";
 
 const APPT = "/public/v1/appointments";
 const onPostgres = Boolean(process.env.DATABASE_URL);
@@ -29,7 +30,7 @@ const KEYS = [
   "version",
 ];
 
-let app: TestApp;
+let app: Awaited<ReturnType<typeof startApp>>;
 let acme: TenantIds;
 let other: TenantIds;
 let key: string;
@@ -356,7 +357,8 @@ describe("POST /appointments", () => {
         track("keyed create", post(body({ title: "Locked keyed", startsAt: at(9, 12), endsAt: at(9, 13) }), key, { "Idempotency-Key": `calendar-${randomUuid()}` })),
         track("reschedule", patch(moved.body.id, { startsAt: at(9, 14), endsAt: at(9, 15) })),
       ];
-      await new Promise((r) => setTimeout(r, 500));
+      // All three queued behind the lock (read from the server, on Citus from the worker that holds it).
+      await waitForLockWaiters(app.testDb, 3, { locktype: "advisory" });
       expect(done).toEqual([]);
       await release();
       expect((await Promise.all(writes)).map((r) => r.status)).toEqual([201, 201, 200]);

@@ -13,6 +13,7 @@ import type { TenantIds } from "../../server/admin/fixture.js";
 import type { Logger } from "../../server/logger.js";
 import { expectEnvelope, holdCalendarLock, startApp, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
+import { waitForLockWaiters } from "../helpers/locks.js";
 
 const TOKEN = "hardening-token";
 const onPostgres = Boolean(process.env.DATABASE_URL);
@@ -409,7 +410,7 @@ describe("ids are normalised to lower case once, at the input schema", () => {
         body: { assignedUserId: up(acme.users.ana!), title: "Locked", appointmentType: "visit", startsAt: "2031-04-04T10:00:00Z", endsAt: "2031-04-04T11:00:00Z" },
       })
       .finally(() => (done = true));
-    await new Promise((r) => setTimeout(r, 400));
+    await waitForLockWaiters(app.testDb, 1, { locktype: "advisory" });
     expect(done).toBe(false);
     await release();
     expect((await create).status).toBe(201);
