@@ -1,9 +1,11 @@
 // Drill 4 — slow and failing providers. One instance on the drill's own PostgreSQL; WhatsApp and
 // Telegram channels point at a stand-in that never answers or at one that resets connections.
 // Targets: every send answers 201 with deliveryStatus "failed" within PROVIDER_TIMEOUT_MS (+ margin)
-// — also several concurrent sends to one conversation; resets fail fast; nothing is left "pending";
-// and GET /leads keeps its latency while 20 sends are stuck (p99 with ≤ max(2 × p99 without,
-// p99 without + 100 ms)), i.e. no database connection or transaction is held while waiting.
+// — also several concurrent sends to one conversation; resets fail before the timeout could have
+// fired; nothing is left "pending"; and no database connection or transaction is held while waiting:
+// no transaction of the database sits idle for a second while 20 sends are stuck, and GET /leads keeps
+// its latency meanwhile (p99 with ≤ max(3 × p99 without, p99 without + 1 s): a pool exhausted by the
+// stuck sends would make it wait for their 3 s; the bounds leave room for a busy machine).
 import pg from "pg";
 import { richTenant, load, type TenantInput } from "./lib/fixture.js";
 import { Client, percentile, pool, Tally, type Res } from "./lib/http.js";
@@ -14,7 +16,7 @@ import { startService } from "./lib/service.js";
 import { hangingProvider, resettingProvider } from "./lib/standins.js";
 
 const TIMEOUT_MS = 3000;
-const MARGIN_MS = 2000;
+const MARGIN_MS = 5000;
 const STUCK = 20;
 
 export const drill4: Drill = {
@@ -70,19 +72,43 @@ export const drill4: Drill = {
     // With 20 sends stuck at the provider the whole time.
     let stuckOn = true;
     const stuckResults: Res[] = [];
+    const hitsBefore = hang.hits;
     const stuckLoop = Promise.all(
       Array.from({ length: STUCK }, async (_, i) => {
         while (stuckOn) stuckResults.push(await send(h.conversations[`h${i}`]!));
       }),
     );
-    await sleep(300);
+    // Measured once all 20 wait at the provider.
+    for (const until = Date.now() + 30_000; hang.hits < hitsBefore + STUCK && Date.now() < until; ) await sleep(20);
+    const reached = hang.hits - hitsBefore;
+    report.check(reached >= STUCK, `${reached} of ${STUCK} sends reached the silent provider`);
+    // Meanwhile, the database's transactions idle for a second or more (a send holding one while it waits).
+    const watch = new pg.Client({ connectionString: url });
+    await watch.connect();
+    scope.defer("close watch", () => watch.end());
+    let idleInTransaction = 0;
+    let watching = true;
+    const watcher = (async () => {
+      for (; watching; await sleep(100)) {
+        const { rows } = await watch.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database()
+              AND state LIKE 'idle in transaction%' AND state_change < now() - interval '1 second'`,
+        );
+        idleInTransaction = Math.max(idleInTransaction, rows[0]!.n);
+      }
+    })();
     const withStuck = await measureLeads(Math.max(4000 * scale, TIMEOUT_MS + 1000));
+    watching = false;
+    await watcher;
     stuckOn = false;
     await stuckLoop;
+    report.check(idleInTransaction === 0, `${idleInTransaction} transactions idle 1 s or more while sends were stuck`);
     const p99w = percentile(without.map((x) => x.ms), 99);
     const p99s = percentile(withStuck.map((x) => x.ms), 99);
     report.figure(`GET /leads p99 ${p99w.toFixed(0)} ms without, ${p99s.toFixed(0)} ms with ${STUCK} stuck sends (n=${without.length}/${withStuck.length})`);
-    report.check(p99s <= Math.max(2 * p99w, p99w + 100), `GET /leads p99 ${p99s.toFixed(0)} ms with ${STUCK} stuck sends vs ${p99w.toFixed(0)} ms without`);
+    const p99Bound = Math.max(3 * p99w, p99w + 1000);
+    const p99Says = `GET /leads p99 ${p99s.toFixed(0)} ms with ${STUCK} stuck sends vs ${p99w.toFixed(0)} ms without`;
+    report.check(p99s <= p99Bound, `${p99Says} (bound ${p99Bound.toFixed(0)} ms)`);
     report.check([...without, ...withStuck].every((x) => x.status === 200), `GET /leads answered ${[...new Set([...without, ...withStuck].map((x) => x.status))].join(",")}`);
     log(`p99 without ${p99w.toFixed(0)} ms, with ${p99s.toFixed(0)} ms`);
 
@@ -100,7 +126,7 @@ export const drill4: Drill = {
     };
     const maxStuck = check("stuck sends", stuckResults, TIMEOUT_MS + MARGIN_MS);
     const maxSame = check("concurrent sends to one conversation", same, TIMEOUT_MS + MARGIN_MS);
-    const maxReset = check("reset sends", resets, MARGIN_MS);
+    const maxReset = check("reset sends", resets, TIMEOUT_MS - 100);
     report.check(stuckResults.every((x) => x.ms >= TIMEOUT_MS - 100), "a send to the silent provider gave up before the timeout");
     report.figure(`${stuckResults.length} stuck sends ≤ ${maxStuck.toFixed(0)} ms, 5 same-conversation ≤ ${maxSame.toFixed(0)} ms, ${resets.length} resets ≤ ${maxReset.toFixed(0)} ms (timeout ${TIMEOUT_MS})`);
     report.check(hang.hits >= stuckResults.length && reset.hits >= resets.length, `provider stand-ins saw ${hang.hits}/${reset.hits} requests`);

@@ -271,8 +271,10 @@ describe("failed delivery: stored with deliveryStatus failed, still 201", () => 
     const elapsed = Date.now() - started;
     expect(row.deliveryStatus).toBe("failed");
     expect(stub.requests).toHaveLength(1);
+    // Not before the timeout; and ended by it (unbounded, the send would hang to the test's 30 s),
+    // with room for a busy machine's request and database write around it.
     expect(elapsed).toBeGreaterThanOrEqual(1400);
-    expect(elapsed).toBeLessThan(4500);
+    expect(elapsed).toBeLessThan(15_000);
   });
 
   it("a refused connection", async () => {
