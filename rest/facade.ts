@@ -8,14 +8,24 @@
 // against 15–16 µs for node:http, measured on this machine), a sixth of GET /me's whole cost. What
 // Express did for these paths is done here the same way: its case-insensitive prefix match, the
 // OpenAPI document's GET/HEAD route, its "simple" query parser (querystring, which trpc-to-openapi
-// reads from req.query), `application/json; charset=utf-8` error answers (server/http.ts).
+// reads from req.query; here without its cap of 1,000 parameters, which dropped the later ones and
+// the filters among them), `application/json; charset=utf-8` error answers (server/http.ts).
 import { ServerResponse, type IncomingMessage } from "node:http";
 import { parse as parseQuery } from "node:querystring";
 import parseUrl from "parseurl";
 import { createOpenApiNodeHttpHandler } from "trpc-to-openapi";
 import { guard } from "../server/auth/guard.js";
-import { jsonBodyReader, notUtf8, queryTextProblems, wellEncoded, recordInputProblem, textProblemError } from "../server/body.js";
-import { AppError, logFailure, toAppError, envelope } from "../server/errors.js";
+import {
+  jsonBodyReader,
+  MAX_BATCH_JSON_MEMBERS,
+  MAX_JSON_MEMBERS,
+  notUtf8,
+  queryTextProblems,
+  recordInputProblem,
+  textProblemError,
+  wellEncoded,
+} from "../server/body.js";
+import { AppError, echoed, logFailure, toAppError, envelope } from "../server/errors.js";
 import { sendEnvelope, sendJson } from "../server/http.js";
 import type { Services } from "../server/services.js";
 import type { AppRouter } from "../routers/index.js";
@@ -116,8 +126,26 @@ export function publicApi(services: Services, router: AppRouter): Handler {
     const m = t?.re.exec(pathname);
     return t && m ? t.names.filter((_, i) => !wellEncoded(m[i + 1]!)).map(notUtf8) : [];
   };
+  // The batch upserts' routes (`*.batchUpsert`), matched as trpc-to-openapi matches a path (the URL
+  // parser's path, any case, one optional trailing slash): their bodies have the larger member cap
+  // (server/body.ts).
+  const batchRoutes = Object.entries(router._def.procedures).flatMap(([name, proc]) => {
+    const o = ((proc as any)._def.meta as Meta | undefined)?.openapi;
+    if (!o || !name.endsWith(".batchUpsert")) return [];
+    return [{ method: o.method, re: new RegExp(`^${o.path.replace(/\{\w+\}/g, "[^/]+")}/?$`, "i") }];
+  });
+  const membersOf = (req: IncomingMessage) => {
+    let pathname: string;
+    try {
+      pathname = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
+    } catch {
+      return MAX_JSON_MEMBERS;
+    }
+    const batch = batchRoutes.some((r) => r.method === req.method && r.re.test(pathname));
+    return batch ? MAX_BATCH_JSON_MEMBERS : MAX_JSON_MEMBERS;
+  };
   const checkKey = guard(services);
-  const readBody = jsonBodyReader(services.config.bodyLimitBytes, sendEnvelope);
+  const readBody = jsonBodyReader(services.config.bodyLimitBytes, sendEnvelope, membersOf);
 
   return (req, res) => {
     const url = parseUrl(req)!;
@@ -129,9 +157,11 @@ export function publicApi(services: Services, router: AppRouter): Handler {
     };
     try {
       if ((req.method === "GET" || req.method === "HEAD") && OPENAPI_PATH.test(pathname)) return sendJson(req, res, 200, openapi);
-      // Express's "simple" query parser; trpc-to-openapi takes the query from req.query when set.
+      // Express's "simple" query parser, reading every parameter (maxKeys 0: its default of 1,000
+      // dropped the rest silently, filters included); the request line bounds them (Node's 16 KiB
+      // head). trpc-to-openapi takes the query from req.query when set.
       const rawQuery = typeof url.query === "string" ? url.query : "";
-      (req as IncomingMessage & { query?: unknown }).query = parseQuery(rawQuery);
+      (req as IncomingMessage & { query?: unknown }).query = parseQuery(rawQuery, undefined, undefined, { maxKeys: 0 });
       // Percent-encoded bytes that are not UTF-8 (the parser made U+FFFD of them): 422 after the scope check.
       const unstorable = [...pathProblems(req.method, pathname), ...queryTextProblems(rawQuery)];
       if (unstorable.length) recordInputProblem(req, textProblemError(unstorable));
@@ -140,7 +170,9 @@ export function publicApi(services: Services, router: AppRouter): Handler {
         readBody(req, res, (err2) => {
           if (err2) return fail(err2);
           (res as { end: unknown }).end = endWithEnvelope;
-          handler(req, res, () => sendEnvelope(req, res, new AppError("NOT_FOUND", `No operation ${req.method} ${pathname}`))).catch(fail);
+          const none = () =>
+            sendEnvelope(req, res, new AppError("NOT_FOUND", `No operation ${req.method} ${echoed(pathname)}`));
+          handler(req, res, none).catch(fail);
         });
       }).catch(fail);
     } catch (err) {

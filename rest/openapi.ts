@@ -9,6 +9,7 @@
 // example on every operation, an error example for every code of every error status.
 import { generateOpenApiDocument, type OpenAPIObject } from "trpc-to-openapi";
 import { ERROR_STATUS, type ErrorCode } from "../server/errors.js";
+import { API_CACHE_HEADERS } from "../server/http.js";
 import { ERROR_EXAMPLES, EXAMPLE_REQUEST_ID, OPERATION_EXAMPLES, type ErrorExample } from "./examples.js";
 import type { AppRouter } from "../routers/index.js";
 import type { Meta } from "../routers/trpc.js";
@@ -18,7 +19,10 @@ appointments and availability, tickets, and caller introspection.
 
 Every request carries \`X-API-Key\`. Errors always have the body \`{error, message, request_id, details}\`;
 program against \`error\` only. Every response carries \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\`,
-\`X-RateLimit-Reset\` and \`X-Request-Id\`; a 429 also carries \`Retry-After\`.
+\`X-RateLimit-Reset\` and \`X-Request-Id\`; a 429 also carries \`Retry-After\`. Every answer is the key's own:
+\`Cache-Control: ${API_CACHE_HEADERS["Cache-Control"]}\` (no shared cache keeps it; a client's cache revalidates
+it, with \`If-None-Match\` where there is an \`ETag\`), \`Vary: ${API_CACHE_HEADERS.Vary}\` and
+\`X-Content-Type-Options: ${API_CACHE_HEADERS["X-Content-Type-Options"]}\`.
 
 Leads, contacts, tickets and appointments carry a \`version\`, sent as \`ETag\` with every answer
 that is one of them: send it back in \`If-Match\` to write only while nobody else has changed the
@@ -156,6 +160,15 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     "X-Request-Id": { description: "The request id (also request_id in error bodies)", schema: { type: "string" as const } },
     ETag: { description: 'The object\'s version as an entity tag, e.g. `"3"` (the `version` field, quoted)', schema: { type: "string" as const } },
     Location: { description: "The path of the object created", schema: { type: "string" as const } },
+    "Cache-Control": {
+      description: "The answer is the key's own: no shared cache keeps it, a client's cache revalidates it",
+      schema: { type: "string" as const, const: API_CACHE_HEADERS["Cache-Control"] },
+    },
+    Vary: { description: "The answer depends on the API key", schema: { type: "string" as const } },
+    "X-Content-Type-Options": {
+      description: "The body is of its declared Content-Type only",
+      schema: { type: "string" as const, const: API_CACHE_HEADERS["X-Content-Type-Options"] },
+    },
   };
   components.parameters = {
     IdempotencyKey: {
@@ -188,11 +201,15 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     return !!schema?.properties?.version;
   };
   const etagHeaders = (h: Record<string, unknown>) => ({ ...h, ETag: { $ref: "#/components/headers/ETag" } });
+  // What every answer carries: the rate-limit state, the request id and the cache headers.
   const rateHeaders = {
     "X-RateLimit-Limit": { $ref: "#/components/headers/X-RateLimit-Limit" },
     "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
     "X-RateLimit-Reset": { $ref: "#/components/headers/X-RateLimit-Reset" },
     "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
+    "Cache-Control": { $ref: "#/components/headers/Cache-Control" },
+    Vary: { $ref: "#/components/headers/Vary" },
+    "X-Content-Type-Options": { $ref: "#/components/headers/X-Content-Type-Options" },
   };
 
   for (const [path, item] of Object.entries(doc.paths ?? {})) {

@@ -1,6 +1,8 @@
 // Builds the request listener: request ids, logs and metrics for every request; the /public/v1
 // facade on node's own request/response (rest/facade.ts); an Express app for the rest — health,
-// the docs page, the internal tRPC mounts (/trpc, /trpc-admin).
+// the docs page, the internal tRPC mounts (/trpc, /trpc-admin). An absolute-form request target
+// (`PUT http://host/public/v1/…`) is made origin-form first, so routing, logs, metrics and the
+// procedures see one spelling; every /public/v1 and /trpc answer carries the API's cache headers.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import express from "express";
@@ -11,14 +13,29 @@ import { adminTrpc, internalTrpc } from "../rest/trpc.js";
 import { appRouter } from "../routers/index.js";
 import { tenantDelegation } from "./db/delegate.js";
 import { loadColumnTypes } from "./db/insert.js";
-import { AppError } from "./errors.js";
-import { headerOf, sendEnvelope } from "./http.js";
+import { AppError, echoed } from "./errors.js";
+import { API_CACHE_HEADERS, headerOf, originForm, sendEnvelope } from "./http.js";
 import { writeHeadClosing } from "./lifecycle.js";
 import "./http-types.js";
 import { pingRedis } from "./redis.js";
 import type { Services } from "./services.js";
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Paths of the internal tRPC mount (Express's match of `/trpc`: any case, then "/" or the end). */
+const TRPC_PATH = /^\/trpc(?:\/|$)/i;
+
+/**
+ * Express's writeHead (the /trpc answers): tRPC sets its own `Vary` ("trpc-accept, accept") over the
+ * one set at arrival, so an API answer (marked by its nosniff header) gets X-API-Key added back.
+ */
+function writeHeadVaryingOnKey(this: ServerResponse, ...args: unknown[]): ServerResponse {
+  if (!this.headersSent && this.getHeader("X-Content-Type-Options") === "nosniff") {
+    const vary = String(this.getHeader("Vary") ?? "");
+    if (!/(?:^|,)\s*x-api-key\s*(?:,|$)/i.test(vary)) this.setHeader("Vary", vary ? `${vary}, X-API-Key` : "X-API-Key");
+  }
+  return (writeHeadClosing as (this: ServerResponse, ...a: unknown[]) => ServerResponse).apply(this, args);
+}
 
 async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -31,13 +48,16 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 
 export type App = (req: IncomingMessage, res: ServerResponse) => void;
 
+const CACHE_HEADERS = new Map(Object.entries(API_CACHE_HEADERS));
+
 export function createApp(services: Services): App {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("query parser", "simple");
-  // Express gives its responses a prototype of its own: "Connection: close" once stopping, here too.
-  (app.response as { writeHead: unknown }).writeHead = writeHeadClosing;
+  // Express gives its responses a prototype of its own: "Connection: close" once stopping, here too
+  // (and the API answers' Vary kept).
+  (app.response as { writeHead: unknown }).writeHead = writeHeadVaryingOnKey;
   const routeOf = routeTemplates(appRouter);
   // Column types for the one-statement creates (server/db/insert.ts) and whether they go through the
   // distributed "tenant_exec" (server/db/delegate.ts): read now rather than by a request.
@@ -74,23 +94,33 @@ export function createApp(services: Services): App {
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
   });
-  app.get("/readyz", async (_req, res) => {
+  app.get("/readyz", async (req, res) => {
     const checks: Record<string, string> = {};
+    // Why a check failed, for the log line of a 503 (the answer itself says only "unavailable").
+    const causes: Record<string, string> = {};
+    const failed = (what: string, err: unknown) => {
+      checks[what] = "unavailable";
+      causes[what] = echoed(err instanceof Error ? err.message || err.name : String(err), 500);
+    };
     try {
       await withTimeout(services.db.ping(), 2000);
       checks.database = "ok";
-    } catch {
-      checks.database = "unavailable";
+    } catch (err) {
+      failed("database", err);
     }
     if (services.redis) {
       try {
         await withTimeout(pingRedis(services.redis), 1000);
         checks.redis = "ok";
-      } catch {
-        checks.redis = "unavailable";
+      } catch (err) {
+        failed("redis", err);
       }
     }
     const ok = Object.values(checks).every((v) => v === "ok");
+    if (!ok) {
+      const why = Object.entries(causes).map(([k, v]) => `${k}: ${v}`);
+      services.logger.warn({ reqId: req.id, checks, causes }, `not ready (503): ${why.join("; ")}`);
+    }
     res.status(ok ? 200 : 503).json({ status: ok ? "ok" : "unavailable", checks });
   });
 
@@ -104,13 +134,19 @@ export function createApp(services: Services): App {
   });
   app.use((req, res) => {
     const hint = /^\/openapi\.json$/i.test(req.path) ? ": the OpenAPI document is at /public/v1/openapi.json" : ": the API is under /public/v1, its reference at /docs";
-    sendEnvelope(req, res, new AppError("NOT_FOUND", `No such path ${req.method} ${req.path}${hint}`));
+    sendEnvelope(req, res, new AppError("NOT_FOUND", `No such path ${req.method} ${echoed(req.path)}${hint}`));
   });
 
   const publicV1 = publicApi(services, appRouter);
   return (req, res) => {
+    req.url = originForm(req.url ?? "/");
     track(req, res);
-    if (isPublicRequest(req)) publicV1(req, res);
-    else app(req, res);
+    if (isPublicRequest(req)) {
+      res.setHeaders(CACHE_HEADERS);
+      publicV1(req, res);
+    } else {
+      if (TRPC_PATH.test(req.url)) res.setHeaders(CACHE_HEADERS);
+      app(req, res);
+    }
   };
 }

@@ -5,8 +5,9 @@
 //
 // What it accepts: a JSON object (UTF-8) under a JSON media type — `application/json` or
 // `application/<anything>+json`, any letter case, with any parameters — at most MAX_JSON_DEPTH
-// levels deep, with at most MAX_JSON_MEMBERS object members, whose text is stored as sent (see
-// "Text stored as sent" below). An accepted request's Content-Type is rewritten to plain
+// levels deep, with at most MAX_JSON_MEMBERS object members (MAX_BATCH_JSON_MEMBERS for a request
+// that names a batch upsert, as the transports tell: rest/facade.ts, rest/trpc.ts), whose text is
+// stored as sent (see "Text stored as sent" below). An accepted request's Content-Type is rewritten to plain
 // `application/json`, so the adapters behind (trpc-to-openapi, tRPC), which only know that
 // spelling, see the same thing for every variant.
 //
@@ -23,7 +24,7 @@
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import express from "express";
-import { AppError, MAX_DETAIL_FIELDS, type FieldProblem } from "./errors.js";
+import { AppError, echoed, MAX_DETAIL_FIELDS, type FieldProblem } from "./errors.js";
 
 /**
  * Deepest nesting of arrays/objects accepted in a body (the body object itself is level 1). The
@@ -38,6 +39,13 @@ export const MAX_JSON_DEPTH = 32;
  * pass over its text, before anything is parsed.
  */
 export const MAX_JSON_MEMBERS = 1_000;
+/**
+ * Most object members of a request that names a batch upsert (POST /public/v1/{leads,contacts,
+ * tickets}/batch/upsert, or a /trpc request with a `*.batchUpsert` call): 100 items of up to 40
+ * members each, then the request's own (a full lead item — every field, a budget — has 16). One
+ * such batch fits whole; a /trpc batch naming several batch upserts shares this one bound.
+ */
+export const MAX_BATCH_JSON_MEMBERS = 5_000;
 
 const JSON_MEDIA_TYPE = /^application\/(?:[a-z0-9!#$&^_.+-]+\+)?json[ \t]*(?:;.*)?$/is;
 
@@ -48,10 +56,10 @@ export function isJsonMediaType(header: string | undefined): boolean {
 
 /**
  * What is wrong with the shape of JSON text: nesting deeper than MAX_JSON_DEPTH, or more than
- * MAX_JSON_MEMBERS object members; null when neither. One iterative pass over the text (brackets and
+ * `maxMembers` object members; null when neither. One iterative pass over the text (brackets and
  * colons inside strings do not count), run before JSON.parse, so nothing deep or huge is ever built.
  */
-export function jsonShapeProblem(text: string): "too_deep" | "too_many_members" | null {
+export function jsonShapeProblem(text: string, maxMembers = MAX_JSON_MEMBERS): "too_deep" | "too_many_members" | null {
   let depth = 0;
   let members = 0;
   let inString = false;
@@ -64,7 +72,7 @@ export function jsonShapeProblem(text: string): "too_deep" | "too_many_members" 
     else if (c === 0x5b || c === 0x7b) {
       if (++depth > MAX_JSON_DEPTH) return "too_deep";
     } else if (c === 0x5d || c === 0x7d) depth--;
-    else if (c === 0x3a && ++members > MAX_JSON_MEMBERS) return "too_many_members";
+    else if (c === 0x3a && ++members > maxMembers) return "too_many_members";
   }
   return null;
 }
@@ -104,7 +112,8 @@ const textField = (field: string, issue: TextIssue): FieldProblem => ({ field, c
  * problems named by dotted path (array items by index, as zod names them; `prefix` goes first).
  * Iterative; stops after MAX_DETAIL_FIELDS findings; the nodes it visits are the value's own (a body
  * ≤ BODY_LIMIT_BYTES, a query ≤ the request line). A key that is itself ill-formed is named in the
- * path with U+FFFD in place of its lone surrogates (the error report stays well-formed).
+ * path with U+FFFD in place of its lone surrogates (the error report stays well-formed); a path is cut
+ * to MAX_ECHOED_NAME (server/errors.ts).
  */
 function stringProblems(root: unknown, test: (s: string) => TextIssue | null, prefix: string[] = [], rootName = "(body)"): FieldProblem[] {
   const found: FieldProblem[] = [];
@@ -112,7 +121,7 @@ function stringProblems(root: unknown, test: (s: string) => TextIssue | null, pr
   const pathOf = (i: number, last?: string) => {
     const parts: string[] = last === undefined ? [] : [last];
     for (let j = i; j > 0; j = nodes[j]!.parent) parts.unshift(nodes[j]!.key);
-    return [...prefix, ...parts].map(toWellFormed).join(".") || rootName;
+    return echoed([...prefix, ...parts].map((p) => toWellFormed(echoed(p))).join(".")) || rootName;
   };
   for (let i = 0; i < nodes.length && found.length < MAX_DETAIL_FIELDS; i++) {
     const v = nodes[i]!.v;
@@ -174,7 +183,8 @@ export function queryTextProblems(rawQuery: string): FieldProblem[] {
     const eq = part.indexOf("=");
     const name = percentDecoded(eq < 0 ? part : part.slice(0, eq));
     const value = eq < 0 ? null : percentDecoded(part.slice(eq + 1));
-    if (!isUtf8(name) || (value && !isUtf8(value))) found.push(textField(Buffer.from(name).toString("utf8"), "not_utf8"));
+    if (!isUtf8(name) || (value && !isUtf8(value)))
+      found.push(textField(echoed(Buffer.from(name).toString("utf8")), "not_utf8"));
   }
   return found;
 }
@@ -235,22 +245,31 @@ export function recordInputProblem(req: IncomingMessage, err: AppError): void {
 
 const problem = (message: string, fields: FieldProblem[]) => new AppError("VALIDATION_ERROR", message, { fields });
 
-/** The 422 for a body (or a /trpc query `input`) whose shape is beyond the limits. */
-export function shapeProblem(kind: "too_deep" | "too_many_members", what: string, field = "(body)"): AppError {
+/** The 422 for a body (or a /trpc query `input`) whose shape is beyond the limits (`maxMembers`: its member cap). */
+export function shapeProblem(
+  kind: "too_deep" | "too_many_members",
+  what: string,
+  field = "(body)",
+  maxMembers = MAX_JSON_MEMBERS,
+): AppError {
   return kind === "too_deep"
     ? problem(`${what} nests deeper than ${MAX_JSON_DEPTH} levels`, [
         { field, code: "too_deep", message: `arrays and objects may nest at most ${MAX_JSON_DEPTH} levels` },
       ])
-    : problem(`${what} has more than ${MAX_JSON_MEMBERS} fields`, [
-        { field, code: "too_many_fields", message: `at most ${MAX_JSON_MEMBERS} object members in all` },
+    : problem(`${what} has more than ${maxMembers} fields`, [
+        { field, code: "too_many_fields", message: `at most ${maxMembers} object members in all` },
       ]);
 }
 
 /**
  * The problem of a JSON body, or the parsed object. `raw`: the body's bytes (checked to be UTF-8), or
- * text already decoded.
+ * text already decoded; `maxMembers`: the request's member cap.
  */
-export function parseJsonBody(contentType: string | undefined, raw: string | Buffer): { body: Record<string, unknown> } | { problem: AppError } {
+export function parseJsonBody(
+  contentType: string | undefined,
+  raw: string | Buffer,
+  maxMembers = MAX_JSON_MEMBERS,
+): { body: Record<string, unknown> } | { problem: AppError } {
   if (!isJsonMediaType(contentType))
     return {
       problem: problem("Content-Type must be application/json (or application/*+json)", [
@@ -259,8 +278,8 @@ export function parseJsonBody(contentType: string | undefined, raw: string | Buf
     };
   const utf8 = typeof raw === "string" || isUtf8(raw);
   const text = typeof raw === "string" ? raw : raw.toString("utf8");
-  const shape = jsonShapeProblem(text);
-  if (shape) return { problem: shapeProblem(shape, "Request body") };
+  const shape = jsonShapeProblem(text, maxMembers);
+  if (shape) return { problem: shapeProblem(shape, "Request body", "(body)", maxMembers) };
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -287,11 +306,12 @@ const WITHOUT_BODY = new Set(["GET", "HEAD", "DELETE", "OPTIONS"]);
 /**
  * Reads the body of a write (≤ limitBytes, else `tooLarge` answers 413 at once). Afterwards
  * req.body is the parsed object, or `{}` with req.bodyProblem set; the Content-Type is
- * `application/json` either way.
+ * `application/json` either way. `membersOf`: the request's member cap (MAX_JSON_MEMBERS unless said).
  */
 export function jsonBodyReader(
   limitBytes: number,
   tooLarge: (req: IncomingMessage, res: ServerResponse, err: AppError) => void,
+  membersOf: (req: IncomingMessage) => number = () => MAX_JSON_MEMBERS,
 ): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void {
   // body-parser's raw reader (size limit, Content-Encoding, a bounded read); it only needs node's
   // request and response, so the public API (no Express) and /trpc (Express) share it.
@@ -304,7 +324,11 @@ export function jsonBodyReader(
         return tooLarge(req, res, new AppError("PAYLOAD_TOO_LARGE", `Request body exceeds ${limitBytes} bytes`, { limitBytes }));
       const read = err
         ? { problem: new AppError("VALIDATION_ERROR", "Request body could not be read") }
-        : parseJsonBody(req.headers["content-type"], Buffer.isBuffer(withBody.body) ? withBody.body : "");
+        : parseJsonBody(
+            req.headers["content-type"],
+            Buffer.isBuffer(withBody.body) ? withBody.body : "",
+            membersOf(req),
+          );
       if ("problem" in read) {
         recordInputProblem(req, read.problem);
         withBody.body = {};

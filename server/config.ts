@@ -90,7 +90,11 @@ function postgresUrl(name: string, value: string | undefined): string | undefine
   return value;
 }
 
-/** redis:// or rediss:// (TLS), or the path of a Unix socket (what ioredis accepts as a string). */
+/**
+ * redis:// or rediss:// (TLS), or the path of a Unix socket (what ioredis accepts as a string), which
+ * ioredis can read: it percent-decodes the user name and password (decodeURIComponent), so a "%" that
+ * starts no escape would end the start with its URIError's stack instead of this one line.
+ */
 function redisUrl(value: string | undefined): string | undefined {
   if (!value) return undefined;
   if (value.startsWith("/")) return value;
@@ -102,6 +106,15 @@ function redisUrl(value: string | undefined): string | undefined {
   }
   if (!url || (url.protocol !== "redis:" && url.protocol !== "rediss:") || !url.hostname)
     throw new ConfigError(`REDIS_URL must be a URL like redis://HOST:PORT (or rediss:// for TLS), got "${redactUrl(value)}"`);
+  for (const [part, text] of [["user name", url.username], ["password", url.password]] as const) {
+    try {
+      decodeURIComponent(text);
+    } catch {
+      throw new ConfigError(
+        `REDIS_URL's ${part} is not valid percent-encoding (write a "%" as %25), got "${redactUrl(value)}"`,
+      );
+    }
+  }
   return value;
 }
 
@@ -135,16 +148,23 @@ function dataDir(value: string): string {
   return value;
 }
 
-/** "host:port,host:port" → seed nodes; brackets allowed around IPv6 hosts ("[::1]:7000"). */
+/**
+ * "host:port,host:port" → seed nodes; brackets allowed around IPv6 hosts ("[::1]:7000"). A host is a
+ * name or an address (letters, digits, ".", "-", "_"); a node the rule refuses is quoted with anything
+ * before an "@" masked (a node written as a URL with credentials).
+ */
 export function parseClusterNodes(value: string): { host: string; port: number }[] {
   const nodes = value
     .split(",")
     .map((s) => s.trim())
     .filter(Boolean)
     .map((item) => {
-      const m = /^(?:\[([^\]]+)\]|([^:\s]+)):(\d{1,5})$/.exec(item);
+      const m = /^(?:\[([0-9A-Za-z:.%]+)\]|([0-9A-Za-z._-]+)):(\d{1,5})$/.exec(item);
       const port = m ? Number(m[3]) : NaN;
-      if (!m || port < 1 || port > 65535) throw new ConfigError(`REDIS_CLUSTER_NODES must be a comma-separated list of host:port, got "${item}"`);
+      if (!m || port < 1 || port > 65535) {
+        const shown = item.includes("@") ? `***${item.slice(item.lastIndexOf("@"))}` : item;
+        throw new ConfigError(`REDIS_CLUSTER_NODES must be a comma-separated list of host:port, got "${shown}"`);
+      }
       return { host: (m[1] ?? m[2])!, port };
     });
   if (nodes.length === 0) throw new ConfigError("REDIS_CLUSTER_NODES is empty");

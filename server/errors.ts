@@ -56,6 +56,24 @@ export const validation = (message: string, details: Record<string, unknown> = {
 /** Most entries listed in `details.fields`; `fieldCount` counts them all, `truncated` says some were left out. */
 export const MAX_DETAIL_FIELDS = 50;
 
+/**
+ * Longest field name or path (an unknown key, a zod path, a query parameter's name) that `details`
+ * and messages echo, in UTF-16 code units: a longer one is cut and ends with "…". The names are the
+ * client's own text: a 900,000-character key would otherwise come back whole in the 422.
+ */
+export const MAX_ECHOED_NAME = 200;
+/** Longest problem message echoed in `details.fields[].message` (zod's and ours are short; this is a bound). */
+export const MAX_ECHOED_MESSAGE = 500;
+
+/** `text` cut to at most `max` code units, "…" marking the cut; a surrogate pair is never split. */
+export function echoed(text: string, max = MAX_ECHOED_NAME): string {
+  if (text.length <= max) return text;
+  let end = max - 1;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1; // a high surrogate whose pair would be cut off
+  return `${text.slice(0, end)}…`;
+}
+
 export interface FieldProblem {
   field: string;
   code: string;
@@ -67,10 +85,12 @@ export interface FieldProblem {
  * is one entry, code `unknown_field`), at most MAX_DETAIL_FIELDS of them; `fieldCount` is the number
  * of all problems and `truncated` whether some were left out. Work is bounded by the cap: unknown
  * keys beyond it are counted, not turned into entries (a 1 MiB body holds ~120,000 tiny keys).
+ * Names and paths are cut to MAX_ECHOED_NAME, messages to MAX_ECHOED_MESSAGE.
  * A custom issue may carry its own code in `params.code`.
  */
 export function zodDetails(err: ZodError): Record<string, unknown> {
-  const at = (path: PropertyKey[]) => (path.length ? path.map(String).join(".") : "(body)");
+  // Each segment is cut before the join, so a huge key is never copied whole (MAX_ECHOED_NAME).
+  const at = (path: PropertyKey[]) => (path.length ? echoed(path.map((p) => echoed(String(p))).join(".")) : "(body)");
   const fields: FieldProblem[] = [];
   let count = 0;
   for (const i of err.issues) {
@@ -80,7 +100,8 @@ export function zodDetails(err: ZodError): Record<string, unknown> {
       count += i.keys.length;
     } else {
       const code = i.code === "custom" && typeof i.params?.code === "string" ? i.params.code : i.code;
-      if (fields.length < MAX_DETAIL_FIELDS) fields.push({ field: at(i.path), code, message: i.message });
+      const message = echoed(i.message, MAX_ECHOED_MESSAGE);
+      if (fields.length < MAX_DETAIL_FIELDS) fields.push({ field: at(i.path), code, message });
       count += 1;
     }
   }

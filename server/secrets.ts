@@ -8,7 +8,9 @@
 //                      form it may take there (as written, percent-decoded, JSON-escaped)
 // The password of a URL is what lies between the first ":" after "scheme://" and the last "@": the
 // parser's idea (WHATWG URL) differs for passwords with "/", "?", "#" or "@", which it reads as the
-// end of the authority (docs/decisions/operations.md, "No password in any output").
+// end of the authority (docs/decisions/operations.md, "No password in any output"). The value of a
+// `password` or `sslpassword` query parameter (libpq reads both; ioredis takes `password` as an
+// option) is a password too.
 
 const SCHEME = /^([a-z][a-z0-9+.-]*:\/\/)/i;
 
@@ -23,6 +25,13 @@ function rawPassword(value: string): string | undefined {
   if (colon < 0 || colon > at) return undefined;
   return rest.slice(colon + 1, at) || undefined;
 }
+
+/** A password query parameter: its name with "=" (group 1) and its value as written (group 2). */
+const QUERY_PASSWORD = /([?&](?:ssl)?password=)([^&#]*)/gi;
+
+/** The values of the password query parameters of a URL-like value, as written (empty ones left out). */
+const queryPasswords = (value: string): string[] =>
+  [...value.matchAll(QUERY_PASSWORD)].map((m) => m[2]!).filter(Boolean);
 
 /** decodeURIComponent that never throws (a malformed "%" keeps the text as it is). */
 function decoded(text: string): string {
@@ -43,7 +52,9 @@ export function passwordForms(url: string): string[] {
   } catch {
     parsed = undefined;
   }
-  for (const p of [raw, parsed]) {
+  // A query's value decoded as a form's too ("+" a space), as URLSearchParams reads it.
+  const inQuery = queryPasswords(url).flatMap((p) => [p, p.replace(/\+/g, " ")]);
+  for (const p of [raw, parsed, ...inQuery]) {
     if (!p) continue;
     for (const f of [p, decoded(p)]) {
       forms.add(f);
@@ -53,13 +64,16 @@ export function passwordForms(url: string): string[] {
   return [...forms].filter((f) => f.length > 0).sort((a, b) => b.length - a.length);
 }
 
-/** `value` to show: its password as "***"; a value that does not parse as a URL but may hold credentials, masked whole. */
+/**
+ * `value` to show: its password as "***" (the userinfo's, and the value of a password query
+ * parameter); a value that does not parse as a URL but may hold credentials, masked whole.
+ */
 export function maskUrl(value: string): string {
   const raw = rawPassword(value);
   const scheme = SCHEME.exec(value)?.[1];
   if (raw !== undefined) {
     const colon = value.indexOf(":", scheme!.length);
-    return `${value.slice(0, colon + 1)}***${value.slice(colon + 1 + raw.length)}`;
+    return maskQueryPasswords(`${value.slice(0, colon + 1)}***${value.slice(colon + 1 + raw.length)}`);
   }
   let parses = true;
   try {
@@ -67,8 +81,12 @@ export function maskUrl(value: string): string {
   } catch {
     parses = false;
   }
-  return !parses && value.includes("@") ? `${scheme ?? ""}***` : value;
+  return !parses && value.includes("@") ? `${scheme ?? ""}***` : maskQueryPasswords(value);
 }
+
+/** `value` with the value of every password query parameter as "***". */
+const maskQueryPasswords = (value: string) =>
+  value.replace(QUERY_PASSWORD, (_, name: string, v: string) => (v ? `${name}***` : name));
 
 const CONFIGURED = ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL"] as const;
 let cached: { key: string; forms: string[] } | undefined;

@@ -7,6 +7,7 @@ import type { Logger } from "./logger.js";
 import type { Providers } from "./channels/index.js";
 import type { Metrics } from "./metrics.js";
 import type { RedisClient } from "./redis.js";
+import type { UnknownPrefixes } from "./auth/unknown-prefixes.js";
 
 export interface Services {
   config: Config;
@@ -27,4 +28,6 @@ export interface Services {
    * service holds the folder (server/admin/live.ts), accepted besides INTERNAL_TOKEN.
    */
   localAdminToken?: string;
+  /** Key prefixes no key has, remembered a few seconds (server/auth/unknown-prefixes.ts); made by the first guard. */
+  unknownPrefixes?: UnknownPrefixes;
 }

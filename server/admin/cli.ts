@@ -2,17 +2,23 @@
 // Prints exactly one JSON document on stdout and exits 0; on failure a one-line reason on stderr,
 // a non-zero exit, and nothing changed. The process exits only once that output has been written
 // out (a pipe takes 64 KiB at a time: process.exit() right after write() would cut a large id map).
+// A verb that succeeded also says on stderr, in one line, which database it used (databaseLine), so
+// that a key minted on the embedded folder by a shell without DATABASE_URL is not taken for one on
+// PostgreSQL; a long `load` shows its progress there when stderr is a terminal (server/admin/progress.ts).
 import { readFile } from "node:fs/promises";
-import { loadConfig } from "../config.js";
+import path from "node:path";
+import { loadConfig, type Config } from "../config.js";
 import { openDatabase, type Database } from "../db/client.js";
 import { migrateDirect } from "../db/migrate.js";
 import { checkDatabaseConnections, startupErrorText } from "../startup-error.js";
 import { breakLock } from "../db/pglite-lock.js";
 import { localBaseUrl } from "./demo.js";
-import { callAdmin, runningService } from "./live.js";
+import { callAdmin, runningService, type LiveService } from "./live.js";
 import { loadFixture } from "./fixture.js";
 import * as ops from "./operations.js";
 import { writeFully } from "./output.js";
+import { loadProgress, type ProgressStream, type RowsWritten } from "./progress.js";
+import { maskUrl } from "../secrets.js";
 
 /** The verbs and their arguments (operations.md), as a usage error and `help` print them. */
 export const USAGE = `usage: npm run --silent admin -- <verb> [arguments]
@@ -50,8 +56,11 @@ function arity(verb: string, args: string[], min: number, max = min) {
 
 const HELP = new Set(["help", "--help", "-h"]);
 
+/** A verb ready to run on the database (`written`: a load's progress). */
+type Command = (db: Database, written?: RowsWritten) => Promise<unknown>;
+
 /** `help`, or the verb ready to run: arity and every argument checked before any database is opened. */
-export async function parse(argv: string[]): Promise<"help" | ((db: Database) => Promise<unknown>)> {
+export async function parse(argv: string[]): Promise<"help" | Command> {
   const [verb, ...rest] = argv;
   const args = [...rest];
   if (verb === undefined || verb === "") throw new UsageError("no verb given");
@@ -65,7 +74,7 @@ export async function parse(argv: string[]): Promise<"help" | ((db: Database) =>
       } catch (e) {
         throw new ops.AdminError(`cannot read fixture ${args[0]}: ${(e as Error).message.split("\n")[0]}`);
       }
-      return (db) => loadFixture(db, doc);
+      return (db, written) => loadFixture(db, doc, written);
     }
     case "create-key": {
       const expiresAt = takeOption(args, "--expires-at");
@@ -125,15 +134,32 @@ export async function run(db: Database, argv: string[]): Promise<unknown> {
 }
 
 /**
+ * The line a verb that succeeded prints on stderr: the database it used, its password masked — the
+ * PostgreSQL of DATABASE_URL, or the embedded folder (directly, or through the service holding it).
+ */
+export function databaseLine(config: Config, through?: LiveService): string {
+  if (config.databaseUrl) return `database: ${maskUrl(config.databaseUrl)} (DATABASE_URL)`;
+  const folder = config.dataDir === "memory://" ? config.dataDir : path.resolve(config.dataDir);
+  const how = through ? `through the service holding it, pid ${through.pid}` : "DATABASE_URL is not set";
+  return `database: the embedded PGlite folder ${folder} (${how})`;
+}
+
+/**
  * One command line, as `npm run --silent admin -- …` runs it (main() writes `out` on stdout and `err`
- * on stderr, then exits with `code`): `env` is the configuration it reads (the process's by default).
+ * on stderr, then exits with `code`): `env` is the configuration it reads (the process's by default),
+ * `io.stderr` where a long load shows its progress when it is a terminal (nothing is written
+ * otherwise), `io.now` the progress's clock (tests inject both).
  * Exit status: 0 with the verb's JSON document on stdout (or the usage text for help); 1 with a
  * one-line reason on stderr when the verb fails or is refused (the database's own message for a
  * database error; the variable and the cause for a configuration or connection error, as at the
  * service's start); 2 for a usage error, whose reason line is followed by the verbs. At
  * LOG_LEVEL=debug a failure's stack follows its line.
  */
-export async function execute(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ code: number; out: string; err: string }> {
+export async function execute(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  io: { stderr?: ProgressStream; now?: () => number } = {},
+): Promise<{ code: number; out: string; err: string }> {
   let db: Database | undefined;
   let code = 0;
   let out = "";
@@ -147,16 +173,24 @@ export async function execute(argv: string[], env: NodeJS.ProcessEnv = process.e
       if (config!.databaseUrl) throw new ops.AdminError("break-lock is for the embedded database (DATABASE_URL is set: PostgreSQL has its own locks)");
       const broken = breakLock(config!.dataDir);
       out = `${JSON.stringify({ dataDir: config!.dataDir, broken })}\n`;
+      err = `${databaseLine(config!)}\n`;
     } else if (live) {
       // The embedded service holds the folder: ask it (its admin transport, server/admin/live.ts).
       out = `${JSON.stringify(await callAdmin(live, "demoKey", {}))}\n`;
+      err = `${databaseLine(config!, live)}\n`;
     } else {
       // No statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS is for API requests): a fixture is loaded
       // in one transaction of large statements.
       await checkDatabaseConnections(config!);
       db = await openDatabase(config!);
       await migrateDirect(config!, db);
-      out = `${JSON.stringify(await command(db))}\n`;
+      const progress = argv[0] === "load" ? loadProgress(io.stderr ?? process.stderr, io.now) : undefined;
+      try {
+        out = `${JSON.stringify(await command(db, progress?.rows))}\n`;
+      } finally {
+        progress?.end();
+      }
+      err = `${databaseLine(config!)}\n`;
     }
   } catch (e) {
     out = "";

@@ -1,10 +1,12 @@
 // API key → tenant, owner, effective scopes and rate-limit ceilings, read fresh on every request
 // (one database round trip) so that a plan change, a revocation or a new override applies at once.
-// The plan gate lives here too: it is checked on every request, before quotas and scopes.
+// The plan gate lives here too: it is checked on every request, before quotas and scopes. A prefix
+// no key has is remembered for a few seconds (server/auth/unknown-prefixes.ts): refused without a lookup.
 import type { Database } from "../db/client.js";
 import { AppError } from "../errors.js";
 import { hashesEqual, hashKey, keyPrefix } from "./keys.js";
 import { effectiveScopes, type Scope } from "./scopes.js";
+import type { UnknownPrefixes } from "./unknown-prefixes.js";
 
 export interface Caller {
   keyId: string;
@@ -69,16 +71,26 @@ export const isKeyLookup = (sql: string) => sql === LOOKUP || sql === LOOKUP_CAL
 /**
  * Resolves the presented key. Throws 401 INVALID_CREDENTIALS / TOKEN_EXPIRED or 403 PLAN_NOT_ELIGIBLE.
  * `presentedHash`: the key's hash when the caller has already computed it (hashKey of the trimmed
- * key; the guard does, for the quota decision).
+ * key; the guard does, for the quota decision). `unknown`: the prefixes known to be no key's (the
+ * guard's negative cache): such a prefix is refused without a lookup, and one the lookup finds no
+ * row for is added to it.
  */
-export async function authenticate(db: Database, presented: string | undefined, now = new Date(), presentedHash?: string): Promise<Caller> {
+export async function authenticate(
+  db: Database,
+  presented: string | undefined,
+  now = new Date(),
+  presentedHash?: string,
+  unknown?: UnknownPrefixes,
+): Promise<Caller> {
   const raw = presented?.trim() ?? "";
   const prefix = raw ? keyPrefix(raw) : null;
   if (!prefix) throw new AppError("INVALID_CREDENTIALS", raw ? "Invalid API key" : "Missing X-API-Key header");
+  if (unknown?.has(prefix)) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
   // Parsed and planned once per connection: a named statement, or behind a pooler the function
   // call, so that the four-table join is not planned on every request.
   const rows = await db.sql.query<Row>(LOOKUP, [prefix], LOOKUP_OPTIONS);
   const row = rows[0];
+  if (!row) unknown?.add(prefix);
   const hash = presentedHash ?? hashKey(raw);
   if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
   if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime()) throw new AppError("TOKEN_EXPIRED", "API key has expired");

@@ -15,6 +15,7 @@ import type { Admission, QuotaState } from "../limits/quotas.js";
 import type { Services } from "../services.js";
 import { authenticate, type Caller } from "./authenticate.js";
 import { hashKey, keyPrefix } from "./keys.js";
+import { UnknownPrefixes } from "./unknown-prefixes.js";
 
 export function setQuotaHeaders(res: ServerResponse, q: QuotaState): void {
   res.setHeader("X-RateLimit-Limit", String(q.limit));
@@ -31,8 +32,10 @@ export function guard(
 ): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => Promise<void> {
   // What the quota decision needs besides the key, made once: the key lookup (authentication and the
   // plan gate, server/auth/authenticate.ts), the ceiling of a refused key's headers, the load, the clock.
+  // The prefixes no key has: one negative cache per service, shared by its guards (/public/v1, /trpc).
+  const unknown = (services.unknownPrefixes ??= new UnknownPrefixes());
   const admission: Admission<Caller> = {
-    lookup: (presented, keyHash) => authenticate(services.db, presented, services.now(), keyHash),
+    lookup: (presented, keyHash) => authenticate(services.db, presented, services.now(), keyHash, unknown),
     anonymousPerMinute: services.config.anonymousPerMinute,
     inFlight: () => services.metrics.inFlight,
     now: () => services.now(),

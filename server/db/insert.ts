@@ -76,8 +76,15 @@ export async function rowSql(db: Db, planned: PlannedRow): Promise<{ table: Pris
  * the rows travel as one JSON parameter, read by jsonb_to_recordset with every column typed as the
  * table declares it (the catalog types above, as for a planned row). The columns are every key any
  * row sets; a key a row leaves out (or sets to undefined) is NULL in that row. Rows carry their ids.
+ * `written`: told the rows of each statement once it has run (a load's progress).
  */
-export async function insertBatch(db: Db, table: string, rows: Record<string, unknown>[], batch = 5_000): Promise<void> {
+export async function insertBatch(
+  db: Db,
+  table: string,
+  rows: Record<string, unknown>[],
+  batch = 5_000,
+  written?: (table: string, rows: number) => void,
+): Promise<void> {
   if (rows.length === 0) return;
   if (!IDENT.test(table)) throw new Error(`bad table name ${table}`);
   const types = await columnTypes(db, table);
@@ -89,7 +96,11 @@ export async function insertBatch(db: Db, table: string, rows: Record<string, un
   });
   const columns = names.map((n) => `"${n}"`).join(", ");
   const sql = `INSERT INTO "${table}" (${columns}) SELECT ${columns} FROM jsonb_to_recordset($1::jsonb) AS r(${typed.join(", ")})`;
-  for (let i = 0; i < rows.length; i += batch) await db.$executeRawUnsafe(sql, JSON.stringify(rows.slice(i, i + batch)));
+  for (let i = 0; i < rows.length; i += batch) {
+    const chunk = rows.slice(i, i + batch);
+    await db.$executeRawUnsafe(sql, JSON.stringify(chunk));
+    written?.(table, chunk.length);
+  }
 }
 
 /**

@@ -22,6 +22,7 @@ import { baseEnv, freePort, waitReady } from "../helpers/processes.js";
 import { assertConforms, checked, documentedOperations } from "../helpers/conformance.js";
 import { startApp, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
+import { API_CACHE_HEADERS } from "../../server/http.js";
 
 const SPEC_OPERATIONS = [
   "GET /public/v1/me",
@@ -84,6 +85,10 @@ describe("OpenAPI document", () => {
         expect(op.description).toMatch(/Scope: /);
         for (const s of ["401", "403", "429"]) expect(op.responses[s], `${method} ${path} ${s}`).toBeDefined();
         expect(op.responses["429"].headers["Retry-After"]).toBeDefined();
+        // Every answer, 304 and errors included, declares the cache headers (docs/decisions/api.md, "Caching").
+        for (const [s, r] of Object.entries<any>(op.responses))
+          for (const h of Object.keys(API_CACHE_HEADERS))
+            expect(r.headers?.[h], `${method} ${path} ${s} ${h}`).toBeDefined();
         const success = Object.keys(op.responses).filter((s) => s.startsWith("2"));
         // A create answers 201; a batch upsert 200 (its items' statuses in the body); a PUT by
         // external id 201 when it created, 200 when it updated or found nothing to change.
@@ -135,7 +140,13 @@ describe("conformance hook", () => {
     expect(() => assertConforms("GET", "http://x/public/v1/leads", 404, h, {})).toThrow(/does not list/);
   });
   it("fails a body that does not match", () => {
-    const h = new Headers({ "X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "1", "X-Request-Id": "x" });
+    const h = new Headers({
+      "X-RateLimit-Limit": "1",
+      "X-RateLimit-Remaining": "1",
+      "X-RateLimit-Reset": "1",
+      "X-Request-Id": "x",
+      ...API_CACHE_HEADERS,
+    });
     expect(() => assertConforms("GET", "http://x/public/v1/me", 200, h, { tenantId: 1 })).toThrow(/does not match/);
     expect(() => assertConforms("GET", "http://x/public/v1/me", 401, h, { error: "NOT_FOUND", message: "", request_id: "x", details: {} })).toThrow(/does not match/);
   });

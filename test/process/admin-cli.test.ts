@@ -6,7 +6,7 @@
 // line is empty) — exits non-zero and changes nothing; a usage error opens no database (the usage
 // texts themselves: test/unit/admin-cli-usage.test.ts); create-key refuses an --expires-at in the past or
 // unparsable; an unknown tenant is "no such tenant" for create-key, set-plan and set-tenant-limits.
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,7 +15,9 @@ import { loadFixture, type TenantIds } from "../../server/admin/fixture.js";
 import { openPglite, openPostgres, type Database } from "../../server/db/client.js";
 import { directBaseUrl, freshDatabase, onServer, withDatabase, type TestDb } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
-import { execute } from "../../server/admin/cli.js";
+import { databaseLine, execute } from "../../server/admin/cli.js";
+import { PROGRESS_AFTER_MS } from "../../server/admin/progress.js";
+import { loadConfig } from "../../server/config.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-admin-cli-"));
 let pgDb: TestDb | undefined;
@@ -38,6 +40,13 @@ const admin = async (args: string[], e: NodeJS.ProcessEnv = env) => {
   const r = await execute(args, e);
   return { code: r.code, stdout: r.out, stderr: r.err };
 };
+
+/** What a verb that succeeded prints on stderr: the one line naming the database it used. */
+const usedLine = (e: NodeJS.ProcessEnv) =>
+  e.DATABASE_URL
+    ? `database: ${e.DATABASE_URL} (DATABASE_URL)\n`
+    : `database: the embedded PGlite folder ${e.PGLITE_DATA_DIR} (DATABASE_URL is not set)\n`;
+let databaseUsed: string;
 
 /** Runs a refused verb: exit 1, nothing on stdout, exactly `line` on stderr. */
 async function refused(args: string[], line: string, e: NodeJS.ProcessEnv = env) {
@@ -70,6 +79,7 @@ const snapshot = () =>
 beforeAll(async () => {
   if (process.env.DATABASE_URL) pgDb = await freshDatabase();
   env = cliEnv();
+  databaseUsed = usedLine(env);
   const ids = await withDb(async (db) => {
     if (!pgDb) {
       const { migrate } = await import("../../server/db/migrate.js");
@@ -180,7 +190,7 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
   it("the accepted forms still work: a future --expires-at, then the refusals above left the data as it was", async () => {
     const before = await snapshot();
     const r = await admin(["create-key", acme.id, acme.users.ana!, "tenant:leads.read", "--expires-at", "2099-01-01T00:00:00+02:00"]);
-    expect(r.stderr).toBe("");
+    expect(r.stderr).toBe(databaseUsed);
     expect(r.code).toBe(0);
     const made = JSON.parse(r.stdout);
     expect(Object.keys(made).sort()).toEqual(["id", "key", "prefix"]);
@@ -188,5 +198,53 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
     expect(after.keys).toHaveLength(before.keys.length + 1);
     expect(after.keys.find((k) => k.id === made.id)!.expiresAt!.toISOString()).toBe("2098-12-31T22:00:00.000Z");
     expect(after.tenants).toEqual(before.tenants);
+  });
+});
+
+describe("admin CLI: which database it used, and a long load's progress", { timeout: 180_000 }, () => {
+  it("a verb that succeeded names on stderr, in one line, the database it used; stdout keeps its JSON", async () => {
+    const r = await admin(["set-plan", acme.id, "pro"]);
+    const document = `${JSON.stringify({ id: acme.id, plan: "pro" })}\n`;
+    expect([r.code, r.stdout, r.stderr]).toEqual([0, document, databaseUsed]);
+    // The password of DATABASE_URL (userinfo or query) never shows.
+    const databaseUrl = "postgresql://app:s3cret@db.internal:5432/crm?sslpassword=k3y";
+    expect(databaseLine({ ...loadConfig(cliEnv()), databaseUrl })).toBe(
+      "database: postgresql://app:***@db.internal:5432/crm?sslpassword=*** (DATABASE_URL)",
+    );
+    const embedded = { ...loadConfig(cliEnv()), databaseUrl: undefined, dataDir: "rel/db" };
+    expect(databaseLine(embedded)).toBe(
+      `database: the embedded PGlite folder ${path.resolve("rel/db")} (DATABASE_URL is not set)`,
+    );
+    // A failure keeps its one line: no database line.
+    const failed = await admin(["set-plan", NO_TENANT, "pro"]);
+    expect([failed.code, failed.stderr]).toEqual([1, "no such tenant\n"]);
+  });
+
+  it("load: progress (rows, rate) on a terminal once it runs PROGRESS_AFTER_MS, nothing on a pipe", async () => {
+    const file = path.join(dir, "progress.json");
+    const t = tenant("progress", {
+      contacts: Array.from({ length: 30 }, (_, i) => ({ ref: `c${i}`, phone: `+3461${1_000_000 + i}` })),
+      leads: Array.from({ length: 40 }, (_, i) => ({ ref: `l${i}`, customerName: `L ${i}` })),
+    });
+    writeFileSync(file, JSON.stringify(fixture(t)));
+    // A clock that moves PROGRESS_AFTER_MS at each reading: the first statement's rows are shown.
+    let clock = 0;
+    const now = () => (clock += PROGRESS_AFTER_MS);
+    const written: string[] = [];
+    const terminal = { isTTY: true, write: (s: string) => written.push(s) };
+    const r = await execute(["load", file], env, { stderr: terminal, now });
+    expect(r.code, r.err).toBe(0);
+    expect(JSON.parse(r.out).tenants.progress.leads).toHaveProperty("l39");
+    expect(r.err).toBe(databaseUsed);
+    expect(written.length).toBeGreaterThanOrEqual(2);
+    expect(written[0]).toMatch(/^\r\x1b\[2Kload: 30 rows in \d+ s \(\d+ rows\/s\)$/); // the contacts' statement
+    expect(written.at(-1)).toMatch(/^\r\x1b\[2Kload: 70 rows in \d+ s \(\d+ rows\/s\)\n$/);
+    // Not a terminal: nothing written beside the result.
+    const quiet: string[] = [];
+    writeFileSync(file, JSON.stringify(fixture(tenant("progress2", { leads: [{ ref: "l", customerName: "L" }] }))));
+    const pipe = { isTTY: false, write: (s: string) => quiet.push(s) };
+    const p = await execute(["load", file], env, { stderr: pipe, now });
+    expect(p.code, p.err).toBe(0);
+    expect(quiet).toEqual([]);
   });
 });

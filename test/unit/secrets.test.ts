@@ -40,6 +40,24 @@ describe("maskUrl", () => {
   });
 });
 
+describe("a password in the query (password, sslpassword)", () => {
+  it("maskUrl masks its value like the userinfo's, whatever the scheme; other parameters are kept", () => {
+    expect(maskUrl("mysql://app@127.0.0.1:1/crm?password=S3cret")).toBe("mysql://app@127.0.0.1:1/crm?password=***");
+    expect(maskUrl("postgresql://app:pw@db/crm?sslmode=require&SSLPASSWORD=k%40y&password=a+b")).toBe(
+      "postgresql://app:***@db/crm?sslmode=require&SSLPASSWORD=***&password=***",
+    );
+    expect(maskUrl("postgresql://db/crm?password=&user=x")).toBe("postgresql://db/crm?password=&user=x");
+  });
+  it("maskSecrets masks it in any text, as written and decoded", () => {
+    const env = {
+      DATABASE_URL: "postgresql://db/crm?sslpassword=k%40y&password=S3cret",
+      REDIS_URL: "redis://cache:6379?password=r3d+is",
+    };
+    const text = "S3cret k%40y k@y r3d+is r3d is";
+    expect(maskSecrets(text, env)).toBe("*** *** *** *** ***");
+  });
+});
+
 describe("maskSecrets", () => {
   for (const { written, leak } of PASSWORDS)
     for (const variable of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL"])

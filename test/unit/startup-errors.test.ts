@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { commandLine, ensureBuild, serviceCommand, ROOT } from "../../scripts/ensure-build.js";
 import { loadConfig } from "../../server/config.js";
 import { openPglite } from "../../server/db/client.js";
-import { databaseTarget, describeStartupError, prismaCause } from "../../server/startup-error.js";
+import { databaseTarget, describeStartupError, prismaCause, startupErrorText } from "../../server/startup-error.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-startup-"));
 
@@ -134,6 +134,39 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
     await expectLine(
       baseEnv({ REDIS_URL: "redis://127.0.0.1:6379", REDIS_CLUSTER_NODES: "127.0.0.1:7000" }),
       "set either REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both",
+    );
+  });
+
+  it("a REDIS_URL or a cluster node that does not parse: one line naming the variable, no password", async () => {
+    // ioredis percent-decodes the user name and password: a "%" starting no escape was its URIError's stack.
+    const bad = await expectLine(
+      baseEnv({ REDIS_URL: "redis://:pa%zz55@127.0.0.1:6379" }),
+      'REDIS_URL\'s password is not valid percent-encoding (write a "%" as %25), got "redis://:***@127.0.0.1:6379"',
+    );
+    expect(bad.stderr).not.toContain("pa%zz55");
+    // The same rules as the process reads them (loadConfig), each its line as the process prints it.
+    const lineOf = (env: NodeJS.ProcessEnv) => {
+      try {
+        loadConfig(env);
+      } catch (err) {
+        return startupErrorText(err, undefined, { ...env, LOG_LEVEL: "warn" });
+      }
+      return "loaded";
+    };
+    const userName = 'REDIS_URL\'s user name is not valid percent-encoding (write a "%" as %25)';
+    const badUser = "redis://us%er:pw@127.0.0.1:6379";
+    expect(lineOf({ REDIS_URL: badUser })).toBe(`${userName}, got "redis://us%er:***@127.0.0.1:6379"\n`);
+    expect(lineOf({ REDIS_URL: "redis://:p%25w@127.0.0.1:6379" })).toBe("loaded");
+    const nodes = "REDIS_CLUSTER_NODES must be a comma-separated list of host:port";
+    expect(lineOf({ REDIS_CLUSTER_NODES: "127.0.0.1:7000,redis://:s3cr%zzet@127.0.0.1:7001" })).toBe(
+      `${nodes}, got "***@127.0.0.1:7001"\n`,
+    );
+    expect(lineOf({ REDIS_CLUSTER_NODES: "h%zz:7000" })).toBe(`${nodes}, got "h%zz:7000"\n`);
+    expect(lineOf({ REDIS_CLUSTER_NODES: "[::1]:7000,cache-1.internal:7001" })).toBe("loaded");
+    // A password in DATABASE_URL's query (password, sslpassword) is masked like the userinfo's.
+    expect(lineOf({ DATABASE_URL: "mysql://app@127.0.0.1:1/crm?password=S3cret&sslpassword=K3y" })).toBe(
+      "DATABASE_URL must be a URL like postgresql://USER:PASSWORD@HOST:PORT/DATABASE, " +
+        'got "mysql://app@127.0.0.1:1/crm?password=***&sslpassword=***"\n',
     );
   });
 
