@@ -163,29 +163,53 @@ describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
     const f = folder();
     writeLegacy(f, JSON.stringify({ pid: deadPid(), start: "1", host: hostname(), command: "npm start", nonce: "stale" }));
     const N = 8;
-    const at = Date.now() + 3_000; // every process tries at the same moment
-    const script = `import { lockEmbeddedDatabase } from ${JSON.stringify(path.join(ROOT, "server/db/pglite-lock.ts"))};
-      while (Date.now() < ${at}) {}
+    // A barrier instead of a deadline: each process says it is at the race point (its imports done),
+    // waits for "go", tries, says what it got, and holds it until "end" — however long the 8 starts
+    // take on a busy machine. The waits sleep 1 ms at a time (Atomics.wait), so waiting costs no CPU
+    // that the others' starts need, and the racers leave the barrier within about a millisecond.
+    const barrier = mkdtempSync(path.join(dir, "barrier-"));
+    const at = (name: string) => path.join(barrier, name);
+    const script = (i: number) => `import { existsSync, writeFileSync } from "node:fs";
+      import { lockEmbeddedDatabase } from ${JSON.stringify(path.join(ROOT, "server/db/pglite-lock.ts"))};
+      const nap = new Int32Array(new SharedArrayBuffer(4));
+      const waitFor = (file) => { while (!existsSync(file)) Atomics.wait(nap, 0, 0, 1); };
+      writeFileSync(${JSON.stringify(at(`ready.${i}`))}, "");
+      waitFor(${JSON.stringify(at("go"))});
       let out;
-      try { lockEmbeddedDatabase(${JSON.stringify(f)}); out = "owner"; } catch (e) { out = e.name === "EmbeddedDatabaseInUse" ? "refused" : "error " + e.message; }
-      process.stdout.write(out + "\\n");
-      setTimeout(() => process.exit(0), ${at} - Date.now() + 4000);`;
-    const results = await Promise.all(
-      Array.from({ length: N }, () =>
-        new Promise<string>((resolve) => {
-          const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-          leftovers.push(child.pid!);
-          let out = "";
-          child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-          child.stderr.on("data", (d: Buffer) => (out += d.toString()));
-          child.on("close", () => resolve(out.trim()));
-        }),
-      ),
-    );
-    expect(results.filter((r) => r === "owner"), results.join(" | ")).toHaveLength(1);
-    expect(results.filter((r) => r === "refused")).toHaveLength(N - 1);
+      try { lockEmbeddedDatabase(${JSON.stringify(f)}); out = "owner"; }
+      catch (e) { out = e.name === "EmbeddedDatabaseInUse" ? "refused" : "error " + e.message; }
+      writeFileSync(${JSON.stringify(at(`result.${i}`))}, out);
+      waitFor(${JSON.stringify(at("end"))});
+      process.exit(0);`;
+    const children = Array.from({ length: N }, (_, i) => {
+      const args = ["--import", "tsx", "--input-type=module", "-e", script(i)];
+      const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+      leftovers.push(child.pid!);
+      let err = "";
+      child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+      const closed = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
+      return { child, err: () => err, closed };
+    });
+    const all = (name: string) => children.every((_, i) => existsSync(at(`${name}.${i}`)));
+    const gone = () => children.filter((c) => c.child.exitCode !== null).map((c) => c.err().trim());
+    try {
+      const ready = await until(() => all("ready") || gone().length > 0, 240_000, 50);
+      expect(ready, "every process at the race point").toBe(true);
+      expect(gone(), "exited before the race").toEqual([]);
+      writeFileSync(at("go"), "");
+      expect(await until(() => all("result") || gone().length > 0, 60_000, 20), "every process tried").toBe(true);
+      const results = children.map((_, i) => {
+        const file = at(`result.${i}`);
+        return existsSync(file) ? readFileSync(file, "utf8") : "none";
+      });
+      expect(results.filter((r) => r === "owner"), results.join(" | ")).toHaveLength(1);
+      expect(results.filter((r) => r === "refused"), results.join(" | ")).toHaveLength(N - 1);
+    } finally {
+      writeFileSync(at("end"), "");
+      await Promise.all(children.map((c) => c.closed));
+    }
     expect(free(f)).toBe(true); // the owner's exit released it
-  }, 60_000);
+  }, 360_000);
 
   it("openPglite: a second open of a folder refuses before touching it; closing releases; memory:// is never locked", async () => {
     const f = folder();
