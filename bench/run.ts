@@ -87,6 +87,8 @@ export interface ScenarioResult {
   /** Objects written per request (a batch), and the one-object scenario it is compared with (issue 39). */
   items?: number;
   batchOf?: { single: string; factor: number };
+  /** Its service CPU per request against another scenario's (bench/scenarios.ts `cpuOf`). */
+  cpuOf?: { scenario: string; factor: number };
 }
 
 // ---- environment -------------------------------------------------------------------------------
@@ -327,12 +329,53 @@ export async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): 
   }
   // Before the feed tokens: giving contacts an external id writes changes to the tenant's feed.
   const externalContacts = await externalIdContacts(ds, tenant);
+  const longTickets = await longThreadTickets(ds, tenant);
   const changes = await changesTokens(ds, tenant);
   // Contacts with leads: every third lead i links contact (i mod contacts), so contacts 0, 3, 6, ….
   const leadContacts = await Promise.all(
     Array.from({ length: Math.min(50, Math.floor(tenant.size.contacts / 3)) }, (_, k) => uidJs(tenant.index, "contact", 3 * k)),
   );
-  return { messageCursors, changes, leadContacts, externalContacts };
+  return { messageCursors, changes, leadContacts, externalContacts, longTickets };
+}
+
+/**
+ * 100 tickets of one contact of their own (`bench-long-threads`), external ids `bench-long-<k>`, each
+ * with 15 comments of 3,000 characters (~45 KB of JSON a ticket): the ticket batch over long threads
+ * and the list page over the same tickets. Written through the triggers (the thread counters), once:
+ * a reused database keeps them.
+ */
+async function longThreadTickets(ds: Dataset, tenant: BenchTenant): Promise<Prepared["longTickets"]> {
+  const c = new pg.Client({ connectionString: ds.url });
+  await c.connect();
+  try {
+    const contactId = await uidJs(tenant.index, "long-contact", 0);
+    const items = Array.from({ length: 100 }, (_, k) => ({ externalId: `bench-long-${k}`, subject: `Long thread ${k}` }));
+    const { rows } = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM "Ticket" WHERE "tenantId" = $1::uuid AND "customerId" = $2::uuid`, [tenant.id, contactId]);
+    if (rows[0]!.n === 100) return { contactId, items };
+    await c.query("BEGIN");
+    await c.query(
+      `INSERT INTO "Contact" ("id", "tenantId", "fullName", "phone", "origin", "createdAt", "updatedAt")
+       VALUES ($2::uuid, $1::uuid, 'Bench long threads', '+34799999999', 'api', now(), now()) ON CONFLICT DO NOTHING`,
+      [tenant.id, contactId],
+    );
+    const owner = tenant.userIds[0]!;
+    const tickets = await c.query<{ id: string }>(
+      `INSERT INTO "Ticket" ("tenantId", "subject", "createdById", "customerId", "externalId", "createdAt", "updatedAt")
+       SELECT $1::uuid, 'Long thread ' || k, $2::uuid, $3::uuid, 'bench-long-' || k, now() - k * interval '1 second', now() - k * interval '1 second'
+         FROM generate_series(0, 99) k RETURNING "id"`,
+      [tenant.id, owner, contactId],
+    );
+    await c.query(
+      `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body", "createdAt")
+       SELECT $1::uuid, t.id, $2::uuid, substr(repeat(md5(t.id::text || i), 94), 1, 3000), now() - interval '1 day' + i * interval '1 millisecond'
+         FROM unnest($3::uuid[]) t(id), generate_series(1, 15) i`,
+      [tenant.id, owner, tickets.rows.map((t) => t.id)],
+    );
+    await c.query("COMMIT");
+    return { contactId, items };
+  } finally {
+    await c.end();
+  }
 }
 
 /**
@@ -528,6 +571,23 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
       criterion: what,
       measured: `${f0(perSec)} items/s (${f1(a.rps)} batches/s) vs ${f0(oneRps)} creates/s: ${f1(ratio)}× (${how})${problems.length ? ` (${problems.join("; ")})` : ""}`,
       ok: problems.length === 0 && ratio >= s.batchOf!.factor,
+    });
+  }
+  // A scenario whose work is bounded like another's: its service CPU per request at 1 connection.
+  for (const s of results.filter((x) => x.cpuOf)) {
+    const other = results.find((x) => x.name === s.cpuOf!.scenario);
+    const a = run(s, "service", 1);
+    const b = other && run(other, "service", 1);
+    const what = `${s.title} @1: service CPU ms/req ≤ ${s.cpuOf!.factor}× ${other?.title ?? s.cpuOf!.scenario}`;
+    if (!a || !b) {
+      T.push({ criterion: what, measured: "not measured (needs both scenarios at 1 connection)", ok: undefined });
+      continue;
+    }
+    const clean = a.non2xx + a.errors + b.non2xx + b.errors === 0;
+    T.push({
+      criterion: what,
+      measured: `${f2(a.cpuMsPerReq)} vs ${f2(b.cpuMsPerReq)} ms (${f2(a.cpuMsPerReq / b.cpuMsPerReq)}×)${clean ? "" : " (non-2xx/errors)"}`,
+      ok: clean && a.cpuMsPerReq <= s.cpuOf!.factor * b.cpuMsPerReq,
     });
   }
   T.push({ criterion: `Service peak RSS under the ${Math.max(...(meta.connections as number[]))}-connection runs ≤ 200 MiB`, measured: `${f0(meta.servicePeak32)} MiB`, ok: meta.servicePeak32 <= 200 });
@@ -760,15 +820,16 @@ async function main() {
       const res: ScenarioResult = { name: sc.name, title: sc.title, roundTrips: { service: rt.perRequest, baseline: rtb?.perRequest }, countStatuses: rt.statuses, runs: [] };
       log(`${sc.title}: ${rt.perRequest.toFixed(1)} round trips/request${rtb ? ` (baseline ${rtb.perRequest.toFixed(1)})` : ""}`);
       const noCount = sc.baseline && sc.growth;
+      const conns = sc.connections ?? cfg.connections;
       if (cfg.warmup > 0) {
-        await load(service, key, sc, 8, cfg.warmup, undefined);
+        await load(service, key, sc, Math.min(8, Math.max(...conns)), cfg.warmup, undefined);
         if (sc.baseline) await load(baseline, key, sc, 8, cfg.warmup, undefined);
       }
       // A batch against its one-object scenario at 1 connection: that scenario again just before and
       // just after the batch (the machine's speed drifts over the tens of seconds between the two
       // scenarios' own runs; the criterion takes the mean of these two).
       const pairedWith = sc.batchOf && chosen.find((x) => x.name === sc.batchOf!.single);
-      for (const c of cfg.connections) {
+      for (const c of conns) {
         const paired = async () => {
           if (!pairedWith || c !== 1) return;
           const p = await load(service, pairedWith.key ?? key, pairedWith, 1, cfg.duration, db);
@@ -795,6 +856,7 @@ async function main() {
         if (s.non2xx > 0) log(`  non-2xx statuses: ${JSON.stringify(s.statuses)}`);
       }
       if (sc.items) Object.assign(res, { items: sc.items, batchOf: sc.batchOf });
+      if (sc.cpuOf) Object.assign(res, { cpuOf: sc.cpuOf });
       results.push(res);
     }
     serviceHwm = memory(service.pid).hwm;

@@ -37,6 +37,10 @@ export interface Scenario {
    * failed inside 200 answers cannot pass.
    */
   tally?(status: number, body: string): { created: number; failed: number };
+  /** The service's CPU ms per request at 1 connection ≤ `factor` × that of the scenario `scenario` (same run). */
+  cpuOf?: { scenario: string; factor: number };
+  /** The connection counts it runs at (default: every one of the matrix): a 4 MiB answer runs at 1. */
+  connections?: number[];
   next(): Req;
 }
 
@@ -52,6 +56,8 @@ export interface Prepared {
   leadContacts: string[];
   /** Live contacts given an external id by prepare() (the update path of PUT /contacts/by-external-id), with their stored phone. */
   externalContacts: { externalId: string; phone: string }[];
+  /** 100 tickets of one contact with long threads and external ids (prepare(): the batch over long threads and its list page). */
+  longTickets: { contactId: string; items: { externalId: string; subject: string }[] };
 }
 
 export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, runId: string): Scenario[] {
@@ -203,6 +209,31 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
       growth: true,
       write: false,
       next: () => ({ method: "GET", path: `${P}/changes?limit=500&since=${rot(prep.changes.pages)}` }),
+    },
+    {
+      // A list page over the 100 long-thread tickets (~45 KB each: 4.5 MB, so the 4 MiB budget cuts
+      // it): what the batch below is measured against.
+      name: "tickets-long",
+      title: "GET /tickets?customerId=(100 tickets of ~45 KB)&limit=100",
+      baseline: false,
+      write: false,
+      connections: [1],
+      next: () => ({ method: "GET", path: `${P}/tickets?customerId=${prep.longTickets.contactId}&limit=100` }),
+    },
+    {
+      // The same 100 tickets by external id, every item unchanged: the work is bounded like the list
+      // page's (threads read once, for the results sent), so it counts one request against the quotas.
+      name: "batch-upsert-tickets-long",
+      title: "POST /tickets/batch/upsert (the same 100 tickets, unchanged)",
+      baseline: false,
+      write: false,
+      cpuOf: { scenario: "tickets-long", factor: 2 },
+      connections: [1],
+      next: () => ({
+        method: "POST",
+        path: `${P}/tickets/batch/upsert`,
+        body: JSON.stringify({ items: prep.longTickets.items.map((t) => ({ ...t, customerId: prep.longTickets.contactId })) }),
+      }),
     },
     {
       name: "post-leads",
