@@ -44,8 +44,12 @@ export function guard(
     try {
       const presented = headerOf(req, "x-api-key");
       // Only a well-formed key has a hash: anything else is refused without a lookup and never counted.
+      // Nor does a prefix remembered as no key's: its window is never counted (nothing to count beside
+      // the lookup, nothing to read for its headers), and the lookup refuses it without a round trip.
       const raw = presented?.trim() ?? "";
-      const decision = await services.quotas.admit(presented, keyPrefix(raw) ? hashKey(raw) : undefined, admission);
+      const prefix = keyPrefix(raw);
+      const keyHash = prefix && !unknown.has(prefix) ? hashKey(raw) : undefined;
+      const decision = await services.quotas.admit(presented, keyHash, admission);
       setQuotaHeaders(res, decision.quota);
       if (decision.caller) req.quota = decision.quota;
       if (decision.admitted) {
