@@ -11,6 +11,7 @@ import { purgeExpiredIdempotencyRecords } from "./idempotency.js";
 import { failAbandonedDeliveries } from "./channels/messages.js";
 import { purgeTombstones, sequencePending } from "./changes.js";
 import { ClosingResponse, isStopping, startStopping } from "./lifecycle.js";
+import { originForm } from "./http.js";
 import { startMetricsServer } from "./metrics.js";
 import { checkDatabaseConnections, exitOnStartupError } from "./startup-error.js";
 import { once } from "node:events";
@@ -64,6 +65,8 @@ function responseClosed() {
   inProgress -= 1;
 }
 const server = createServer({ ServerResponse: ClosingResponse }, (req: IncomingMessage, res: ServerResponse) => {
+  // The target in origin form first (server/app.ts does the same), so an absolute-form /readyz is one too.
+  req.url = originForm(req.url ?? "/");
   if (isStopping() && req.url === "/readyz") {
     res.writeHead(503, { "Content-Type": "application/json" }).end(JSON.stringify({ status: "unavailable", checks: { shutdown: "stopping" } }));
     return;
