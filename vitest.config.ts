@@ -25,6 +25,9 @@ const topologyFiles = leg.topologies.length
       .map((f) => `test/db/${f}`)
   : [];
 
+/** A project whose files share their worker's process. */
+const SHARED = { isolate: false, setupFiles: ["test/helpers/shared-process.ts"] };
+
 export default defineConfig({
   test: {
     testTimeout: 30_000,
@@ -40,11 +43,18 @@ export default defineConfig({
     // Prisma's WebAssembly and for warming the JIT again — the PGlite files' CPU halved without it
     // (measured: docs/decisions/operations.md, "CI's matrix"). They leave nothing behind that another
     // file could see: each starts its own app on its own database and closes both; the few spies and
-    // fake clocks are restored where they are set. Unit and process files stay isolated (they mock,
-    // spawn and change the environment).
+    // fake clocks are restored where they are set; the service's module state that would carry over
+    // is reset before each file (SHARED's setup file; test/helpers/module-state.ts lists that state and
+    // test/unit/legs.test.ts checks the list). Unit and process files stay isolated (they mock, spawn
+    // and change the environment).
     projects: [
-      ...leg.groups.map((g) => ({ extends: true as const, test: { name: g, include: [`test/${g}/**/*.test.ts`], isolate: g !== "db" } })),
-      ...(topologyFiles.length ? [{ extends: true as const, test: { name: "topology", include: topologyFiles, isolate: false } }] : []),
+      ...leg.groups.map((g) => ({
+        extends: true as const,
+        test: { name: g, include: [`test/${g}/**/*.test.ts`], ...(g === "db" ? SHARED : {}) },
+      })),
+      ...(topologyFiles.length
+        ? [{ extends: true as const, test: { name: "topology", include: topologyFiles, ...SHARED } }]
+        : []),
     ],
   },
 });

@@ -48,6 +48,14 @@ export function loadColumnTypes(db: Db): Promise<Map<string, Map<string, string>
   return typeCache;
 }
 
+/**
+ * Drops the column types read (the next use reads them again). Tests: the database files share one
+ * process, each on a database of its own (test/helpers/module-state.ts resets this between them).
+ */
+export function forgetColumnTypes(): void {
+  typeCache = undefined;
+}
+
 async function columnTypes(db: Db, table: string): Promise<Map<string, string>> {
   const types = (await loadColumnTypes(db)).get(table);
   if (!types) throw new Error(`unknown table "${table}"`);

@@ -1,9 +1,12 @@
 // The CI matrix holds together (test/legs.mjs, vitest.config.ts, .ci/run): every test file is in a
-// group, every group and topology is run by some leg, every leg selects files, and .ci/run runs
-// exactly the legs of the table, each with its CI_LEG.
+// group, every `@topology` line reads, every group and topology is run by some leg, every leg selects
+// files, and .ci/run runs exactly the legs of the table, each with its CI_LEG. The database files,
+// which share their worker's process, leave nothing behind: no environment, mocks or clocks, and no
+// module state of the service that is not reset between files (test/helpers/module-state.ts).
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { ENTRY_POINTS, MODULE_STATE, moduleState } from "../helpers/module-state.js";
 import { GROUPS, LEGS, TOPOLOGIES, topologiesOf } from "../legs.mjs";
 
 const TEST = path.resolve(import.meta.dirname, "..");
@@ -15,6 +18,14 @@ function testFiles(dir = TEST, rel = ""): string[] {
     const p = path.join(dir, f);
     if (statSync(p).isDirectory()) return f === "node_modules" ? [] : testFiles(p, path.join(rel, f));
     return f.endsWith(".test.ts") ? [path.join(rel, f)] : [];
+  });
+}
+
+/** Every .ts file under `dir`. */
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = path.join(dir, f);
+    return statSync(p).isDirectory() ? sourceFiles(p) : f.endsWith(".ts") ? [p] : [];
   });
 }
 
@@ -42,6 +53,58 @@ describe("the CI matrix", () => {
       if (/vi\.spyOn\(globalThis/.test(text) && !/mockRestore\(\)/.test(text)) offenders.push(`${f}: a spy on a global not restored`);
     }
     expect(offenders).toEqual([]);
+  });
+
+  it("module state of the service a shared-process file could leave: reset between files or kept for a reason", () => {
+    const sources = ["server", "routers", "rest", "model"].flatMap((d) => sourceFiles(path.join(ROOT, d)));
+    expect(sources.length).toBeGreaterThan(100);
+    const stateOf = (f: string) => moduleState(readFileSync(f, "utf8")).map((n) => `${path.relative(ROOT, f)} ${n}`);
+    const found = sources.flatMap(stateOf);
+    // A new module-level variable (or changed Map, Set, array, object) fails here until MODULE_STATE
+    // says what makes it safe; an entry whose binding is gone fails too.
+    expect(found.filter((k) => !(k in MODULE_STATE)), "module state not in test/helpers/module-state.ts").toEqual([]);
+    expect(Object.keys(MODULE_STATE).filter((k) => !found.includes(k)), "entries no longer found").toEqual([]);
+    // What is reset is reset by the setup file of every project that shares its process.
+    const setup = readFileSync(path.join(TEST, "helpers/shared-process.ts"), "utf8").split("\n").map((l) => l.trim());
+    for (const [k, how] of Object.entries(MODULE_STATE)) {
+      expect(how, k).toMatch(/^(reset: [\w$]+\(\)|kept: .+)$/);
+      if (how.startsWith("reset: ")) expect(setup, `${k}: ${how}`).toContain(`${how.slice("reset: ".length)};`);
+    }
+    const config = readFileSync(path.join(ROOT, "vitest.config.ts"), "utf8").replace(/^\s*\/\/.*$/gm, "");
+    expect(config).toMatch(/const SHARED = \{ isolate: false, setupFiles: \["test\/helpers\/shared-process\.ts"\] \}/);
+    expect(config.match(/isolate: false/g), "a project sharing its process without the setup file").toHaveLength(1);
+    expect(config).toMatch(/name: g, include: \[`test\/\$\{g\}\/\*\*\/\*\.test\.ts`\], \.\.\.\(g === "db" \? SHARED/);
+    expect(config).toMatch(/name: "topology", include: topologyFiles, \.\.\.SHARED/);
+    // The conditions the kept ones rely on.
+    const tests = files.map((f) => ({ f, text: readFileSync(path.join(TEST, f), "utf8") }));
+    const setsKept = tests.filter((t) => groupOf(t.f) === "db" && /\bstartStopping\b|\bcountQueries\b/.test(t.text));
+    expect(setsKept.map((t) => t.f), "db files calling startStopping or counting queries").toEqual([]);
+    const entries = ENTRY_POINTS.map((e) => e.replace(/\.ts$/, ""));
+    expect(tests.filter((t) => entries.some((e) => t.text.includes(`${e}.js"`))).map((t) => t.f)).toEqual([]);
+  });
+
+  it("the module-state finder sees what a module could leave behind, and not what it cannot", () => {
+    const found = moduleState(`import { x } from "y";
+export let current = 0;
+let cache: Promise<string> | undefined;
+const seen = new Set<string>();
+const LOOKUP = new Set(["a", "b"]);
+const byKey: Map<string, number> = new Map();
+const byReq = new WeakMap<object, number>();
+export const counter = { count: 0 };
+const LIMITS = { max: 5 };
+const queue: string[] = [];
+export function f(k: string) {
+  let local = 1;
+  seen.add(k);
+  byKey.set(k, local);
+  byReq.set({}, 1);
+  counter.count += 1;
+  queue.push(k);
+  return LOOKUP.has(k) && LIMITS.max > 1;
+}
+`);
+    expect(found.sort()).toEqual(["byKey", "cache", "counter", "current", "queue", "seen"]);
   });
 
   it("topologies are named only by test/db/ files, and only known ones", () => {
