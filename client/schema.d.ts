@@ -1158,6 +1158,7 @@ export interface operations {
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2410,6 +2411,7 @@ export interface operations {
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4363,6 +4365,7 @@ export interface operations {
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5332,6 +5335,7 @@ export interface operations {
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -6,17 +6,29 @@
 // no write is partial (idempotency claims finished, no pending message, tickets with their comment,
 // conversations' last-message fields consistent), and retrying each failed write with its
 // Idempotency-Key creates it exactly once.
+// Two-way sync under the same restart: lanes of PUTs by external id and batch upserts (items with a
+// valid or a stale `ifMatch`, external ids raced by every lane; drills/lib/sync-writers.ts) and a
+// mirror of the tenant's leads, contacts and tickets following the changes feed (drills/lib/mirror.ts)
+// run through the outage. Their answers too are a 2xx, the 412 a precondition called for, or the 503
+// envelope, none slower than 5 s; afterwards no acknowledged write is lost (each external id's
+// object holds its last acknowledged write, or an uncertain one sent later, at a consistent version),
+// no external id is held by two objects, and the mirror equals the database (every object at its
+// version), the lists, and the feed read from the beginning.
 import pg from "pg";
 import { richTenant, load } from "./lib/fixture.js";
 import { Client, envelopeProblems, percentile, Tally, type Res } from "./lib/http.js";
 import { Poller, SteadyLoad, type Step } from "./lib/load.js";
+import { FeedMirror, listed, mapDiff, rowsDiff, type FeedType } from "./lib/mirror.js";
 import { startPostgres } from "./lib/postgres.js";
 import { Report, type Drill } from "./lib/result.js";
 import { sleep } from "./lib/scope.js";
 import { logsOf, startServices } from "./lib/service.js";
+import { SyncWriters } from "./lib/sync-writers.js";
 
 const RECOVERY_TARGET_S = 5;
 const PROMPT_MS = 5000;
+const SYNC_LANES = 3;
+const MIRRORED: FeedType[] = ["lead", "contact", "ticket"];
 
 interface Write {
   n: number;
@@ -34,7 +46,9 @@ export const drill3: Drill = {
     const tally = new Tally();
     const probeTally = new Tally();
     const readyTally = new Tally();
-    const report = new Report([tally, probeTally, readyTally]);
+    const syncTally = new Tally();
+    const mirrorTally = new Tally();
+    const report = new Report([tally, probeTally, readyTally, syncTally, mirrorTally]);
     const outageMs = Number(process.env.DRILL_PG_OUTAGE_S || 5) * 1000;
     const pgc = await startPostgres(scope);
     const url = await pgc.createDatabase("drill3");
@@ -44,7 +58,9 @@ export const drill3: Drill = {
     const services = await startServices(scope, ["d3-a", "d3-b"], { DATABASE_URL: url });
     const clients = services.map((s) => new Client(s.url, tally));
     const probes = services.map((s) => new Client(s.url, probeTally));
-    scope.defer("close clients", () => [...clients, ...probes].forEach((c) => c.close()));
+    const syncClients = services.map((s) => new Client(s.url, syncTally));
+    const mirrorClients = services.map((s) => new Client(s.url, mirrorTally));
+    scope.defer("close clients", () => [...clients, ...probes, ...syncClients, ...mirrorClients].forEach((c) => c.close()));
 
     const writes: Write[] = [];
     const conv = w.conversations.cw!;
@@ -85,9 +101,14 @@ export const drill3: Drill = {
     writes.length = 0;
     const steady = new SteadyLoad(clients, 6, step, { pauseMs: 2, maxRequests: Math.round(60_000 * scale) });
     const ready = new Poller(services.map((s) => new Client(s.url, readyTally)), "/readyz", 250);
+    const sync = new SyncWriters(syncClients, key, w, SYNC_LANES, 40);
+    const mirror = new FeedMirror(mirrorClients, key, MIRRORED);
+    mirror.follow(200);
     scope.defer("stop load", async () => {
       await steady.stop();
       await ready.stop();
+      await sync.stop();
+      await mirror.stop();
     });
 
     await sleep(4000 * scale);
@@ -166,6 +187,8 @@ export const drill3: Drill = {
       if (r.status === 201) x.acked = r;
       else report.fail(`retry of ${x.kind} ${x.n} answered ${r.status} ${r.body?.error ?? r.error ?? ""}`);
     }
+    // The sync writers ran on through the retries (more of them acknowledged after the outage).
+    await sync.stop();
     // Partial writes, once retried (an unfinished send's message is "pending" until its retry or the
     // service's sweep — PROVIDER_TIMEOUT_MS + 10 s, swept every 15 s — settles it: wait for that).
     const settleFrom = Date.now();
@@ -214,13 +237,46 @@ export const drill3: Drill = {
     }
     report.check(dupes.length === 0, `after retries: ${dupes.slice(0, 5).join(", ")}`);
     report.figure(`${retried.length} retried, ${dupes.length} dup/lost`);
+
+    // Every write has been answered: the sync ledger against the database, and the mirror (caught up
+    // once more) against the database, the lists and the feed read from the beginning.
+    await mirror.stop();
+    let caughtUp = false;
+    for (let i = 0; i < 5 && !caughtUp; i++) caughtUp = await mirror.drain();
+    // Their answers: the load's targets (the lanes judge each status).
+    const syncAnswers = [...sync.samples.map((x) => ({ kind: x.kind, res: x.res })), ...mirror.answers.map((res) => ({ kind: "changes", res }))];
+    for (const p of sync.problems.slice(0, 5)) report.fail(`sync: ${p}`);
+    if (sync.problems.length > 5) report.fail(`sync: … ${sync.problems.length - 5} more`);
+    const syncSlow = syncAnswers.filter((x) => x.res.ms > PROMPT_MS);
+    report.check(syncSlow.length === 0, `${syncSlow.length} sync requests took over ${PROMPT_MS} ms: ${describe(syncSlow.map((x) => x.res))}`);
+    const syncLate = syncAnswers.filter((x) => x.res.status === 503 && x.res.startedAt > up + RECOVERY_TARGET_S * 1000);
+    report.check(syncLate.length === 0, `${syncLate.length} sync requests got 503 more than ${RECOVERY_TARGET_S} s after PostgreSQL returned`);
+    const syncLost = syncAnswers.filter((x) => x.res.status === 0);
+    report.check(syncLost.length === 0, `${syncLost.length} sync requests without an answer: ${syncLost.slice(0, 3).map((x) => `${x.kind} ${x.res.error}`).join(", ")}`);
+    const syncUnavailable = syncAnswers.filter((x) => x.res.status === 503).length;
+    const ledger = await sync.verify(db, w.id);
+    for (const p of ledger.problems.slice(0, 5)) report.fail(`sync: ${p}`);
+    if (ledger.problems.length > 5) report.fail(`sync: … ${ledger.problems.length - 5} more`);
+    report.figure(ledger.figure);
+    for (const p of mirror.problems.slice(0, 5)) report.fail(`mirror: ${p}`);
+    if (report.check(caughtUp, "the mirror could not catch up after the drill")) {
+      const rows = await rowsDiff(db, w.id, mirror.map, MIRRORED);
+      report.check(rows === null, `mirror vs database: ${rows}`);
+      const fresh = await listed(clients[0]!, key, MIRRORED);
+      const lists = typeof fresh === "string" ? fresh : mapDiff(mirror.map, fresh);
+      report.check(lists === null, `mirror vs lists: ${lists}`);
+      const again = new FeedMirror(clients, key, MIRRORED);
+      const read = await again.drain();
+      report.check(read && mapDiff(mirror.map, again.map) === null, `mirror vs the feed from the beginning: ${read ? mapDiff(mirror.map, again.map) : again.problems[0]}`);
+    }
+    report.figure(`mirror: ${mirror.map.size} objects, ${mirror.items} items in ${mirror.polls} polls`);
     for (const s of samples.filter((x) => x.res.status >= 500 && x.res.status !== 503).slice(0, 3))
       report.fail(`server log of a ${s.res.status}: ${logsOf(services, s.res.body?.request_id).join(" | ").slice(0, 1500)}`);
     for (const s of samples.filter((x) => x.res.status === 0).slice(0, 3))
       report.fail(`network error: ${s.kind} ${s.res.error} after ${s.res.ms.toFixed(0)} ms, sent ${s.res.startedAt - stopAt} ms after the stop began (reused socket: ${s.res.reusedSocket})`);
     for (const s of services) report.check(s.child.exitCode === null && s.child.signalCode === null, `${s.name} exited during the drill`);
     for (const s of slow.slice(0, 3)) report.fail(`slow: ${s.kind} ${s.res.status} ${s.res.body?.error ?? s.res.error ?? ""} ${s.res.ms.toFixed(0)} ms, sent ${s.res.startedAt - stopAt} ms after the stop began (up at ${up - stopAt})`);
-    return report.result({ allowed5xx: unavailable.length + probeTally.fiveXX + readyTally.fiveXX });
+    return report.result({ allowed5xx: unavailable.length + probeTally.fiveXX + readyTally.fiveXX + syncUnavailable });
   },
 };
 

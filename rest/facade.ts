@@ -10,7 +10,7 @@
 // OpenAPI document's GET/HEAD route, its "simple" query parser (querystring, which trpc-to-openapi
 // reads from req.query; here without its cap of 1,000 parameters, which dropped the later ones and
 // the filters among them), `application/json; charset=utf-8` error answers (server/http.ts).
-import { ServerResponse, type IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { parse as parseQuery } from "node:querystring";
 import parseUrl from "parseurl";
 import { createOpenApiNodeHttpHandler } from "trpc-to-openapi";
@@ -29,7 +29,9 @@ import { AppError, echoed, logFailure, toAppError, envelope } from "../server/er
 import { sendEnvelope, sendJson } from "../server/http.js";
 import type { Services } from "../server/services.js";
 import type { AppRouter } from "../routers/index.js";
-import { createContext, type Context, type Meta } from "../routers/trpc.js";
+import { createContext, operations, type Context, type Meta, type Outcome } from "../routers/trpc.js";
+import { exchangeOf } from "../server/exchange.js";
+import { factsOf } from "./facts.js";
 import { etagOf, noneMatch } from "../routers/_lib/sync.js";
 import { buildOpenApiDocument } from "./openapi.js";
 
@@ -47,29 +49,10 @@ export function isPublicRequest(req: IncomingMessage): boolean {
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
-const nodeEnd = ServerResponse.prototype.end as (this: ServerResponse, ...a: unknown[]) => ServerResponse;
-
-/**
- * res.end for the procedures' answers: trpc-to-openapi sends {...errorShape, message, code, issues};
- * what goes out instead is the envelope of the request's AppError (kept by onError), serialized once.
- * One function for every response, reading the request from `this`: a closure (and a bound end) made
- * per request and stored on the response kept requests alive through young-generation collections
- * (docs/decisions/performance.md, "No per-request object kept by a long-lived one").
- */
-function endWithEnvelope(this: ServerResponse, chunk?: unknown, ...rest: unknown[]): ServerResponse {
-  const req = this.req;
-  if (this.statusCode === 304) {
-    // Not modified: no body, so no body's headers (node drops a 304's body itself).
-    this.removeHeader("Content-Type");
-    this.removeHeader("Content-Length");
-    return nodeEnd.call(this);
-  }
-  if (this.statusCode >= 400 && req.appError) {
-    req.errorCode ??= req.appError.code;
-    chunk = JSON.stringify(envelope(req.appError, req.id));
-  }
-  return nodeEnd.call(this, chunk, ...rest);
-}
+/** trpc-to-openapi's options, with the failure body our patch adds (patches/trpc-to-openapi+3.3.0.patch). */
+type OpenApiHandlerOptions = Parameters<typeof createOpenApiNodeHttpHandler>[0] & {
+  errorBody?: (opts: { error: unknown; req: IncomingMessage }) => unknown;
+};
 
 /** The `version` of an answer that is one object (an id and a version at its top level). */
 function versionOf(data: unknown): number | undefined {
@@ -78,15 +61,38 @@ function versionOf(data: unknown): number | undefined {
   return typeof o.id === "string" && typeof o.version === "number" ? o.version : undefined;
 }
 
+const idOf = (data: unknown) => (data && typeof data === "object" && typeof (data as { id?: unknown }).id === "string" ? (data as { id: string }).id : undefined);
+
+/**
+ * The REST answer of a call from its operation's meta and the call's outcome (routers/trpc.ts
+ * Outcome), in one place: the status (meta's, or an upsert's 201/200), `Location` of a created object,
+ * `Idempotent-Replayed`, the `ETag` of an answer that is one versioned object, and a GET-one's 304
+ * when If-None-Match names its version.
+ */
+export function answerMeta(meta: Meta | undefined, outcome: Outcome | undefined, data: unknown, query: boolean, ifNoneMatch: string | undefined) {
+  const status = outcome?.upserted ? (outcome.upserted === "created" ? 201 : 200) : (meta?.successStatus ?? 200);
+  const headers: Record<string, string> = {};
+  if (outcome?.replayed) headers["Idempotent-Replayed"] = "true";
+  const id = idOf(data);
+  if (status === 201 && meta?.location && id) headers.Location = meta.location.replace("{id}", encodeURIComponent(id));
+  const version = versionOf(data);
+  if (version === undefined) return { status, headers };
+  headers.ETag = etagOf(version);
+  if (query && noneMatch(ifNoneMatch, version)) return { status: 304, headers };
+  return { status, headers };
+}
+
 export function publicApi(services: Services, router: AppRouter): Handler {
   // Success statuses and other per-operation facts come from the procedures' meta.
-  const metaByPath = new Map<string, Meta>();
-  for (const [path, proc] of Object.entries(router._def.procedures)) metaByPath.set(path, (proc as any)._def.meta ?? {});
+  const metaByPath = new Map(operations(router).map((o) => [o.path, o.meta]));
 
   const handler = createOpenApiNodeHttpHandler({
     router,
-    createContext: ({ req, res }: { req: IncomingMessage; res: ServerResponse }) => createContext(services, req, res),
-    responseMeta: ({ paths, errors, data, ctx }: { paths?: string[]; errors: unknown[]; data?: unknown[]; ctx?: Context }) => {
+    createContext: ({ req }: { req: IncomingMessage }) => {
+      const x = exchangeOf(req);
+      return createContext(services, { requestId: x.id, caller: x.caller, request: factsOf(req, "rest", shadowedOf(req)) });
+    },
+    responseMeta: ({ type, paths, errors, data, ctx }: { type: string; paths?: string[]; errors: unknown[]; data?: unknown[]; ctx?: Context }) => {
       if (errors.length) {
         const app = toAppError(errors[0]);
         // A 412 names the object's current version (when there is one) as its ETag.
@@ -94,32 +100,42 @@ export function publicApi(services: Services, router: AppRouter): Handler {
         return typeof current === "number" ? { status: app.status, headers: { ETag: etagOf(current) } } : { status: app.status };
       }
       const meta = paths?.[0] ? metaByPath.get(paths[0]) : undefined;
-      const status = ctx?.req.successStatus ?? meta?.successStatus ?? 200;
-      // An answer carrying one versioned object (GET one, create, PATCH, PUT, a comment) sends its
-      // version as the ETag; a GET whose If-None-Match names it answers 304 without a body.
-      const version = versionOf(data?.[0]);
-      if (version === undefined) return { status };
-      const headers = { ETag: etagOf(version) };
-      if (ctx?.req.method === "GET" && noneMatch(ctx.req.headers["if-none-match"], version)) return { status: 304, headers };
-      return { status, headers };
+      return answerMeta(meta, ctx?.outcomes[0], data?.[0], type === "query", ctx?.request.ifNoneMatch);
     },
     onError: ({ error, req, path }: { error: unknown; req: IncomingMessage; path?: string }) => {
-      req.appError = toAppError(error);
-      logFailure(services.logger, req.id, error, req.appError, path);
+      const x = exchangeOf(req);
+      x.appError = toAppError(error);
+      logFailure(services.logger, x.id, error, x.appError, path);
+    },
+    // The body of a failure: the one envelope (trpc-to-openapi's own shape otherwise; patches/).
+    errorBody: ({ req }: { req: IncomingMessage }) => {
+      const x = exchangeOf(req);
+      x.errorCode ??= x.appError!.code;
+      return envelope(x.appError!, x.id);
     },
     maxBodySize: services.config.bodyLimitBytes,
-  } as any) as unknown as (req: IncomingMessage, res: ServerResponse, next: () => void) => Promise<void>;
+  } as OpenApiHandlerOptions) as unknown as (req: IncomingMessage, res: ServerResponse, next: () => void) => Promise<void>;
 
   // The OpenAPI document: no key, not rate-limited — for GET and HEAD only; any other method on the
   // path goes through the guard like every other request.
   const openapi = JSON.stringify(buildOpenApiDocument(router));
   // The path templates, to name a path parameter whose encoding does not decode (wellEncoded).
-  const templates = Object.values(router._def.procedures).flatMap((proc) => {
-    const o = ((proc as any)._def.meta as Meta | undefined)?.openapi;
+  const templates = operations(router).flatMap(({ meta }) => {
+    const o = meta.openapi;
     if (!o) return [];
     const names = [...o.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
     return names.length ? [{ method: o.method, names, re: new RegExp(`^${o.path.replace(/\{\w+\}/g, "([^/]+)")}/?$`, "i") }] : [];
   });
+  // Body fields that a path parameter of the route also names (the path's value is the one used): a
+  // fact for the operation (a PUT refuses a body naming its path's externalId).
+  const shadowedOf = (req: IncomingMessage): string[] | undefined => {
+    const body = (req as IncomingMessage & { body?: unknown }).body;
+    if (!body || typeof body !== "object") return undefined;
+    const pathname = parseUrl(req)?.pathname ?? "";
+    const t = templates.find((x) => x.method === req.method && x.re.test(pathname));
+    const hit = t?.names.filter((n) => n in body);
+    return hit?.length ? hit : undefined;
+  };
   const pathProblems = (method: string | undefined, pathname: string) => {
     if (!pathname.includes("%")) return [];
     const t = templates.find((x) => x.method === method && x.re.test(pathname));
@@ -129,8 +145,8 @@ export function publicApi(services: Services, router: AppRouter): Handler {
   // The batch upserts' routes (`*.batchUpsert`), matched as trpc-to-openapi matches a path (the URL
   // parser's path, any case, one optional trailing slash): their bodies have the larger member cap
   // (server/body.ts).
-  const batchRoutes = Object.entries(router._def.procedures).flatMap(([name, proc]) => {
-    const o = ((proc as any)._def.meta as Meta | undefined)?.openapi;
+  const batchRoutes = operations(router).flatMap(({ path: name, meta }) => {
+    const o = meta.openapi;
     if (!o || !name.endsWith(".batchUpsert")) return [];
     return [{ method: o.method, re: new RegExp(`^${o.path.replace(/\{\w+\}/g, "[^/]+")}/?$`, "i") }];
   });
@@ -152,7 +168,7 @@ export function publicApi(services: Services, router: AppRouter): Handler {
     const pathname = url.pathname ?? "";
     const fail = (err: unknown) => {
       const app = toAppError(err);
-      logFailure(services.logger, req.id, err, app);
+      logFailure(services.logger, exchangeOf(req).id, err, app);
       sendEnvelope(req, res, app);
     };
     try {
@@ -169,7 +185,6 @@ export function publicApi(services: Services, router: AppRouter): Handler {
         if (err) return fail(err);
         readBody(req, res, (err2) => {
           if (err2) return fail(err2);
-          (res as { end: unknown }).end = endWithEnvelope;
           const none = () =>
             sendEnvelope(req, res, new AppError("NOT_FOUND", `No operation ${req.method} ${echoed(pathname)}`));
           handler(req, res, none).catch(fail);

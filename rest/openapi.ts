@@ -253,7 +253,14 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
             "200": { ...success, description: "Updated, or unchanged (nothing written)", headers: okHeaders },
             "201": { ...success, description: "Created", headers: { ...okHeaders, Location: { $ref: "#/components/headers/Location" } } },
           }
-        : { [status]: { ...success, description: status === "201" ? "Created" : "OK", headers: okHeaders } };
+        : {
+            [status]: {
+              ...success,
+              description: status === "201" ? "Created" : "OK",
+              // A create whose object has a path of its own says where (meta.location).
+              headers: meta.location ? { ...okHeaders, Location: { $ref: "#/components/headers/Location" } } : okHeaders,
+            },
+          };
       if (method === "get" && hasVersion) responses["304"] = { description: "Not Modified: If-None-Match names the object's version (no body)", headers: etagHeaders(rateHeaders) };
       const byStatus = new Map<number, ErrorCode[]>();
       for (const code of operationErrors(method, meta)) {

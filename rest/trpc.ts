@@ -16,7 +16,7 @@ import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/
 import express, { type Request, type RequestHandler, type Response } from "express";
 import type { Caller } from "../server/auth/authenticate.js";
 import { adminRouter } from "../routers/admin/_router.js";
-import { adminAuthorized, createAdminContext } from "../routers/admin/trpc.js";
+import { adminAuthorized } from "../routers/admin/trpc.js";
 import type { AppRouter } from "../routers/index.js";
 import { createContext, trpcErrorShape } from "../routers/trpc.js";
 import { guard, setQuotaHeaders } from "../server/auth/guard.js";
@@ -36,6 +36,8 @@ import {
 import { AppError, logFailure, toAppError } from "../server/errors.js";
 import type { Admission, QuotaState } from "../server/limits/quotas.js";
 import type { Services } from "../server/services.js";
+import { exchangeOf, requestIdOf } from "../server/exchange.js";
+import { factsOf } from "./facts.js";
 import { batchShare } from "../routers/_lib/page-budget.js";
 
 export const TRPC_PREFIX = "/trpc";
@@ -75,7 +77,7 @@ function batchCalls(req: Request): number | undefined {
  */
 function sendTrpcError(res: Response, status: number, shape: { data: { code: string; envelope?: { error: string } } }): void {
   if (res.headersSent) return;
-  res.req.errorCode ??= shape.data.envelope?.error ?? shape.data.code;
+  exchangeOf(res.req).errorCode ??= shape.data.envelope?.error ?? shape.data.code;
   res.status(status).type("application/json").send(JSON.stringify({ error: shape }));
 }
 
@@ -85,7 +87,7 @@ function sendTrpcError(res: Response, status: number, shape: { data: { code: str
  * the request and response are Express's.)
  */
 function trpcGuard(services: Services): RequestHandler {
-  return guard(services, (req, res, err) => sendTrpcError(res as Response, err.status, trpcErrorShape(err, req.id))) as RequestHandler;
+  return guard(services, (req, res, err) => sendTrpcError(res as Response, err.status, trpcErrorShape(err, requestIdOf(req)))) as RequestHandler;
 }
 
 /**
@@ -114,7 +116,8 @@ function batchRules(services: Services): RequestHandler {
   return async (req, res, next) => {
     const calls = batchCalls(req);
     if (calls === undefined || calls === 1) return next();
-    const refuse = (err: AppError) => sendTrpcError(res, err.status, trpcErrorShape(err, req.id));
+    const x = exchangeOf(req);
+    const refuse = (err: AppError) => sendTrpcError(res, err.status, trpcErrorShape(err, x.id));
     if (calls > MAX_BATCH_CALLS)
       return refuse(
         new AppError("VALIDATION_ERROR", `A batch holds at most ${MAX_BATCH_CALLS} calls; this one has ${calls}: split it (httpBatchLink's maxItems)`, {
@@ -122,8 +125,7 @@ function batchRules(services: Services): RequestHandler {
           maxCalls: MAX_BATCH_CALLS,
         }),
       );
-    req.pageBudget = batchShare(calls);
-    req.oversized = { taken: false };
+    const batch = (x.batch = { pageBudget: batchShare(calls), oversized: { taken: false }, refusals: [] as (AppError | undefined)[] });
     if (req.headers["idempotency-key"] !== undefined)
       return refuse(
         new AppError("VALIDATION_ERROR", "Idempotency-Key applies to one call: send the call alone (httpLink) or as a batch of one", {
@@ -131,8 +133,8 @@ function batchRules(services: Services): RequestHandler {
         }),
       );
     try {
-      const how = admissionOf(req.caller!);
-      const refusals: (AppError | undefined)[] = [];
+      const how = admissionOf(x.caller!);
+      const refusals = batch.refusals;
       let last: QuotaState | undefined;
       for (let i = 1; i < calls; i++) {
         const decision = await services.quotas.admit(undefined, undefined, how);
@@ -142,14 +144,10 @@ function batchRules(services: Services): RequestHandler {
           if (decision.quota.window) services.metrics.rateLimited.inc({ window: decision.quota.window });
         }
       }
-      if (last) {
-        setQuotaHeaders(res, last);
-        req.quota = last;
-      }
-      if (refusals.length) req.callRefusals = refusals;
+      if (last) setQuotaHeaders(res, last);
     } catch (err) {
       const app = toAppError(err);
-      logFailure(services.logger, req.id, err, app);
+      logFailure(services.logger, x.id, err, app);
       return refuse(app);
     }
     next();
@@ -185,7 +183,7 @@ function transportRules(limitBytes: number, batchUpserts: Set<string>): RequestH
     return names.some((n) => batchUpserts.has(n)) ? MAX_BATCH_JSON_MEMBERS : MAX_JSON_MEMBERS;
   };
   const tooLarge = (req: IncomingMessage, res: ServerResponse, err: AppError) =>
-    sendTrpcError(res as Response, err.status, trpcErrorShape(err, req.id));
+    sendTrpcError(res as Response, err.status, trpcErrorShape(err, requestIdOf(req)));
   const readBody = jsonBodyReader(limitBytes, tooLarge, membersOf);
   return (req, res, next) => {
     const rawQuery = rawQueryOf(req.originalUrl);
@@ -195,11 +193,11 @@ function transportRules(limitBytes: number, batchUpserts: Set<string>): RequestH
       const err = new AppError("VALIDATION_ERROR", "the query has more than one input parameter", {
         fields: [{ field: "input", code: "duplicate", message: "give input once: tRPC reads the first one only" }],
       });
-      return sendTrpcError(res, 422, trpcErrorShape(err, req.id));
+      return sendTrpcError(res, 422, trpcErrorShape(err, requestIdOf(req)));
     }
     for (const input of inputs) {
       const shape = typeof input === "string" ? jsonShapeProblem(input) : null;
-      if (shape) return sendTrpcError(res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), req.id));
+      if (shape) return sendTrpcError(res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), requestIdOf(req)));
       if (typeof input === "string" && mayHoldTextProblem(input)) {
         let parsed: unknown;
         try {
@@ -236,11 +234,21 @@ export function internalTrpc(services: Services, router: AppRouter): express.Rou
     transportRules(services.config.bodyLimitBytes, batchUpserts),
     createExpressMiddleware({
       router,
-      createContext: ({ req, res }) => createContext(services, req, res),
+      createContext: ({ req }) => {
+        const x = exchangeOf(req);
+        return createContext(services, { requestId: x.id, caller: x.caller, request: factsOf(req, "trpc"), batch: x.batch });
+      },
+      // A replayed call says so (an Idempotency-Key belongs to a call alone: batchRules).
+      responseMeta: ({ ctx }) => (ctx?.outcomes[0]?.replayed ? { headers: { "Idempotent-Replayed": "true" } } : {}),
       allowBatching: true,
       maxBatchSize: MAX_BATCH_CALLS,
       maxBodySize: services.config.bodyLimitBytes,
-      onError: ({ error, req, path }: { error: TRPCError; req: Request; path?: string }) => logFailure(services.logger, req.id, error, undefined, path),
+      onError: ({ error, req, path }: { error: TRPCError; req: Request; path?: string }) => {
+        const x = exchangeOf(req);
+        const app = toAppError(error);
+        x.errorCode ??= app.code;
+        logFailure(services.logger, x.id, error, app, path);
+      },
     }),
   );
 
@@ -261,10 +269,10 @@ export function adminTrpc(services: Services): express.Router {
     ADMIN_TRPC_PREFIX,
     createExpressMiddleware({
       router: adminRouter,
-      createContext: ({ req, res }) => createAdminContext(services, req, res),
+      createContext: ({ req }) => ({ services, requestId: requestIdOf(req), authorization: req.header("authorization") }),
       maxBodySize: services.config.bodyLimitBytes,
       onError: ({ error, req }) => {
-        if (error.code === "INTERNAL_SERVER_ERROR") services.logger.error({ reqId: req.id, err: error.cause ?? error }, "admin request failed");
+        if (error.code === "INTERNAL_SERVER_ERROR") services.logger.error({ reqId: requestIdOf(req), err: error.cause ?? error }, "admin request failed");
       },
     }),
   );

@@ -11,23 +11,57 @@
 import { initTRPC } from "@trpc/server";
 import { TRPC_ERROR_CODES_BY_KEY, type TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
 import type { inferParser, Parser, ProcedureBuilder, UnsetMarker } from "@trpc/server/unstable-core-do-not-import";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { Caller } from "../server/auth/authenticate.js";
 import type { Scope } from "../server/auth/scopes.js";
 import type { Database, Db } from "../server/db/client.js";
 import { AppError, envelope, toAppError, type ErrorCode } from "../server/errors.js";
-import "../server/http-types.js";
 import { ITEMS_BUDGET_BYTES, type OversizeAllowance } from "./_lib/page-budget.js";
-import { nameHolder } from "./_lib/sync.js";
+import { nameHolder, type EntityTags } from "./_lib/sync.js";
 import type { Services } from "../server/services.js";
+
+/**
+ * What a transport tells the core about a call beyond its input, parsed once at its edge (REST and
+ * /trpc: rest/facts.ts; in-process: server/core.ts). Headers that did not parse are kept as their
+ * 422, raised by the operation that reads them, where it reads them (so the order of checks is the
+ * same whatever the transport).
+ */
+export interface RequestFacts {
+  transport: "rest" | "trpc" | "in-process";
+  /** Idempotency-Key, validated (1–255 visible ASCII characters). */
+  idempotencyKey?: string;
+  /** If-Match, parsed: `*` or the versions it names. */
+  ifMatch?: EntityTags;
+  /** If-None-Match as sent: REST answers a GET-one's with 304 itself; an operation only sees that it was given. */
+  ifNoneMatch?: string;
+  /** The headers above when they did not parse: their 422s. */
+  problems?: { idempotencyKey?: AppError; ifMatch?: AppError };
+  /** A problem of the input found by the transport (a body it could not use): 422 after the scope check. */
+  inputProblem?: AppError;
+  /** Input fields the transport received twice and took from the path (REST: a PUT body naming its path's externalId). */
+  shadowed?: readonly string[];
+  /** A /trpc batch: the calls the quota refused, by call index (each answers its own 429 while the others run). */
+  refusals?: readonly (AppError | undefined)[];
+}
+
+/**
+ * What a call did beyond its answer, for the transport to say (REST: the status, `Location`,
+ * `Idempotent-Replayed`; /trpc: `Idempotent-Replayed`; in-process: the caller reads it). One per call.
+ */
+export interface Outcome {
+  /** An upsert by external id: created (REST: 201 with Location), updated or unchanged (200). */
+  upserted?: "created" | "updated" | "unchanged";
+  /** The answer is an Idempotency-Key's stored one. */
+  replayed?: boolean;
+}
 
 export interface Context {
   services: Services;
-  req: IncomingMessage;
-  res: ServerResponse;
   requestId: string;
   caller?: Caller;
+  request: RequestFacts;
+  /** Each call's outcome by its index in a /trpc batch (0 for a single call): what the transport reads afterwards. */
+  outcomes: Outcome[];
   /**
    * The database of the caller's tenant: services.db, or with DATABASE_ROUTING=workers the worker
    * that holds the tenant's shards (server/db/routing.ts). Every statement of the operation goes here.
@@ -47,42 +81,47 @@ export interface Context {
   oversized?: OversizeAllowance;
 }
 
-export async function createContext(services: Services, req: IncomingMessage, res: ServerResponse): Promise<Context> {
-  const database = req.caller && services.routes ? await services.routes.forTenant(req.caller.tenantId) : services.db;
-  return { services, req, res, requestId: req.id, caller: req.caller, database, db: database.prisma, pageBudget: req.pageBudget ?? ITEMS_BUDGET_BYTES, oversized: req.oversized };
+/** What a transport hands createContext(): the facts, who calls, and a batch's page shares. */
+export interface CallSetup {
+  requestId: string;
+  request: RequestFacts;
+  caller?: Caller;
+  batch?: { pageBudget: number; oversized: OversizeAllowance };
+}
+
+export async function createContext(services: Services, call: CallSetup): Promise<Context> {
+  const database = call.caller && services.routes ? await services.routes.forTenant(call.caller.tenantId) : services.db;
+  return {
+    services,
+    requestId: call.requestId,
+    caller: call.caller,
+    request: call.request,
+    outcomes: [],
+    database,
+    db: database.prisma,
+    pageBudget: call.batch?.pageBudget ?? ITEMS_BUDGET_BYTES,
+    oversized: call.batch?.oversized,
+  };
 }
 
 export type Meta = OpenApiMeta<{
   /** HTTP status of a success (default 200). */
   successStatus?: number;
+  /** The created object's path, `{id}` its id: REST sends it as `Location` with a 201. */
+  location?: string;
   /** The exact scope the operation needs (null: none, e.g. /me). Set by scoped(). */
   scope?: Scope | null;
   /** Set by scopedAny(): the operation needs at least one of these scopes (and narrows itself). */
   anyScope?: Scope[];
-  idempotent?: boolean;
   /** An upsert by external id: 201 when it created (with Location), 200 when it updated or changed nothing. */
   upsert?: boolean;
   /** Operation-specific error codes (404/409 …) for the OpenAPI document; the common ones are added there. */
   errors?: ErrorCode[];
 }>;
 
-declare module "http" {
-  interface IncomingMessage {
-    /**
-     * A /trpc batch's quota refusals by call index (rest/trpc.ts): a call refused by the quota
-     * answers its own 429 (from the builders below) while the other calls of the batch run.
-     */
-    callRefusals?: (AppError | undefined)[];
-    /** A /trpc batch's share of the page budget for each of its calls (rest/trpc.ts, batchRules). */
-    pageBudget?: number;
-    /** A /trpc batch's one allowance for an item larger than a call's share (routers/_lib/page-budget.ts). */
-    oversized?: OversizeAllowance;
-    /**
-     * The success status of an operation whose status depends on what it did (an upsert by external
-     * id: 201 created, 200 updated), set by the procedure; else its meta's successStatus.
-     */
-    successStatus?: number;
-  }
+/** Every operation of a router: its path (`leads.create`) and its meta. */
+export function operations(router: { _def: { procedures: object } }): { path: string; meta: Meta }[] {
+  return Object.entries(router._def.procedures as Record<string, { _def: { meta?: Meta } }>).map(([path, proc]) => ({ path, meta: proc._def.meta ?? {} }));
 }
 
 /** tRPC's code for each status an AppError can have (data.code / the JSON-RPC code of a tRPC error). */
@@ -133,9 +172,7 @@ const t = initTRPC
   .meta<Meta>()
   .create({
     errorFormatter({ error, ctx, path }) {
-      const app = toAppError(error);
-      if (ctx) ctx.req.errorCode ??= app.code;
-      return trpcErrorShape(app, ctx?.requestId ?? "", path);
+      return trpcErrorShape(toAppError(error), ctx?.requestId ?? "", path);
     },
   });
 
@@ -149,7 +186,7 @@ export const createCallerFactory = t.createCallerFactory;
  */
 function callerOf(ctx: Context, batchIndex: number): Caller {
   if (!ctx.caller) throw new AppError("INVALID_CREDENTIALS", "Missing X-API-Key header");
-  const refused = ctx.req.callRefusals?.[batchIndex];
+  const refused = ctx.request.refusals?.[batchIndex];
   if (refused) throw refused;
   return ctx.caller;
 }
@@ -183,14 +220,18 @@ const lenient = <B>(builder: B) => builder as LenientBuilder<B>;
 // keys a middleware adds are passed to next(); tRPC merges them into the context.
 // `getRawInput` passed to next() (tRPC reads it there) makes a call without input `{}`; the typed
 // overloads of next() take either `ctx` or `getRawInput`, tRPC itself takes both.
-type NextOpts = { ctx: { caller: Caller; tenantId: string } };
-const nextOpts = (caller: Caller, getRawInput: () => Promise<unknown>) =>
-  ({ ctx: { caller, tenantId: caller.tenantId }, getRawInput: inputOrEmpty(getRawInput) }) as NextOpts;
+// Each call gets its own Outcome, registered by its batch index for the transport to read afterwards.
+type NextOpts = { ctx: { caller: Caller; tenantId: string; outcome: Outcome } };
+const nextOpts = (ctx: Context, caller: Caller, batchIndex: number, getRawInput: () => Promise<unknown>) => {
+  const outcome: Outcome = {};
+  ctx.outcomes[batchIndex] = outcome;
+  return { ctx: { caller, tenantId: caller.tenantId, outcome }, getRawInput: inputOrEmpty(getRawInput) } as NextOpts;
+};
 
 export const authed = lenient(
   t.procedure.use(({ ctx, next, batchIndex, getRawInput }) => {
     const caller = callerOf(ctx, batchIndex);
-    return next(nextOpts(caller, getRawInput));
+    return next(nextOpts(ctx, caller, batchIndex, getRawInput));
   }),
 );
 
@@ -199,8 +240,8 @@ export function scoped(scope: Scope) {
     const caller = callerOf(ctx, batchIndex);
     if (!caller.scopes.includes(scope))
       throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
-    if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
-    const result = await next(nextOpts(caller, getRawInput));
+    if (ctx.request.inputProblem) throw ctx.request.inputProblem;
+    const result = await next(nextOpts(ctx, caller, batchIndex, getRawInput));
     // A conflict names its holder once the refused write's transaction has ended (routers/_lib/sync.ts).
     if (!result.ok) await nameHolder(result.error.cause, ctx.database.prisma);
     // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts
@@ -217,9 +258,9 @@ export function scopedAny(scopes: readonly Scope[]) {
     const caller = callerOf(ctx, batchIndex);
     if (!scopes.some((s) => caller.scopes.includes(s)))
       throw new AppError("PERMISSION_DENIED", `This key has none of the scopes ${scopes.join(", ")}`, { requiredScopes: [...scopes] });
-    if (ctx.req.bodyProblem) throw ctx.req.bodyProblem;
-    return next(nextOpts(caller, getRawInput));
+    if (ctx.request.inputProblem) throw ctx.request.inputProblem;
+    return next(nextOpts(ctx, caller, batchIndex, getRawInput));
   }));
 }
 
-export type AuthedContext = Context & { caller: Caller; tenantId: string };
+export type AuthedContext = Context & { caller: Caller; tenantId: string; outcome: Outcome };

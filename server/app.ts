@@ -16,8 +16,8 @@ import { loadColumnTypes } from "./db/insert.js";
 import { AppError, echoed } from "./errors.js";
 import { API_CACHE_HEADERS, headerOf, originForm, sendEnvelope } from "./http.js";
 import { writeHeadClosing } from "./lifecycle.js";
-import "./http-types.js";
 import { pingRedis } from "./redis.js";
+import { exchangeOf, requestIdOf } from "./exchange.js";
 import type { Services } from "./services.js";
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -74,16 +74,17 @@ export function createApp(services: Services): App {
     services.metrics.inFlight += 1;
     res.on("close", closed);
     const given = headerOf(req, "x-request-id");
-    req.id = given && REQUEST_ID_RE.test(given) ? given : randomUUID();
-    res.setHeader("X-Request-Id", req.id);
+    const x = exchangeOf(req);
+    x.id = given && REQUEST_ID_RE.test(given) ? given : randomUUID();
+    res.setHeader("X-Request-Id", x.id);
     const path = (req.url ?? "/").split("?")[0]!;
-    services.logger.debug({ reqId: req.id, method: req.method, path }, "request received");
+    services.logger.debug({ reqId: x.id, method: req.method, path }, "request received");
     const started = process.hrtime.bigint();
     res.on("finish", () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       const status = res.statusCode;
       // A refused or failed request says why (its envelope's code); a 5xx is an error, a 429 a warning.
-      const line = status >= 400 ? { reqId: req.id, method: req.method, path, status, ms, error: req.errorCode ?? "" } : { reqId: req.id, method: req.method, path, status, ms };
+      const line = status >= 400 ? { reqId: x.id, method: req.method, path, status, ms, error: x.errorCode ?? "" } : { reqId: x.id, method: req.method, path, status, ms };
       if (status >= 500) services.logger.error(line, "request");
       else if (status === 429) services.logger.warn(line, "request");
       else services.logger.info(line, "request");
@@ -119,7 +120,7 @@ export function createApp(services: Services): App {
     const ok = Object.values(checks).every((v) => v === "ok");
     if (!ok) {
       const why = Object.entries(causes).map(([k, v]) => `${k}: ${v}`);
-      services.logger.warn({ reqId: req.id, checks, causes }, `not ready (503): ${why.join("; ")}`);
+      services.logger.warn({ reqId: requestIdOf(req), checks, causes }, `not ready (503): ${why.join("; ")}`);
     }
     res.status(ok ? 200 : 503).json({ status: ok ? "ok" : "unavailable", checks });
   });

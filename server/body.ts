@@ -1,6 +1,6 @@
 // The JSON body reader of both API transports (/public/v1 in rest/facade.ts, /trpc in rest/trpc.ts),
 // mounted after the guard. A body that cannot be used is not answered here: it is recorded on the
-// request (req.bodyProblem) and reported as 422 after the scope check (routers/trpc.ts scoped()),
+// request (its exchange's inputProblem, server/exchange.ts) and reported as 422 after the scope check (routers/trpc.ts scoped()),
 // the documented check order. Only an oversized body is answered at once (413).
 //
 // What it accepts: a JSON object (UTF-8) under a JSON media type — `application/json` or
@@ -25,6 +25,7 @@ import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import express from "express";
 import { AppError, echoed, MAX_DETAIL_FIELDS, type FieldProblem } from "./errors.js";
+import { exchangeOf } from "./exchange.js";
 
 /**
  * Deepest nesting of arrays/objects accepted in a body (the body object itself is level 1). The
@@ -234,13 +235,14 @@ export function rawQueryOf(url: string | undefined): string {
  * scoped()): the first one as it is, a later one's fields added to it (one 422 naming every field).
  */
 export function recordInputProblem(req: IncomingMessage, err: AppError): void {
-  const before = req.bodyProblem;
+  const x = exchangeOf(req);
+  const before = x.inputProblem;
   if (!before) {
-    req.bodyProblem = err;
+    x.inputProblem = err;
     return;
   }
   const fields = [...((before.details.fields as FieldProblem[] | undefined) ?? []), ...((err.details.fields as FieldProblem[] | undefined) ?? [])];
-  req.bodyProblem = new AppError("VALIDATION_ERROR", before.message, { ...before.details, fields: fields.slice(0, MAX_DETAIL_FIELDS) });
+  x.inputProblem = new AppError("VALIDATION_ERROR", before.message, { ...before.details, fields: fields.slice(0, MAX_DETAIL_FIELDS) });
 }
 
 const problem = (message: string, fields: FieldProblem[]) => new AppError("VALIDATION_ERROR", message, { fields });
@@ -305,7 +307,7 @@ const WITHOUT_BODY = new Set(["GET", "HEAD", "DELETE", "OPTIONS"]);
 
 /**
  * Reads the body of a write (≤ limitBytes, else `tooLarge` answers 413 at once). Afterwards
- * req.body is the parsed object, or `{}` with req.bodyProblem set; the Content-Type is
+ * req.body is the parsed object, or `{}` with the input problem recorded (recordInputProblem); the Content-Type is
  * `application/json` either way. `membersOf`: the request's member cap (MAX_JSON_MEMBERS unless said).
  */
 export function jsonBodyReader(

@@ -6,7 +6,7 @@
 // cache headers.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { envelope, type AppError } from "./errors.js";
-import "./http-types.js";
+import { exchangeOf } from "./exchange.js";
 
 export function sendJson(req: IncomingMessage, res: ServerResponse, status: number, text: string): void {
   if (res.headersSent) return;
@@ -18,8 +18,9 @@ export function sendJson(req: IncomingMessage, res: ServerResponse, status: numb
 
 /** The error envelope {error, message, request_id, details} of `err`, with its status. */
 export function sendEnvelope(req: IncomingMessage, res: ServerResponse, err: AppError): void {
-  req.errorCode ??= err.code;
-  sendJson(req, res, err.status, JSON.stringify(envelope(err, req.id)));
+  const x = exchangeOf(req);
+  x.errorCode ??= err.code;
+  sendJson(req, res, err.status, JSON.stringify(envelope(err, x.id)));
 }
 
 /** One request header as a string (node joins repeated ones with ", "). */

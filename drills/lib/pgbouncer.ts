@@ -9,7 +9,7 @@ import { chown, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { freePort, runOk, terminate } from "./proc.js";
+import { onFreePort, runOk, terminate } from "./proc.js";
 import { sleep, type Scope } from "./scope.js";
 
 export interface PgBouncerOptions {
@@ -85,10 +85,17 @@ log_disconnections = 0
 }
 
 export async function startPgBouncer(scope: Scope, opts: PgBouncerOptions): Promise<OwnPgBouncer> {
-  const asRoot = process.getuid?.() === 0;
   const dir = await mkdtemp(path.join(tmpdir(), "crm-pgbouncer-"));
   scope.defer(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
-  const port = await freePort();
+  // On another port when the one picked was taken before PgBouncer bound it (its log says so).
+  return onFreePort(async (port) => {
+    await rm(path.join(dir, "pgbouncer.log"), { force: true });
+    return startOn(scope, opts, dir, port);
+  });
+}
+
+async function startOn(scope: Scope, opts: PgBouncerOptions, dir: string, port: number): Promise<OwnPgBouncer> {
+  const asRoot = process.getuid?.() === 0;
   const ini = path.join(dir, "pgbouncer.ini");
   await writeFile(ini, pgbouncerConfig({ ...opts, port, dir }));
   await writeFile(path.join(dir, "userlist.txt"), `"postgres" ""\n`);

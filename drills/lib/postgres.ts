@@ -6,7 +6,7 @@ import { chown, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { freePort, runOk, run } from "./proc.js";
+import { onFreePort, runOk, run } from "./proc.js";
 import type { Scope } from "./scope.js";
 
 function pgBin(): string {
@@ -54,7 +54,23 @@ export async function startPostgres(scope: Scope, opts: { maxConnections?: numbe
       : runOk(path.join(bin, tool), args, { cwd: dir, timeoutMs });
 
   await exec("initdb", ["-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"]);
-  const port = await freePort();
+  // On another port when the one picked was taken before the server bound it (its log says so).
+  return onFreePort(async (port) => {
+    await rm(logFile, { force: true });
+    return startOn(scope, { data, dir, logFile, exec }, port, opts);
+  });
+}
+
+/** An initdb'd data folder and how to run its tools. */
+interface DataFolder {
+  data: string;
+  dir: string;
+  logFile: string;
+  exec: (tool: string, args: string[]) => Promise<unknown>;
+}
+
+async function startOn(scope: Scope, folder: DataFolder, port: number, opts: { maxConnections?: number }) {
+  const { data, dir, logFile, exec } = folder;
   const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c fsync=off -c max_connections=${opts.maxConnections ?? 200}`;
   let running = false;
   const self: OwnPostgres = {
@@ -76,7 +92,12 @@ export async function startPostgres(scope: Scope, opts: { maxConnections?: numbe
       running = false;
     },
     async start() {
-      await exec("pg_ctl", ["-D", data, "-o", options, "-l", logFile, "-w", "-t", "30", "start"]);
+      try {
+        await exec("pg_ctl", ["-D", data, "-o", options, "-l", logFile, "-w", "-t", "30", "start"]);
+      } catch (err) {
+        // pg_ctl says only "could not start server": the reason is in the server's log.
+        throw new Error(`${(err as Error).message}\n${(await self.log()).slice(-1500)}`);
+      }
       running = true;
     },
     async log() {

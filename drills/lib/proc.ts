@@ -18,6 +18,29 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * Whether a start failed because its port was taken: another process bound it between freePort()
+ * closing its probe and the server binding it (node's EADDRINUSE, PostgreSQL's, Redis's and
+ * PgBouncer's "Address already in use", the service's "port N is already in use").
+ */
+export const portTaken = (text: string) => /EADDRINUSE|address already in use|port \d+ is already in use/i.test(text);
+
+/**
+ * Starts something on a port that was free a moment ago (freePort), and again on another one when the
+ * start failed because that port was taken meanwhile (its error's message says so: portTaken), up to
+ * `attempts` times. `start` must fail with the server's own words (its output or log) in the message.
+ */
+export async function onFreePort<T>(start: (port: number) => Promise<T>, attempts = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    try {
+      return await start(port);
+    } catch (err) {
+      if (attempt >= attempts || !portTaken(String((err as Error)?.message ?? err))) throw err;
+    }
+  }
+}
+
 export interface RunResult {
   code: number | null;
   stdout: string;

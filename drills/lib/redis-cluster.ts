@@ -5,11 +5,11 @@
 // Used by the scale drill and, through drills/topology.ts, by the Redis Cluster leg of .ci/run.
 import calculateSlot from "cluster-key-slot";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
-import { exitOf, freePort, runOk } from "./proc.js";
+import { exitOf, freePort, portTaken, runOk } from "./proc.js";
 import { redisPing } from "./redis.js";
 import { sleep, type Scope } from "./scope.js";
 
@@ -73,34 +73,44 @@ export async function startRedisCluster(scope: Scope, opts: RedisClusterOptions 
     );
   };
   scope.defer("stop redis cluster", stopAll);
-  const ports: number[] = [];
-  for (let i = 0; i < masters * (1 + replicas); i++) {
+  // A node on a port that was free a moment ago (its cluster bus on port + 10000, below 65536, not
+  // checked): on another one when either was taken before the node bound it (its log says so).
+  const freshPort = async () => {
     let port = await freePort();
-    // The cluster bus listens on port + 10000: both must be free (and below 65536).
-    while (port + 10000 > 65535 || ports.includes(port)) port = await freePort();
-    ports.push(port);
-  }
-  for (const port of ports) {
+    while (port + 10000 > 65535 || nodes.some((n) => n.port === port)) port = await freePort();
+    return port;
+  };
+  const logOf = (port: number) => path.join(dir, `redis-${port}.log`);
+  const spawnNode = (port: number): ClusterNode => {
     const child = spawn(
       "redis-server",
       [
         "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
         "--cluster-enabled", "yes", "--cluster-config-file", path.join(dir, `nodes-${port}.conf`),
-        "--cluster-node-timeout", String(opts.nodeTimeoutMs ?? 2000), "--dir", dir, "--logfile", path.join(dir, `redis-${port}.log`),
+        "--cluster-node-timeout", String(opts.nodeTimeoutMs ?? 2000), "--dir", dir, "--logfile", logOf(port),
       ],
       { stdio: "ignore" },
     );
     child.on("error", () => {});
-    nodes.push({ port, child });
-  }
-  for (const { port } of nodes) {
-    let up = false;
-    for (let i = 0; i < 100 && !up; i++) {
-      up = await redisPing(port);
-      if (!up) await sleep(50);
+    return { port, child };
+  };
+  for (let i = 0; i < masters * (1 + replicas); i++) nodes.push(spawnNode(await freshPort()));
+  for (let i = 0; i < nodes.length; i++) {
+    for (let attempt = 1; ; attempt++) {
+      const { port, child } = nodes[i]!;
+      let up = false;
+      for (let t = 0; t < 100 && !up && child.exitCode === null; t++) {
+        up = await redisPing(port);
+        if (!up) await sleep(50);
+      }
+      if (up) break;
+      const said = await readFile(logOf(port), "utf8").catch(() => "");
+      if (child.exitCode === null || attempt >= 5 || !portTaken(said))
+        throw new Error(`redis-server on :${port} did not answer: ${said.trim().split("\n").slice(-3).join(" | ")}`);
+      nodes[i] = spawnNode(await freshPort());
     }
-    if (!up) throw new Error(`redis-server on :${port} did not answer`);
   }
+  const ports = nodes.map((n) => n.port);
   await runOk(
     "redis-cli",
     ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", String(replicas), "--cluster-yes"],

@@ -2,7 +2,7 @@
 // stop() ends it (the outage); start() brings a fresh one back on the same port.
 import { spawn, type ChildProcess } from "node:child_process";
 import { connect } from "node:net";
-import { freePort, terminate } from "./proc.js";
+import { onFreePort, terminate } from "./proc.js";
 import { sleep, type Scope } from "./scope.js";
 
 export interface OwnRedis {
@@ -28,19 +28,29 @@ export function redisPing(port: number, timeoutMs = 500): Promise<boolean> {
 }
 
 export async function startRedis(scope: Scope): Promise<OwnRedis> {
-  const port = await freePort();
+  // On another port when the one picked was taken before redis-server bound it.
+  return onFreePort((port) => startOn(scope, port));
+}
+
+async function startOn(scope: Scope, port: number): Promise<OwnRedis> {
   let child: ChildProcess | undefined;
   const self: OwnRedis = {
     port,
     url: `redis://127.0.0.1:${port}`,
     async start() {
       child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"], {
-        stdio: "ignore",
+        stdio: ["ignore", "pipe", "pipe"],
       });
+      // Its last words, for a start that fails (a port taken meanwhile: "Address already in use").
+      let said = "";
+      const keep = (d: Buffer) => void (said = (said + d.toString()).slice(-2000));
+      child.stdout?.on("data", keep);
+      child.stderr?.on("data", keep);
       let failed: Error | undefined;
       child.on("error", (e) => (failed = e));
       for (let i = 0; i < 100; i++) {
         if (failed) throw new Error(`redis-server: ${failed.message}`);
+        if (child.exitCode !== null) throw new Error(`redis-server :${port} exited ${child.exitCode}: ${said.trim()}`);
         if (await redisPing(port)) return;
         await sleep(50);
       }

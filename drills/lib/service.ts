@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { ensureBuild, serviceCommand } from "../../scripts/ensure-build.js";
 import { addLogLine } from "./observe.js";
-import { exitOf, freePort, lines, ROOT, terminate, type Exit } from "./proc.js";
+import { exitOf, lines, onFreePort, ROOT, terminate, type Exit } from "./proc.js";
 import { sleep, type Scope } from "./scope.js";
 
 export interface Service {
@@ -24,9 +24,15 @@ const INHERITED_OUT = ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDI
 export const DEFAULT_LOG_LEVEL = process.env.DRILL_LOG_LEVEL || "debug";
 
 export async function startService(scope: Scope, name: string, env: Record<string, string | undefined>): Promise<Service> {
-  const port = await freePort();
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !INHERITED_OUT.includes(k)));
   await ensureBuild();
+  // On another port when the one picked was taken before the service bound it.
+  return onFreePort((port) => startOn(scope, name, env, port));
+}
+
+type Env = Record<string, string | undefined>;
+
+async function startOn(scope: Scope, name: string, env: Env, port: number): Promise<Service> {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !INHERITED_OUT.includes(k)));
   const { command, args } = serviceCommand();
   const child = spawn(command, args, {
     cwd: ROOT,

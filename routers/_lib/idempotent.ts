@@ -10,7 +10,7 @@
 // (server/idempotency.ts writeInOneStatement); the resolver stays the transactional path that runs
 // whenever the plan does not answer (a replay, a mismatch, an expired key, a 404/409, a refusal).
 import type { Db } from "../../server/db/client.js";
-import { AfterCommit, fingerprint, readIdempotencyKey, withIdempotency, type OneStatement } from "../../server/idempotency.js";
+import { AfterCommit, fingerprint, withIdempotency, type OneStatement } from "../../server/idempotency.js";
 import type { AuthedContext } from "../trpc.js";
 
 export { AfterCommit, type OneStatement };
@@ -19,6 +19,12 @@ export { AfterCommit, type OneStatement };
 export interface ResponseRecord<O> {
   store: (body: O) => unknown;
   rebuild: (ctx: AuthedContext, stored: any) => Promise<O>;
+}
+
+/** The call's Idempotency-Key (undefined: none); a malformed one is its 422, raised here. */
+export function idempotencyKeyOf(ctx: AuthedContext): string | undefined {
+  if (ctx.request.problems?.idempotencyKey) throw ctx.request.problems.idempotencyKey;
+  return ctx.request.idempotencyKey;
 }
 
 /** How long an unfinished send (an AfterCommit claim, a pending message) is given before it counts as abandoned. */
@@ -33,7 +39,7 @@ export function idempotent<I, O>(
   } = {},
 ) {
   return async ({ ctx, input, path }: { ctx: AuthedContext; input: I; path: string }): Promise<O> => {
-    const key = readIdempotencyKey(ctx.req.headers["idempotency-key"]);
+    const key = idempotencyKeyOf(ctx);
     const claim = key
       ? {
           tenantId: ctx.tenantId,
@@ -51,7 +57,7 @@ export function idempotent<I, O>(
     const plan = opts.plan;
     const oneStatement = plan && (async () => plan({ ctx, input }));
     const { body, replayed } = await withIdempotency(ctx.database, claim, (tx) => resolve({ ctx: { ...ctx, db: tx }, input }), finishing, codec, oneStatement);
-    if (replayed) ctx.res.setHeader("Idempotent-Replayed", "true");
+    if (replayed) ctx.outcome.replayed = true;
     return body;
   };
 }

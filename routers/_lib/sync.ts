@@ -1,14 +1,14 @@
 // Two-way sync, the shared rules (docs/decisions/api.md, "Two-way sync"):
 //   - `externalId`, the integrator's own id on leads, contacts and tickets: its input rule, the
 //     holder named by a 409 (`details.existingId`), the list filter;
-//   - versions and preconditions: If-Match read once per request (`readIfMatch()`), checked against
+//   - versions and preconditions: If-Match parsed once by the transport (`parseIfMatch()`) and read
+//     by the operation (`preconditionOf()`), checked against
 //     the version a write is about to change (`checkVersion()`, 412 PRECONDITION_FAILED with the
 //     current version), and made atomic by writing only where the row still has that version
 //     (`versionGuard()`, then `missedWrite()` tells a vanished row, 404, from a newer one, 412);
 //   - If-None-Match for the GET-one answers (`noneMatch()`, used by rest/facade.ts for the 304).
 // The ETag header itself is set in one place, rest/facade.ts, from the answer's `version`.
 import { z } from "zod";
-import type { IncomingMessage } from "node:http";
 import { Prisma } from "../../generated/prisma/client.js";
 import { dbViolation } from "../../server/db/errors.js";
 import type { Db } from "../../server/db/client.js";
@@ -118,15 +118,20 @@ export const VersionNumber = z.number().int().min(1).max(INT4_MAX);
 const headerText = (raw: string | string[] | undefined) => (Array.isArray(raw) ? raw.join(", ") : raw);
 
 /**
- * The request's If-Match (undefined: none). Malformed → 422 VALIDATION_ERROR naming the header.
- * A weak tag is well-formed but never matches (If-Match compares strongly).
+ * An If-Match header's value (undefined: none), for a transport to parse once: its tags, or the 422
+ * VALIDATION_ERROR naming the header when it is malformed (raised by the operation that reads it,
+ * preconditionOf). A weak tag is well-formed but never matches (If-Match compares strongly).
  */
-export function readIfMatch(req: IncomingMessage): EntityTags | undefined {
-  const raw = headerText(req.headers["if-match"]);
-  if (raw === undefined) return undefined;
-  const tags = parseEntityTags(raw);
-  if (!tags) throw headerProblem("If-Match", `must be * or a list of quoted versions such as "3"`);
-  return tags;
+export function parseIfMatch(raw: string | string[] | undefined): EntityTags | AppError | undefined {
+  const text = headerText(raw);
+  if (text === undefined) return undefined;
+  return parseEntityTags(text) ?? headerProblem("If-Match", `must be * or a list of quoted versions such as "3"`);
+}
+
+/** The call's If-Match (undefined: none); a malformed one is its 422, raised here. */
+export function preconditionOf(ctx: { request: { ifMatch?: EntityTags; problems?: { ifMatch?: AppError } } }): EntityTags | undefined {
+  if (ctx.request.problems?.ifMatch) throw ctx.request.problems.ifMatch;
+  return ctx.request.ifMatch;
 }
 
 /** Whether If-None-Match names `version` (weak comparison) or is `*`. A malformed header is ignored (RFC 9110 §13.1.2: the condition is then not applied). */

@@ -23,7 +23,7 @@ import type { OpenApiMeta } from "trpc-to-openapi";
 import { dbViolation, isUniqueViolation } from "../../server/db/errors.js";
 import { AppError, toAppError, validation, zodDetails } from "../../server/errors.js";
 import { RECORD_MAX_BYTES, storedText } from "../../server/idempotency.js";
-import { idempotent, type ResponseRecord } from "./idempotent.js";
+import { idempotencyKeyOf, idempotent, type ResponseRecord } from "./idempotent.js";
 import { ITEMS_BUDGET_BYTES } from "./page-budget.js";
 import {
   checkVersion,
@@ -31,7 +31,7 @@ import {
   headerNotApplicable,
   isExternalIdTaken,
   nameHolder,
-  readIfMatch,
+  preconditionOf,
   VersionNumber,
   type EntityTags,
   type SyncedTable,
@@ -171,12 +171,10 @@ export async function upsertOne<B, R extends { id: string; version: number }, O 
 /** The PUT's path parameter (its input is the body's schema extended with it; the body itself may not name one). */
 export const PathExternalId = { externalId: ExternalId.describe("Your id of the object (URL-encoded in the path)") };
 
-/** PUT's 422 when the body itself names `externalId` (the path names it; trpc-to-openapi would let the path's win silently). */
+/** PUT's 422 when the body itself names `externalId` (the path names it; the transport took the path's). */
 function refuseBodyExternalId(ctx: AuthedContext) {
-  // Over /trpc the input is the body, and names the external id itself.
-  if (!ctx.req.url?.toLowerCase().startsWith("/public/v1/")) return;
-  const sent = (ctx.req as { body?: unknown }).body;
-  if (sent && typeof sent === "object" && "externalId" in sent)
+  // Over /trpc and in-process the input is one object, which names the external id itself.
+  if (ctx.request.shadowed?.includes("externalId"))
     throw validation("Request validation failed", {
       fields: [{ field: "externalId", code: "unknown_field", message: "The external id is the path's; the body may not name it" }],
       fieldCount: 1,
@@ -209,16 +207,16 @@ export function putResolver<B, R extends { id: string; version: number }, O exte
     idempotent<B & { externalId: string }, Upserted<P>>(
       async ({ ctx, input }) => {
         const { externalId, ...body } = input;
-        return answer(ctx, await upsertOne(ctx, res, externalId, body as B, readIfMatch(ctx.req), known));
+        return answer(ctx, await upsertOne(ctx, res, externalId, body as B, preconditionOf(ctx), known));
       },
       { record: upsertedRecord(res.record) },
     );
   return async (opts: { ctx: AuthedContext; input: B & { externalId: string }; path: string }): Promise<P> => {
     refuseBodyExternalId(opts.ctx);
-    const pre = readIfMatch(opts.ctx.req); // a malformed If-Match is a 422 before anything is read
+    const pre = preconditionOf(opts.ctx); // a malformed If-Match is a 422 before anything is read
     let done: Upserted<P> | undefined;
     let known: R | null | undefined;
-    if (opts.ctx.req.headers["idempotency-key"] === undefined) {
+    if (idempotencyKeyOf(opts.ctx) === undefined) {
       // Without an Idempotency-Key there is no claim to write with the update: an update is PATCH's
       // write (the read, then the resource's one guarded UPDATE on ctx.db, outside a transaction, as
       // PATCH runs). Only a create needs the transaction (step 2's savepoint); it starts from this
@@ -233,10 +231,8 @@ export function putResolver<B, R extends { id: string; version: number }, O exte
       }
     }
     done ??= await run(known)(opts);
-    opts.ctx.req.successStatus = done.status === "created" ? 201 : 200;
-    // Location over REST only (a /trpc response answers several calls).
-    if (done.status === "created" && opts.ctx.req.url?.toLowerCase().startsWith("/public/v1/"))
-      opts.ctx.res.setHeader("Location", `/public/v1/${res.plural}/${done.item.id}`);
+    // REST answers 201 with Location for a create, 200 otherwise (rest/facade.ts).
+    opts.ctx.outcome.upserted = done.status;
     return done.item;
   };
 }
@@ -493,16 +489,17 @@ export function batchResolver<B, R extends { id: string; version: number }, O ex
           }
         }
         const results = await answer(ctx, res, out);
-        return { results: ctx.req.headers["idempotency-key"] === undefined ? results : withinRecord(results, record) };
+        return { results: idempotencyKeyOf(ctx) === undefined ? results : withinRecord(results, record) };
       },
       { record },
     );
   const keyed = inTransaction();
   return async (opts: { ctx: AuthedContext; input: { items: unknown[] }; path: string }) => {
     // The batch's items carry their own preconditions (`ifMatch`); a header would apply to none.
-    for (const header of ["If-Match", "If-None-Match"])
-      if (opts.ctx.req.headers[header.toLowerCase()] !== undefined) throw headerNotApplicable(header, "a batch item carries its own `ifMatch`");
-    if (!res.createMany || opts.ctx.req.headers["idempotency-key"] !== undefined) return keyed(opts);
+    const given = opts.ctx.request;
+    if (given.ifMatch || given.problems?.ifMatch) throw headerNotApplicable("If-Match", "a batch item carries its own `ifMatch`");
+    if (given.ifNoneMatch) throw headerNotApplicable("If-None-Match", "a batch item carries its own `ifMatch`");
+    if (!res.createMany || idempotencyKeyOf(opts.ctx) !== undefined) return keyed(opts);
     const parsedItems = opts.input.items.map((raw) => item.safeParse(raw));
     const created = await bulkCreate(opts.ctx, res, newItems(parsedItems), false);
     const { out, work } = planResults(parsedItems, created);

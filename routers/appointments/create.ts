@@ -90,6 +90,7 @@ export const createAppointment = scoped("tenant:appointments.manage")
     errors: ["NOT_FOUND", "APPOINTMENT_OVERLAP"],
     openapi: { method: "POST", path: "/public/v1/appointments", tags: ["appointments"], summary: "Create an appointment", protect: true },
     successStatus: 201,
+    location: "/public/v1/appointments/{id}",
   })
   .input(CreateAppointmentInput)
   .output(AppointmentObject)

@@ -12,7 +12,7 @@ import { transaction } from "../../server/db/transaction.js";
 import { AppointmentObject, AppointmentStatus, toAppointment } from "../../model/appointment.js";
 import { DateTimeInput, Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
-import { checkVersion, missedWrite, readIfMatch, versionGuard } from "../_lib/sync.js";
+import { checkVersion, missedWrite, preconditionOf, versionGuard } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, orderError, overlapError } from "./schemas.js";
 
@@ -48,7 +48,7 @@ export const updateAppointment = scoped("tenant:appointments.manage")
   .output(AppointmentObject)
   .mutation(async ({ ctx, input }) => {
     const { appointment_id: id, ...changes } = input;
-    const pre = readIfMatch(ctx.req);
+    const pre = preconditionOf(ctx);
     const found = await mustExist(ctx.db.appointment.findFirst({ where: owned(ctx, { id }) }), "Appointment");
     const given = Object.values(changes).some((v) => v !== undefined);
     if (!given) {

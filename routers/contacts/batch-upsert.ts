@@ -7,7 +7,7 @@ import { scoped } from "../trpc.js";
 import { contactUpserts } from "./upsert.js";
 
 export const batchUpsertContacts = scoped("tenant:contacts.manage")
-  .meta({ idempotent: true, openapi: batchMeta("contacts") })
+  .meta({ openapi: batchMeta("contacts") })
   .input(BatchInput)
   .output(batchOutput(ContactObject))
   .mutation(batchResolver(contactUpserts));

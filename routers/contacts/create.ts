@@ -40,6 +40,7 @@ export const createContact = scoped("tenant:contacts.manage")
       protect: true,
     },
     successStatus: 201,
+    location: "/public/v1/contacts/{id}",
   })
   .input(CreateContactInput)
   .output(ContactObject)

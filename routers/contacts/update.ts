@@ -10,7 +10,7 @@
 import { z } from "zod";
 import { ContactObject, toContact } from "../../model/contact.js";
 import { BodyBool, Id } from "../_lib/schemas.js";
-import { checkVersion, ExternalId, missedWrite, readIfMatch, versionGuard, type EntityTags } from "../_lib/sync.js";
+import { checkVersion, ExternalId, missedWrite, preconditionOf, versionGuard, type EntityTags } from "../_lib/sync.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { duplicateContact, Email, FullName } from "./schemas.js";
@@ -47,7 +47,7 @@ export const updateContact = scoped("tenant:contacts.manage")
   .output(ContactObject)
   .mutation(async ({ ctx, input }) => {
     const { contact_id, ...patch } = input;
-    const pre = readIfMatch(ctx.req);
+    const pre = preconditionOf(ctx);
     const current = await mustExist(ctx.db.contact.findFirst({ where: owned(ctx, { id: contact_id, deletedAt: null }) }), "Contact");
     checkVersion(pre, current.version);
     return toContact(await writeContact(ctx, current, patch, pre));

@@ -130,7 +130,7 @@ export const upsertContact = scoped("tenant:contacts.manage")
   .meta({
     errors: ["ALREADY_EXISTS", "PRECONDITION_FAILED"],
     upsert: true,
-    idempotent: true,
+    location: "/public/v1/contacts/{id}",
     openapi: putMeta({
       plural: "contacts",
       tag: "contacts",

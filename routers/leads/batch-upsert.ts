@@ -7,7 +7,7 @@ import { scoped } from "../trpc.js";
 import { leadUpserts } from "./upsert.js";
 
 export const batchUpsertLeads = scoped("tenant:leads.manage")
-  .meta({ idempotent: true, openapi: batchMeta("leads") })
+  .meta({ openapi: batchMeta("leads") })
   .input(BatchInput)
   .output(batchOutput(LeadObject))
   .mutation(batchResolver(leadUpserts));

@@ -182,6 +182,7 @@ export const createLead = scoped("tenant:leads.manage")
       protect: true,
     },
     successStatus: 201,
+    location: "/public/v1/leads/{id}",
   })
   .input(CreateLeadInput)
   .output(LeadObject)

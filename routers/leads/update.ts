@@ -10,7 +10,7 @@ import { z } from "zod";
 import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
-import { checkVersion, ExternalId, externalIdConflict, missedWrite, readIfMatch, versionGuard, type EntityTags } from "../_lib/sync.js";
+import { checkVersion, ExternalId, externalIdConflict, missedWrite, preconditionOf, versionGuard, type EntityTags } from "../_lib/sync.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { LeadNotes, LeadQuality } from "./schemas.js";
 
@@ -43,7 +43,7 @@ export const updateLead = scoped("tenant:leads.manage")
   .input(UpdateLeadInput)
   .output(LeadObject)
   .mutation(async ({ ctx, input }) => {
-    const pre = readIfMatch(ctx.req);
+    const pre = preconditionOf(ctx);
     const lead = await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.lead_id }) }), "Lead");
     return toLead((await patchLead(ctx, lead, input, pre)) ?? lead);
   });

@@ -66,7 +66,7 @@ export const upsertLead = scoped("tenant:leads.manage")
   .meta({
     errors: ["NOT_FOUND", "ALREADY_EXISTS", "PRECONDITION_FAILED"],
     upsert: true,
-    idempotent: true,
+    location: "/public/v1/leads/{id}",
     openapi: putMeta({
       plural: "leads",
       tag: "leads",

@@ -7,7 +7,7 @@ import { scoped } from "../trpc.js";
 import { ticketUpserts } from "./upsert.js";
 
 export const batchUpsertTickets = scoped("tenant:tickets.manage")
-  .meta({ idempotent: true, openapi: batchMeta("tickets") })
+  .meta({ openapi: batchMeta("tickets") })
   .input(BatchInput)
   .output(batchOutput(TicketObject))
   .mutation(batchResolver(ticketUpserts));

@@ -17,7 +17,7 @@ import { TicketObject } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
-import { checkVersion, readIfMatch } from "../_lib/sync.js";
+import { checkVersion, preconditionOf } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { Prisma } from "../../generated/prisma/client.js";
 import { CommentBody, commentLimitError, loadTicket, oneTicketRecord, TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX } from "./schemas.js";
@@ -44,14 +44,13 @@ export const addTicketComment = scoped("tenant:tickets.manage")
       protect: true,
     },
     successStatus: 201,
-    idempotent: true,
   })
   .input(AddTicketCommentInput)
   .output(TicketObject)
   .mutation(
     idempotent(
       async ({ ctx, input }) => {
-        const pre = readIfMatch(ctx.req);
+        const pre = preconditionOf(ctx);
         if (pre) {
           // The ticket's row locked until the comment commits: no other write can change its version in between.
           const [row] = await ctx.db.$queryRaw<{ version: number }[]>(

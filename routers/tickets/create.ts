@@ -62,7 +62,7 @@ export const createTicket = scoped("tenant:tickets.manage")
       protect: true,
     },
     successStatus: 201,
-    idempotent: true,
+    location: "/public/v1/tickets/{id}",
   })
   .input(CreateTicketInput)
   .output(TicketObject)

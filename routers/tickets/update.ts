@@ -12,7 +12,7 @@ import { z } from "zod";
 import { TicketObject } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
-import { checkVersion, ExternalId, externalIdConflict, missedWrite, readIfMatch, versionGuard, type EntityTags } from "../_lib/sync.js";
+import { checkVersion, ExternalId, externalIdConflict, missedWrite, preconditionOf, versionGuard, type EntityTags } from "../_lib/sync.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import type { TicketStatus } from "../../model/ticket.js";
 import { loadTicket, mustBeAssignable, Subject, TicketStatusInput } from "./schemas.js";
@@ -49,7 +49,7 @@ export const updateTicket = scoped("tenant:tickets.manage")
   .output(TicketObject)
   .mutation(async ({ ctx, input }) => {
     const { ticket_id, ...changes } = input;
-    const pre = readIfMatch(ctx.req);
+    const pre = preconditionOf(ctx);
     // The ticket's own columns decide; its thread is read once, for the answer.
     const ticket = await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: ticket_id }) }), "Ticket");
     if (typeof changes.assignedTo === "string") await mustBeAssignable(ctx, changes.assignedTo);

@@ -56,7 +56,7 @@ export const upsertTicket = scoped("tenant:tickets.manage")
   .meta({
     errors: ["NOT_FOUND", "ALREADY_EXISTS", "PRECONDITION_FAILED"],
     upsert: true,
-    idempotent: true,
+    location: "/public/v1/tickets/{id}",
     openapi: putMeta({
       plural: "tickets",
       tag: "tickets",

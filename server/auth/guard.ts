@@ -13,6 +13,7 @@ import { AppError, logFailure, toAppError } from "../errors.js";
 import { headerOf, sendEnvelope } from "../http.js";
 import type { Admission, QuotaState } from "../limits/quotas.js";
 import type { Services } from "../services.js";
+import { exchangeOf, requestIdOf } from "../exchange.js";
 import { authenticate, type Caller } from "./authenticate.js";
 import { hashKey, keyPrefix } from "./keys.js";
 import { UnknownPrefixes } from "./unknown-prefixes.js";
@@ -51,19 +52,18 @@ export function guard(
       const keyHash = prefix && !unknown.has(prefix) ? hashKey(raw) : undefined;
       const decision = await services.quotas.admit(presented, keyHash, admission);
       setQuotaHeaders(res, decision.quota);
-      if (decision.caller) req.quota = decision.quota;
       if (decision.admitted) {
-        req.caller = decision.caller;
+        exchangeOf(req).caller = decision.caller;
         return next();
       }
       const app = toAppError(decision.refusal);
       if (decision.quota.window) services.metrics.rateLimited.inc({ window: decision.quota.window });
-      else logFailure(services.logger, req.id, decision.refusal, app);
+      else logFailure(services.logger, requestIdOf(req), decision.refusal, app);
       reject(req, res, app);
     } catch (err) {
       // next() or reject() threw (admit() does not reject).
       const app = toAppError(err);
-      logFailure(services.logger, req.id, err, app);
+      logFailure(services.logger, requestIdOf(req), err, app);
       reject(req, res, app);
     }
   };

@@ -4,6 +4,7 @@
 // never the 422 VALIDATION_ERROR of the client's input. On /public/v1 and /trpc, through the real
 // facade and tRPC mount (rest/facade.ts publicApi, rest/trpc.ts internalTrpc) serving a test-only
 // router next to the real one.
+import { exchangeOf } from "../../server/exchange.js";
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -52,8 +53,8 @@ beforeAll(async () => {
   rest.set("query parser", "simple");
   rest.use(internalTrpc(app.services, testRouter));
   server = createServer((req, res) => {
-    req.id = randomUUID();
-    res.setHeader("X-Request-Id", req.id);
+    const id = (exchangeOf(req).id = randomUUID());
+    res.setHeader("X-Request-Id", id);
     if (isPublicRequest(req)) api(req, res);
     else rest(req, res);
   });

@@ -1,6 +1,7 @@
 // Service processes as an operator starts them (`npm start`, `npm run admin`, …) for the process
 // tests (test/process/process-signals.test.ts, test/process/embedded-lock.test.ts, …): spawn, run to the end, wait
-// until ready, the process tree under a pid (Linux /proc), and whether a port is free.
+// until ready, the process tree under a pid (Linux /proc), free ports (a start retried on another one
+// when its port was taken meanwhile) and whether a port is free.
 import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -17,6 +18,22 @@ export const freePort = () =>
     });
     s.on("error", reject);
   });
+
+/**
+ * A start on a port free a moment ago, made again on another one when that port was taken before the
+ * server bound it (its error's message says so: portTaken): see drills/lib/proc.ts.
+ */
+export { onFreePort, portTaken } from "../../drills/lib/proc.js";
+
+/** `n` distinct ports, each free a moment ago (freePort() twice in a row can answer the same one). */
+export async function freePorts(n: number): Promise<number[]> {
+  const ports: number[] = [];
+  while (ports.length < n) {
+    const port = await freePort();
+    if (!ports.includes(port)) ports.push(port);
+  }
+  return ports;
+}
 
 /** True when nothing listens on 127.0.0.1:port (binding it succeeds). */
 export const portFree = (port: number) =>

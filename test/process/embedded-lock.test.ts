@@ -14,7 +14,7 @@ import { ensureBuild, ROOT } from "../../scripts/ensure-build.js";
 import { openDatabase, openPglite } from "../../server/db/client.js";
 import { breakLock, currentLock, EmbeddedDatabaseInUse, FOREIGN_EXPIRY_MS, LOCK_FILE, lockEmbeddedDatabase, processStart } from "../../server/db/pglite-lock.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
-import { baseEnv, freePort, killAll, running, spawnNpm, until, waitReady } from "../helpers/processes.js";
+import { baseEnv, freePort, freePorts, killAll, onFreePort, portTaken, running, spawnNpm, until, waitReady } from "../helpers/processes.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-lock-"));
 const leftovers: number[] = [];
@@ -270,14 +270,16 @@ describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout
 
   /** `npm start` on the folder, ready; its node's pid (the holder). */
   async function start() {
-    const port = await freePort();
-    const svc = spawnNpm(["start"], { ...env, PORT: String(port) });
-    leftovers.push(svc.child.pid!);
-    const url = `http://127.0.0.1:${port}`;
-    expect(await waitReady(`${url}/readyz`, svc), svc.err()).toBe(true);
-    const holder = lockOf(f);
-    leftovers.push(Number(holder.pid));
-    return { svc, url, holder, port };
+    // On another port when the one picked was taken before the service bound it.
+    return onFreePort(async (port) => {
+      const svc = spawnNpm(["start"], { ...env, PORT: String(port) });
+      leftovers.push(svc.child.pid!);
+      const url = `http://127.0.0.1:${port}`;
+      expect(await waitReady(`${url}/readyz`, svc), svc.err()).toBe(true);
+      const holder = lockOf(f);
+      leftovers.push(Number(holder.pid));
+      return { svc, url, holder, port };
+    });
   }
 
   /**
@@ -375,12 +377,20 @@ describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout
 
   it("two servers started together on a fresh folder: exactly one runs, the other refuses", async () => {
     const g = folder();
-    const ports = [await freePort(), await freePort()];
-    const svcs = ports.map((p) => spawnNpm(["start"], { ...env, PGLITE_DATA_DIR: g, PORT: String(p) }));
-    for (const s of svcs) leftovers.push(s.child.pid!);
-    // Each either exits or gets ready (waitReady gives up when its process exits).
-    await Promise.all(svcs.map((s, i) => Promise.race([s.exited, waitReady(`http://127.0.0.1:${ports[i]}/readyz`, s)])));
-    const refused = svcs.filter((s) => s.child.exitCode !== null || s.child.signalCode !== null);
+    // Two ports of their own (distinct); both started again when one of them was taken meanwhile (the
+    // lock's winner then exits for its port, and the loser has already refused: nothing holds the folder).
+    const { svcs, refused } = await onFreePort(async () => {
+      const ports = await freePorts(2);
+      const svcs = ports.map((p) => spawnNpm(["start"], { ...env, PGLITE_DATA_DIR: g, PORT: String(p) }));
+      for (const s of svcs) leftovers.push(s.child.pid!);
+      // Each either exits or gets ready (waitReady gives up when its process exits).
+      const readyz = (i: number) => `http://127.0.0.1:${ports[i]}/readyz`;
+      await Promise.all(svcs.map((s, i) => Promise.race([s.exited, waitReady(readyz(i), s)])));
+      const refused = svcs.filter((s) => s.child.exitCode !== null || s.child.signalCode !== null);
+      const said = svcs.map((s) => s.err()).join("\n");
+      if (refused.length === 2 && portTaken(said)) throw new Error(said);
+      return { svcs, refused };
+    });
     expect(refused, svcs.map((s) => s.err()).join("\n---\n")).toHaveLength(1);
     expect(refused[0]!.child.exitCode).not.toBe(0);
     const winner = svcs.find((s) => !refused.includes(s))!;

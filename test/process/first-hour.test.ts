@@ -20,7 +20,7 @@ import { ConfigError, loadConfig } from "../../server/config.js";
 import { openPglite, type Database } from "../../server/db/client.js";
 import { freshDatabase, type TestDb } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
-import { baseEnv, descendants, freePort, killAll, logIntoClosedPipe, portFree, runNpm, spawnNpm, until, waitReady, type Spawned } from "../helpers/processes.js";
+import { baseEnv, descendants, freePort, killAll, logIntoClosedPipe, onFreePort, portFree, runNpm, spawnNpm, until, waitReady, type Spawned } from "../helpers/processes.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-first-hour-"));
 const PG = Boolean(process.env.DATABASE_URL);
@@ -57,8 +57,14 @@ const records = (out: string) =>
     .map((l) => JSON.parse(l) as Record<string, unknown> & { msg: string; level: number });
 
 /** The built service (what `npm start` runs), ready; stop() sends SIGTERM and waits for the exit. */
-async function startService(env: NodeJS.ProcessEnv): Promise<Spawned & { url: string; port: number; stop(): Promise<number | null> }> {
-  const port = await freePort();
+async function startService(env: NodeJS.ProcessEnv): Promise<Service> {
+  // On another port when the one picked was taken before the service bound it.
+  return onFreePort((port) => startOn(env, port));
+}
+
+type Service = Spawned & { url: string; port: number; stop(): Promise<number | null> };
+
+async function startOn(env: NodeJS.ProcessEnv, port: number): Promise<Service> {
   const { command, args } = serviceCommand();
   const child: ChildProcess = spawn(command, args, { cwd: ROOT, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
   leftovers.push(child.pid!);

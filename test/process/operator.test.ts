@@ -3,7 +3,6 @@
 // default printing a key that works, then stopping gracefully on SIGTERM.
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,6 +11,7 @@ import { run } from "../../server/admin/cli.js";
 import { openPglite, type Database } from "../../server/db/client.js";
 import { freshDatabase, type TestDb } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
+import { onFreePort } from "../helpers/processes.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-op-"));
 let pgDb: TestDb | undefined;
@@ -135,33 +135,33 @@ describe("admin CLI", { timeout: 180_000 }, () => {
   });
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const p = (s.address() as any).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
 describe.skipIf(!!process.env.DATABASE_URL)("npm start on the embedded default", () => {
   it("loads the demo tenant, prints a working key and curl line, stops on SIGTERM", async () => {
-    const port = await freePort();
-    const startEnv: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), PGLITE_DATA_DIR: path.join(dir, "start"), LOG_LEVEL: "silent" };
-    for (const v of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "METRICS_PORT"]) delete startEnv[v];
-    const child = spawn("npm", ["start"], { env: startEnv, stdio: ["ignore", "pipe", "pipe"], detached: true });
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
-    try {
+    // On another port (and a fresh folder) when the one picked was taken before the service bound it.
+    let attempt = 0;
+    const { child, exited, port, deadline, key, out } = await onFreePort(async (port) => {
+      const folder = path.join(dir, `start-${++attempt}`);
+      const startEnv: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), PGLITE_DATA_DIR: folder, LOG_LEVEL: "silent" };
+      for (const v of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "METRICS_PORT"])
+        delete startEnv[v];
+      const child = spawn("npm", ["start"], { env: startEnv, stdio: ["ignore", "pipe", "pipe"], detached: true });
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (d) => (out += d));
+      child.stderr.on("data", (d) => (err += d));
+      const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
       const deadline = Date.now() + 45_000;
       let key: string | undefined;
-      while (Date.now() < deadline && !key) {
+      while (Date.now() < deadline && !key && child.exitCode === null) {
         key = /API key \(shown once\): (\S+)/.exec(out)?.[1];
         await new Promise((r) => setTimeout(r, 200));
       }
-      expect(key, out).toBeDefined();
-      expect(out).toContain(`curl -s -H 'X-API-Key: ${key}' http://127.0.0.1:${port}/public/v1/me`);
+      if (!key && child.exitCode === null) process.kill(-child.pid!, "SIGKILL");
+      expect(key, `${out}\n${err}`).toBeDefined();
+      return { child, exited, port, deadline, key, out: () => out };
+    });
+    try {
+      expect(out()).toContain(`curl -s -H 'X-API-Key: ${key}' http://127.0.0.1:${port}/public/v1/me`);
       let res: Response | undefined;
       while (Date.now() < deadline) {
         res = await fetch(`http://127.0.0.1:${port}/public/v1/me`, { headers: { "X-API-Key": key! } }).catch(() => undefined);

@@ -13,7 +13,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild, ROOT } from "../../scripts/ensure-build.js";
 import { freshDatabase, seedEmbeddedFolder, type TestDb } from "../helpers/app.js";
-import { baseEnv, descendants, freePort, killAll, logIntoClosedPipe, portFree, running, spawnNpm, until, waitReady, type Spawned } from "../helpers/processes.js";
+import { baseEnv, descendants, killAll, logIntoClosedPipe, onFreePort, portFree, running, spawnNpm, until, waitReady, type Spawned } from "../helpers/processes.js";
 
 /** How long a stop may take, npm included: an idle service stops in well under a second; the rest is room for a loaded 2-core machine. */
 const STOP_MS = 20_000;
@@ -34,8 +34,7 @@ afterAll(async () => {
 
 let n = 0;
 /** The environment of one `npm start`: its own port and folder, or the test's PostgreSQL database. */
-async function startEnv(extra: NodeJS.ProcessEnv = {}): Promise<{ env: NodeJS.ProcessEnv; port: number; url: string }> {
-  const port = await freePort();
+async function startEnv(port: number, extra: NodeJS.ProcessEnv = {}) {
   const env: NodeJS.ProcessEnv = { ...baseEnv(), PORT: String(port), NO_DEMO: "1", ...extra };
   if (testDb) Object.assign(env, { DATABASE_URL: testDb.url, DIRECT_DATABASE_URL: testDb.directUrl });
   else {
@@ -47,15 +46,18 @@ async function startEnv(extra: NodeJS.ProcessEnv = {}): Promise<{ env: NodeJS.Pr
 
 /** `npm start`, ready; with the pids of its process tree (npm's descendants) as they are now. */
 async function startService(extra: NodeJS.ProcessEnv = {}, stdio?: Parameters<typeof spawnNpm>[2]) {
-  const { env, port, url } = await startEnv(extra);
-  const svc = spawnNpm(["start"], env, stdio);
-  const npmPid = svc.child.pid!;
-  leftovers.push(npmPid);
-  const ready = await waitReady(`${url}/readyz`, svc);
-  expect(ready, `${svc.out()}\n${svc.err()}`).toBe(true);
-  const tree = descendants(npmPid);
-  leftovers.push(...tree.map((p) => p.pid));
-  return { svc, npmPid, port, url, tree };
+  // On another port when the one picked was taken before the service bound it.
+  return onFreePort(async (picked) => {
+    const { env, port, url } = await startEnv(picked, extra);
+    const svc = spawnNpm(["start"], env, stdio);
+    const npmPid = svc.child.pid!;
+    leftovers.push(npmPid);
+    const ready = await waitReady(`${url}/readyz`, svc);
+    expect(ready, `${svc.out()}\n${svc.err()}`).toBe(true);
+    const tree = descendants(npmPid);
+    leftovers.push(...tree.map((p) => p.pid));
+    return { svc, npmPid, port, url, tree };
+  });
 }
 
 /** After a stop: npm and every process of its tree gone, and the port free, within 20 s of `since`. */
@@ -104,11 +106,13 @@ describe("npm start: a signal to npm stops the service", { timeout: 180_000 }, (
 describe("npm run dev: a signal to npm stops the service run from its sources", { timeout: 180_000 }, () => {
   for (const signal of [embedded ? "SIGINT" : "SIGTERM"] as const) {
     it(`${signal} to npm's pid: graceful shutdown, exit 0, no node (nor tsx) left, port free within 20 s`, async () => {
-      const { env, port, url } = await startEnv();
-      const svc = spawnNpm(["run", "dev"], env);
-      const npmPid = svc.child.pid!;
-      leftovers.push(npmPid);
-      expect(await waitReady(`${url}/readyz`, svc), `${svc.out()}\n${svc.err()}`).toBe(true);
+      const { svc, npmPid, port } = await onFreePort(async (picked) => {
+        const { env, port, url } = await startEnv(picked);
+        const svc = spawnNpm(["run", "dev"], env);
+        leftovers.push(svc.child.pid!);
+        expect(await waitReady(`${url}/readyz`, svc), `${svc.out()}\n${svc.err()}`).toBe(true);
+        return { svc, npmPid: svc.child.pid!, port };
+      });
       const tree = descendants(npmPid);
       leftovers.push(...tree.map((p) => p.pid));
       // exec, and tsx as node's loader (no tsx CLI process, which would run node as its own child);
@@ -129,12 +133,13 @@ describe("npm run dev: a signal to npm stops the service run from its sources", 
 describe.skipIf(embedded)("npm run studio: a signal to npm stops Prisma Studio", { timeout: 120_000 }, () => {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     it(`${signal} to npm's pid: no process left, port free within 20 s`, async () => {
-      const port = await freePort();
       const env: NodeJS.ProcessEnv = { ...baseEnv(), DATABASE_URL: process.env.DATABASE_URL };
-      const svc = spawnNpm(["run", "studio", "--", "--port", String(port), "--browser", "none"], env);
-      const npmPid = svc.child.pid!;
-      leftovers.push(npmPid);
-      expect(await waitReady(`http://127.0.0.1:${port}/`, svc, 90_000), `${svc.out()}\n${svc.err()}`).toBe(true);
+      const { svc, npmPid, port } = await onFreePort(async (port) => {
+        const svc = spawnNpm(["run", "studio", "--", "--port", String(port), "--browser", "none"], env);
+        leftovers.push(svc.child.pid!);
+        expect(await waitReady(`http://127.0.0.1:${port}/`, svc, 90_000), `${svc.out()}\n${svc.err()}`).toBe(true);
+        return { svc, npmPid: svc.child.pid!, port };
+      });
       const tree = descendants(npmPid);
       leftovers.push(...tree.map((p) => p.pid));
       // exec: Prisma's CLI is npm's child itself. (Besides it, Prisma may run its update check — a

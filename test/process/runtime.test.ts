@@ -5,7 +5,6 @@
 // (embedded: the demo tenant it loads itself into an in-memory PGlite; with DATABASE_URL: a fresh
 // PostgreSQL database loaded with the demo fixture), and its stack traces name the .ts sources.
 import { spawn, spawnSync } from "node:child_process";
-import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { commandLine, COMMANDS, ensureBuild, serviceCommand, ROOT, RUNTIME_FLAGS } from "../../scripts/ensure-build.js";
@@ -13,15 +12,7 @@ import { USAGE } from "../../server/admin/cli.js";
 import { demoFixture } from "../../server/admin/demo.js";
 import { loadFixture } from "../../server/admin/fixture.js";
 import { freshDatabase, type TestDb } from "../helpers/app.js";
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-    s.on("error", reject);
-  });
+import { onFreePort } from "../helpers/processes.js";
 
 /** Environment of the child: this test process's, without its database/Redis settings. */
 function baseEnv(): NodeJS.ProcessEnv {
@@ -81,8 +72,7 @@ describe("the compiled service (dist/server/main.js)", () => {
   });
 
   it("starts, migrates, and answers GET /public/v1/me with a seeded key", async () => {
-    const port = await freePort();
-    const env: NodeJS.ProcessEnv = { ...baseEnv(), PORT: String(port) };
+    const env: NodeJS.ProcessEnv = baseEnv();
     let key: string | undefined;
     if (testDb) {
       const ids = await loadFixture(testDb.db, demoFixture());
@@ -92,8 +82,9 @@ describe("the compiled service (dist/server/main.js)", () => {
     } else {
       env.PGLITE_DATA_DIR = "memory://"; // empty: the service migrates it and loads the demo tenant
     }
-    const svc = run(env);
-    try {
+    // On another port when the one picked was taken before the service bound it.
+    const { svc, url } = await onFreePort(async (port) => {
+      const svc = run({ ...env, PORT: String(port) });
       const url = `http://127.0.0.1:${port}`;
       const deadline = Date.now() + 150_000;
       let ready = false;
@@ -101,7 +92,11 @@ describe("the compiled service (dist/server/main.js)", () => {
         ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
         if (!ready) await new Promise((r) => setTimeout(r, 200));
       }
+      if (!ready) svc.child.kill("SIGKILL");
       expect(ready, svc.out().stderr).toBe(true);
+      return { svc, url };
+    });
+    try {
       key ??= /API key \(shown once\): (crm_\S+)/.exec(svc.out().stdout)?.[1];
       expect(key, svc.out().stdout).toBeDefined();
 
