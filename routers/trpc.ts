@@ -144,8 +144,11 @@ const TRPC_KEY_BY_STATUS: Record<number, TRPC_ERROR_CODE_KEY> = {
  * `data.httpStatus` is the HTTP status tRPC answers with and `data.envelope` the same public envelope.
  * Also used by rest/trpc.ts for the guard's 401/403/429 on /trpc.
  */
+/** tRPC's code of an HTTP status (INTERNAL_SERVER_ERROR for any other). */
+export const trpcKeyOf = (status: number): TRPC_ERROR_CODE_KEY => TRPC_KEY_BY_STATUS[status] ?? "INTERNAL_SERVER_ERROR";
+
 export function trpcErrorShape(app: AppError, requestId: string, path?: string) {
-  const key = TRPC_KEY_BY_STATUS[app.status] ?? "INTERNAL_SERVER_ERROR";
+  const key = trpcKeyOf(app.status);
   return {
     message: firstReason(app),
     code: TRPC_ERROR_CODES_BY_KEY[key],

@@ -7,9 +7,7 @@ import { closeServices, createServices } from "./bootstrap.js";
 import { loadConfig, npmScript } from "./config.js";
 import { loadFixture } from "./admin/fixture.js";
 import { curlLine, DEMO_KEY_COMMAND, demoFixture, localBaseUrl, tenantsNotice } from "./admin/demo.js";
-import { purgeExpiredIdempotencyRecords } from "./idempotency.js";
-import { failAbandonedDeliveries } from "./channels/messages.js";
-import { purgeTombstones, sequencePending } from "./changes.js";
+import { startBackground } from "./background.js";
 import { ClosingResponse, isStopping, startStopping } from "./lifecycle.js";
 import { originForm } from "./http.js";
 import { startMetricsServer } from "./metrics.js";
@@ -108,51 +106,8 @@ if (metricsServer) logger.info({ url: `${metricsServer.url}/metrics` }, "metrics
 if (!server.listening) await once(server, "listening"); // a listen error (port in use) rejects: reported by the handler above
 started();
 
-const purge = setInterval(() => {
-  purgeExpiredIdempotencyRecords(services.db).catch((err) => logger.warn({ err: err.message }, "idempotency purge failed"));
-}, 3_600_000);
-purge.unref();
-
-// A send whose request died between storing its message and recording the outcome (a crash, a lost
-// database) leaves the message "pending": after the provider timeout + 10 s it is marked "failed".
-const abandonedAfterMs = config.providerTimeoutMs + 10_000;
-const sweepDeliveries = () =>
-  failAbandonedDeliveries(services.db.prisma, abandonedAfterMs)
-    .then((n) => n && logger.warn({ messages: n }, "abandoned deliveries marked failed"))
-    .catch((err) => logger.warn({ err: err.message }, "abandoned-delivery sweep failed"));
-void sweepDeliveries();
-const sweep = setInterval(sweepDeliveries, 15_000);
-sweep.unref();
-
-// The changes feed (issue 15): every second, place the committed changes of every tenant (a poll
-// places its own tenant's itself; this keeps the backlog small); hourly, purge expired tombstones.
-// One step at a time per instance; instances serialise on the sequencer's advisory lock.
-// A failure (the database away) is logged once, and so is the recovery.
-let sequencing = false;
-let sequencerFailing = false;
-const sequenceFeed = () => {
-  if (sequencing) return;
-  sequencing = true;
-  sequencePending(services.db.prisma)
-    .then(() => {
-      if (sequencerFailing) logger.info("changes sequencer recovered");
-      sequencerFailing = false;
-    })
-    .catch((err) => {
-      if (!sequencerFailing) logger.warn({ err: err.message }, "changes sequencer failed (retrying every second)");
-      sequencerFailing = true;
-    })
-    .finally(() => (sequencing = false));
-};
-const sequencer = setInterval(sequenceFeed, 1_000);
-sequencer.unref();
-const purgeFeed = () =>
-  purgeTombstones(services.db.prisma, services.now())
-    .then((n) => n && logger.info({ tombstones: n }, "expired change tombstones purged"))
-    .catch((err) => logger.warn({ err: err.message }, "change tombstone purge failed"));
-void purgeFeed();
-const feedPurge = setInterval(purgeFeed, 3_600_000);
-feedPurge.unref();
+// The feed's sequencer, the purges and the delivery sweep (server/background.ts).
+const background = startBackground(services);
 
 /**
  * Graceful shutdown (SIGTERM/SIGINT): stop accepting connections (new ones are refused, so a load
@@ -168,10 +123,7 @@ async function shutdown(signal: string) {
   if (isStopping()) return;
   startStopping();
   logger.info({ signal, inProgress }, "shutting down: finishing in-flight requests");
-  clearInterval(purge);
-  clearInterval(sweep);
-  clearInterval(sequencer);
-  clearInterval(feedPurge);
+  background.stop();
   metricsServer?.close();
   metricsServer?.closeAllConnections();
   const force = setTimeout(() => {

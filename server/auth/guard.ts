@@ -25,32 +25,43 @@ export function setQuotaHeaders(res: ServerResponse, q: QuotaState): void {
   if (q.retryAfter !== undefined) res.setHeader("Retry-After", String(q.retryAfter));
 }
 
+/**
+ * What the quota decision needs besides the key, made once per transport: the key lookup
+ * (authentication and the plan gate, server/auth/authenticate.ts), the ceiling of a refused key's
+ * headers, the load, the clock. The prefixes no key has: one negative cache per service, shared by
+ * its transports (/public/v1, /trpc, the in-process core).
+ */
+export function keyAdmission(services: Services): Admission<Caller> {
+  const unknown = (services.unknownPrefixes ??= new UnknownPrefixes());
+  return {
+    lookup: (presented, keyHash) => authenticate(services.db, presented, services.now(), keyHash, unknown),
+    anonymousPerMinute: services.config.anonymousPerMinute,
+    inFlight: () => services.metrics.inFlight,
+    now: () => services.now(),
+  };
+}
+
+/** The quota's one decision for a presented key (every transport's, the in-process core's too). */
+export function admitKey(services: Services, admission: Admission<Caller>, presented: string | undefined) {
+  // Only a well-formed key has a hash: anything else is refused without a lookup and never counted.
+  // Nor does a prefix remembered as no key's: its window is never counted (nothing to count beside
+  // the lookup, nothing to read for its headers), and the lookup refuses it without a round trip.
+  const raw = presented?.trim() ?? "";
+  const prefix = keyPrefix(raw);
+  const keyHash = prefix && !services.unknownPrefixes?.has(prefix) ? hashKey(raw) : undefined;
+  return services.quotas.admit(presented, keyHash, admission);
+}
+
 export type Reject = (req: IncomingMessage, res: ServerResponse, err: AppError) => void;
 
 export function guard(
   services: Services,
   reject: Reject = sendEnvelope,
 ): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => Promise<void> {
-  // What the quota decision needs besides the key, made once: the key lookup (authentication and the
-  // plan gate, server/auth/authenticate.ts), the ceiling of a refused key's headers, the load, the clock.
-  // The prefixes no key has: one negative cache per service, shared by its guards (/public/v1, /trpc).
-  const unknown = (services.unknownPrefixes ??= new UnknownPrefixes());
-  const admission: Admission<Caller> = {
-    lookup: (presented, keyHash) => authenticate(services.db, presented, services.now(), keyHash, unknown),
-    anonymousPerMinute: services.config.anonymousPerMinute,
-    inFlight: () => services.metrics.inFlight,
-    now: () => services.now(),
-  };
+  const admission = keyAdmission(services);
   return async (req, res, next) => {
     try {
-      const presented = headerOf(req, "x-api-key");
-      // Only a well-formed key has a hash: anything else is refused without a lookup and never counted.
-      // Nor does a prefix remembered as no key's: its window is never counted (nothing to count beside
-      // the lookup, nothing to read for its headers), and the lookup refuses it without a round trip.
-      const raw = presented?.trim() ?? "";
-      const prefix = keyPrefix(raw);
-      const keyHash = prefix && !unknown.has(prefix) ? hashKey(raw) : undefined;
-      const decision = await services.quotas.admit(presented, keyHash, admission);
+      const decision = await admitKey(services, admission, headerOf(req, "x-api-key"));
       setQuotaHeaders(res, decision.quota);
       if (decision.admitted) {
         exchangeOf(req).caller = decision.caller;

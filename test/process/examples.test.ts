@@ -8,19 +8,20 @@
 // DATABASE_URL/REDIS_URL); the examples run as separate processes, as a user runs them (tsx).
 import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoFixture } from "../../server/admin/demo.js";
 import { ROOT } from "../../scripts/ensure-build.js";
-import { startApp, type TestApp } from "../helpers/app.js";
+import { seedEmbeddedFolder, startApp, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 
 const execute = promisify(execFile);
 const TSC = path.join(ROOT, "node_modules/typescript/bin/tsc");
 
 type Ids = Awaited<ReturnType<TestApp["load"]>>["tenants"][string];
-let app: TestApp;
+let app: Awaited<ReturnType<typeof startApp>>;
 let pipe: Ids;
 let demo: Ids;
 
@@ -171,5 +172,29 @@ describe("README.md, \"Internal tRPC API\"", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("examples/in-process/main.ts (the core called in-process)", () => {
+  it("lists, creates with an Idempotency-Key and replays, and reports a stale If-Match's 412, on a database of its own", { timeout: 120_000 }, async () => {
+    // Its own database: a throwaway embedded one (its demo loaded, as on a first `npm start`), or the
+    // test's PostgreSQL database with one of its keys.
+    const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: "warn" };
+    delete env.NODE_OPTIONS;
+    // (The embedded folder is the run's migrated one, no tenant yet: the migrations are tested elsewhere.)
+    const folder = mkdtempSync(path.join(tmpdir(), "crm-in-process-"));
+    if (app.testDb.url) Object.assign(env, { DATABASE_URL: app.testDb.url, DIRECT_DATABASE_URL: app.testDb.directUrl, CRM_API_KEY: demo.apiKeys.demo!.key });
+    else {
+      await seedEmbeddedFolder(folder);
+      Object.assign(env, { PGLITE_DATA_DIR: folder });
+    }
+    const run = execute(process.execPath, ["--import", "tsx", "examples/in-process/main.ts"], { cwd: ROOT, env, timeout: 100_000 });
+    const { stdout, stderr } = await run.finally(() => rmSync(folder, { recursive: true, force: true }));
+    expect(stderr).toBe("");
+    const lines = stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^leads: \d+ in all; the newest: /);
+    const id = /^created lead ([0-9a-f-]{36}) \(version 1\), replayed: false$/.exec(lines[1]!)?.[1];
+    expect(id).toBeDefined();
+    expect(lines.slice(2)).toEqual([`the same call again: lead ${id}, replayed: true`, "stale If-Match: PRECONDITION_FAILED (HTTP 412)"]);
   });
 });
