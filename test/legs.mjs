@@ -48,14 +48,33 @@ export const LEGS = {
  * from its legs.
  */
 export function topologiesOf(text) {
-  const lines = text.split("\n").filter((l) => /^\s*(\/\/|\/\*|\*).*@topolog/i.test(l));
+  // A comment line that starts with `@topology`, or with a word a typo away from it (`@topolgy`).
+  const lines = text.split("\n").filter((l) => {
+    const word = /^\s*(?:\/\/|\/\*|\*)\s*@\s*([A-Za-z]+)/.exec(l)?.[1]?.toLowerCase();
+    return word !== undefined && (word.startsWith("topolog") || distance(word, "topology") <= 2);
+  });
   if (lines.length === 0) return [];
   const words = /^\/\/ @topology ([a-z]+(?: [a-z]+)*)\s*$/.exec(lines.length === 1 ? lines[0] : "")?.[1].split(" ");
   const unknown = words?.filter((w) => !TOPOLOGIES.includes(w)) ?? [];
-  if (!words || unknown.length || new Set(words).size !== words.length)
+  if (!words || unknown.length || new Set(words).size !== words.length) {
+    const found = lines.map((l) => JSON.stringify(l.trim())).join(", ");
     throw new Error(
       `a @topology line must be one line \`// @topology ${TOPOLOGIES.join(" ")}\` (any of them, each once)` +
-        `${unknown.length ? `: unknown ${unknown.join(", ")}` : ""}; found ${lines.map((l) => JSON.stringify(l.trim())).join(", ")}`,
+        `${unknown.length ? `: unknown ${unknown.join(", ")}` : ""}; found ${found}`,
     );
+  }
   return words;
+}
+
+/** Levenshtein distance between two short words. */
+function distance(a, b) {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length];
 }

@@ -127,6 +127,9 @@ export function f(k: string) {
     expect(topologiesOf(header("// @topology pooler redis citus"))).toEqual(["pooler", "redis", "citus"]);
     expect(topologiesOf(header("// @topology citus"))).toEqual(["citus"]);
     expect(topologiesOf(header("// A file of no topology."))).toEqual([]);
+    // Mentions in the text, and other tags, are not the header line.
+    const mentions = "// Files name theirs with `// @topology pooler`.\n// @ts-expect-error: a type test";
+    expect(topologiesOf(header(mentions))).toEqual([]);
     for (const broken of [
       "// @topology poolr",
       "// @topology pooler redis-cluster",
@@ -136,6 +139,8 @@ export function f(k: string) {
       "//@topology pooler",
       "// @Topology pooler",
       "// @topologies pooler",
+      "// @topolgy pooler",
+      "// @Topolgoy pooler",
       "/* @topology pooler */",
       "// @topology pooler\n// @topology redis",
     ])
