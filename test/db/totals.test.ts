@@ -4,6 +4,7 @@
 // @topology pooler
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Prisma } from "../../generated/prisma/client.js";
 import type { LoadResult } from "../../server/admin/fixture.js";
 import { DEEP_OFFSET } from "../../routers/_lib/totals.js";
 import { randomUuid, startApp, type TestApp } from "../helpers/app.js";
@@ -17,9 +18,17 @@ let B: string; // a second tenant: its counters never move with A's writes
 let key: string;
 let keyB: string;
 
-const rows = <R = any>(q: string, ...params: unknown[]) => app.db.prisma.$queryRawUnsafe<R[]>(q, ...params);
+// Test data and ground truth without the pool's statement_timeout (the service's 5 s, meant for API
+// requests): bulk writes through the counters' triggers and counts over every row take longer on
+// Citus on a busy machine.
+const untimedTx = <T>(fn: (tx: Prisma.TransactionClient) => Promise<T>) =>
+  app.db.prisma.$transaction(async (tx) => {
+    await tx.$executeRawUnsafe("SET LOCAL statement_timeout = 0");
+    return fn(tx);
+  });
+const rows = <R = any>(q: string, ...params: unknown[]) => untimedTx((tx) => tx.$queryRawUnsafe<R[]>(q, ...params));
 const one = async <R = any>(q: string, ...params: unknown[]) => (await rows<R>(q, ...params))[0]!;
-const exec = (q: string, ...params: unknown[]) => app.db.prisma.$executeRawUnsafe(q, ...params);
+const exec = (q: string, ...params: unknown[]) => untimedTx((tx) => tx.$executeRawUnsafe(q, ...params));
 const get = (path: string, query: Record<string, string | number | undefined>, k = key) =>
   app.request("GET", `/public/v1/${path}`, { key: k, query });
 
@@ -416,7 +425,7 @@ describe("counters", () => {
                                   GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, A);
     const before = await snapshot();
     await expect(
-      app.db.prisma.$transaction(async (tx) => {
+      untimedTx(async (tx) => {
         await tx.$executeRawUnsafe(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId")
           SELECT "tenantId", 'Doomed', "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`, A);
         await tx.$executeRawUnsafe(`UPDATE "Ticket" SET "status" = 'closed' WHERE "tenantId" = $1::uuid`, A);
