@@ -9,7 +9,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../../server/admin/fixture.js";
 import { DEEP_OFFSET } from "../../routers/_lib/totals.js";
-import { directBaseUrl, startApp } from "../helpers/app.js";
+import { directBaseUrl, startApp, untimed } from "../helpers/app.js";
 import { citusCluster, lockWaits, tenantNodeUrl } from "../helpers/cluster.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 
@@ -24,6 +24,8 @@ let keyS: string;
 const rows = <R = any>(q: string, ...params: unknown[]) => app.db.prisma.$queryRawUnsafe<R[]>(q, ...params);
 const one = async <R = any>(q: string, ...params: unknown[]) => (await rows<R>(q, ...params))[0]!;
 const exec = (q: string, ...params: unknown[]) => app.db.prisma.$executeRawUnsafe(q, ...params);
+/** Bulk test data without the pool's statement_timeout (the service's 5 s, meant for API requests). */
+const bulk = (q: string, ...params: unknown[]) => untimed(app.db)(q, params);
 const onPostgres = Boolean(process.env.DATABASE_URL);
 const onCitus = async () => onPostgres && (await citusCluster(directBaseUrl()!)) !== null;
 
@@ -252,7 +254,7 @@ describe("deep offsets with sparse years", () => {
     // dense tenant has the same rows in seven adjacent years.
     for (const [t, years] of [[S, YEARS], [D, DENSE]] as const) {
       const { ana } = await one<{ ana: string }>(`SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`, t);
-      await exec(
+      await bulk(
         `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
          SELECT $1::uuid, $2::uuid, 'Sparse ' || y || '.' || i, 'visit', s, s + interval '10 minutes'
            FROM unnest($3::int[]) y, generate_series(1, 130) i,
@@ -260,7 +262,7 @@ describe("deep offsets with sparse years", () => {
         t, ana, years,
       );
     }
-    await exec(
+    await bulk(
       `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "createdAt")
        SELECT $1::uuid, 'Sparse lead ' || y || '.' || i, (SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1),
               make_timestamptz(y, 1 + i % 12, 1 + i % 28, 12, 0, 0, 'UTC') + i * interval '1 second'
