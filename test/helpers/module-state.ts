@@ -22,8 +22,6 @@ export const MODULE_STATE: Record<string, string> = {
   "server/secrets.ts cached": "kept: keyed by the configured URLs it was computed from (recomputed when they differ)",
   "server/main.ts tenants": "kept: the service's entry point, never imported by a test",
   "server/main.ts inProgress": "kept: the service's entry point, never imported by a test",
-  "server/main.ts sequencing": "kept: the service's entry point, never imported by a test",
-  "server/main.ts sequencerFailing": "kept: the service's entry point, never imported by a test",
   "server/db/migrate-cli.ts db": "kept: the migrator's entry point, never imported by a test",
   "routers/_lib/counters.ts warned": "kept: a warning once per filter and process; setOnUncounted (tests) clears it",
   "routers/_lib/counters.ts onUncounted": "kept: replaced by setOnUncounted and restored where a test sets it",
