@@ -1,4 +1,6 @@
-// Drill 8 — secrets. An instance at LOG_LEVEL=trace runs every operation successfully, sends through
+// Drill 8 — secrets. An instance at LOG_LEVEL=trace runs every operation successfully (the spec's and
+// those of two-way sync: GET one, PUT by external id, batch upserts with an Idempotency-Key, and a
+// batch item that fails naming the holder of a phone, at trace level too), sends through
 // WhatsApp, Telegram and Messenger to a provider that accepts, one that answers 401 echoing the
 // request (URL, headers, body: the credentials), and one that never answers; it sees wrong, revoked,
 // expired and misplaced keys and a key made with the admin CLI. Then:
@@ -15,7 +17,7 @@ import { dump } from "./lib/dump.js";
 import { richTenant, load } from "./lib/fixture.js";
 import { Client, Tally } from "./lib/http.js";
 import { addApiKey, allLogs, allSecrets, secretsIn } from "./lib/observe.js";
-import { OPERATIONS, idOf, validQuery } from "./lib/operations.js";
+import { OPERATIONS, SYNC_OPERATIONS, idOf, validQuery } from "./lib/operations.js";
 import { startPostgres } from "./lib/postgres.js";
 import { ROOT } from "./lib/proc.js";
 import { Report, type Drill } from "./lib/result.js";
@@ -50,13 +52,13 @@ export const drill8: Drill = {
     // Every operation, successfully.
     const today = new Date().toISOString().slice(0, 10);
     let n = 0;
-    for (const op of OPERATIONS) {
-      const pathId = op.pathId ? idOf(s, op.pathId) : "";
+    for (const op of [...OPERATIONS, ...SYNC_OPERATIONS]) {
+      const pathId = op.pathId ? idOf(s, op.pathId) : encodeURIComponent(`s8-${op.name}`);
       const query: Record<string, string> = {};
       for (const [q, kind] of Object.entries(op.query ?? {})) if (!["cursor", "offset", "since"].includes(q)) query[q] = kind ? idOf(s, kind) : validQuery(q);
       if (op.name === "availability.get") Object.assign(query, { from: today, to: today });
       if (op.name === "contacts.list") delete query.listId;
-      const r = await client.request(op.method, op.path.replace("{id}", pathId), {
+      const r = await client.request(op.method, op.path.replace(/\{id\}|\{externalId\}/, pathId), {
         key,
         query,
         body: op.body ? op.body(s, 100 + n++) : op.method === "GET" ? undefined : {},
@@ -64,6 +66,14 @@ export const drill8: Drill = {
       });
       report.check(r.status >= 200 && r.status < 300, `${op.name} answered ${r.status} ${r.body?.error ?? ""} ${JSON.stringify(r.body?.details ?? {}).slice(0, 200)}`);
     }
+    // A batch item refused for a phone another contact holds: its 409 names the holder.
+    const taken = await client.request("POST", "/public/v1/contacts/batch/upsert", {
+      key,
+      body: { items: [{ externalId: "s8-taken", fullName: "Taken", phone: "+34600000001" }] },
+    });
+    const [item] = taken.body?.results ?? [];
+    const refused = taken.status === 200 && item?.status === "failed" && item.error?.error === "ALREADY_EXISTS";
+    report.check(refused, `batch item, taken phone: ${taken.status} ${JSON.stringify(item ?? null).slice(0, 99)}`);
     // Sends through every provider kind: accepted, rejected with the credentials echoed, timed out.
     for (const t of ["s", "e", "h"] as const) {
       const tid = ids.tenants[t]!;

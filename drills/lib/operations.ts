@@ -90,8 +90,8 @@ export const OPERATIONS: Operation[] = [
 ];
 
 /**
- * The operations of two-way sync (issue 39), apart from OPERATIONS (which drills 7 and 8 walk as the
- * spec's 20): GET one contact, ticket and appointment, PUT by external id (the path's `{externalId}`
+ * The operations of two-way sync (issue 39), apart from OPERATIONS (the spec's 20; drills 6, 7 and 8
+ * walk both): GET one contact, ticket and appointment, PUT by external id (the path's `{externalId}`
  * is the caller's to fill, URL-encoded) and the batch upserts. Their valid bodies build on the
  * creates' (a PUT's without externalId, a ticket's also without comment).
  */
