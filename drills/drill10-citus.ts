@@ -22,7 +22,8 @@
 // Of the three instances, two send each tenant's statements to its worker (DATABASE_ROUTING=workers,
 // server/db/routing.ts): a route they hold goes stale at each operation and must stay correct; the
 // third sends every statement through the coordinator.
-// Targets: every acknowledged write (201/200) is in the database, no Idempotency-Key made two rows,
+// Targets: every acknowledged write (201/200) is in the database (each patched lead, read back, holds
+// its last acknowledged PATCH's notes at a consistent version), no Idempotency-Key made two rows,
 // no two scheduled appointments of one user overlap (and no round had two 201s), every mirror equals a
 // fresh read of its tenant after the writers stop (the resources' own lists, and the feed read from
 // the beginning), no request without an HTTP answer, and 5xx (and the services' error-level log
@@ -36,13 +37,13 @@
 // Eight shards (not Citus's 32) keep the rebalance to a few moves: each move costs ~5-10 s here
 // (logical replication set-up and catch-up polls), whatever the shard's size.
 // Needs the citus extension installed (../shared/citus/install.sh; CI's citus leg runs it first).
-import { isDeepStrictEqual } from "node:util";
 import pg from "pg";
 import type { TenantIds } from "../server/admin/fixture.js";
 import { bookingDay, checkBookings, raceForSlot, slotOf, type BookingRound } from "./lib/bookings.js";
 import { isolateTenant, moveShard, nodeWarnings, placements, rebalance, shardOf, startCitus, type Node, type TransferMode } from "./lib/citus.js";
 import { load, richTenant } from "./lib/fixture.js";
 import { Client, Tally, type ReqOpts, type Res } from "./lib/http.js";
+import { mapDiff } from "./lib/mirror.js";
 import { ROOT, runOk } from "./lib/proc.js";
 import { startRedis } from "./lib/redis.js";
 import { Report, type Drill } from "./lib/result.js";
@@ -78,9 +79,22 @@ interface Tenant {
   key: string;
   /** Acknowledged leads (ids), for updates. */
   leads: string[];
+  /** Per acknowledged lead: its PATCHes, for the read-back. */
+  patches: Map<string, LeadPatches>;
   /** The drill's ticket being commented on, and how many comments it has. */
   ticket: { id: string; comments: number } | null;
   slot: number;
+}
+
+/**
+ * A lead's notes as created and its PATCHes in the order sent. A lead is patched by one lane at a time
+ * (`busy`), so the last acknowledged PATCH is known; a PATCH never acknowledged (a 5xx or no answer on
+ * every attempt) may or may not have been applied.
+ */
+interface LeadPatches {
+  created: string;
+  patches: { value: string; acked: boolean; version?: number }[];
+  busy: boolean;
 }
 
 /** A keyed write: every answer it got, the ids its acknowledgements named. */
@@ -154,7 +168,7 @@ export const drill10: Drill = {
     const loaded = await load(url, { tenants: refs.map((r) => richTenant(r)) });
     const tenants: Tenant[] = refs.map((ref) => {
       const ids = loaded.tenants[ref]!;
-      return { ref, ids, key: ids.apiKeys.full!.key, leads: [], ticket: null, slot: 0 };
+      return { ref, ids, key: ids.apiKeys.full!.key, leads: [], patches: new Map(), ticket: null, slot: 0 };
     });
     const busy = tenants[0]!;
     const others = tenants.slice(1);
@@ -238,24 +252,41 @@ export const drill10: Drill = {
           while (running) {
             const n = seq++;
             const t = pick(n);
-            if (n % 5 === 4 && t.leads.length) {
-              const id = t.leads[n % t.leads.length]!;
+            // A lead no other lane is patching (from a place that moves with n).
+            const from = t.leads.length ? n % t.leads.length : 0;
+            const free = [...t.leads.slice(from), ...t.leads].find((x) => !t.patches.get(x)!.busy);
+            if (n % 5 === 4 && free) {
+              const lead = t.patches.get(free)!;
+              lead.busy = true;
+              const patch: LeadPatches["patches"][number] = { value: `patched-${n}`, acked: false };
+              lead.patches.push(patch);
               for (let a = 0; a < 40; a++) {
-                const r = await send(n + a, "PATCH", `/public/v1/leads/${id}`, { key: t.key, body: { notes: `patched-${n}` } });
-                if (r.status === 200) break;
+                const body = { notes: patch.value };
+                const r = await send(n + a, "PATCH", `/public/v1/leads/${free}`, { key: t.key, body });
+                if (r.status === 200) {
+                  patch.acked = true;
+                  patch.version = r.body?.version;
+                  break;
+                }
                 if (r.status >= 400 && r.status < 500) {
-                  note(`patch lead ${id}`, r);
+                  note(`patch lead ${free}`, r);
                   break;
                 }
                 await sleep(250);
               }
+              lead.busy = false;
               allWrites += 1;
               if (t === busy) busyWrites += 1;
             } else if (n % 2 === 0) {
               const marker = `d10-lead-${n}`;
               const k: Keyed = { what: "lead", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
-              const r = await keyedWrite(k, n, "/public/v1/leads", { customerName: marker, customerPhone: "+34600555000", notes: `Citus lead ${n}` }, (x) => x.status === 201);
-              if (r?.body?.id) t.leads.push(r.body.id);
+              const notes = `Citus lead ${n}`;
+              const body = { customerName: marker, customerPhone: "+34600555000", notes };
+              const r = await keyedWrite(k, n, "/public/v1/leads", body, (x) => x.status === 201);
+              if (r?.body?.id) {
+                t.patches.set(r.body.id, { created: notes, patches: [], busy: false });
+                t.leads.push(r.body.id);
+              }
             } else {
               const marker = `d10-contact-${n}`;
               const k: Keyed = { what: "contact", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
@@ -477,6 +508,24 @@ export const drill10: Drill = {
     report.check(lost.length === 0, `${lost.length} acknowledged writes missing from the database (${lost.slice(0, 3).map((k) => k.marker).join(", ")})`);
     report.check(idRows === ackedIds.length, `${ackedIds.length - idRows} acknowledged ids missing from the database`);
     report.check(duplicates.length === 0, `${duplicates.length} Idempotency-Keys made two rows (${duplicates.slice(0, 3).map((k) => k.marker).join(", ")})`);
+    // Lead PATCHes: each patched lead holds its last acknowledged PATCH's notes (or those of one sent
+    // after it and never acknowledged), at the version that PATCH answered (plus one per such PATCH).
+    const patched = tenants.flatMap((t) => [...t.patches].filter(([, l]) => l.patches.length));
+    const patchRows = new Map<string, { notes: string | null; version: number }>();
+    const patchedIds = patched.map(([id]) => id);
+    const readBack = await db.query(`SELECT "id", "notes", "version" FROM "Lead" WHERE "id" = ANY($1::uuid[])`, [
+      patchedIds,
+    ]);
+    for (const row of readBack.rows) patchRows.set(row.id, row);
+    const wrongPatches = patched.flatMap(([id, l]) => {
+      const wrong = patchProblem(l, patchRows.get(id));
+      return wrong ? [`lead ${id}: ${wrong}`] : [];
+    });
+    for (const p of wrongPatches.slice(0, 5)) report.fail(`PATCH read-back: ${p}`);
+    if (wrongPatches.length > 5) report.fail(`PATCH read-back: … ${wrongPatches.length - 5} more`);
+    const patchCount = patched.reduce((n, [, l]) => n + l.patches.length, 0);
+    const patchAcked = patched.reduce((n, [, l]) => n + l.patches.filter((p) => p.acked).length, 0);
+    report.check(patchAcked > 0, `no lead PATCH was acknowledged (${patchCount} sent): the read-back checked nothing`);
     report.check(unacked <= CREATE_LANES + COMMENT_LANES, `${unacked} keyed writes never acknowledged (at most the ${CREATE_LANES + COMMENT_LANES} in flight at the end)`);
 
     // Bookings: at most one 201 per slot, every acknowledged booking stored, no overlap at all.
@@ -523,6 +572,8 @@ export const drill10: Drill = {
     report.figure(`move ${secs("move")} s, isolate ${secs("isolate")} s (${ISOLATE_MODE}${isolateRetries.n ? `, run again ${isolateRetries.n}× as a deadlock's victim` : ""}), rebalance ${secs("rebalance")} s (${rb.result?.moves ?? 0} shard moves onto :${rb.third?.port ?? "-"})`);
     report.figure(`${all} requests over ${elapsed.toFixed(0)} s on ${TENANTS} tenants (busy: ${allWrites ? Math.round((100 * busyWrites) / allWrites) : 0}% of ${allWrites} writes)`);
     report.figure(`writes acked ${acked.length + bookedIds.length}: lost ${lost.length}, duplicates ${duplicates.length} (${replays} replays)`);
+    const readWrong = wrongPatches.length;
+    report.figure(`lead PATCHes acked ${patchAcked} of ${patchCount} on ${patched.length} leads, ${readWrong} wrong`);
     report.figure(`bookings ${wonRounds} slots won of ${rounds.length} rounds × ${BOOKERS}: double bookings ${doubleBookings}`);
     report.figure(`mirrors ${mirrorsEqual}/${TENANTS} equal to the lists, ${feedEqual}/${TENANTS} to the feed from scratch (${mirrored} objects, ${polls} polls)`);
     const byPhase = new Map<string, number>();
@@ -544,12 +595,26 @@ export const drill10: Drill = {
   },
 };
 
-/** null when the two maps hold the same keys with deeply equal values; else the first difference. */
-function mapDiff(a: Map<string, unknown>, b: Map<string, unknown>): string | null {
-  for (const [k, v] of a) {
-    if (!b.has(k)) return `${k} only in the mirror`;
-    if (!isDeepStrictEqual(v, b.get(k))) return `${k}: mirror ${JSON.stringify(v).slice(0, 160)} vs ${JSON.stringify(b.get(k)).slice(0, 160)}`;
+/**
+ * What is wrong with a patched lead's row (undefined: missing) given its PATCHes; null when nothing is.
+ * Each PATCH sends notes of its own and a PATCH that changes nothing keeps the version (a retry of an
+ * applied one), so: the acknowledged versions grow in the order sent; the row holds the last
+ * acknowledged PATCH's notes (#j) or those of a later unacknowledged one (#f), never an earlier one's
+ * (an acknowledged write lost); at #j's version when f = j, else above it by at most f − j.
+ */
+function patchProblem(l: LeadPatches, row: { notes: string | null; version: number } | undefined): string | null {
+  if (!row) return "missing from the database";
+  let last = 1;
+  for (const p of l.patches.filter((x) => x.acked)) {
+    if (!(typeof p.version === "number" && p.version > last)) return `"${p.value}" answered ${p.version} after ${last}`;
+    last = p.version;
   }
-  for (const k of b.keys()) if (!a.has(k)) return `${k} missing from the mirror`;
-  return null;
+  const j = l.patches.findLastIndex((p) => p.acked);
+  const f = row.notes === l.created ? -1 : l.patches.findIndex((p) => p.value === row.notes);
+  if (f === -1 && row.notes !== l.created) return `notes ${JSON.stringify(row.notes)}: no PATCH sent them`;
+  const held = f < 0 ? "its create's notes" : `PATCH #${f}'s notes`;
+  if (f < j) return `${held}, but PATCH #${j} ("${l.patches[j]!.value}") was acknowledged after it: lost`;
+  const base = j < 0 ? 1 : l.patches[j]!.version!;
+  const ok = f === j ? row.version === base : row.version > base && row.version <= base + (f - j);
+  return ok ? null : `${held} at version ${row.version}; the last acknowledged PATCH (#${j}) answered ${base}`;
 }
