@@ -6,7 +6,7 @@
 // in a row (one line per drill and run; any failing run fails the whole): `npm run drills -- citus --repeat 10`.
 //
 // Environment: DRILL_SCALE (default 1; multiplies load durations and counts), DRILL_FUZZ_COUNT
-// (default 10000), DRILL_FUZZ_SEED (default 20261122), DRILL_REDIS_OUTAGE_S (20), DRILL_PG_OUTAGE_S
+// (default 10000), DRILL_FUZZ_SEED (default: derived from the commit), DRILL_REDIS_OUTAGE_S (20), DRILL_PG_OUTAGE_S
 // (5), DRILL_LOG_LEVEL (debug), DRILL_TIMEOUT_S (per drill; default each drill's timeoutS, else 300),
 // DRILL_CITUS_KEEP (1: drill 10 keeps its cluster's folder, data and server logs, for a post-mortem).
 import { writeFileSync } from "node:fs";
