@@ -7,9 +7,10 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { Appointment, AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
-import { appointmentSize, budgetCut, cutToBudget, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
+import { defineList } from "../_lib/list.js";
+import { appointmentSize, OFFSET_BUDGET_DOC } from "../_lib/page-budget.js";
 import { DateTimeInput, Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { eq, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
+import { sqlTime, type Filter } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { isAppointmentStatus } from "./schemas.js";
 
@@ -21,6 +22,15 @@ export const ListAppointmentsQuery = z.object({
   from: DateTimeInput.optional(),
   to: DateTimeInput.optional(),
   ...PageQuery,
+});
+
+/** The appointments list: by startsAt, then id. */
+export const appointmentList = defineList<AppointmentRow, z.infer<typeof AppointmentObject>>({
+  entity: "Appointment",
+  order: { column: "startsAt", desc: false },
+  pick: Appointment.select(),
+  size: () => appointmentSize(),
+  toPublic: toAppointment,
 });
 
 export const listAppointments = scoped("tenant:appointments.read")
@@ -45,13 +55,12 @@ export const listAppointments = scoped("tenant:appointments.read")
     // A status that no appointment can have matches nothing (common rule 2), without a query.
     if (input.status !== undefined && !isAppointmentStatus(input.status)) return offsetList([], 0, page);
 
-    // One statement: the total (a counter for no filter or one equality filter, else an index count),
-    // and the page; a deep offset of the unfiltered list starts at the startsAt day bucket holding it.
+    // One statement (routers/_lib/list.ts): the total and the page.
     const filters: Filter[] = [];
-    if (input.userId) filters.push(eq(ctx.tenantId, "Appointment", "userId", "assignedUserId", input.userId, "uuid"));
-    if (input.customerId) filters.push(eq(ctx.tenantId, "Appointment", "customerId", "customerId", input.customerId, "uuid"));
-    if (input.leadId) filters.push(eq(ctx.tenantId, "Appointment", "leadId", "leadId", input.leadId, "uuid"));
-    if (input.status !== undefined) filters.push(eq(ctx.tenantId, "Appointment", "status", "status", input.status, "AppointmentStatus"));
+    if (input.userId) filters.push(appointmentList.eq(ctx.tenantId, "assignedUserId", input.userId, "uuid"));
+    if (input.customerId) filters.push(appointmentList.eq(ctx.tenantId, "customerId", input.customerId, "uuid"));
+    if (input.leadId) filters.push(appointmentList.eq(ctx.tenantId, "leadId", input.leadId, "uuid"));
+    if (input.status !== undefined) filters.push(appointmentList.eq(ctx.tenantId, "status", input.status, "AppointmentStatus"));
     if (input.from !== undefined || input.to !== undefined) {
       const t = (d?: Date) => (d ? sqlTime(d) : Prisma.sql`NULL::timestamptz`);
       const exact = [
@@ -63,26 +72,6 @@ export const listAppointments = scoped("tenant:appointments.read")
         cond: Prisma.sql`tstzrange("startsAt", "endsAt", '[)') && tstzrange(${t(input.from)}, ${t(input.to)}, '[]') AND ${Prisma.join(exact, " AND ")}`,
       });
     }
-    const where = whereOf(ctx.tenantId, filters);
-    const read = (cut: Cut) => listRows<AppointmentRow>(ctx,
-      listStatement({
-        tenantId: ctx.tenantId,
-        offset: input.offset,
-        total: exactTotal(ctx.tenantId, "Appointment", filters),
-        seek: filters.length === 0 ? { entity: "Appointment", column: Prisma.sql`"startsAt"`, desc: false } : undefined,
-        // Cut to the byte budget (routers/_lib/page-budget.ts) in the same statement.
-        page: (at) =>
-          budgetCut(
-            cut,
-            Prisma.sql`
-              SELECT ${Appointment.select()} FROM "Appointment" WHERE ${where} AND ${at.where} ORDER BY "startsAt", "id" LIMIT ${input.limit} OFFSET ${at.offset}`,
-            appointmentSize(),
-            Prisma.sql`"startsAt", "id"`,
-            { budget: ctx.pageBudget },
-          ),
-        order: Prisma.sql`p."startsAt", p."id"`,
-      }),
-    );
-    const { total: count, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, page.offset)));
-    return offsetList(items.map(toAppointment), count, page);
+    const { total, items } = await appointmentList.read(ctx, { filters, ...page });
+    return offsetList(items, total, page);
   });

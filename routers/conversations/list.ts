@@ -4,9 +4,10 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "../../model/conversation.js";
-import { budgetCut, conversationSize, cutToBudget, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
+import { defineList } from "../_lib/list.js";
+import { conversationSize, OFFSET_BUDGET_DOC } from "../_lib/page-budget.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { countedAny, eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
+import { countedAny, type Filter } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { selectConversations } from "./schemas.js";
 
@@ -19,6 +20,15 @@ export const ListConversationsQuery = z.object({
 });
 
 const isOneOf = <T extends string>(values: readonly T[], v: string): v is T => (values as readonly string[]).includes(v);
+
+/** The conversations list: newest activity first, each with its channel's kind and its customer (a conversation's size counts them). */
+export const conversationList = defineList<ConversationRow, z.infer<typeof ConversationObject>>({
+  entity: "Conversation",
+  order: { column: "lastMessageAt", desc: true },
+  rows: selectConversations,
+  size: () => conversationSize(),
+  toPublic: toConversation,
+});
 
 export const listConversations = scoped("tenant:conversations.read")
   .meta({
@@ -47,7 +57,7 @@ export const listConversations = scoped("tenant:conversations.read")
     // of the customers linked to that contact.
     const t = ctx.tenantId;
     const filters: Filter[] = [];
-    if (input.status !== undefined) filters.push(eq(t, "Conversation", "status", "status", input.status, "ConversationStatus"));
+    if (input.status !== undefined) filters.push(conversationList.eq(t, "status", input.status, "ConversationStatus"));
     if (input.channel !== undefined) {
       const ids = Prisma.sql`SELECT ch."id" FROM "Channel" ch WHERE ch."tenantId" = ${t}::uuid AND ch."kind" = ${input.channel}::"ChannelKind"`;
       filters.push({
@@ -62,30 +72,6 @@ export const listConversations = scoped("tenant:conversations.read")
         counter: countedAny(t, "Conversation", "customerId", "customerId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
       });
     }
-    const where = whereOf(t, filters);
-    const read = (cut: Cut) => listRows<ConversationRow>(ctx,
-      listStatement({
-        tenantId: t,
-        offset: input.offset,
-        total: exactTotal(t, "Conversation", filters),
-        seek: filters.length === 0 ? { entity: "Conversation", column: Prisma.sql`"lastMessageAt"`, desc: true } : undefined,
-        // Cut to the byte budget (routers/_lib/page-budget.ts) over the joined rows: a conversation's
-        // size includes its customer's fields.
-        page: (at) =>
-          budgetCut(
-            cut,
-            selectConversations(
-              t,
-              Prisma.sql`SELECT * FROM "Conversation" WHERE ${where} AND ${at.where} ORDER BY "lastMessageAt" DESC, "id" DESC
-                          LIMIT ${input.limit} OFFSET ${at.offset}`,
-            ),
-            conversationSize(),
-            Prisma.sql`"lastMessageAt" DESC, "id" DESC`,
-            { budget: ctx.pageBudget },
-          ),
-        order: Prisma.sql`p."lastMessageAt" DESC, p."id" DESC`,
-      }),
-    );
-    const { total, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, input.offset)));
-    return offsetList(items.map(toConversation), total, page);
+    const { total, items } = await conversationList.read(ctx, { filters, ...page });
+    return offsetList(items, total, page);
   });

@@ -10,12 +10,22 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { TicketObject } from "../../model/ticket.js";
-import { budgetCut, cutToBudget, OFFSET_BUDGET_DOC, oversizedAllowed, ticketSize, withheld, type Cut } from "../_lib/page-budget.js";
+import { OFFSET_BUDGET_DOC, ticketSize } from "../_lib/page-budget.js";
+import { defineList } from "../_lib/list.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { eq, exactTotal, listStatement, splitList, whereOf, type Filter, type ListRows, listRows } from "../_lib/totals.js";
+import type { Filter } from "../_lib/totals.js";
 import { ExternalId } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { fromThreadRow, isTicketStatus, selectTickets, type TicketThreadRow } from "./schemas.js";
+
+/** The tickets list: newest first, each with its thread (read for the page's tickets within the budget). */
+export const ticketList = defineList<TicketThreadRow, TicketObject>({
+  entity: "Ticket",
+  order: { column: "createdAt", desc: true },
+  finish: selectTickets,
+  size: (t) => ticketSize(t),
+  toPublic: fromThreadRow,
+});
 
 export const ListTicketsInput = z.object({
   status: z.string().meta({ description: "open, pending, resolved or closed; any other value matches nothing" }).optional(),
@@ -44,39 +54,13 @@ export const listTickets = scoped("tenant:tickets.read")
   .query(async ({ ctx, input }) => {
     const page = { offset: input.offset, limit: input.limit };
     if (input.status !== undefined && !isTicketStatus(input.status)) return offsetList([], 0, page);
-    // One statement: the total (a counter for no filter or one filter, else an index count over the
-    // most selective filter's index), the page and each ticket's thread (routers/_lib/totals.ts).
+    // One statement (routers/_lib/list.ts): the total, the page and each ticket's thread — built only
+    // for the tickets within the byte budget.
     const filters: Filter[] = [];
-    if (input.status !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "status", "status", input.status, "TicketStatus"));
-    if (input.assignedTo !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "assignedTo", "assignedToId", input.assignedTo, "uuid"));
-    if (input.customerId !== undefined) filters.push(eq(ctx.tenantId, "Ticket", "customerId", "customerId", input.customerId, "uuid"));
+    if (input.status !== undefined) filters.push(ticketList.eq(ctx.tenantId, "status", input.status, "TicketStatus"));
+    if (input.assignedTo !== undefined) filters.push(ticketList.eq(ctx.tenantId, "assignedToId", input.assignedTo, "uuid"));
+    if (input.customerId !== undefined) filters.push(ticketList.eq(ctx.tenantId, "customerId", input.customerId, "uuid"));
     if (input.externalId !== undefined) filters.push({ cond: Prisma.sql`"externalId" = ${input.externalId}` });
-    const where = whereOf(ctx.tenantId, filters);
-    // Cut to the byte budget (routers/_lib/page-budget.ts): the threads of the tickets returned only.
-    const read = (cut: Cut) => listRows<TicketThreadRow>(ctx,
-      listStatement({
-        tenantId: ctx.tenantId,
-        offset: page.offset,
-        total: exactTotal(ctx.tenantId, "Ticket", filters),
-        seek: filters.length === 0 ? { entity: "Ticket", column: Prisma.sql`"createdAt"`, desc: true } : undefined,
-        page: (at) =>
-          selectTickets(
-            ctx.tenantId,
-            budgetCut(
-              cut,
-              Prisma.sql`SELECT * FROM "Ticket" WHERE ${where} AND ${at.where} ORDER BY "createdAt" DESC, "id" DESC
-                          LIMIT ${page.limit} OFFSET ${at.offset}`,
-              ticketSize(ctx.tenantId),
-              Prisma.sql`"createdAt" DESC, "id" DESC`,
-              { budget: ctx.pageBudget },
-            ),
-          ),
-        order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
-      }),
-    );
-    const { total: count, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, page.offset)));
-    const tickets = items.map(fromThreadRow);
-    // A ticket larger than this call's share of a /trpc batch: one call of the batch may answer it.
-    if (tickets.length === 1 && !oversizedAllowed(ctx, tickets[0])) return offsetList([], count, page);
-    return offsetList(tickets, count, page);
+    const { total, items } = await ticketList.read(ctx, { filters, ...page });
+    return offsetList(items, total, page);
   });
