@@ -294,7 +294,19 @@ type BatchResult<O> = {
 function itemError(err: unknown): BatchResult<never>["error"] {
   const app = toAppError(err);
   if (app.status >= 500) throw err;
-  return { error: app.code, message: app.message, details: app.details };
+  return { error: app.code, message: app.message, details: inJsonbOrder(app.details) as Record<string, unknown> };
+}
+
+/**
+ * A value with every object's keys in the order a jsonb value keeps them (shorter keys first, then
+ * by their bytes): an item's free-form `details` (no output schema orders them) then reads the same
+ * in the first answer and in a replay of its stored record.
+ */
+function inJsonbOrder(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(inJsonbOrder);
+  if (!v || typeof v !== "object") return v;
+  const keys = Object.keys(v).sort((a, b) => Buffer.byteLength(a) - Buffer.byteLength(b) || Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  return Object.fromEntries(keys.map((k) => [k, inJsonbOrder((v as Record<string, unknown>)[k])]));
 }
 
 /** A statement the database refused for a value (class 22 or 23), not an outage. */

@@ -136,6 +136,17 @@ describe("stored replays are small and replay the first answer", () => {
     expect(again.text).toBe(first.text);
   });
 
+  it("a small keyed batch with failed items replays byte for byte (an item's details in the order its stored record keeps)", async () => {
+    const k = `small-${randomBytes(4).toString("hex")}`;
+    const items = [{ externalId: "small-1", customerName: "A" }, { externalId: "small-2", customerName: "B", rooms: "x", zones: 3 }, { externalId: "small-1" }];
+    const first = await req("POST", "/leads/batch/upsert", { body: { items }, headers: { "Idempotency-Key": k } });
+    expect(first.body.results.map((r: { status: string }) => r.status)).toEqual(["created", "failed", "failed"]);
+    expect(first.body.results[1].error.details.fields.length).toBeGreaterThan(1);
+    const again = await req("POST", "/leads/batch/upsert", { body: { items }, headers: { "Idempotency-Key": k } });
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(again.text).toBe(first.text);
+  });
+
   it("a lead batch of 100 full leads fits its record whole; leads too large for one record are cut there, the same in the replay", async () => {
     const lead = (i: number, notes: string) => ({
       externalId: `rec-${i}`,
