@@ -494,10 +494,11 @@ export function batchResolver<B, R extends { id: string; version: number }, O ex
             await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
             out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
           } catch (err) {
-            const error = itemError(err);
+            if (toAppError(err).status >= 500) throw err; // an outage fails the batch
             await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_item");
+            // The holder a 409 names is read once the item's writes are rolled back, before its error is made.
             await nameHolder(err, ctx.db);
-            out[index] = { index, status: "failed", id: null, item: null, error };
+            out[index] = { index, status: "failed", id: null, item: null, error: itemError(err) };
           }
         }
         const results = await answer(ctx, res, out);

@@ -6,11 +6,12 @@
 //   4. phone / email (case-insensitive) already used by a live or soft-deleted contact of the tenant
 //      → 409 ALREADY_EXISTS, held by the unique indexes (so concurrent creates cannot both win)
 import { z } from "zod";
-import { requirePhone } from "../../server/phone.js";
+import { insertRow } from "../../server/db/insert.js";
 import { ContactObject, toContact } from "../../model/contact.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { ExternalId } from "../_lib/sync.js";
 import { scoped, type AuthedContext } from "../trpc.js";
+import { contactRow } from "./model.js";
 import { Country, duplicateContact, Email, FullName, RawPhone } from "./schemas.js";
 
 export const CreateContactInput = z
@@ -48,21 +49,9 @@ export const createContact = scoped("tenant:contacts.manage")
     idempotent<CreateContactInput, ContactObject>(({ ctx, input }) => insertContact(ctx, input)),
   );
 
-/** The create's rules and its one INSERT (also the create of an upsert by external id, routers/contacts/upsert.ts). */
+/** The create's rules and its one INSERT of the row (model.ts; also the create of an upsert by external id). */
 export async function insertContact(ctx: AuthedContext, input: CreateContactInput): Promise<ContactObject> {
-  const phone = requirePhone(input.phone, input.country ?? ctx.caller.tenant.defaultCountry, "phone");
-  const now = ctx.services.now();
-  const data = {
-    tenantId: ctx.tenantId,
-    fullName: input.fullName ?? null,
-    phone,
-    email: input.email ?? null,
-    country: input.country ?? null,
-    origin: "api",
-    externalId: input.externalId ?? null,
-    createdAt: now,
-    updatedAt: now,
-  };
-  const row = await ctx.db.contact.create({ data }).catch((err) => duplicateContact(err, ctx.tenantId, data));
+  const row = contactRow(ctx, input);
+  await insertRow(ctx.db, { table: "Contact", row }).catch((err) => duplicateContact(err, ctx.tenantId, row));
   return toContact(row);
 }

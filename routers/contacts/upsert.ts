@@ -5,10 +5,9 @@
 //   and email applied as PATCH applies them (200); phone (compared after normalisation) and country
 //   must be absent or equal to the stored values, else 422 naming them; nothing differs → 200, nothing
 //   written. A soft-deleted contact still holds its external id: 409 ALREADY_EXISTS naming it.
-import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import { readFor } from "../../server/db/insert.js";
+import { insertRows, readFor } from "../../server/db/insert.js";
 import { Contact, type ContactRow } from "../../model/contact.js";
 import { requirePhone } from "../../server/phone.js";
 import { ContactObject, toContact } from "../../model/contact.js";
@@ -18,6 +17,7 @@ import { PathExternalId, putMeta, putResolver, type UpsertResource } from "../_l
 import { scoped, type AuthedContext } from "../trpc.js";
 import { mayNotChange } from "../leads/upsert.js";
 import { CreateContactInput, insertContact } from "./create.js";
+import { contactRow } from "./model.js";
 import { writeContact } from "./update.js";
 import { duplicateContact } from "./schemas.js";
 
@@ -89,40 +89,24 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
   // refuses (a phone, email or external id another contact holds, or an earlier item's) is skipped,
   // and so is an item whose phone does not parse: the per-item path answers for those.
   async createMany(ctx, items) {
-    const t = ctx.tenantId;
-    const now = ctx.services.now();
-    // One array per column (a handful of parameters, not ten per row: a 100-row VALUES list costs
-    // PostgreSQL ~7 ms more to parse and plan, a fifth of the batch; docs/decisions/performance.md, "Batch upserts").
-    const cols = { id: [] as string[], fullName: [] as (string | null)[], phone: [] as string[], email: [] as (string | null)[], country: [] as (string | null)[], externalId: [] as string[] };
+    const rows = [];
     for (const { externalId, body } of items) {
-      let phone: string;
       try {
-        phone = requirePhone(body.phone, body.country ?? ctx.caller.tenant.defaultCountry, "phone");
+        rows.push(contactRow(ctx, { ...body, externalId }));
       } catch {
         continue;
       }
-      cols.id.push(randomUUID());
-      cols.fullName.push(body.fullName ?? null);
-      cols.phone.push(phone);
-      cols.email.push(body.email ?? null);
-      cols.country.push(body.country ?? null);
-      cols.externalId.push(externalId);
     }
-    const out = new Map<number, ContactObject>();
-    if (cols.id.length === 0) return out;
-    // On ctx.db: a batch's transaction, or (a batch without an Idempotency-Key) the root client, where
-    // the statement commits on its own through the raw runner. (On Citus an INSERT … SELECT is planned
-    // on the coordinator and its rows sent to the tenant's shard; a refusal keeps its SQLSTATE there.)
-    const inserted = await readFor(ctx.database, ctx.db, { isoTimes: true, tenant: t })<ContactRow>(Prisma.sql`
-      INSERT INTO "Contact" ("id", "tenantId", "fullName", "phone", "email", "country", "origin", "externalId", "createdAt", "updatedAt")
-      SELECT u."id", ${t}::uuid, u."fullName", u."phone", u."email", u."country", 'api', u."externalId", ${now}::timestamptz, ${now}::timestamptz
-        FROM unnest(${cols.id}::uuid[], ${cols.fullName}::text[], ${cols.phone}::text[], ${cols.email}::text[], ${cols.country}::text[], ${cols.externalId}::text[])
-             AS u("id", "fullName", "phone", "email", "country", "externalId")
-      ON CONFLICT DO NOTHING
-      RETURNING ${Contact.select()}`);
+    // One INSERT of the rows POST would write (model.ts contactRow), on ctx.db: a batch's transaction,
+    // or (a batch without an Idempotency-Key) the root client, where the statement commits on its own
+    // through the raw runner. (On Citus an INSERT … SELECT is planned on the coordinator and its rows
+    // sent to the tenant's shard; a refusal keeps its SQLSTATE there.)
+    const inserted = await insertRows<ContactRow>(readFor(ctx.database, ctx.db, { isoTimes: true, tenant: ctx.tenantId }), ctx.db, "Contact", ctx.tenantId, rows, {
+      conflict: "skip",
+      returning: Contact.select(),
+    });
     const byExternalId = new Map(items.map((i) => [i.externalId, i.index]));
-    for (const row of inserted) out.set(byExternalId.get(row.externalId!)!, toContact(row));
-    return out;
+    return new Map(inserted.map((row) => [byExternalId.get(row.externalId!)!, toContact(row)]));
   },
 };
 

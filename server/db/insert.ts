@@ -112,6 +112,42 @@ export async function insertBatch(
 }
 
 /**
+ * Inserts rows of one table with ONE statement, the rows as one JSON parameter read by
+ * jsonb_to_recordset with every column typed as the table declares it (as insertBatch): the columns
+ * are the rows' own keys — the rows a resource's create builds (`satisfies StoredRow`), so a bulk
+ * create writes what the one-row create writes. `conflict: "skip"` leaves out a row a unique index
+ * refuses; `returning` names what comes back (e.g. a row definition's select list).
+ * The statement runs where `read` runs it (readFor: the raw runner outside a transaction).
+ */
+export async function insertRows<R>(
+  read: Read,
+  db: Db,
+  table: string,
+  tenantId: string,
+  rows: Record<string, unknown>[],
+  opts: { conflict?: "skip"; returning: Prisma.Sql },
+): Promise<R[]> {
+  if (rows.length === 0) return [];
+  if (!IDENT.test(table)) throw new Error(`bad table name ${table}`);
+  if (rows.some((r) => r.tenantId !== tenantId)) throw new Error(`insertRows: every row must be the tenant's`);
+  const types = await columnTypes(db, table);
+  // The tenant is one constant of the statement (every row is its), never a value of the JSON.
+  const names = Object.keys(rows[0]!).filter((n) => n !== "tenantId");
+  const typed = names.map((name) => {
+    const type = types.get(name);
+    if (!type || !IDENT.test(name)) throw new Error(`unknown column "${table}"."${name}"`);
+    return `"${name}" ${type}`;
+  });
+  const columns = Prisma.raw(names.map((n) => `"${n}"`).join(", "));
+  const json = JSON.stringify(rows.map((r) => Object.fromEntries(names.map((n) => [n, r[n] ?? null]))));
+  return read<R>(Prisma.sql`
+    INSERT INTO ${Prisma.raw(`"${table}"`)} ("tenantId", ${columns})
+    SELECT ${tenantId}::uuid, ${columns} FROM jsonb_to_recordset(${json}::jsonb) AS r(${Prisma.raw(typed.join(", "))})
+    ${opts.conflict === "skip" ? Prisma.sql`ON CONFLICT DO NOTHING` : Prisma.empty}
+    RETURNING ${opts.returning}`);
+}
+
+/**
  * Inserts the planned row (one statement, on `db`: the root client or a transaction), as
  * `INSERT … VALUES`: on Citus that is a single-shard insert sent to the row's shard, whose errors keep
  * their SQLSTATE and constraint; an `INSERT … SELECT <values>` is pulled to the coordinator and COPied
