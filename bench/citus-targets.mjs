@@ -22,7 +22,9 @@ const check = (ok) => {
   return ok ? "ok" : "**miss**";
 };
 const lines = [
-  "| scenario | p50 1 conn single / cluster ms (≤ +2) | db ms/req 1 conn single / cluster | ratio 1 / 32 conns (≥ " + "0.5 reads, 0.4 writes) |" + (before ? " before: p50 cluster, db ms, ratios |" : ""),
+  "| scenario | p50 1 conn single / cluster ms (≤ +2) | db ms/req 1 conn single / cluster | ratio 1 / 32 conns (≥ " +
+    "0.5 reads, 0.4 writes) |" +
+    (before ? " before: p50 cluster, db ms, ratios |" : ""),
   "|---|---|---|---|" + (before ? "---|" : ""),
 ];
 for (const p of after.pairs) {
@@ -40,13 +42,22 @@ for (const p of after.pairs) {
   if (before) {
     const b = before.pairs.find((x) => x.name === p.name);
     if (b) {
-      const bs1 = run(b, "single", 1), bc1 = run(b, "cluster", 1), bs32 = run(b, "single", 32), bc32 = run(b, "cluster", 32);
+      const bs1 = run(b, "single", 1),
+        bc1 = run(b, "cluster", 1),
+        bs32 = run(b, "single", 32),
+        bc32 = run(b, "cluster", 32);
       prior = ` ${f1(bc1.p50)} ms, ${f2(bc1.dbCpuMsPerReq)}, ${f2(bc1.rps / bs1.rps)} / ${bc32 && bs32 ? f2(bc32.rps / bs32.rps) : "–"} |`;
     } else prior = " – |";
   }
-  lines.push(`| ${p.title} | ${f1(s1.p50)} / ${f1(c1.p50)} ${p50ok} | ${f2(s1.dbCpuMsPerReq)} / ${f2(c1.dbCpuMsPerReq)} | ${f2(r1)} ${r1ok} / ${f2(r32)} ${r32ok} |${prior}`);
+  lines.push(
+    `| ${p.title} | ${f1(s1.p50)} / ${f1(c1.p50)} ${p50ok} | ${f2(s1.dbCpuMsPerReq)} / ${f2(c1.dbCpuMsPerReq)} | ${f2(r1)} ${r1ok} / ${f2(r32)} ${r32ok} |${prior}`,
+  );
 }
-lines.push("", "| list | cluster db ms/req smallest → largest | growth (≤ 1.5×) |" + (before ? " before |" : ""), "|---|---|---|" + (before ? "---|" : ""));
+lines.push(
+  "",
+  "| list | cluster db ms/req smallest → largest | growth (≤ 1.5×) |" + (before ? " before |" : ""),
+  "|---|---|---|" + (before ? "---|" : ""),
+);
 for (const g of after.growth) {
   const sizes = Object.keys(g.bySize);
   const lo = g.bySize[sizes[0]].cluster.dbCpuMsPerReq;

@@ -35,20 +35,36 @@ import { benchConfig as cfg, dbUrl } from "./config.js";
 import { CHANGES_REBUILD, createDataset, reuseDataset, type Dataset } from "./dataset.js";
 import { cpuSeconds, memory, serviceCommand, startProcess, waitReady, type Proc } from "./proc.js";
 import { commandLine, ensureBuild } from "../scripts/ensure-build.js";
-import { changesTokens, commonReportFields, comparable, countRoundTrips, load, prepare, send, versions, writeReport, type Run } from "./run.js";
+import {
+  changesTokens,
+  commonReportFields,
+  comparable,
+  countRoundTrips,
+  load,
+  prepare,
+  send,
+  versions,
+  writeReport,
+  type Run,
+} from "./run.js";
 import { buildScenarios, type Prepared, type Req, type Scenario } from "./scenarios.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const started = Date.now();
-const log = (s: string) => process.stdout.write(`[bench citus ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}\n`);
-const runId = new Date().toISOString().replace(/[-:.TZ]/g, "").slice(0, 14);
+const log = (s: string) =>
+  process.stdout.write(`[bench citus ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}\n`);
+const runId = new Date()
+  .toISOString()
+  .replace(/[-:.TZ]/g, "")
+  .slice(0, 14);
 const run = promisify(execFile);
 
 // ---- settings (bench/README.md, "Citus") -------------------------------------------------------------
 
 function ports(name: string, fallback: string): number[] {
   const v = (process.env[name] || fallback).split(",").map((x) => Number(x.trim()));
-  if (v.length < 2 || v.some((p) => !Number.isInteger(p) || p < 1 || p > 65535)) throw new Error(`${name} must be COORDINATOR,WORKER[,WORKER…] ports, got "${process.env[name]}"`);
+  if (v.length < 2 || v.some((p) => !Number.isInteger(p) || p < 1 || p > 65535))
+    throw new Error(`${name} must be COORDINATOR,WORKER[,WORKER…] ports, got "${process.env[name]}"`);
   return v;
 }
 function port(name: string, fallback: number): number {
@@ -79,7 +95,8 @@ const TARGET = { read: 0.6, write: 0.5, growth: 1.5 };
 
 // ---- servers -------------------------------------------------------------------------------------------
 
-const asPostgres = (cmd: string) => (process.getuid?.() === 0 ? ["su", "postgres", "-s", "/bin/sh", "-c", cmd] : ["/bin/sh", "-c", cmd]);
+const asPostgres = (cmd: string) =>
+  process.getuid?.() === 0 ? ["su", "postgres", "-s", "/bin/sh", "-c", cmd] : ["/bin/sh", "-c", cmd];
 
 async function shell(argv: string[]): Promise<string> {
   try {
@@ -95,7 +112,8 @@ const base = (p: number, db = "postgres") => `postgresql://postgres@127.0.0.1:${
 
 /** The cluster: coordinator and workers started by cluster.sh (initdb on first use). */
 async function startCluster(): Promise<void> {
-  if (!existsSync(citusCfg.script)) throw new Error(`${citusCfg.script} not found (BENCH_CITUS_SCRIPT): the Citus cluster script of ../shared/citus`);
+  if (!existsSync(citusCfg.script))
+    throw new Error(`${citusCfg.script} not found (BENCH_CITUS_SCRIPT): the Citus cluster script of ../shared/citus`);
   await shell(["bash", citusCfg.script, "start", citusCfg.dir, ...citusCfg.ports.map(String)]);
 }
 
@@ -106,23 +124,48 @@ async function startCluster(): Promise<void> {
 async function startSingle(): Promise<string> {
   const d = path.join(citusCfg.dir, `single-${citusCfg.singlePort}`);
   if (!existsSync(d)) {
-    const conf = readFileSync(path.join(citusCfg.dir, `node-${citusCfg.ports[0]}`, "postgresql.conf"), "utf8").split("\n");
+    const conf = readFileSync(path.join(citusCfg.dir, `node-${citusCfg.ports[0]}`, "postgresql.conf"), "utf8").split(
+      "\n",
+    );
     const from = conf.findLastIndex((l) => /^shared_preload_libraries\s*=\s*'citus'/.test(l));
     if (from < 0) throw new Error("the coordinator's postgresql.conf has no settings block of cluster.sh");
-    const same = conf.slice(from).filter((l) => /^\w/.test(l) && !/^(shared_preload_libraries|port|listen_addresses|unix_socket_directories|citus\.)/.test(l));
+    const same = conf
+      .slice(from)
+      .filter(
+        (l) =>
+          /^\w/.test(l) && !/^(shared_preload_libraries|port|listen_addresses|unix_socket_directories|citus\.)/.test(l),
+      );
     mkdirSync(d, { recursive: true });
     await shell(["chown", "postgres", d]).catch(() => {});
     await shell(asPostgres(`${citusCfg.pgBin}/initdb -D ${d} -A trust -U postgres >/dev/null`));
-    const extra = [`port = ${citusCfg.singlePort}`, "listen_addresses = '127.0.0.1'", `unix_socket_directories = '${citusCfg.dir}'`, ...same];
-    await shell(asPostgres(`cat >> ${d}/postgresql.conf <<'CONF'\n# bench/citus.ts: the cluster nodes' settings (cluster.sh) less Citus's\n${extra.join("\n")}\nCONF`));
+    const extra = [
+      `port = ${citusCfg.singlePort}`,
+      "listen_addresses = '127.0.0.1'",
+      `unix_socket_directories = '${citusCfg.dir}'`,
+      ...same,
+    ];
+    await shell(
+      asPostgres(
+        `cat >> ${d}/postgresql.conf <<'CONF'\n# bench/citus.ts: the cluster nodes' settings (cluster.sh) less Citus's\n${extra.join("\n")}\nCONF`,
+      ),
+    );
   }
-  await shell(asPostgres(`${citusCfg.pgBin}/pg_ctl -D ${d} -l ${d}/log -w status >/dev/null 2>&1 || ${citusCfg.pgBin}/pg_ctl -D ${d} -l ${d}/log -w start >/dev/null`));
+  await shell(
+    asPostgres(
+      `${citusCfg.pgBin}/pg_ctl -D ${d} -l ${d}/log -w status >/dev/null 2>&1 || ${citusCfg.pgBin}/pg_ctl -D ${d} -l ${d}/log -w start >/dev/null`,
+    ),
+  );
   return d;
 }
 
 async function stopServers(singleDir: string | undefined) {
-  if (singleDir) await shell(asPostgres(`${citusCfg.pgBin}/pg_ctl -D ${singleDir} -m fast -w stop >/dev/null`)).catch((e) => log(`stop single: ${(e as Error).message}`));
-  await shell(["bash", citusCfg.script, "stop", citusCfg.dir]).catch((e) => log(`stop cluster: ${(e as Error).message}`));
+  if (singleDir)
+    await shell(asPostgres(`${citusCfg.pgBin}/pg_ctl -D ${singleDir} -m fast -w stop >/dev/null`)).catch((e) =>
+      log(`stop single: ${(e as Error).message}`),
+    );
+  await shell(["bash", citusCfg.script, "stop", citusCfg.dir]).catch((e) =>
+    log(`stop cluster: ${(e as Error).message}`),
+  );
 }
 
 async function onNode(url: string, sql: string[]): Promise<void> {
@@ -135,7 +178,8 @@ async function onNode(url: string, sql: string[]): Promise<void> {
   }
 }
 
-const dropEverywhere = (name: string) => Promise.all(citusCfg.ports.map((p) => onNode(base(p), [`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`])));
+const dropEverywhere = (name: string) =>
+  Promise.all(citusCfg.ports.map((p) => onNode(base(p), [`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`])));
 
 /** The cluster's database: created on every node with the extension, the workers registered (cluster.sh db). */
 async function createClusterDatabase(name: string) {
@@ -148,7 +192,11 @@ async function distributeCli(url: string): Promise<Record<string, unknown>> {
   const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: url };
   delete env.DIRECT_DATABASE_URL;
   await ensureBuild();
-  const r = spawnSync(process.execPath, commandLine("db:distribute", ["--shard-count", String(citusCfg.shardCount)]).args, { cwd: ROOT, env, encoding: "utf8" });
+  const r = spawnSync(
+    process.execPath,
+    commandLine("db:distribute", ["--shard-count", String(citusCfg.shardCount)]).args,
+    { cwd: ROOT, env, encoding: "utf8" },
+  );
   if (r.status !== 0) throw new Error(`npm run db:distribute failed (${r.status}): ${(r.stderr || r.stdout).trim()}`);
   return JSON.parse(r.stdout.trim().split("\n").pop()!);
 }
@@ -158,10 +206,13 @@ async function nodeFacts(url: string) {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    const settings = (await c.query<{ name: string; setting: string }>(
-      `SELECT name, setting FROM pg_settings WHERE name IN ('server_version','shared_buffers','work_mem','max_connections','fsync','synchronous_commit','full_page_writes','wal_level','jit','max_parallel_workers_per_gather') ORDER BY name`,
-    )).rows;
-    const citus = (await c.query<{ v: string }>(`SELECT extversion AS v FROM pg_extension WHERE extname = 'citus'`)).rows[0]?.v;
+    const settings = (
+      await c.query<{ name: string; setting: string }>(
+        `SELECT name, setting FROM pg_settings WHERE name IN ('server_version','shared_buffers','work_mem','max_connections','fsync','synchronous_commit','full_page_writes','wal_level','jit','max_parallel_workers_per_gather') ORDER BY name`,
+      )
+    ).rows;
+    const citus = (await c.query<{ v: string }>(`SELECT extversion AS v FROM pg_extension WHERE extname = 'citus'`))
+      .rows[0]?.v;
     return { ...Object.fromEntries(settings.map((s) => [s.name, s.setting])), citus: citus ?? "none" };
   } finally {
     await c.end();
@@ -211,7 +262,11 @@ async function nodesProbe(urls: string[]) {
       const m = new Map<number, number>();
       await Promise.all(
         nodes.map(async (n, i) => {
-          const rows = (await n.c.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)).rows;
+          const rows = (
+            await n.c.query<{ pid: number }>(
+              `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+            )
+          ).rows;
           for (const r of rows) {
             m.set(r.pid, cpuSeconds(r.pid));
             nodeOf.set(r.pid, i);
@@ -261,7 +316,10 @@ const FINGERPRINTS: Record<string, string> = {
     SELECT "tenantId"::text AS t, count(*)::text || '/' || sum("commentCount")::text || '/' || sum("commentChars")::text AS f FROM "Ticket" GROUP BY 1`,
 };
 
-async function fingerprints(c: pg.Client | pg.PoolClient, only?: string[]): Promise<Record<string, Map<string, string>>> {
+async function fingerprints(
+  c: pg.Client | pg.PoolClient,
+  only?: string[],
+): Promise<Record<string, Map<string, string>>> {
   const out: Record<string, Map<string, string>> = {};
   for (const [name, sql] of Object.entries(FINGERPRINTS)) {
     if (only && !only.includes(name)) continue;
@@ -273,7 +331,9 @@ async function fingerprints(c: pg.Client | pg.PoolClient, only?: string[]): Prom
 function sameMaps(a: Map<string, string>, b: Map<string, string>): string | undefined {
   const keys = new Set([...a.keys(), ...b.keys()]);
   const diff = [...keys].filter((k) => a.get(k) !== b.get(k));
-  return diff.length ? `${diff.length} of ${keys.size} tenants differ (e.g. ${diff[0]}: ${a.get(diff[0]!) ?? "none"} vs ${b.get(diff[0]!) ?? "none"})` : undefined;
+  return diff.length
+    ? `${diff.length} of ${keys.size} tenants differ (e.g. ${diff[0]}: ${a.get(diff[0]!) ?? "none"} vs ${b.get(diff[0]!) ?? "none"})`
+    : undefined;
 }
 
 /**
@@ -287,7 +347,11 @@ async function checkDatasets(single: Dataset, cluster: Dataset, rebuilds: boolea
   checks.push({
     what: "rows per table",
     ok: rowsDiff.length === 0,
-    detail: rowsDiff.length ? rowsDiff.map((k) => `${k} ${single.rows[k]} vs ${cluster.rows[k]}`).join(", ") : Object.entries(cluster.rows).map(([k, n]) => `${k} ${n}`).join(", "),
+    detail: rowsDiff.length
+      ? rowsDiff.map((k) => `${k} ${single.rows[k]} vs ${cluster.rows[k]}`).join(", ")
+      : Object.entries(cluster.rows)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(", "),
   });
   const a = new pg.Client({ connectionString: single.url });
   const b = new pg.Client({ connectionString: cluster.url });
@@ -297,7 +361,11 @@ async function checkDatasets(single: Dataset, cluster: Dataset, rebuilds: boolea
     const fb = await fingerprints(b);
     for (const name of Object.keys(FINGERPRINTS)) {
       const d = sameMaps(fa[name]!, fb[name]!);
-      checks.push({ what: `${name}: cluster (distributed after the load) = single node`, ok: !d, detail: d ?? `${fb[name]!.size} tenants identical` });
+      checks.push({
+        what: `${name}: cluster (distributed after the load) = single node`,
+        ok: !d,
+        detail: d ?? `${fb[name]!.size} tenants identical`,
+      });
     }
     if (!rebuilds) return checks;
     // "ListCounter_rebuild" per tenant on the distributed schema: the smallest sized tenant, the
@@ -313,7 +381,9 @@ async function checkDatasets(single: Dataset, cluster: Dataset, rebuilds: boolea
       const after = (await fingerprints(b, [counters]))[counters]!;
       const before = fb[counters]!;
       const diff = tenants.filter((id) => after.get(id) !== before.get(id));
-      rebuilt = diff.length ? `${diff.length} tenants change (e.g. ${diff[0]}: ${before.get(diff[0]!)} → ${after.get(diff[0]!)})` : undefined;
+      rebuilt = diff.length
+        ? `${diff.length} tenants change (e.g. ${diff[0]}: ${before.get(diff[0]!)} → ${after.get(diff[0]!)})`
+        : undefined;
     } catch (e) {
       rebuilt = `failed: ${(e as Error).message}`;
     } finally {
@@ -322,7 +392,9 @@ async function checkDatasets(single: Dataset, cluster: Dataset, rebuilds: boolea
     checks.push({
       what: `"ListCounter_rebuild"(tenant) on the cluster's distributed schema = the counters distribution kept`,
       ok: !rebuilt,
-      detail: rebuilt ?? `${tenants.length} tenants (${cluster.sized[0]!.label}, availability, one small) rebuilt in ${((Date.now() - t0) / 1000).toFixed(1)} s, nothing changed (rolled back)`,
+      detail:
+        rebuilt ??
+        `${tenants.length} tenants (${cluster.sized[0]!.label}, availability, one small) rebuilt in ${((Date.now() - t0) / 1000).toFixed(1)} s, nothing changed (rolled back)`,
     });
     // The changes-feed backfill on the distributed schema.
     const t1 = Date.now();
@@ -331,7 +403,11 @@ async function checkDatasets(single: Dataset, cluster: Dataset, rebuilds: boolea
     try {
       for (const s of CHANGES_REBUILD) await b.query(s);
       const after = await fingerprints(b, Object.keys(FINGERPRINTS).slice(1, 3));
-      fed = Object.entries(after).map(([name, m]) => sameMaps(fb[name]!, m)).filter(Boolean).join("; ") || undefined;
+      fed =
+        Object.entries(after)
+          .map(([name, m]) => sameMaps(fb[name]!, m))
+          .filter(Boolean)
+          .join("; ") || undefined;
     } catch (e) {
       fed = `failed: ${(e as Error).message}`;
     } finally {
@@ -356,7 +432,9 @@ async function checkDatasets(single: Dataset, cluster: Dataset, rebuilds: boolea
 function normalized(text: string, ignore: string[]): string {
   const c = comparable(text, ignore);
   return c.replace(/"nextSince":"([A-Za-z0-9_-]+)"/g, (_m, tok: string) => {
-    const plain = Buffer.from(tok, "base64url").toString("utf8").replace(/^(c1\.\d+\.\d+\.)\d+/, "$1<at>");
+    const plain = Buffer.from(tok, "base64url")
+      .toString("utf8")
+      .replace(/^(c1\.\d+\.\d+\.)\d+/, "$1<at>");
     return `"nextSince":"${plain}"`;
   });
 }
@@ -373,7 +451,13 @@ const ignoredFields = (sc: Scenario) =>
 const describe = (r: Req) => `${r.method} ${r.path}${r.body ? ` ${r.body}` : ""}`;
 
 /** Every scenario's first request to both services: status and body must match (reads first, then writes). */
-async function sameAnswers(single: Proc, cluster: Proc, keys: { single: string; cluster: string }, a: Scenario[], b: Scenario[]) {
+async function sameAnswers(
+  single: Proc,
+  cluster: Proc,
+  keys: { single: string; cluster: string },
+  a: Scenario[],
+  b: Scenario[],
+) {
   const problems: string[] = [];
   const checked: string[] = [];
   const order = [...a.filter((s) => !s.write), ...a.filter((s) => s.write)];
@@ -385,7 +469,9 @@ async function sameAnswers(single: Proc, cluster: Proc, keys: { single: string; 
     const y = await send(cluster, sb.key ?? keys.cluster, rb);
     checked.push(sa.name);
     if (x.status !== y.status) {
-      problems.push(`${sa.name}: ${describe(rb)} → single node ${x.status}, cluster ${y.status}: ${y.text.slice(0, 400)}`);
+      problems.push(
+        `${sa.name}: ${describe(rb)} → single node ${x.status}, cluster ${y.status}: ${y.text.slice(0, 400)}`,
+      );
       continue;
     }
     const p = normalized(x.text, ignoredFields(sa));
@@ -393,9 +479,12 @@ async function sameAnswers(single: Proc, cluster: Proc, keys: { single: string; 
     if (p !== q) {
       let i = 0;
       while (i < p.length && p[i] === q[i]) i++;
-      problems.push(`${sa.name}: ${describe(rb)} → bodies differ at ${i}: single …${p.slice(Math.max(0, i - 60), i + 80)}… cluster …${q.slice(Math.max(0, i - 60), i + 80)}…`);
+      problems.push(
+        `${sa.name}: ${describe(rb)} → bodies differ at ${i}: single …${p.slice(Math.max(0, i - 60), i + 80)}… cluster …${q.slice(Math.max(0, i - 60), i + 80)}…`,
+      );
     }
-    if (x.status >= 500 || y.status >= 500) problems.push(`${sa.name}: ${describe(rb)} → ${y.status} on both: ${y.text.slice(0, 300)}`);
+    if (x.status >= 500 || y.status >= 500)
+      problems.push(`${sa.name}: ${describe(rb)} → ${y.status} on both: ${y.text.slice(0, 300)}`);
   }
   return { checked, problems };
 }
@@ -436,7 +525,15 @@ interface GrowthPair {
 }
 
 function targetRows(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair[]) {
-  const rows: { scenario: string; conns: string; single: string; cluster: string; ratio: string; target: string; ok: boolean | undefined }[] = [];
+  const rows: {
+    scenario: string;
+    conns: string;
+    single: string;
+    cluster: string;
+    ratio: string;
+    target: string;
+    ok: boolean | undefined;
+  }[] = [];
   for (const p of pairs) {
     for (const c of meta.connections as number[]) {
       const a = p.runs.find((r) => r.target === "single" && r.connections === c);
@@ -445,7 +542,15 @@ function targetRows(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair
       const need = p.write ? TARGET.write : TARGET.read;
       const clean = a.non2xx + a.errors + b.non2xx + b.errors === 0;
       const dirty = clean ? "" : ` (non-2xx/errors: single ${a.non2xx}/${a.errors}, cluster ${b.non2xx}/${b.errors})`;
-      rows.push({ scenario: p.title, conns: String(c), single: f0(a.rps), cluster: f0(b.rps), ratio: f2(b.rps / a.rps) + dirty, target: `≥ ${need}`, ok: clean && b.rps / a.rps >= need });
+      rows.push({
+        scenario: p.title,
+        conns: String(c),
+        single: f0(a.rps),
+        cluster: f0(b.rps),
+        ratio: f2(b.rps / a.rps) + dirty,
+        target: `≥ ${need}`,
+        ok: clean && b.rps / a.rps >= need,
+      });
     }
   }
   const sizes: string[] = meta.sizeLabels;
@@ -460,7 +565,12 @@ function targetRows(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair
       const sb = g.bySize[hi]?.single.dbCpuMsPerReq ?? NaN;
       // As bench/run.ts: below 0.05 ms/request the backends' CPU is within the clock's resolution.
       const ok = Number.isFinite(ca) && Number.isFinite(cb) ? cb <= TARGET.growth * ca || cb < 0.05 : undefined;
-      growthRows.push({ scenario: g.title, cluster: `${f2(cb)} vs ${f2(ca)} ms (${f2(cb / ca)}×)`, single: `${f2(sb)} vs ${f2(sa)} ms (${f2(sb / sa)}×)`, ok });
+      growthRows.push({
+        scenario: g.title,
+        cluster: `${f2(cb)} vs ${f2(ca)} ms (${f2(cb / ca)}×)`,
+        single: `${f2(sb)} vs ${f2(sa)} ms (${f2(sb / sa)}×)`,
+        ok,
+      });
     }
   }
   return { rows, growthRows };
@@ -469,23 +579,41 @@ function targetRows(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair
 function report(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair[], checks: Check[]): string {
   const L: string[] = [];
   const { rows, growthRows } = targetRows(meta, pairs, growth);
-  const all = [...rows.map((r) => r.ok), ...growthRows.map((r) => r.ok), ...checks.map((c) => c.ok)].filter((x) => x !== undefined);
+  const all = [...rows.map((r) => r.ok), ...growthRows.map((r) => r.ok), ...checks.map((c) => c.ok)].filter(
+    (x) => x !== undefined,
+  );
   const failed = all.filter((x) => x === false).length;
   const sizes: string[] = meta.sizeLabels;
   L.push(`# Citus benchmark — ${meta.date}${meta.label ? ` (${meta.label})` : ""}`, "");
-  L.push(`Generated by \`BENCH_CITUS=1 npm run bench\` (bench/citus.ts) in ${f0(meta.elapsedSeconds)} s. Raw numbers: \`${meta.jsonFile}\`.`, "");
+  L.push(
+    `Generated by \`BENCH_CITUS=1 npm run bench\` (bench/citus.ts) in ${f0(meta.elapsedSeconds)} s. Raw numbers: \`${meta.jsonFile}\`.`,
+    "",
+  );
   L.push("## Targets (issue 26, point 5)", "");
   L.push(
     `${all.length - failed} of ${all.length} criteria met. The same scenarios on a Citus ${meta.citus} cluster (a coordinator and ${meta.workers} workers, ${meta.shardCount} shards per distributed table; the cluster's service with DATABASE_ROUTING=${meta.routing ?? "coordinator"}) and on one PostgreSQL server of the same settings, back to back in one run; the matrix on the ${meta.matrixLabel} tenant. Ratio = cluster req/s ÷ single-node req/s. Targets: reads ≥ ${TARGET.read}, writes ≥ ${TARGET.write}.`,
     "",
   );
-  L.push("| scenario | conns | single-node req/s | cluster req/s | ratio | target | result |", "|---|---:|---:|---:|---:|---|---|");
-  for (const r of rows) L.push(`| ${r.scenario} | ${r.conns} | ${r.single} | ${r.cluster} | ${r.ratio} | ${r.target} | ${pf(r.ok)} |`);
+  L.push(
+    "| scenario | conns | single-node req/s | cluster req/s | ratio | target | result |",
+    "|---|---:|---:|---:|---:|---|---|",
+  );
+  for (const r of rows)
+    L.push(`| ${r.scenario} | ${r.conns} | ${r.single} | ${r.cluster} | ${r.ratio} | ${r.target} | ${pf(r.ok)} |`);
   L.push("");
   if (growthRows.length) {
-    L.push(`### List growth on the cluster: database ms/request at ${sizes[sizes.length - 1]} ≤ ${TARGET.growth}× at ${sizes[0]}`, "");
-    L.push(`Database ms = CPU of the client backends of the benchmark database on every node (cluster: coordinator + workers), exited ones included, per request; ${meta.sizeConnections} connections.`, "");
-    L.push(`| scenario | cluster: ${sizes[sizes.length - 1]} vs ${sizes[0]} | single node: ${sizes[sizes.length - 1]} vs ${sizes[0]} (for reference) | result (cluster) |`, "|---|---|---|---|");
+    L.push(
+      `### List growth on the cluster: database ms/request at ${sizes[sizes.length - 1]} ≤ ${TARGET.growth}× at ${sizes[0]}`,
+      "",
+    );
+    L.push(
+      `Database ms = CPU of the client backends of the benchmark database on every node (cluster: coordinator + workers), exited ones included, per request; ${meta.sizeConnections} connections.`,
+      "",
+    );
+    L.push(
+      `| scenario | cluster: ${sizes[sizes.length - 1]} vs ${sizes[0]} | single node: ${sizes[sizes.length - 1]} vs ${sizes[0]} (for reference) | result (cluster) |`,
+      "|---|---|---|---|",
+    );
     for (const r of growthRows) L.push(`| ${r.scenario} | ${r.cluster} | ${r.single} | ${pf(r.ok)} |`);
     L.push("");
   }
@@ -496,41 +624,67 @@ function report(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair[], 
 
   L.push("## Setup", "");
   const v = meta.versions;
-  L.push(`- ${v.cores} cores (${v.cpuModel}), ${v.memGiB} GiB, Linux ${v.kernel}; Node ${v.node}; Redis ${v.redis}; load average (1 min) at start ${f2(meta.loadStart)}, at end ${f2(meta.loadEnd)}.`);
-  L.push(`- Cluster: ../shared/citus/cluster.sh, coordinator :${meta.ports[0]}, workers :${meta.ports.slice(1).join(", :")} (all on this machine: they share its cores with the service, Redis and autocannon). Single node: one PostgreSQL server :${meta.singlePort}, same binaries.`);
+  L.push(
+    `- ${v.cores} cores (${v.cpuModel}), ${v.memGiB} GiB, Linux ${v.kernel}; Node ${v.node}; Redis ${v.redis}; load average (1 min) at start ${f2(meta.loadStart)}, at end ${f2(meta.loadEnd)}.`,
+  );
+  L.push(
+    `- Cluster: ../shared/citus/cluster.sh, coordinator :${meta.ports[0]}, workers :${meta.ports.slice(1).join(", :")} (all on this machine: they share its cores with the service, Redis and autocannon). Single node: one PostgreSQL server :${meta.singlePort}, same binaries.`,
+  );
   L.push("- Node settings (the same on every server but Citus itself):", "");
   const keys = Object.keys(meta.nodes.single as Record<string, string>);
   L.push(`  | setting | single node | coordinator | workers |`, `  |---|---|---|---|`);
-  for (const k of keys) L.push(`  | ${k} | ${meta.nodes.single[k]} | ${meta.nodes.coordinator[k]} | ${meta.nodes.worker[k]} |`);
+  for (const k of keys)
+    L.push(`  | ${k} | ${meta.nodes.single[k]} | ${meta.nodes.coordinator[k]} | ${meta.nodes.worker[k]} |`);
   L.push("");
   L.push(
     meta.loadSeconds.single > 0
-      ? `- Datasets (one clock): single node ${f0(meta.loadSeconds.single)} s (${Object.entries(meta.phases.single).map(([k, x]) => `${k} ${f2(x as number)} s`).join(", ")}); cluster ${f0(meta.loadSeconds.cluster)} s (${Object.entries(meta.phases.cluster).map(([k, x]) => `${k} ${f2(x as number)} s`).join(", ")}). The cluster's rows are loaded into the coordinator's plain tables with the triggers off (as on one server), then distributed by \`npm run db:distribute -- --shard-count ${meta.shardCount}\` (its triggers off while Citus copies the rows), the coordinator's local copies truncated (\`truncate_local_data_after_distributing_table\`), then VACUUM ANALYZE.`
+      ? `- Datasets (one clock): single node ${f0(meta.loadSeconds.single)} s (${Object.entries(meta.phases.single)
+          .map(([k, x]) => `${k} ${f2(x as number)} s`)
+          .join(", ")}); cluster ${f0(meta.loadSeconds.cluster)} s (${Object.entries(meta.phases.cluster)
+          .map(([k, x]) => `${k} ${f2(x as number)} s`)
+          .join(
+            ", ",
+          )}). The cluster's rows are loaded into the coordinator's plain tables with the triggers off (as on one server), then distributed by \`npm run db:distribute -- --shard-count ${meta.shardCount}\` (its triggers off while Citus copies the rows), the coordinator's local copies truncated (\`truncate_local_data_after_distributing_table\`), then VACUUM ANALYZE.`
       : "- Datasets: kept databases, reused (BENCH_REUSE_DB=1).",
   );
   if (meta.distribute) L.push(`- \`db:distribute\`: \`${JSON.stringify(meta.distribute)}\``);
   for (const t of meta.tenants as { label: string; size: Record<string, number> }[])
-    L.push(`  - the ${t.label} tenant: ${t.size.leads} leads, ${t.size.contacts} contacts, ${t.size.conversations} conversations × ${t.size.messagesPer} messages, ${t.size.appointments} appointments, ${t.size.tickets} tickets`);
+    L.push(
+      `  - the ${t.label} tenant: ${t.size.leads} leads, ${t.size.contacts} contacts, ${t.size.conversations} conversations × ${t.size.messagesPer} messages, ${t.size.appointments} appointments, ${t.size.tickets} tickets`,
+    );
   L.push(`  - the availability worst case (issue 12) and 50 small tenants.`);
-  L.push(`- Service: \`${meta.serviceLabel}\`, one per side (single node :${meta.servicePorts.single}, cluster :${meta.servicePorts.cluster}), NODE_ENV=production, LOG_LEVEL=warn, BENCH_COUNT_QUERIES=1; both idle but for the side being measured (their background steps — the changes sequencer every second, the sweeps — run on both).`);
+  L.push(
+    `- Service: \`${meta.serviceLabel}\`, one per side (single node :${meta.servicePorts.single}, cluster :${meta.servicePorts.cluster}), NODE_ENV=production, LOG_LEVEL=warn, BENCH_COUNT_QUERIES=1; both idle but for the side being measured (their background steps — the changes sequencer every second, the sweeps — run on both).`,
+  );
   if (meta.idle?.cluster?.length)
     L.push(
       `- Background database CPU, both services running and no request (${meta.idleSeconds} s): single node ${meta.idle.single.map(f2).join(" + ")} ms/s; cluster ${meta.idle.cluster.map(f2).join(" + ")} ms/s (coordinator + workers: the services' sequencer step every second and sweeps, Citus's maintenance). It is part of every run's DB ms/req (over the run's requests).`,
     );
-  L.push(`- Growth: each list scenario on each sized tenant, ${meta.sizeDuration} s at ${meta.sizeConnections} connections after a 1 s warm-up, single node then cluster.`);
-  L.push(`- Matrix: each (scenario, connections) run ${meta.duration} s after a ${meta.warmup} s warm-up per scenario and side; autocannon over loopback, pipelining 1; single node then cluster, back to back. Reads run before writes.`);
-  L.push(`- Round trips: statements the service sends per request (to the single server / to the coordinator). CPU ms/req: the service process. DB ms/req: client backends of the benchmark database on every node, exited ones included (the postmasters' reaped-children time); cluster = coordinator + workers.`);
+  L.push(
+    `- Growth: each list scenario on each sized tenant, ${meta.sizeDuration} s at ${meta.sizeConnections} connections after a 1 s warm-up, single node then cluster.`,
+  );
+  L.push(
+    `- Matrix: each (scenario, connections) run ${meta.duration} s after a ${meta.warmup} s warm-up per scenario and side; autocannon over loopback, pipelining 1; single node then cluster, back to back. Reads run before writes.`,
+  );
+  L.push(
+    `- Round trips: statements the service sends per request (to the single server / to the coordinator). CPU ms/req: the service process. DB ms/req: client backends of the benchmark database on every node, exited ones included (the postmasters' reaped-children time); cluster = coordinator + workers.`,
+  );
   L.push("");
 
   L.push(`## Matrix (${meta.matrixLabel} tenant)`, "");
-  L.push("| scenario | conns | single req/s | cluster req/s | ratio | p50 ms single / cluster | p99 ms single / cluster | DB ms/req single / cluster (coordinator + workers) | service CPU ms/req single / cluster | round trips single / cluster | non-2xx single / cluster |");
+  L.push(
+    "| scenario | conns | single req/s | cluster req/s | ratio | p50 ms single / cluster | p99 ms single / cluster | DB ms/req single / cluster (coordinator + workers) | service CPU ms/req single / cluster | round trips single / cluster | non-2xx single / cluster |",
+  );
   L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const p of pairs)
     for (const c of meta.connections as number[]) {
       const a = p.runs.find((r) => r.target === "single" && r.connections === c);
       const b = p.runs.find((r) => r.target === "cluster" && r.connections === c);
       if (!a || !b) continue;
-      const split = b.dbCpuMsByNode.length > 1 ? ` (${f2(b.dbCpuMsByNode[0]!)} + ${b.dbCpuMsByNode.slice(1).map(f2).join(" + ")})` : "";
+      const split =
+        b.dbCpuMsByNode.length > 1
+          ? ` (${f2(b.dbCpuMsByNode[0]!)} + ${b.dbCpuMsByNode.slice(1).map(f2).join(" + ")})`
+          : "";
       L.push(
         `| ${p.title} | ${c} | ${f0(a.rps)} | ${f0(b.rps)} | **${f2(b.rps / a.rps)}** | ${f2(a.p50)} / ${f2(b.p50)} | ${f2(a.p99)} / ${f2(b.p99)} | ${f2(a.dbCpuMsPerReq)} / ${f2(b.dbCpuMsPerReq)}${split} | ${f2(a.cpuMsPerReq)} / ${f2(b.cpuMsPerReq)} | ${f2(p.roundTrips.single)} / ${f2(p.roundTrips.cluster)} | ${a.non2xx} / ${b.non2xx} |`,
       );
@@ -539,7 +693,9 @@ function report(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair[], 
   if (growth.length) {
     L.push("## Growth with the tenant's size", "");
     L.push(`${meta.sizeConnections} connections. DB = database ms per request (cluster: coordinator + workers).`, "");
-    L.push(`| scenario | ${sizes.map((x) => `DB ms ${x} single / cluster`).join(" | ")} | ${sizes.map((x) => `req/s ${x} single / cluster (ratio)`).join(" | ")} |`);
+    L.push(
+      `| scenario | ${sizes.map((x) => `DB ms ${x} single / cluster`).join(" | ")} | ${sizes.map((x) => `req/s ${x} single / cluster (ratio)`).join(" | ")} |`,
+    );
     L.push(`|---|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|`);
     for (const g of growth)
       L.push(
@@ -556,7 +712,9 @@ function report(meta: Record<string, any>, pairs: Pair[], growth: GrowthPair[], 
   if (fl.length) {
     L.push("## Failed requests and logged errors", "");
     L.push("| side | phase | what | count |", "|---|---|---|---:|");
-    for (const x of fl) for (const f of meta.failures[x] as Failure[]) L.push(`| ${x} | ${f.phase} | ${f.what.replace(/\|/g, "\\|")} | ${f.n} |`);
+    for (const x of fl)
+      for (const f of meta.failures[x] as Failure[])
+        L.push(`| ${x} | ${f.phase} | ${f.what.replace(/\|/g, "\\|")} | ${f.n} |`);
     L.push("");
   }
   L.push(
@@ -587,8 +745,11 @@ function serviceEnv(url: string, servicePort: number): NodeJS.ProcessEnv {
 const workerUrls = (db: string) => citusCfg.ports.slice(1).map((p) => base(p, db));
 
 export async function citusMain(): Promise<void> {
-  if (!Number.isInteger(citusCfg.shardCount) || citusCfg.shardCount < 1) throw new Error(`BENCH_CITUS_SHARDS must be a positive integer, got "${process.env.BENCH_CITUS_SHARDS}"`);
-  log(`Citus set: cluster under ${citusCfg.dir} (coordinator :${citusCfg.ports[0]}, workers :${citusCfg.ports.slice(1).join(", :")}), single node :${citusCfg.singlePort}`);
+  if (!Number.isInteger(citusCfg.shardCount) || citusCfg.shardCount < 1)
+    throw new Error(`BENCH_CITUS_SHARDS must be a positive integer, got "${process.env.BENCH_CITUS_SHARDS}"`);
+  log(
+    `Citus set: cluster under ${citusCfg.dir} (coordinator :${citusCfg.ports[0]}, workers :${citusCfg.ports.slice(1).join(", :")}), single node :${citusCfg.singlePort}`,
+  );
   await startCluster();
   let singleDir: string | undefined;
   const singleBase = base(citusCfg.singlePort);
@@ -599,7 +760,9 @@ export async function citusMain(): Promise<void> {
   let checks: Check[] = [];
   let single: Proc | undefined;
   let cluster: Proc | undefined;
-  let probes: { single: Awaited<ReturnType<typeof nodesProbe>>; cluster: Awaited<ReturnType<typeof nodesProbe>> } | undefined;
+  let probes:
+    | { single: Awaited<ReturnType<typeof nodesProbe>>; cluster: Awaited<ReturnType<typeof nodesProbe>> }
+    | undefined;
   let dsSingle: Dataset | undefined;
   let dsCluster: Dataset | undefined;
   let distributed: Record<string, unknown> | undefined;
@@ -638,16 +801,28 @@ export async function citusMain(): Promise<void> {
           log(`cluster: distributed in ${phases["db:distribute"].toFixed(1)} s: ${JSON.stringify(distributed)}`);
           const t1 = Date.now();
           // Citus leaves the rows it copied in the coordinator's tables (unused): removed.
-          await onNode(url, [`SELECT truncate_local_data_after_distributing_table(logicalrelid) FROM pg_dist_partition`]);
+          await onNode(url, [
+            `SELECT truncate_local_data_after_distributing_table(logicalrelid) FROM pg_dist_partition`,
+          ]);
           phases["truncate the coordinator's local copies"] = (Date.now() - t1) / 1000;
         },
       });
       log(`cluster ready in ${dsCluster.loadSeconds.toFixed(1)} s: ${JSON.stringify(dsCluster.phases)}`);
     }
-    nodes = { single: await nodeFacts(dsSingle.url), coordinator: await nodeFacts(dsCluster.url), worker: await nodeFacts(workerUrls(dbName)[0]!) };
+    nodes = {
+      single: await nodeFacts(dsSingle.url),
+      coordinator: await nodeFacts(dsCluster.url),
+      worker: await nodeFacts(workerUrls(dbName)[0]!),
+    };
     log("checking the datasets: rows, counters and feed on both; the rebuilds on the distributed schema");
     checks = cfg.reuseDb
-      ? [{ what: "datasets identical on both sides", ok: undefined, detail: "not checked: reused databases (BENCH_REUSE_DB=1) hold each side's writes of earlier runs" }]
+      ? [
+          {
+            what: "datasets identical on both sides",
+            ok: undefined,
+            detail: "not checked: reused databases (BENCH_REUSE_DB=1) hold each side's writes of earlier runs",
+          },
+        ]
       : await checkDatasets(dsSingle, dsCluster, citusCfg.rebuildCheck);
     for (const c of checks) log(`  ${c.ok === undefined ? "–   " : c.ok ? "ok  " : "FAIL"} ${c.what}: ${c.detail}`);
 
@@ -657,7 +832,13 @@ export async function citusMain(): Promise<void> {
       if (f) f.n++;
       else if (failures[target].length < 200) failures[target].push({ phase, what, n: 1 });
     };
-    single = startProcess({ name: "service (single node)", cwd: ROOT, port: cfg.servicePort, args: svc.args, env: serviceEnv(dsSingle.url, cfg.servicePort) });
+    single = startProcess({
+      name: "service (single node)",
+      cwd: ROOT,
+      port: cfg.servicePort,
+      args: svc.args,
+      env: serviceEnv(dsSingle.url, cfg.servicePort),
+    });
     // The cluster's service sends each tenant's statements to its worker (DATABASE_ROUTING=workers,
     // server/db/routing.ts) unless BENCH_CITUS_ROUTING=coordinator.
     cluster = startProcess({
@@ -668,7 +849,10 @@ export async function citusMain(): Promise<void> {
       env: { ...serviceEnv(dsCluster.url, citusCfg.clusterServicePort), DATABASE_ROUTING: citusCfg.routing },
     });
     // Every error the services log (a 5xx, a failed background step), by the phase it came in.
-    for (const [target, p] of [["single", single], ["cluster", cluster]] as const) {
+    for (const [target, p] of [
+      ["single", single],
+      ["cluster", cluster],
+    ] as const) {
       let buf = "";
       p.child.stderr!.on("data", (d: Buffer) => {
         buf += d.toString();
@@ -679,7 +863,8 @@ export async function citusMain(): Promise<void> {
           if (!line.startsWith("{")) continue;
           try {
             const j = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } };
-            if ((j.level ?? 0) >= 50) noteFailure(target, `logged: ${j.msg ?? ""}${j.err?.message ? `: ${j.err.message.split("\n")[0]}` : ""}`);
+            if ((j.level ?? 0) >= 50)
+              noteFailure(target, `logged: ${j.msg ?? ""}${j.err?.message ? `: ${j.err.message.split("\n")[0]}` : ""}`);
           } catch {
             /* not a log line */
           }
@@ -688,7 +873,10 @@ export async function citusMain(): Promise<void> {
     }
     await Promise.all([waitReady(single, "/readyz"), waitReady(cluster, "/readyz")]);
     log(`services ready: single node pid ${single.pid}, cluster pid ${cluster.pid}`);
-    probes = { single: await nodesProbe([dsSingle.url]), cluster: await nodesProbe([dsCluster.url, ...workerUrls(dbName)]) };
+    probes = {
+      single: await nodesProbe([dsSingle.url]),
+      cluster: await nodesProbe([dsCluster.url, ...workerUrls(dbName)]),
+    };
     // Background database CPU: both services running, no request.
     phase = "idle";
     const idle0 = await Promise.all([probes.single.snapshot(), probes.cluster.snapshot()]);
@@ -698,7 +886,9 @@ export async function citusMain(): Promise<void> {
     idle.single = probes.single.last.map((x) => (x * 1000) / citusCfg.idleSeconds);
     probes.cluster.delta(idle0[1], idle1[1]);
     idle.cluster = probes.cluster.last.map((x) => (x * 1000) / citusCfg.idleSeconds);
-    log(`idle database CPU: single ${idle.single.map((x) => x.toFixed(1)).join(" + ")} ms/s, cluster ${idle.cluster.map((x) => x.toFixed(1)).join(" + ")} ms/s`);
+    log(
+      `idle database CPU: single ${idle.single.map((x) => x.toFixed(1)).join(" + ")} ms/s, cluster ${idle.cluster.map((x) => x.toFixed(1)).join(" + ")} ms/s`,
+    );
 
     const sides = () => [
       { target: "single" as const, proc: single!, ds: dsSingle!, probe: probes!.single },
@@ -711,28 +901,50 @@ export async function citusMain(): Promise<void> {
     const scA = pick(buildScenarios(dsSingle, dsSingle.big, prepA, `${runId}-s`));
     const scB = pick(buildScenarios(dsCluster, dsCluster.big, prepB, `${runId}-c`));
     phase = "answer check";
-    const answers = await sameAnswers(single, cluster, { single: dsSingle.big.key, cluster: dsCluster.big.key }, scA, scB);
+    const answers = await sameAnswers(
+      single,
+      cluster,
+      { single: dsSingle.big.key, cluster: dsCluster.big.key },
+      scA,
+      scB,
+    );
     checks.push({
       what: "every scenario answers the same on the cluster as on the single node (status and body; reads byte for byte, writes but for ids and clocks)",
       ok: answers.problems.length === 0,
       detail: answers.problems.length ? answers.problems.join("; ") : `${answers.checked.length} scenarios identical`,
     });
-    log(answers.problems.length ? `ANSWERS DIFFER: ${answers.problems.join("; ")}` : `answers identical for ${answers.checked.join(", ")}`);
+    log(
+      answers.problems.length
+        ? `ANSWERS DIFFER: ${answers.problems.join("; ")}`
+        : `answers identical for ${answers.checked.join(", ")}`,
+    );
     // The answer check's creates moved both feeds on.
     Object.assign(prepA.changes, await changesTokens(dsSingle, dsSingle.big));
     Object.assign(prepB.changes, await changesTokens(dsCluster, dsCluster.big));
 
     type S = ReturnType<typeof sides>[number];
     const statuses = (target: Side, st: Record<string, number>) => {
-      for (const [code, n] of Object.entries(st)) if (!/^2/.test(code)) for (let k = 0; k < n; k++) noteFailure(target, `status ${code}`);
+      for (const [code, n] of Object.entries(st))
+        if (!/^2/.test(code)) for (let k = 0; k < n; k++) noteFailure(target, `status ${code}`);
     };
-    const measure = async (side: S, key: string, sc: Scenario, conns: number, seconds: number, what: string): Promise<CitusRun> => {
+    const measure = async (
+      side: S,
+      key: string,
+      sc: Scenario,
+      conns: number,
+      seconds: number,
+      what: string,
+    ): Promise<CitusRun> => {
       phase = what;
       const r = await load(side.proc, key, sc, conns, seconds, side.probe);
       statuses(side.target, r.statuses);
       if (r.errors) noteFailure(side.target, `${r.errors} connection errors/timeouts`);
       const total = side.probe.last.reduce((s, x) => s + x, 0);
-      return { target: side.target, ...r, dbCpuMsByNode: side.probe.last.map((x) => (total > 0 ? (x / total) * r.dbCpuMsPerReq : NaN)) };
+      return {
+        target: side.target,
+        ...r,
+        dbCpuMsByNode: side.probe.last.map((x) => (total > 0 ? (x / total) * r.dbCpuMsPerReq : NaN)),
+      };
     };
     /** A warm-up: not measured, but its failures are recorded. */
     const unmeasured = async (side: S, key: string, sc: Scenario, conns: number, seconds: number, what: string) => {
@@ -754,19 +966,31 @@ export async function citusMain(): Promise<void> {
         sides().map(async (s) => {
           const t = s.ds.sized[i]!;
           const prep = t === s.ds.big ? (s.target === "single" ? prepA : prepB) : await prepare(s.proc, s.ds, t);
-          return { ...s, t, scenarios: pick(buildScenarios(s.ds, t, prep, `${runId}-${s.target[0]}`)).filter((x) => x.growth) };
+          return {
+            ...s,
+            t,
+            scenarios: pick(buildScenarios(s.ds, t, prep, `${runId}-${s.target[0]}`)).filter((x) => x.growth),
+          };
         }),
       );
       for (const sc of per[0]!.scenarios) {
         let g = growth.find((x) => x.name === sc.name);
-        if (!g) growth.push((g = { name: sc.name, title: sc.title.replace(/\(half the leads\)/, "(half)"), bySize: {} }));
+        if (!g)
+          growth.push((g = { name: sc.name, title: sc.title.replace(/\(half the leads\)/, "(half)"), bySize: {} }));
         const got: Partial<Record<"single" | "cluster", CitusRun>> = {};
         for (const s of per) {
           const own = s.scenarios.find((x) => x.name === sc.name)!;
           const what = `growth ${s.t.label} ${sc.name}`;
           await counted(s, s.t.key, own, Math.min(5, cfg.countRequests), `${what} (round-trip count)`);
           await unmeasured(s, s.t.key, own, cfg.sizeConnections, 1, `${what} (warm-up)`);
-          got[s.target] = await measure(s, s.t.key, own, cfg.sizeConnections, cfg.sizeDuration, `${what} @${cfg.sizeConnections}`);
+          got[s.target] = await measure(
+            s,
+            s.t.key,
+            own,
+            cfg.sizeConnections,
+            cfg.sizeDuration,
+            `${what} @${cfg.sizeConnections}`,
+          );
         }
         g.bySize[per[0]!.t.label] = { single: got.single!, cluster: got.cluster! };
         log(
@@ -782,19 +1006,30 @@ export async function citusMain(): Promise<void> {
       const own = (t: "single" | "cluster") => (t === "single" ? sa : sb);
       const rt: Record<string, number> = {};
       const keyOf = (s: S) => own(s.target).key ?? s.ds.big.key;
-      for (const s of sides()) rt[s.target] = await counted(s, keyOf(s), own(s.target), cfg.countRequests, `${sa.name} (round-trip count)`);
-      const pair: Pair = { name: sa.name, title: sa.title, write: sa.write, roundTrips: { single: rt.single!, cluster: rt.cluster! }, runs: [] };
+      for (const s of sides())
+        rt[s.target] = await counted(s, keyOf(s), own(s.target), cfg.countRequests, `${sa.name} (round-trip count)`);
+      const pair: Pair = {
+        name: sa.name,
+        title: sa.title,
+        write: sa.write,
+        roundTrips: { single: rt.single!, cluster: rt.cluster! },
+        runs: [],
+      };
       log(`${sa.title}: ${rt.single!.toFixed(1)} / ${rt.cluster!.toFixed(1)} round trips/request (single / cluster)`);
-      if (cfg.warmup > 0) for (const s of sides()) await unmeasured(s, keyOf(s), own(s.target), 8, cfg.warmup, `${sa.name} (warm-up @8)`);
+      if (cfg.warmup > 0)
+        for (const s of sides()) await unmeasured(s, keyOf(s), own(s.target), 8, cfg.warmup, `${sa.name} (warm-up @8)`);
       for (const c of cfg.connections) {
         const got: CitusRun[] = [];
-        for (const s of sides()) got.push(await measure(s, keyOf(s), own(s.target), c, cfg.duration, `${sa.name} @${c}`));
+        for (const s of sides())
+          got.push(await measure(s, keyOf(s), own(s.target), c, cfg.duration, `${sa.name} @${c}`));
         pair.runs.push(...got);
         const [a, b] = got as [CitusRun, CitusRun];
         log(
           `  ${String(c).padStart(2)} conns: single ${a.rps.toFixed(0)} req/s p99 ${a.p99.toFixed(2)} ms db ${a.dbCpuMsPerReq.toFixed(2)} | cluster ${b.rps.toFixed(0)} req/s p99 ${b.p99.toFixed(2)} ms db ${b.dbCpuMsPerReq.toFixed(2)} (${b.dbCpuMsByNode.map((x) => x.toFixed(2)).join(" + ")}) → ratio ${(b.rps / a.rps).toFixed(2)}`,
         );
-        for (const r of got) if (r.non2xx > 0 || r.errors > 0) log(`  ${r.target}: non-2xx ${JSON.stringify(r.statuses)} errors ${r.errors}`);
+        for (const r of got)
+          if (r.non2xx > 0 || r.errors > 0)
+            log(`  ${r.target}: non-2xx ${JSON.stringify(r.statuses)} errors ${r.errors}`);
       }
       pairs.push(pair);
     }
@@ -806,7 +1041,9 @@ export async function citusMain(): Promise<void> {
     await probes?.cluster.close();
     await Promise.all([single?.stop(), cluster?.stop()]);
     if (!cfg.keepDb && !cfg.reuseDb) {
-      await onNode(singleBase, [`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`]).catch((e) => log(`drop failed: ${e.message}`));
+      await onNode(singleBase, [`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`]).catch((e) =>
+        log(`drop failed: ${e.message}`),
+      );
       await dropEverywhere(dbName).catch((e) => log(`drop failed: ${e.message}`));
     }
     await stopServers(singleDir);
@@ -840,7 +1077,12 @@ export async function citusMain(): Promise<void> {
         checks.push({
           what: `no failed request and no error logged by the ${side === "single" ? "single node's" : "cluster's"} service (every phase: counts, warm-ups, runs, background)`,
           ok: n === 0,
-          detail: n ? `${n}: ${failures[side].slice(0, 8).map((f) => `${f.phase}: ${f.what} ×${f.n}`).join("; ")}` : "none",
+          detail: n
+            ? `${n}: ${failures[side]
+                .slice(0, 8)
+                .map((f) => `${f.phase}: ${f.what} ×${f.n}`)
+                .join("; ")}`
+            : "none",
         });
       }
       writeFileSync(jsonFile, JSON.stringify({ meta, checks, growth, pairs }, null, 2) + "\n");

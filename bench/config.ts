@@ -18,7 +18,10 @@ export const benchConfig = {
   duration: num("BENCH_DURATION", quick ? 2 : 6),
   /** Warm-up seconds before each scenario's first measured run (at 8 connections, discarded). */
   warmup: num("BENCH_WARMUP", quick ? 1 : 2),
-  connections: (process.env.BENCH_CONNECTIONS ?? (quick ? "1,32" : "1,8,32")).split(",").map(Number).filter((n) => n > 0),
+  connections: (process.env.BENCH_CONNECTIONS ?? (quick ? "1,32" : "1,8,32"))
+    .split(",")
+    .map(Number)
+    .filter((n) => n > 0),
   /** Comma-separated scenario names to run (default: all). */
   only: process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",").map((s) => s.trim())) : undefined,
   /** Sequential requests per scenario used to count database round trips. */
@@ -40,8 +43,16 @@ export const benchConfig = {
   /** Extra node flags for the service process (e.g. "--max-old-space-size=160"). */
   nodeFlags: (process.env.BENCH_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean),
   /** Lead counts of the sized tenants (BENCH_SIZES=10k,100k,1m; BENCH_SCALE=1m adds a size). */
-  sizes: [...new Set([...(process.env.BENCH_SIZES ?? "10k,100k,1m").split(","), ...(process.env.BENCH_SCALE ? [process.env.BENCH_SCALE] : [])]
-    .filter((x) => x.trim() !== "").map(parseSize))].sort((a, b) => a - b),
+  sizes: [
+    ...new Set(
+      [
+        ...(process.env.BENCH_SIZES ?? "10k,100k,1m").split(","),
+        ...(process.env.BENCH_SCALE ? [process.env.BENCH_SCALE] : []),
+      ]
+        .filter((x) => x.trim() !== "")
+        .map(parseSize),
+    ),
+  ].sort((a, b) => a - b),
   /** The size of the tenant the service/baseline matrix runs on (default: the largest of BENCH_SIZES). */
   matrixSize: process.env.BENCH_MATRIX_SIZE ? parseSize(process.env.BENCH_MATRIX_SIZE) : undefined,
   /** Measured seconds per (scenario, size) run of the growth table. */

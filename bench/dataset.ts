@@ -56,7 +56,14 @@ export const smallTenantSize: TenantSize = {
  * appointments of 14 h), so every user's earliest free slot lies late in the range and each of them
  * is swept over ~8,400 slots and all their appointments.
  */
-export const availabilityWorstCase = { tenant: 900, users: 200, appointmentsPerUser: 50, appointmentHours: 14, slotMinutes: 5, days: 31 };
+export const availabilityWorstCase = {
+  tenant: 900,
+  users: 200,
+  appointmentsPerUser: 50,
+  appointmentHours: 14,
+  slotMinutes: 5,
+  days: 31,
+};
 
 const availabilityTenantSize: TenantSize = {
   users: availabilityWorstCase.users,
@@ -97,17 +104,98 @@ export interface Dataset {
 }
 
 const FIRST = [
-  "Lucia", "Hugo", "Martina", "Mateo", "Sofia", "Leo", "Julia", "Daniel", "Paula", "Alejandro",
-  "Valeria", "Pablo", "Emma", "Manuel", "Daniela", "Alvaro", "Carla", "Adrian", "Sara", "Mario",
-  "Ana", "David", "Elena", "Diego", "Irene", "Javier", "Laura", "Marcos", "Marta", "Sergio",
-  "Noa", "Bruno", "Alba", "Izan", "Claudia", "Enzo", "Vera", "Marco", "Lola", "Thiago",
+  "Lucia",
+  "Hugo",
+  "Martina",
+  "Mateo",
+  "Sofia",
+  "Leo",
+  "Julia",
+  "Daniel",
+  "Paula",
+  "Alejandro",
+  "Valeria",
+  "Pablo",
+  "Emma",
+  "Manuel",
+  "Daniela",
+  "Alvaro",
+  "Carla",
+  "Adrian",
+  "Sara",
+  "Mario",
+  "Ana",
+  "David",
+  "Elena",
+  "Diego",
+  "Irene",
+  "Javier",
+  "Laura",
+  "Marcos",
+  "Marta",
+  "Sergio",
+  "Noa",
+  "Bruno",
+  "Alba",
+  "Izan",
+  "Claudia",
+  "Enzo",
+  "Vera",
+  "Marco",
+  "Lola",
+  "Thiago",
 ];
 const LAST = [
-  "Garcia", "Rodriguez", "Gonzalez", "Fernandez", "Lopez", "Martinez", "Sanchez", "Perez", "Gomez", "Martin",
-  "Jimenez", "Ruiz", "Hernandez", "Diaz", "Moreno", "Munoz", "Alvarez", "Romero", "Alonso", "Gutierrez",
-  "Navarro", "Torres", "Dominguez", "Vazquez", "Ramos", "Gil", "Ramirez", "Serrano", "Blanco", "Molina",
-  "Morales", "Suarez", "Ortega", "Delgado", "Castro", "Ortiz", "Rubio", "Marin", "Sanz", "Nunez",
-  "Iglesias", "Medina", "Garrido", "Cortes", "Castillo", "Santos", "Lozano", "Guerrero", "Cano", "Prieto",
+  "Garcia",
+  "Rodriguez",
+  "Gonzalez",
+  "Fernandez",
+  "Lopez",
+  "Martinez",
+  "Sanchez",
+  "Perez",
+  "Gomez",
+  "Martin",
+  "Jimenez",
+  "Ruiz",
+  "Hernandez",
+  "Diaz",
+  "Moreno",
+  "Munoz",
+  "Alvarez",
+  "Romero",
+  "Alonso",
+  "Gutierrez",
+  "Navarro",
+  "Torres",
+  "Dominguez",
+  "Vazquez",
+  "Ramos",
+  "Gil",
+  "Ramirez",
+  "Serrano",
+  "Blanco",
+  "Molina",
+  "Morales",
+  "Suarez",
+  "Ortega",
+  "Delgado",
+  "Castro",
+  "Ortiz",
+  "Rubio",
+  "Marin",
+  "Sanz",
+  "Nunez",
+  "Iglesias",
+  "Medina",
+  "Garrido",
+  "Cortes",
+  "Castillo",
+  "Santos",
+  "Lozano",
+  "Guerrero",
+  "Cano",
+  "Prieto",
 ];
 
 const arr = (xs: string[]) => `ARRAY[${xs.map((x) => `'${x}'`).join(",")}]`;
@@ -281,7 +369,9 @@ SELECT ${uid(t, "appt", `u * ${w.appointmentsPerUser} + k`)}, ${tid}, ${uid(t, "
 async function tenantIds(t: number, s: TenantSize) {
   const id = await uidJs(t, "tenant", 0);
   const userIds = await Promise.all(Array.from({ length: s.users }, (_, i) => uidJs(t, "user", i)));
-  const conversationIds = await Promise.all(Array.from({ length: Math.min(s.conversations, 200) }, (_, i) => uidJs(t, "conv", i)));
+  const conversationIds = await Promise.all(
+    Array.from({ length: Math.min(s.conversations, 200) }, (_, i) => uidJs(t, "conv", i)),
+  );
   return { id, userIds, conversationIds };
 }
 
@@ -317,11 +407,23 @@ UPDATE "Ticket" t SET "commentCount" = s.n, "commentChars" = s.chars
  WHERE t."tenantId" = s."tenantId" AND t."id" = s."ticketId";
 `;
 
-const TABLES = ["Lead", "Contact", "Conversation", "Message", "Appointment", "Ticket", "TicketComment", "ChangeLog", "ListCounter", "Tenant"];
+const TABLES = [
+  "Lead",
+  "Contact",
+  "Conversation",
+  "Message",
+  "Appointment",
+  "Ticket",
+  "TicketComment",
+  "ChangeLog",
+  "ListCounter",
+  "Tenant",
+];
 
 async function countRows(c: pg.Client): Promise<Record<string, number>> {
   const rows: Record<string, number> = {};
-  for (const table of TABLES) rows[table] = (await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${table}"`)).rows[0]!.n;
+  for (const table of TABLES)
+    rows[table] = (await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${table}"`)).rows[0]!.n;
   return rows;
 }
 
@@ -377,7 +479,13 @@ async function inParallel(url: string, jobs: number, tasks: string[], setup: str
       const c = new pg.Client({ connectionString: url });
       await c.connect();
       try {
-        for (const q of ["SET synchronous_commit = off", "SET maintenance_work_mem = '256MB'", "SET work_mem = '64MB'", ...setup]) await c.query(q);
+        for (const q of [
+          "SET synchronous_commit = off",
+          "SET maintenance_work_mem = '256MB'",
+          "SET work_mem = '64MB'",
+          ...setup,
+        ])
+          await c.query(q);
         for (let task = queue.shift(); task !== undefined; task = queue.shift()) await c.query(task);
       } finally {
         await c.end();
@@ -424,18 +532,39 @@ export async function createDataset(opts: DatasetOptions): Promise<Dataset> {
     for (const leads of [...sizes].reverse()) {
       const t = sizedIndex(leads);
       const size = tenantSizeFor(leads);
-      log(`loading the ${sizeLabel(leads)} tenant (${leads} leads, ${size.contacts} contacts, ${size.conversations} × ${size.messagesPer} messages, ${size.appointments} appointments, ${size.tickets} tickets)`);
-      for (let lo = 0; lo < leads; lo += LEAD_CHUNK) load.push({ what: `${sizeLabel(leads)} leads from ${lo}`, sql: leadSql(t, size, A, lo, Math.min(leads, lo + LEAD_CHUNK) - 1) });
+      log(
+        `loading the ${sizeLabel(leads)} tenant (${leads} leads, ${size.contacts} contacts, ${size.conversations} × ${size.messagesPer} messages, ${size.appointments} appointments, ${size.tickets} tickets)`,
+      );
+      for (let lo = 0; lo < leads; lo += LEAD_CHUNK)
+        load.push({
+          what: `${sizeLabel(leads)} leads from ${lo}`,
+          sql: leadSql(t, size, A, lo, Math.min(leads, lo + LEAD_CHUNK) - 1),
+        });
       load.push({ what: `${sizeLabel(leads)} other tables`, sql: tenantSql(t, size, A, true, { leads: false }) });
     }
     load.push({
       what: "availability and small tenants",
-      sql: [availabilitySql(A), ...Array.from({ length: SMALL_TENANTS }, (_, k) => tenantSql(k + 1, smallTenantSize, A, false))].join("\n"),
+      sql: [
+        availabilitySql(A),
+        ...Array.from({ length: SMALL_TENANTS }, (_, k) => tenantSql(k + 1, smallTenantSize, A, false)),
+      ].join("\n"),
     });
     // The large tables' secondary indexes (none that a constraint owns) are built once after the load
     // (a sort) instead of row by row, exactly as the migrations defined them.
-    const bulk = await dropSecondaryIndexes(c, ["Lead", "Contact", "Message", "Appointment", "Ticket", "TicketComment"]);
-    await inParallel(url, jobs, load.map((x) => x.sql), ["SET session_replication_role = replica"]);
+    const bulk = await dropSecondaryIndexes(c, [
+      "Lead",
+      "Contact",
+      "Message",
+      "Appointment",
+      "Ticket",
+      "TicketComment",
+    ]);
+    await inParallel(
+      url,
+      jobs,
+      load.map((x) => x.sql),
+      ["SET session_replication_role = replica"],
+    );
     phases["load rows (triggers off)"] = (Date.now() - t0) / 1000;
     t0 = Date.now();
     await inParallel(url, jobs, bulk);
@@ -493,7 +622,17 @@ export async function reuseDataset(opts: DatasetOptions): Promise<Dataset> {
     const availability = await keyFor(c, availabilityWorstCase.tenant, availabilityTenantSize, "availability");
     const small = [await keyFor(c, 1, smallTenantSize)];
     const big = sized.find((x) => x.size.leads === opts.matrixSize) ?? sized[sized.length - 1]!;
-    return { url, anchor: anchorRow.rows[0]!.a, big, sized, availability, small, loadSeconds: 0, phases: {}, rows: await countRows(c) };
+    return {
+      url,
+      anchor: anchorRow.rows[0]!.a,
+      big,
+      sized,
+      availability,
+      small,
+      loadSeconds: 0,
+      phases: {},
+      rows: await countRows(c),
+    };
   } finally {
     await c.end();
   }

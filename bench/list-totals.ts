@@ -47,7 +47,10 @@ async function contention() {
   const tenant = "00000000-0000-4000-8000-000000000013";
   const stage = "00000000-0000-4000-8000-000000000014";
   await setup.query(`INSERT INTO "Tenant" ("id", "name", "plan") VALUES ($1, 'contention', 'pro')`, [tenant]);
-  await setup.query(`INSERT INTO "PipelineStage" ("id", "tenantId", "name", "defaultEntry") VALUES ($1, $2, 'New', true)`, [stage, tenant]);
+  await setup.query(
+    `INSERT INTO "PipelineStage" ("id", "tenantId", "name", "defaultEntry") VALUES ($1, $2, 'New', true)`,
+    [stage, tenant],
+  );
 
   const slots = (n: number) =>
     `CREATE OR REPLACE FUNCTION "ListCounter_slots"() RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT ${n} $$; ALTER TABLE "Lead" ENABLE TRIGGER "ListCounter_insert"`;
@@ -73,7 +76,11 @@ async function contention() {
             while (Date.now() < until) {
               const t0 = performance.now();
               await c.query("BEGIN");
-              await c.query(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, $2, $3)`, [tenant, `w${w}`, stage]);
+              await c.query(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, $2, $3)`, [
+                tenant,
+                `w${w}`,
+                stage,
+              ]);
               await c.query(`SELECT 1`);
               await c.query("COMMIT");
               latencies.push(performance.now() - t0);
@@ -93,16 +100,22 @@ async function contention() {
     }
   }
   await setup.query(`ALTER TABLE "Lead" ENABLE TRIGGER "ListCounter_insert"`);
-  const check = await setup.query(`SELECT (SELECT count(*) FROM "Lead")::int AS rows, (SELECT sum("n") FROM "ListCounter" WHERE "dim" = 'all')::int AS counted`);
+  const check = await setup.query(
+    `SELECT (SELECT count(*) FROM "Lead")::int AS rows, (SELECT sum("n") FROM "ListCounter" WHERE "dim" = 'all')::int AS counted`,
+  );
   await setup.end();
   await dropDataset(base, name);
   console.log(`32 connections, ${seconds} s per run, ${rounds} rounds (best round shown, all rounds in brackets)`);
   console.log("| counters | creates/s | p50 ms | p99 ms |\n|---|---:|---:|---:|");
   for (const [label, r] of Object.entries(results)) {
     const best = r.tps.indexOf(Math.max(...r.tps));
-    console.log(`| ${label} | ${r.tps[best]!.toFixed(0)} [${r.tps.map((x) => x.toFixed(0)).join(", ")}] | ${r.p50[best]!.toFixed(1)} | ${r.p99[best]!.toFixed(1)} |`);
+    console.log(
+      `| ${label} | ${r.tps[best]!.toFixed(0)} [${r.tps.map((x) => x.toFixed(0)).join(", ")}] | ${r.p50[best]!.toFixed(1)} | ${r.p99[best]!.toFixed(1)} |`,
+    );
   }
-  console.log(`(rows inserted with triggers off are not counted: rows ${check.rows[0].rows}, counted ${check.rows[0].counted})`);
+  console.log(
+    `(rows inserted with triggers off are not counted: rows ${check.rows[0].rows}, counted ${check.rows[0].counted})`,
+  );
 }
 
 async function explain() {
@@ -177,10 +190,14 @@ async function explain() {
   const old = await c.query(before(50000).text, before(50000).values);
   await c.end();
   await dropDataset(base, name);
-  console.log(`100,000-lead tenant (bench/dataset.ts, loaded in ${ds.loadSeconds.toFixed(1)} s), every counter key spread over ${spread} slots, GET /leads?limit=50; 7 runs each`);
+  console.log(
+    `100,000-lead tenant (bench/dataset.ts, loaded in ${ds.loadSeconds.toFixed(1)} s), every counter key spread over ${spread} slots, GET /leads?limit=50; 7 runs each`,
+  );
   console.log("| statement | jit | min ms | median ms | top-level buffers |\n|---|---|---:|---:|---|");
   console.log(out.join("\n"));
-  console.log(`offset 50000: identical ids before/after: ${JSON.stringify(same.rows.map((r) => r.id)) === JSON.stringify(old.rows.map((r) => r.id))}, totals ${old.rows[0].total} / ${same.rows[0].total}`);
+  console.log(
+    `offset 50000: identical ids before/after: ${JSON.stringify(same.rows.map((r) => r.id)) === JSON.stringify(old.rows.map((r) => r.id))}, totals ${old.rows[0].total} / ${same.rows[0].total}`,
+  );
 }
 
 const mode = process.argv[2];

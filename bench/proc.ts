@@ -20,7 +20,13 @@ export interface Proc {
   stderrTail(): string;
 }
 
-export function startProcess(opts: { name: string; args: string[]; env: NodeJS.ProcessEnv; port: number; cwd: string }): Proc {
+export function startProcess(opts: {
+  name: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  port: number;
+  cwd: string;
+}): Proc {
   const child = spawn(process.execPath, opts.args, { cwd: opts.cwd, env: opts.env, stdio: ["ignore", "pipe", "pipe"] });
   let tail = "";
   let buf = "";
@@ -46,7 +52,10 @@ export function startProcess(opts: { name: string; args: string[]; env: NodeJS.P
     url: `http://127.0.0.1:${opts.port}`,
     queries: () =>
       new Promise<number>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`${opts.name}: no query count in 60 s (is BENCH_COUNT_QUERIES=1 honoured?)`)), 60_000);
+        const t = setTimeout(
+          () => reject(new Error(`${opts.name}: no query count in 60 s (is BENCH_COUNT_QUERIES=1 honoured?)`)),
+          60_000,
+        );
         waiters.push((n) => (clearTimeout(t), resolve(n)));
         child.kill("SIGUSR2");
       }),
@@ -114,11 +123,17 @@ export function rssSampler(pid: number, everyMs = 200) {
  * that decides it for the drills, the benchmark and the runtime test) — the compiled bundle with the
  * production runtime flags, built first when dist/ is missing or stale.
  */
-export async function serviceCommand(log: (s: string) => void = () => {}, nodeFlags: string[] = []): Promise<{ args: string[]; label: string }> {
+export async function serviceCommand(
+  log: (s: string) => void = () => {},
+  nodeFlags: string[] = [],
+): Promise<{ args: string[]; label: string }> {
   log("build dist/ if stale (scripts/ensure-build.ts)");
   await ensureBuild();
   // Extra flags (BENCH_NODE_FLAGS, --cpu-prof) come after the runtime's own, so that they override them.
   const { args } = compiledServiceCommand(nodeFlags);
   // The label names paths relative to the checkout: a report carries no machine's folders.
-  return { args, label: `node ${args.map((a) => (path.isAbsolute(a) ? path.relative(ROOT, a) : a)).join(" ")} (compiled: what npm start runs)` };
+  return {
+    args,
+    label: `node ${args.map((a) => (path.isAbsolute(a) ? path.relative(ROOT, a) : a)).join(" ")} (compiled: what npm start runs)`,
+  };
 }

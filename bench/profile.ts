@@ -55,9 +55,16 @@ export function summarizeProfile(
     const name = n.callFrame.functionName || "(anonymous)";
     if (name === "(idle)") continue;
     total += ms;
-    const b = name === "(garbage collector)" ? "(garbage collector)" : name === "(program)" ? "(program)" : bucket(n.callFrame.url);
+    const b =
+      name === "(garbage collector)"
+        ? "(garbage collector)"
+        : name === "(program)"
+          ? "(program)"
+          : bucket(n.callFrame.url);
     pkg.set(b, (pkg.get(b) ?? 0) + ms);
-    const short = n.callFrame.url ? `${name} ${n.callFrame.url.replace(/^.*node_modules\//, "").replace(/^file:\/\/.*\/main\//, "")}:${n.callFrame.lineNumber + 1}` : name;
+    const short = n.callFrame.url
+      ? `${name} ${n.callFrame.url.replace(/^.*node_modules\//, "").replace(/^file:\/\/.*\/main\//, "")}:${n.callFrame.lineNumber + 1}`
+      : name;
     fn.set(short, (fn.get(short) ?? 0) + ms);
   }
   const sort = (m: Map<string, number>) => [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, top);
@@ -70,20 +77,120 @@ export function summarizeProfile(
  * native code and the garbage collector.
  */
 export function group(bucket: string): string {
-  if (bucket === "express" || ["body-parser", "router", "send", "serve-static", "finalhandler", "qs", "raw-body", "iconv-lite", "content-type", "path-to-regexp", "on-finished", "depd", "debug", "type-is", "mime-types", "negotiator", "accepts", "etag", "fresh", "cookie", "vary", "proxy-addr", "parseurl", "merge-descriptors", "utils-merge", "methods", "statuses", "http-errors", "encodeurl", "escape-html", "range-parser", "forwarded", "ipaddr.js", "media-typer", "bytes", "unpipe", "ee-first", "destroy", "toidentifier", "setprototypeof", "safe-buffer", "safer-buffer", "inherits", "side-channel", "object-inspect", "call-bind", "get-intrinsic", "function-bind", "has-symbols", "hasown", "es-errors", "gopd", "es-define-property"].includes(bucket))
+  if (
+    bucket === "express" ||
+    [
+      "body-parser",
+      "router",
+      "send",
+      "serve-static",
+      "finalhandler",
+      "qs",
+      "raw-body",
+      "iconv-lite",
+      "content-type",
+      "path-to-regexp",
+      "on-finished",
+      "depd",
+      "debug",
+      "type-is",
+      "mime-types",
+      "negotiator",
+      "accepts",
+      "etag",
+      "fresh",
+      "cookie",
+      "vary",
+      "proxy-addr",
+      "parseurl",
+      "merge-descriptors",
+      "utils-merge",
+      "methods",
+      "statuses",
+      "http-errors",
+      "encodeurl",
+      "escape-html",
+      "range-parser",
+      "forwarded",
+      "ipaddr.js",
+      "media-typer",
+      "bytes",
+      "unpipe",
+      "ee-first",
+      "destroy",
+      "toidentifier",
+      "setprototypeof",
+      "safe-buffer",
+      "safer-buffer",
+      "inherits",
+      "side-channel",
+      "object-inspect",
+      "call-bind",
+      "get-intrinsic",
+      "function-bind",
+      "has-symbols",
+      "hasown",
+      "es-errors",
+      "gopd",
+      "es-define-property",
+    ].includes(bucket)
+  )
     return "express (and its dependencies)";
-  if (bucket === "trpc-to-openapi" || bucket === "openapi3-ts" || bucket === "co-body" || bucket === "h3" || bucket === "lodash.clonedeep") return "trpc-to-openapi";
+  if (
+    bucket === "trpc-to-openapi" ||
+    bucket === "openapi3-ts" ||
+    bucket === "co-body" ||
+    bucket === "h3" ||
+    bucket === "lodash.clonedeep"
+  )
+    return "trpc-to-openapi";
   if (bucket.startsWith("@trpc/")) return "@trpc/server";
   if (bucket === "zod" || bucket === "zod-openapi") return "zod";
-  if (bucket.startsWith("@prisma/") || bucket === "prisma" || bucket === "app: generated/" || bucket.startsWith("wasm")) return "prisma (client, query compiler, adapter)";
-  if (bucket === "pg" || bucket.startsWith("pg-") || bucket === "postgres-array" || bucket === "postgres-date" || bucket === "postgres-interval" || bucket === "postgres-bytea") return "pg (driver)";
-  if (bucket === "pino" || bucket.startsWith("pino-") || bucket === "sonic-boom" || bucket === "fast-redact" || bucket === "thread-stream" || bucket === "atomic-sleep" || bucket === "quick-format-unescaped" || bucket === "on-exit-leak-free" || bucket === "safe-stable-stringify" || bucket === "@pinojs/redact") return "pino";
-  if (bucket === "ioredis" || bucket === "rate-limiter-flexible" || bucket === "redis-parser" || bucket === "denque" || bucket === "cluster-key-slot" || bucket === "standard-as-callback" || bucket === "redis-errors") return "redis (ioredis, rate limits)";
+  if (bucket.startsWith("@prisma/") || bucket === "prisma" || bucket === "app: generated/" || bucket.startsWith("wasm"))
+    return "prisma (client, query compiler, adapter)";
+  if (
+    bucket === "pg" ||
+    bucket.startsWith("pg-") ||
+    bucket === "postgres-array" ||
+    bucket === "postgres-date" ||
+    bucket === "postgres-interval" ||
+    bucket === "postgres-bytea"
+  )
+    return "pg (driver)";
+  if (
+    bucket === "pino" ||
+    bucket.startsWith("pino-") ||
+    bucket === "sonic-boom" ||
+    bucket === "fast-redact" ||
+    bucket === "thread-stream" ||
+    bucket === "atomic-sleep" ||
+    bucket === "quick-format-unescaped" ||
+    bucket === "on-exit-leak-free" ||
+    bucket === "safe-stable-stringify" ||
+    bucket === "@pinojs/redact"
+  )
+    return "pino";
+  if (
+    bucket === "ioredis" ||
+    bucket === "rate-limiter-flexible" ||
+    bucket === "redis-parser" ||
+    bucket === "denque" ||
+    bucket === "cluster-key-slot" ||
+    bucket === "standard-as-callback" ||
+    bucket === "redis-errors"
+  )
+    return "redis (ioredis, rate limits)";
   if (bucket === "prom-client" || bucket === "tdigest" || bucket === "bintrees") return "prom-client";
   if (bucket === "libphonenumber-js" || bucket === "luxon") return "libphonenumber-js / luxon";
   if (bucket === "tsx" || bucket === "esbuild" || bucket === "get-tsconfig") return "tsx (loader)";
   if (bucket.startsWith("app: ")) return "app code (server/, routers/, rest/)";
-  if (bucket === "node core" || bucket === "(native / V8)" || bucket === "(garbage collector)" || bucket === "(program)") return "node internals (core, V8, GC)";
+  if (
+    bucket === "node core" ||
+    bucket === "(native / V8)" ||
+    bucket === "(garbage collector)" ||
+    bucket === "(program)"
+  )
+    return "node internals (core, V8, GC)";
   return "other";
 }
 
@@ -94,7 +201,8 @@ export function profileMarkdown(file: string, caption?: string, skipMs = 0): str
   for (const [k, v] of s.byPackage) groups.set(group(k), (groups.get(group(k)) ?? 0) + v);
   const lines = [`${caption ? caption + " " : ""}Busy (non-idle) CPU sampled: ${(s.totalMs / 1000).toFixed(1)} s.`, ""];
   lines.push("| self time by group | ms | % |", "|---|---:|---:|");
-  for (const [k, v] of [...groups.entries()].sort((a, b) => b[1] - a[1])) lines.push(`| ${k} | ${v.toFixed(0)} | ${pct(v)} |`);
+  for (const [k, v] of [...groups.entries()].sort((a, b) => b[1] - a[1]))
+    lines.push(`| ${k} | ${v.toFixed(0)} | ${pct(v)} |`);
   lines.push("", "| self time by package (top 25) | ms | % |", "|---|---:|---:|");
   s.byPackage = s.byPackage.slice(0, 25);
   s.byFunction = s.byFunction.slice(0, 25);
@@ -104,4 +212,5 @@ export function profileMarkdown(file: string, caption?: string, skipMs = 0): str
   return lines.join("\n");
 }
 
-if (process.argv[1]?.endsWith("profile.ts") && process.argv[2]) process.stdout.write(profileMarkdown(process.argv[2]) + "\n");
+if (process.argv[1]?.endsWith("profile.ts") && process.argv[2])
+  process.stdout.write(profileMarkdown(process.argv[2]) + "\n");

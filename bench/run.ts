@@ -24,8 +24,12 @@ import { encodeSince } from "../routers/changes/schemas.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const started = Date.now();
-const log = (s: string) => process.stdout.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}\n`);
-const runId = new Date().toISOString().replace(/[-:.TZ]/g, "").slice(0, 14);
+const log = (s: string) =>
+  process.stdout.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}\n`);
+const runId = new Date()
+  .toISOString()
+  .replace(/[-:.TZ]/g, "")
+  .slice(0, 14);
 
 export interface Run {
   /** "paired-single": a batch's one-object scenario, run just before and just after the batch at 1 connection. */
@@ -73,7 +77,10 @@ export function combineRuns<R extends Omit<Run, "target">>(a: R, b: R): R {
     dbCpuMsPerReq: per(a.dbCpuMsPerReq, b.dbCpuMsPerReq),
     roundTripsPerReq: per(a.roundTripsPerReq, b.roundTripsPerReq),
     ...(a.itemsCreated !== undefined || b.itemsCreated !== undefined
-      ? { itemsCreated: (a.itemsCreated ?? 0) + (b.itemsCreated ?? 0), itemsFailed: (a.itemsFailed ?? 0) + (b.itemsFailed ?? 0) }
+      ? {
+          itemsCreated: (a.itemsCreated ?? 0) + (b.itemsCreated ?? 0),
+          itemsFailed: (a.itemsFailed ?? 0) + (b.itemsFailed ?? 0),
+        }
       : {}),
   };
 }
@@ -97,9 +104,11 @@ export async function versions(pgUrl = cfg.pgBase) {
   const c = new pg.Client({ connectionString: pgUrl });
   await c.connect();
   const pgv = (await c.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
-  const settings = (await c.query<{ name: string; setting: string }>(
-    `SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers','max_connections','jit','max_parallel_workers_per_gather','work_mem')`,
-  )).rows;
+  const settings = (
+    await c.query<{ name: string; setting: string }>(
+      `SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers','max_connections','jit','max_parallel_workers_per_gather','work_mem')`,
+    )
+  ).rows;
   await c.end();
   const r = new Redis(cfg.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   await r.connect();
@@ -181,7 +190,11 @@ async function dbCpuProbe(url: string) {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   const snapshot = async () => {
-    const rows = (await c.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)).rows;
+    const rows = (
+      await c.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+      )
+    ).rows;
     return new Map(rows.map((r) => [r.pid, cpuSeconds(r.pid)]));
   };
   return {
@@ -296,7 +309,8 @@ export async function load(
   // Per-request costs are divided by what was sent: requests still in flight at the end were finished too.
   const sent = Math.max(requests, (result.requests as { sent?: number }).sent ?? 0);
   const statuses: Record<string, number> = {};
-  for (const [code, v] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = (v as { count?: number }).count ?? 0;
+  for (const [code, v] of Object.entries(result.statusCodeStats ?? {}))
+    statuses[code] = (v as { count?: number }).count ?? 0;
   return {
     connections,
     requests,
@@ -322,7 +336,10 @@ export async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): 
   // Every conversation has 50 messages, so a limit=50 first page has no second page: the cursors are
   // taken after the 25 newest messages (the second page then holds the 25 older ones).
   for (const c of tenant.conversationIds.slice(0, 20)) {
-    const r = await send(service, tenant.key, { method: "GET", path: `/public/v1/conversations/${c}/messages?limit=25` });
+    const r = await send(service, tenant.key, {
+      method: "GET",
+      path: `/public/v1/conversations/${c}/messages?limit=25`,
+    });
     if (r.status !== 200) throw new Error(`messages of ${c}: ${r.status} ${r.text.slice(0, 300)}`);
     const cursor = JSON.parse(r.text).pagination?.nextCursor;
     if (cursor) messageCursors.set(c, cursor);
@@ -333,7 +350,9 @@ export async function prepare(service: Proc, ds: Dataset, tenant: BenchTenant): 
   const changes = await changesTokens(ds, tenant);
   // Contacts with leads: every third lead i links contact (i mod contacts), so contacts 0, 3, 6, ….
   const leadContacts = await Promise.all(
-    Array.from({ length: Math.min(50, Math.floor(tenant.size.contacts / 3)) }, (_, k) => uidJs(tenant.index, "contact", 3 * k)),
+    Array.from({ length: Math.min(50, Math.floor(tenant.size.contacts / 3)) }, (_, k) =>
+      uidJs(tenant.index, "contact", 3 * k),
+    ),
   );
   return { messageCursors, changes, leadContacts, externalContacts, longTickets };
 }
@@ -349,8 +368,14 @@ async function longThreadTickets(ds: Dataset, tenant: BenchTenant): Promise<Prep
   await c.connect();
   try {
     const contactId = await uidJs(tenant.index, "long-contact", 0);
-    const items = Array.from({ length: 100 }, (_, k) => ({ externalId: `bench-long-${k}`, subject: `Long thread ${k}` }));
-    const { rows } = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM "Ticket" WHERE "tenantId" = $1::uuid AND "customerId" = $2::uuid`, [tenant.id, contactId]);
+    const items = Array.from({ length: 100 }, (_, k) => ({
+      externalId: `bench-long-${k}`,
+      subject: `Long thread ${k}`,
+    }));
+    const { rows } = await c.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "Ticket" WHERE "tenantId" = $1::uuid AND "customerId" = $2::uuid`,
+      [tenant.id, contactId],
+    );
     if (rows[0]!.n === 100) return { contactId, items };
     await c.query("BEGIN");
     await c.query(
@@ -417,14 +442,25 @@ export async function changesTokens(ds: Dataset, tenant: BenchTenant): Promise<P
   await c.connect();
   try {
     for (let i = 0; i < 100; i++) {
-      const pending = (await c.query<{ p: boolean }>(`SELECT EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = $1 AND "pos" IS NULL) AS "p"`, [tenant.id])).rows[0]?.p;
+      const pending = (
+        await c.query<{ p: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = $1 AND "pos" IS NULL) AS "p"`,
+          [tenant.id],
+        )
+      ).rows[0]?.p;
       if (!pending) break;
       await new Promise((r) => setTimeout(r, 200));
     }
-    const head = Number((await c.query<{ pos: string }>(`SELECT "pos"::text FROM "ChangeHead" WHERE "tenantId" = $1`, [tenant.id])).rows[0]?.pos ?? 0);
+    const head = Number(
+      (await c.query<{ pos: string }>(`SELECT "pos"::text FROM "ChangeHead" WHERE "tenantId" = $1`, [tenant.id]))
+        .rows[0]?.pos ?? 0,
+    );
     if (head < 1000) throw new Error(`the ${tenant.label} tenant's changes feed holds ${head} positions`);
     const token = (pos: number) => encodeSince(tenant.id, { pos, skip: 0, at: Date.now() });
-    return { caughtUp: token(head), pages: Array.from({ length: 50 }, (_, k) => token(Math.floor((k * (head - 500)) / 50))) };
+    return {
+      caughtUp: token(head),
+      pages: Array.from({ length: 50 }, (_, k) => token(Math.floor((k * (head - 500)) / 50))),
+    };
   } finally {
     await c.end();
   }
@@ -433,7 +469,15 @@ export async function changesTokens(ds: Dataset, tenant: BenchTenant): Promise<P
 /** A body without what differs between two creations of the same thing (ids, clocks, the slot). */
 export function comparable(text: string, ignore: string[]): string {
   const drop = (v: unknown): unknown =>
-    Array.isArray(v) ? v.map(drop) : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).filter(([k]) => !ignore.includes(k)).map(([k, x]) => [k, drop(x)])) : v;
+    Array.isArray(v)
+      ? v.map(drop)
+      : v && typeof v === "object"
+        ? Object.fromEntries(
+            Object.entries(v)
+              .filter(([k]) => !ignore.includes(k))
+              .map(([k, x]) => [k, drop(x)]),
+          )
+        : v;
   try {
     return JSON.stringify(drop(JSON.parse(text)));
   } catch {
@@ -446,17 +490,32 @@ export function comparable(text: string, ignore: string[]): string {
  * for every scenario it covers, status and body — GETs byte for byte (as JSON), POSTs but for the
  * created row's id and clocks (and an appointment's slot: two creations cannot share one).
  */
-async function sameAnswers(service: Proc, baseline: Proc, key: string, scenarios: Scenario[]): Promise<{ checked: string[]; problems: string[] }> {
+async function sameAnswers(
+  service: Proc,
+  baseline: Proc,
+  key: string,
+  scenarios: Scenario[],
+): Promise<{ checked: string[]; problems: string[] }> {
   const problems: string[] = [];
   const checked: string[] = [];
-  const compare = (name: string, a: { status: number; text: string }, b: { status: number; text: string }, ignore: string[]) => {
-    if (a.status !== b.status) problems.push(`${name}: service ${a.status}, baseline ${b.status} (${a.text.slice(0, 200)} | ${b.text.slice(0, 200)})`);
+  const compare = (
+    name: string,
+    a: { status: number; text: string },
+    b: { status: number; text: string },
+    ignore: string[],
+  ) => {
+    if (a.status !== b.status)
+      problems.push(
+        `${name}: service ${a.status}, baseline ${b.status} (${a.text.slice(0, 200)} | ${b.text.slice(0, 200)})`,
+      );
     else if (comparable(a.text, ignore) !== comparable(b.text, ignore)) {
       const x = comparable(a.text, ignore);
       const y = comparable(b.text, ignore);
       let i = 0;
       while (i < x.length && x[i] === y[i]) i++;
-      problems.push(`${name}: bodies differ at ${i}: service …${x.slice(Math.max(0, i - 60), i + 80)}… baseline …${y.slice(Math.max(0, i - 60), i + 80)}…`);
+      problems.push(
+        `${name}: bodies differ at ${i}: service …${x.slice(Math.max(0, i - 60), i + 80)}… baseline …${y.slice(Math.max(0, i - 60), i + 80)}…`,
+      );
     }
   };
   for (const sc of scenarios.filter((x) => x.baseline)) {
@@ -465,7 +524,10 @@ async function sameAnswers(service: Proc, baseline: Proc, key: string, scenarios
       // An update of one contact, by one side; then the same request to the other, which finds nothing
       // to change (the unchanged path: 200, the same object, the same version) — and the other way
       // round. Each side's update must answer exactly what the other's unchanged path answers.
-      for (const [first, second] of [[service, baseline], [baseline, service]] as const) {
+      for (const [first, second] of [
+        [service, baseline],
+        [baseline, service],
+      ] as const) {
         const r = sc.next();
         const a = await send(first, sc.key ?? key, r);
         const b = await send(second, sc.key ?? key, r);
@@ -520,10 +582,15 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
       const b = g.bySize[hi]?.dbCpuMsPerReq ?? NaN;
       // Below 0.05 ms/request the backends' CPU is within the clock's resolution: flat by any measure.
       const ok = Number.isFinite(a) && Number.isFinite(b) ? b <= 1.5 * a || b < 0.05 : undefined;
-      T.push({ criterion: `${g.title}: database ms/request at ${hi} ≤ 1.5× at ${lo}`, measured: `${f2(b)} vs ${f2(a)} ms (${f2(b / a)}×)`, ok });
+      T.push({
+        criterion: `${g.title}: database ms/request at ${hi} ≤ 1.5× at ${lo}`,
+        measured: `${f2(b)} vs ${f2(a)} ms (${f2(b / a)}×)`,
+        ok,
+      });
     }
   }
-  const run = (s: ScenarioResult, t: Run["target"], c: number) => s.runs.find((r) => r.target === t && r.connections === c);
+  const run = (s: ScenarioResult, t: Run["target"], c: number) =>
+    s.runs.find((r) => r.target === t && r.connections === c);
   // (A batch's baseline is reported in its own table: issue 39 sets its target against single creates.)
   for (const s of results.filter((x) => !x.items && x.runs.some((r) => r.target === "baseline"))) {
     const isList = s.title.startsWith("GET") && s.name !== "me";
@@ -535,11 +602,23 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
       // A run with failed requests (either side) measures something else: it cannot pass.
       const clean = a.non2xx + a.errors + b.non2xx + b.errors === 0;
       const dirty = clean ? "" : ` (non-2xx/errors: service ${a.non2xx}/${a.errors}, baseline ${b.non2xx}/${b.errors})`;
-      T.push({ criterion: `${s.title} @${c}: req/s ≥ ${need} of baseline`, measured: f2(a.rps / b.rps) + dirty, ok: clean && a.rps / b.rps >= need });
-      T.push({ criterion: `${s.title} @${c}: p99 ≤ 1.5× baseline p99`, measured: `${f2(a.p99)} vs ${f2(b.p99)} ms (${f2(a.p99 / b.p99)}×)${dirty}`, ok: clean && a.p99 <= 1.5 * b.p99 });
+      T.push({
+        criterion: `${s.title} @${c}: req/s ≥ ${need} of baseline`,
+        measured: f2(a.rps / b.rps) + dirty,
+        ok: clean && a.rps / b.rps >= need,
+      });
+      T.push({
+        criterion: `${s.title} @${c}: p99 ≤ 1.5× baseline p99`,
+        measured: `${f2(a.p99)} vs ${f2(b.p99)} ms (${f2(a.p99 / b.p99)}×)${dirty}`,
+        ok: clean && a.p99 <= 1.5 * b.p99,
+      });
       const nc = run(s, "baseline-no-count", c);
       if (s.name === "leads" && nc)
-        T.push({ criterion: `GET /leads with exact totals @${c}: ≥ 0.7 of the baseline without count`, measured: f2(a.rps / nc.rps), ok: a.non2xx + nc.non2xx === 0 && a.rps / nc.rps >= 0.7 });
+        T.push({
+          criterion: `GET /leads with exact totals @${c}: ≥ 0.7 of the baseline without count`,
+          measured: f2(a.rps / nc.rps),
+          ok: a.non2xx + nc.non2xx === 0 && a.rps / nc.rps >= 0.7,
+        });
     }
   }
   // Issue 39: a batch's objects per second at 1 connection against the one-object creates' requests
@@ -560,10 +639,15 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
     const oneRps = singles.reduce((t, r) => t + r.rps, 0) / singles.length;
     const ratio = perSec / oneRps;
     const problems = [
-      ...([[s.name, a], ...singles.map((r) => [single!.name, r] as const)] as const).flatMap(([n, r]) => (r.itemsFailed ? [`${n}: ${r.itemsFailed} of ${(r.itemsCreated ?? 0) + r.itemsFailed} objects not created`] : [])),
+      ...([[s.name, a], ...singles.map((r) => [single!.name, r] as const)] as const).flatMap(([n, r]) =>
+        r.itemsFailed ? [`${n}: ${r.itemsFailed} of ${(r.itemsCreated ?? 0) + r.itemsFailed} objects not created`] : [],
+      ),
     ];
     const bad = (r: Run) => r.non2xx + r.errors;
-    if ([a, b, ...pairs].some((r) => bad(r) > 0)) problems.push(`non-2xx/errors: batch ${a.non2xx}/${a.errors}, single ${singles.map((r) => `${r.non2xx}/${r.errors}`).join(", ")}`);
+    if ([a, b, ...pairs].some((r) => bad(r) > 0))
+      problems.push(
+        `non-2xx/errors: batch ${a.non2xx}/${a.errors}, single ${singles.map((r) => `${r.non2xx}/${r.errors}`).join(", ")}`,
+      );
     const how = pairs.length
       ? `paired: ${pairs.map((r) => f0(r.rps)).join(" and ")} creates/s just before and after; its own run ${f0(b.rps)} creates/s gives ${f1(perSec / b.rps)}×`
       : "its own run";
@@ -590,9 +674,23 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
       ok: clean && a.cpuMsPerReq <= s.cpuOf!.factor * b.cpuMsPerReq,
     });
   }
-  T.push({ criterion: `Service peak RSS under the ${Math.max(...(meta.connections as number[]))}-connection runs ≤ 200 MiB`, measured: `${f0(meta.servicePeak32)} MiB`, ok: meta.servicePeak32 <= 200 });
-  T.push({ criterion: "Service RSS idle after start ≤ 120 MiB", measured: `${f0(meta.startupRss.service)} MiB`, ok: meta.startupRss.service <= 120 });
-  T.push({ criterion: "Baseline answers equal the service's (every scenario it covers)", measured: meta.sanity.problems.length ? meta.sanity.problems.join("; ") : `${meta.sanity.checked.length} scenarios identical`, ok: meta.sanity.problems.length === 0 });
+  T.push({
+    criterion: `Service peak RSS under the ${Math.max(...(meta.connections as number[]))}-connection runs ≤ 200 MiB`,
+    measured: `${f0(meta.servicePeak32)} MiB`,
+    ok: meta.servicePeak32 <= 200,
+  });
+  T.push({
+    criterion: "Service RSS idle after start ≤ 120 MiB",
+    measured: `${f0(meta.startupRss.service)} MiB`,
+    ok: meta.startupRss.service <= 120,
+  });
+  T.push({
+    criterion: "Baseline answers equal the service's (every scenario it covers)",
+    measured: meta.sanity.problems.length
+      ? meta.sanity.problems.join("; ")
+      : `${meta.sanity.checked.length} scenarios identical`,
+    ok: meta.sanity.problems.length === 0,
+  });
   return T;
 }
 
@@ -600,17 +698,32 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
   const v = meta.versions;
   const L: string[] = [];
   L.push(`# Benchmark results — ${meta.date}${meta.label ? ` (${meta.label})` : ""}`, "");
-  L.push(`Generated by \`npm run bench\` (bench/run.ts) in ${f0(meta.elapsedSeconds)} s. Raw numbers: \`${meta.jsonFile}\`.`, "");
+  L.push(
+    `Generated by \`npm run bench\` (bench/run.ts) in ${f0(meta.elapsedSeconds)} s. Raw numbers: \`${meta.jsonFile}\`.`,
+    "",
+  );
   const T = targets(meta, results, growth);
   const failed = T.filter((t) => t.ok === false).length;
-  L.push(results.some((x) => x.name === "put-contacts" || x.items) ? "## Targets (issues 13 and 39)" : "## Targets (issue 13)", "");
-  L.push(`${T.length - failed} of ${T.length} criteria met. Sizes ${meta.sizeLabels.join(", ")}; the service/baseline matrix on the ${meta.matrixLabel} tenant.`, "");
+  L.push(
+    results.some((x) => x.name === "put-contacts" || x.items)
+      ? "## Targets (issues 13 and 39)"
+      : "## Targets (issue 13)",
+    "",
+  );
+  L.push(
+    `${T.length - failed} of ${T.length} criteria met. Sizes ${meta.sizeLabels.join(", ")}; the service/baseline matrix on the ${meta.matrixLabel} tenant.`,
+    "",
+  );
   L.push("| criterion | measured | result |", "|---|---|---|");
   for (const t of T) L.push(`| ${t.criterion} | ${t.measured.replace(/\|/g, "\\|")} | ${pf(t.ok)} |`);
   L.push("");
   L.push("## Machine and versions", "");
   L.push(`- ${v.cores} cores (${v.cpuModel}), ${v.memGiB} GiB, Linux ${v.kernel}`);
-  L.push(`- Node ${v.node}; PostgreSQL ${v.postgres} (${Object.entries(v.pgSettings).map(([k, x]) => `${k}=${x}`).join(", ")}); Redis ${v.redis}`);
+  L.push(
+    `- Node ${v.node}; PostgreSQL ${v.postgres} (${Object.entries(v.pgSettings)
+      .map(([k, x]) => `${k}=${x}`)
+      .join(", ")}); Redis ${v.redis}`,
+  );
   L.push(`- Prisma ${v.prisma} (@prisma/adapter-pg), Express ${v.express}, autocannon ${v.autocannon}`);
   L.push(`- load average (1 min) at start ${f2(meta.loadStart)}, at end ${f2(meta.loadEnd)}`);
   L.push("");
@@ -622,25 +735,52 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
   L.push("## Setup", "");
   L.push(
     meta.loadSeconds > 0
-      ? `- Dataset: ${f1(meta.loadSeconds)} s to create, migrate, load (triggers off), rebuild the list counters and the changes feed, and VACUUM ANALYZE (${Object.entries(meta.phases).map(([k, x]) => `${k} ${f1(x as number)} s`).join(", ")}).`
+      ? `- Dataset: ${f1(meta.loadSeconds)} s to create, migrate, load (triggers off), rebuild the list counters and the changes feed, and VACUUM ANALYZE (${Object.entries(
+          meta.phases,
+        )
+          .map(([k, x]) => `${k} ${f1(x as number)} s`)
+          .join(", ")}).`
       : "- Dataset: a kept database, reused (BENCH_REUSE_DB=1).",
   );
-  L.push(`  Rows: ${Object.entries(meta.rows).map(([k, n]) => `${k} ${n}`).join(", ")}.`);
+  L.push(
+    `  Rows: ${Object.entries(meta.rows)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ")}.`,
+  );
   for (const t of meta.tenants as { label: string; size: Record<string, number> }[])
-    L.push(`  - the ${t.label} tenant: ${t.size.leads} leads, ${t.size.contacts} contacts, ${t.size.conversations} conversations × ${t.size.messagesPer} messages, ${t.size.appointments} appointments, ${t.size.tickets} tickets (0–3 comments each), ${t.size.users} users`);
+    L.push(
+      `  - the ${t.label} tenant: ${t.size.leads} leads, ${t.size.contacts} contacts, ${t.size.conversations} conversations × ${t.size.messagesPer} messages, ${t.size.appointments} appointments, ${t.size.tickets} tickets (0–3 comments each), ${t.size.users} users`,
+    );
   L.push(`  - the availability worst case (issue 12) and 50 small tenants.`);
-  L.push(`- Growth table: each list scenario on each sized tenant, ${meta.sizeDuration} s at ${meta.sizeConnections} connections after a 1 s warm-up.`);
-  L.push(`- Matrix: each (scenario, connections) run ${meta.duration} s after a ${meta.warmup} s warm-up per scenario; autocannon over loopback, pipelining 1; latency percentiles from every 2xx response's own time at microsecond resolution (autocannon's 'response' event; its summary keeps whole milliseconds); service, baseline and baseline without count back to back.`);
-  L.push(`- Service: \`${meta.serviceLabel}\`${meta.nodeFlags.length ? ` with \`${meta.nodeFlags.join(" ")}\`` : ""}, NODE_ENV=production, LOG_LEVEL=warn, BENCH_COUNT_QUERIES=1.`);
-  L.push(`- Baseline: bench/baseline/server.ts (node:http + pg + ioredis; one statement per request; exact totals by a plain count(*); pool of 10).`);
-  L.push(`- Round trips: statements sent to PostgreSQL per request, from ${meta.countRequests} sequential requests. CPU ms/req: user+system CPU of the server process per request; DB ms/req: CPU of the benchmark database's backends (from /proc) per request.`);
+  L.push(
+    `- Growth table: each list scenario on each sized tenant, ${meta.sizeDuration} s at ${meta.sizeConnections} connections after a 1 s warm-up.`,
+  );
+  L.push(
+    `- Matrix: each (scenario, connections) run ${meta.duration} s after a ${meta.warmup} s warm-up per scenario; autocannon over loopback, pipelining 1; latency percentiles from every 2xx response's own time at microsecond resolution (autocannon's 'response' event; its summary keeps whole milliseconds); service, baseline and baseline without count back to back.`,
+  );
+  L.push(
+    `- Service: \`${meta.serviceLabel}\`${meta.nodeFlags.length ? ` with \`${meta.nodeFlags.join(" ")}\`` : ""}, NODE_ENV=production, LOG_LEVEL=warn, BENCH_COUNT_QUERIES=1.`,
+  );
+  L.push(
+    `- Baseline: bench/baseline/server.ts (node:http + pg + ioredis; one statement per request; exact totals by a plain count(*); pool of 10).`,
+  );
+  L.push(
+    `- Round trips: statements sent to PostgreSQL per request, from ${meta.countRequests} sequential requests. CPU ms/req: user+system CPU of the server process per request; DB ms/req: CPU of the benchmark database's backends (from /proc) per request.`,
+  );
   L.push("");
   if (growth.length) {
     L.push("## Growth with the tenant's size", "");
-    L.push(`Service, ${meta.sizeConnections} connections. DB = database backend CPU ms per request, CPU = service CPU ms per request. Two passes (sizes ascending, then descending), each size's figures over both.`, "");
+    L.push(
+      `Service, ${meta.sizeConnections} connections. DB = database backend CPU ms per request, CPU = service CPU ms per request. Two passes (sizes ascending, then descending), each size's figures over both.`,
+      "",
+    );
     const sizes: string[] = meta.sizeLabels;
-    L.push(`| scenario | ${sizes.map((x) => `DB ms ${x}`).join(" | ")} | ${sizes.map((x) => `CPU ms ${x}`).join(" | ")} | ${sizes.map((x) => `req/s ${x}`).join(" | ")} | DB ${sizes[sizes.length - 1]} / ${sizes[0]} | flat (≤ 1.5×) |`);
-    L.push(`|---|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|---:|---|`);
+    L.push(
+      `| scenario | ${sizes.map((x) => `DB ms ${x}`).join(" | ")} | ${sizes.map((x) => `CPU ms ${x}`).join(" | ")} | ${sizes.map((x) => `req/s ${x}`).join(" | ")} | DB ${sizes[sizes.length - 1]} / ${sizes[0]} | flat (≤ 1.5×) |`,
+    );
+    L.push(
+      `|---|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|---:|---|`,
+    );
     for (const g of growth) {
       const a = g.bySize[sizes[0]!]?.dbCpuMsPerReq ?? NaN;
       const b = g.bySize[sizes[sizes.length - 1]!]?.dbCpuMsPerReq ?? NaN;
@@ -651,11 +791,15 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
     L.push("");
   }
   L.push(`## Service: all scenarios (${meta.matrixLabel} tenant)`, "");
-  L.push("| scenario | conns | req/s | p50 ms | p90 ms | p99 ms | non-2xx | errors | CPU ms/req | DB ms/req | round trips/req | peak RSS MiB |");
+  L.push(
+    "| scenario | conns | req/s | p50 ms | p90 ms | p99 ms | non-2xx | errors | CPU ms/req | DB ms/req | round trips/req | peak RSS MiB |",
+  );
   L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const s of results)
     for (const r of s.runs.filter((x) => x.target === "service"))
-      L.push(`| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f2(r.p50)} | ${f2(r.p90)} | ${f2(r.p99)} | ${r.non2xx} | ${r.errors} | ${f2(r.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} | ${f1(s.roundTrips.service)} | ${f0(r.rssMaxMiB)} |`);
+      L.push(
+        `| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f2(r.p50)} | ${f2(r.p90)} | ${f2(r.p99)} | ${r.non2xx} | ${r.errors} | ${f2(r.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} | ${f1(s.roundTrips.service)} | ${f0(r.rssMaxMiB)} |`,
+      );
   L.push("");
   const batches = results.filter((x) => x.items);
   if (batches.length) {
@@ -665,7 +809,9 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
         "Created / not created: the items' statuses in every answer of the run.",
       "",
     );
-    L.push("| scenario | conns | batches/s | items/s | one-object scenario req/s | **items/s ÷ its req/s** | baseline items/s | service ÷ baseline | p50 ms service / baseline | CPU ms/item service / baseline | DB ms/item service / baseline | round trips/item service / baseline | items created / not created |");
+    L.push(
+      "| scenario | conns | batches/s | items/s | one-object scenario req/s | **items/s ÷ its req/s** | baseline items/s | service ÷ baseline | p50 ms service / baseline | CPU ms/item service / baseline | DB ms/item service / baseline | round trips/item service / baseline | items created / not created |",
+    );
     L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const s of batches) {
       const single = results.find((x) => x.name === s.batchOf?.single);
@@ -681,7 +827,9 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
     L.push("");
   }
   L.push(`## Service / baseline (${meta.matrixLabel} tenant)`, "");
-  L.push("| scenario | conns | service req/s | baseline req/s | **ratio** | no-count baseline req/s | ratio to no-count | service p99 | baseline p99 | p99 ratio | CPU ms/req service / baseline | DB ms/req service / baseline / no-count | round trips service / baseline |");
+  L.push(
+    "| scenario | conns | service req/s | baseline req/s | **ratio** | no-count baseline req/s | ratio to no-count | service p99 | baseline p99 | p99 ratio | CPU ms/req service / baseline | DB ms/req service / baseline / no-count | round trips service / baseline |",
+  );
   L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const s of results) {
     for (const r of s.runs.filter((x) => x.target === "service")) {
@@ -695,8 +843,12 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
   }
   L.push("");
   L.push("## Memory", "");
-  L.push(`- Service RSS once ready, before any load: **${f0(meta.startupRss.service)} MiB** (baseline ${f0(meta.startupRss.baseline)} MiB).`);
-  L.push(`- Service peak RSS sampled during the ${Math.max(...(meta.connections as number[]))}-connection runs: **${f0(meta.servicePeak32)} MiB**; VmHWM over the whole run ${f0(meta.serviceHwm)} MiB (baseline ${f0(meta.baselineHwm)} MiB).`);
+  L.push(
+    `- Service RSS once ready, before any load: **${f0(meta.startupRss.service)} MiB** (baseline ${f0(meta.startupRss.baseline)} MiB).`,
+  );
+  L.push(
+    `- Service peak RSS sampled during the ${Math.max(...(meta.connections as number[]))}-connection runs: **${f0(meta.servicePeak32)} MiB**; VmHWM over the whole run ${f0(meta.serviceHwm)} MiB (baseline ${f0(meta.baselineHwm)} MiB).`,
+  );
   L.push("");
   if (profile) L.push("## Flame summary (node --cpu-prof, separate phase after the measured runs)", "", profile, "");
   return L.join("\n");
@@ -721,13 +873,28 @@ function serviceEnv(url: string): NodeJS.ProcessEnv {
 /** The profiling phase: a fresh service under --cpu-prof, the main scenarios for a few seconds each. */
 async function profilePhase(ds: Dataset, scenarios: Scenario[], svc: { args: string[] }): Promise<string | undefined> {
   const profDir = path.join(ROOT, "bench/results/profiles", runId);
-  const main = ["me", "leads", "contacts", "tickets", "appointments", "conversations", "post-leads", "post-appointments"];
+  const main = [
+    "me",
+    "leads",
+    "contacts",
+    "tickets",
+    "appointments",
+    "conversations",
+    "post-leads",
+    "post-appointments",
+  ];
   // A run of other scenarios only (BENCH_ONLY naming none of the main ones, e.g. issue 39's upserts) profiles those.
   const mains = scenarios.filter((x) => main.includes(x.name));
   const profiled = mains.length ? mains : scenarios;
   const spawned = Date.now();
   let readyMs = 0;
-  const p = startProcess({ name: "service (profiled)", cwd: ROOT, port: cfg.servicePort, args: ["--cpu-prof", `--cpu-prof-dir=${profDir}`, ...svc.args], env: serviceEnv(ds.url) });
+  const p = startProcess({
+    name: "service (profiled)",
+    cwd: ROOT,
+    port: cfg.servicePort,
+    args: ["--cpu-prof", `--cpu-prof-dir=${profDir}`, ...svc.args],
+    env: serviceEnv(ds.url),
+  });
   try {
     await waitReady(p, "/readyz");
     readyMs = Date.now() - spawned;
@@ -736,7 +903,9 @@ async function profilePhase(ds: Dataset, scenarios: Scenario[], svc: { args: str
     await p.stop();
   }
   if (!existsSync(profDir)) return undefined;
-  const file = readdirSync(profDir).filter((f) => f.endsWith(".cpuprofile")).map((f) => path.join(profDir, f))[0];
+  const file = readdirSync(profDir)
+    .filter((f) => f.endsWith(".cpuprofile"))
+    .map((f) => path.join(profDir, f))[0];
   if (!file) return undefined;
   log(`CPU profile: ${path.relative(ROOT, file)}`);
   // The start (module loading, compilation) is left out: samples from the first readyMs of the process.
@@ -758,13 +927,26 @@ async function main() {
   const ds = cfg.reuseDb ? await reuseDataset(dsOpts) : await createDataset(dsOpts);
   log(`dataset ready in ${ds.loadSeconds.toFixed(1)} s: ${JSON.stringify(ds.phases)} ${JSON.stringify(ds.rows)}`);
 
-  const service = startProcess({ name: "service", cwd: ROOT, port: cfg.servicePort, args: svc.args, env: serviceEnv(ds.url) });
+  const service = startProcess({
+    name: "service",
+    cwd: ROOT,
+    port: cfg.servicePort,
+    args: svc.args,
+    env: serviceEnv(ds.url),
+  });
   const baseline = startProcess({
     name: "baseline",
     cwd: ROOT,
     port: cfg.baselinePort,
     args: ["--import", "tsx", "bench/baseline/server.ts"],
-    env: { ...process.env, DATABASE_URL: ds.url, REDIS_URL: cfg.redisUrl, PORT: String(cfg.baselinePort), NODE_ENV: "production", BENCH_COUNT_QUERIES: "1" },
+    env: {
+      ...process.env,
+      DATABASE_URL: ds.url,
+      REDIS_URL: cfg.redisUrl,
+      PORT: String(cfg.baselinePort),
+      NODE_ENV: "production",
+      BENCH_COUNT_QUERIES: "1",
+    },
   });
   const results: ScenarioResult[] = [];
   const growth: GrowthRow[] = [];
@@ -780,12 +962,18 @@ async function main() {
     await Promise.all([waitReady(service, "/readyz"), waitReady(baseline, "/healthz")]);
     await new Promise((r) => setTimeout(r, 1000));
     startupRss = { service: memory(service.pid).rss, baseline: memory(baseline.pid).rss };
-    log(`service pid ${service.pid} and baseline pid ${baseline.pid} ready (RSS ${startupRss.service.toFixed(0)} / ${startupRss.baseline.toFixed(0)} MiB)`);
+    log(
+      `service pid ${service.pid} and baseline pid ${baseline.pid} ready (RSS ${startupRss.service.toFixed(0)} / ${startupRss.baseline.toFixed(0)} MiB)`,
+    );
     const prep = await prepare(service, ds, ds.big);
     const all = buildScenarios(ds, ds.big, prep, runId);
     const chosen = all.filter((s) => !cfg.only || cfg.only.has(s.name));
     sanity = await sameAnswers(service, baseline, ds.big.key, chosen);
-    log(sanity.problems.length ? `WARNING: ${sanity.problems.join("; ")}` : `baseline answers identical for ${sanity.checked.join(", ")}`);
+    log(
+      sanity.problems.length
+        ? `WARNING: ${sanity.problems.join("; ")}`
+        : `baseline answers identical for ${sanity.checked.join(", ")}`,
+    );
     // The answer check created leads and appointments in this tenant: its feed moved on.
     Object.assign(prep.changes, await changesTokens(ds, ds.big));
 
@@ -798,15 +986,29 @@ async function main() {
       for (const t of order) {
         let tp = t === ds.big ? prep : prepared.get(t.label);
         if (!tp) prepared.set(t.label, (tp = await prepare(service, ds, t)));
-        for (const sc of buildScenarios(ds, t, tp, runId).filter((x) => x.growth && (!cfg.only || cfg.only.has(x.name)))) {
+        for (const sc of buildScenarios(ds, t, tp, runId).filter(
+          (x) => x.growth && (!cfg.only || cfg.only.has(x.name)),
+        )) {
           let g = growth.find((x) => x.name === sc.name);
-          if (!g) growth.push((g = { name: sc.name, title: sc.title.replace(/\(half the leads\)/, "(half)"), bySize: {}, roundTrips: {} }));
-          g.roundTrips[t.label] ??= (await countRoundTrips(service, t.key, sc, Math.min(5, cfg.countRequests))).perRequest;
+          if (!g)
+            growth.push(
+              (g = {
+                name: sc.name,
+                title: sc.title.replace(/\(half the leads\)/, "(half)"),
+                bySize: {},
+                roundTrips: {},
+              }),
+            );
+          g.roundTrips[t.label] ??= (
+            await countRoundTrips(service, t.key, sc, Math.min(5, cfg.countRequests))
+          ).perRequest;
           await load(service, t.key, sc, cfg.sizeConnections, 1, undefined);
           const r = await load(service, t.key, sc, cfg.sizeConnections, cfg.sizeDuration, db);
           const before = g.bySize[t.label];
           g.bySize[t.label] = before ? combineRuns(before, r) : r;
-          log(`growth ${t.label} ${sc.name}: db ${r.dbCpuMsPerReq.toFixed(2)} cpu ${r.cpuMsPerReq.toFixed(2)} ms/req, ${r.rps.toFixed(0)} req/s, non-2xx ${r.non2xx}`);
+          log(
+            `growth ${t.label} ${sc.name}: db ${r.dbCpuMsPerReq.toFixed(2)} cpu ${r.cpuMsPerReq.toFixed(2)} ms/req, ${r.rps.toFixed(0)} req/s, non-2xx ${r.non2xx}`,
+          );
         }
       }
     }
@@ -817,8 +1019,16 @@ async function main() {
       const key = sc.key ?? ds.big.key;
       const rt = await countRoundTrips(service, key, sc, cfg.countRequests);
       const rtb = sc.baseline ? await countRoundTrips(baseline, key, sc, cfg.countRequests) : undefined;
-      const res: ScenarioResult = { name: sc.name, title: sc.title, roundTrips: { service: rt.perRequest, baseline: rtb?.perRequest }, countStatuses: rt.statuses, runs: [] };
-      log(`${sc.title}: ${rt.perRequest.toFixed(1)} round trips/request${rtb ? ` (baseline ${rtb.perRequest.toFixed(1)})` : ""}`);
+      const res: ScenarioResult = {
+        name: sc.name,
+        title: sc.title,
+        roundTrips: { service: rt.perRequest, baseline: rtb?.perRequest },
+        countStatuses: rt.statuses,
+        runs: [],
+      };
+      log(
+        `${sc.title}: ${rt.perRequest.toFixed(1)} round trips/request${rtb ? ` (baseline ${rtb.perRequest.toFixed(1)})` : ""}`,
+      );
       const noCount = sc.baseline && sc.growth;
       const conns = sc.connections ?? cfg.connections;
       if (cfg.warmup > 0) {
@@ -863,11 +1073,15 @@ async function main() {
     baselineHwm = memory(baseline.pid).hwm;
     await Promise.all([service.stop(), baseline.stop()]);
     // 3. Profiling: a separate, short phase (it does not skew the measured runs).
-    if (cfg.profile) profile = await profilePhase(ds, chosen, svc).catch((e) => (log(`profile failed: ${(e as Error).message}`), undefined));
+    if (cfg.profile)
+      profile = await profilePhase(ds, chosen, svc).catch(
+        (e) => (log(`profile failed: ${(e as Error).message}`), undefined),
+      );
   } finally {
     await db.close().catch(() => {});
     await Promise.all([service.stop(), baseline.stop()]);
-    if (!cfg.keepDb && !cfg.reuseDb) await dropDataset(cfg.pgBase, cfg.dbName).catch((e) => log(`drop failed: ${e.message}`));
+    if (!cfg.keepDb && !cfg.reuseDb)
+      await dropDataset(cfg.pgBase, cfg.dbName).catch((e) => log(`drop failed: ${e.message}`));
     if (results.length || growth.length) {
       const date = new Date().toISOString().slice(0, 10);
       const out = cfg.out ?? path.join(ROOT, "bench/results", `${date}.md`);

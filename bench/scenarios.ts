@@ -82,7 +82,8 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
   // user u starts 600 days + k × 30 minutes after the anchor's midnight — never two alike.
   // (A reused database keeps earlier runs' slots: each run starts 10 days per minute of the clock later.)
   const runDays = 600 + (Math.floor(Date.now() / 60_000) % 20_000) * 10;
-  const slotBase = Date.UTC(ds.anchor.getUTCFullYear(), ds.anchor.getUTCMonth(), ds.anchor.getUTCDate()) + runDays * 86400_000;
+  const slotBase =
+    Date.UTC(ds.anchor.getUTCFullYear(), ds.anchor.getUTCMonth(), ds.anchor.getUTCDate()) + runDays * 86400_000;
   let slot = 0;
   let lead = 0;
   // Issue 39: the contacts that hold an external id (PUT's update path), and the new contacts'
@@ -108,7 +109,14 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
 
   const scenarios: Scenario[] = [
     { name: "me", title: "GET /me", baseline: true, write: false, next: () => ({ method: "GET", path: `${P}/me` }) },
-    { name: "leads", title: "GET /leads?limit=50", baseline: true, growth: true, write: false, next: () => ({ method: "GET", path: `${P}/leads?limit=50` }) },
+    {
+      name: "leads",
+      title: "GET /leads?limit=50",
+      baseline: true,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/leads?limit=50` }),
+    },
     {
       name: "leads-since",
       title: "GET /leads?dateFrom=(24 h ago)&limit=50",
@@ -134,7 +142,14 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
       write: false,
       next: () => ({ method: "GET", path: `${P}/leads?customerId=${rot(leadContacts)}&limit=50` }),
     },
-    { name: "contacts", title: "GET /contacts?limit=50", baseline: true, growth: true, write: false, next: () => ({ method: "GET", path: `${P}/contacts?limit=50` }) },
+    {
+      name: "contacts",
+      title: "GET /contacts?limit=50",
+      baseline: true,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/contacts?limit=50` }),
+    },
     {
       name: "contacts-search",
       title: "GET /contacts?search=(8 rotating terms)",
@@ -158,7 +173,10 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
       write: false,
       next: () => {
         const c = rot(withCursor);
-        return { method: "GET", path: `${P}/conversations/${c}/messages?limit=50&cursor=${prep.messageCursors.get(c)}` };
+        return {
+          method: "GET",
+          path: `${P}/conversations/${c}/messages?limit=50&cursor=${prep.messageCursors.get(c)}`,
+        };
       },
     },
     {
@@ -177,7 +195,14 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
       key: ds.availability.key,
       next: () => ({ method: "GET", path: `${P}/availability?from=${day(availFrom)}&to=${day(availTo)}` }),
     },
-    { name: "tickets", title: "GET /tickets?limit=50", baseline: true, growth: true, write: false, next: () => ({ method: "GET", path: `${P}/tickets?limit=50` }) },
+    {
+      name: "tickets",
+      title: "GET /tickets?limit=50",
+      baseline: true,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/tickets?limit=50` }),
+    },
     {
       name: "appointments",
       title: "GET /appointments?limit=50",
@@ -232,7 +257,9 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
       next: () => ({
         method: "POST",
         path: `${P}/tickets/batch/upsert`,
-        body: JSON.stringify({ items: prep.longTickets.items.map((t) => ({ ...t, customerId: prep.longTickets.contactId })) }),
+        body: JSON.stringify({
+          items: prep.longTickets.items.map((t) => ({ ...t, customerId: prep.longTickets.contactId })),
+        }),
       }),
     },
     {
@@ -244,13 +271,19 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
         const i = lead++;
         // Half match a loaded contact by phone (one lookup), half match nobody (phone, then email).
         const contact = (i * 7919) % big.size.contacts;
-        const digits = i % 2 === 0 ? `6${String(contact).padStart(8, "0")}` : `699${String(i % 1_000_000).padStart(6, "0")}`;
+        const digits =
+          i % 2 === 0 ? `6${String(contact).padStart(8, "0")}` : `699${String(i % 1_000_000).padStart(6, "0")}`;
         const phone = `${digits.slice(0, 3)} ${digits.slice(3, 6)} ${digits.slice(6)}`;
         return {
           method: "POST",
           path: `${P}/leads`,
           idempotencyKey: `bench-${runId}-lead-${i}`,
-          body: JSON.stringify({ customerName: `Bench Lead ${i}`, customerPhone: phone, customerEmail: `bench${i}@nobody.example`, intent: "buy" }),
+          body: JSON.stringify({
+            customerName: `Bench Lead ${i}`,
+            customerPhone: phone,
+            customerEmail: `bench${i}@nobody.example`,
+            intent: "buy",
+          }),
         };
       },
     },

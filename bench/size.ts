@@ -7,4 +7,5 @@ export function parseSize(label: string): number {
 }
 
 /** 10000 → "10k", 1000000 → "1m". */
-export const sizeLabel = (n: number) => (n >= 1e6 && n % 1e6 === 0 ? `${n / 1e6}m` : n >= 1e3 && n % 1e3 === 0 ? `${n / 1e3}k` : String(n));
+export const sizeLabel = (n: number) =>
+  n >= 1e6 && n % 1e6 === 0 ? `${n / 1e6}m` : n >= 1e3 && n % 1e3 === 0 ? `${n / 1e3}k` : String(n);

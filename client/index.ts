@@ -31,7 +31,9 @@ export function createCrmClient(baseUrl: string, apiKey: string, options: CrmCli
 // Named shapes. The document declares its schemas inline (no components.schemas other than Error),
 // so the resource types are taken from the operations that return them.
 type Json<T> = T extends { content: { "application/json": infer B } } ? B : never;
-type Ok<Op extends keyof operations, S extends keyof operations[Op]["responses"]> = Json<operations[Op]["responses"][S]>;
+type Ok<Op extends keyof operations, S extends keyof operations[Op]["responses"]> = Json<
+  operations[Op]["responses"][S]
+>;
 
 export type Me = Ok<"me-get", 200>;
 export type Lead = Ok<"leads-get", 200>;
@@ -62,7 +64,10 @@ export class CrmError extends Error {
   }
   /** The `since` token is too old (or ahead of the feed): start again without it and rebuild the mirror. */
   get sinceExpired(): boolean {
-    return this.envelope.error === "VALIDATION_ERROR" && (this.envelope.details as { code?: unknown }).code === "since_expired";
+    return (
+      this.envelope.error === "VALIDATION_ERROR" &&
+      (this.envelope.details as { code?: unknown }).code === "since_expired"
+    );
   }
 }
 
@@ -84,7 +89,9 @@ export async function* followChanges(
   let since = opts.since;
   const types = opts.types?.join(",");
   for (;;) {
-    const { data, error, response } = await client.GET("/public/v1/changes", { params: { query: { since, types, limit: opts.limit } } });
+    const { data, error, response } = await client.GET("/public/v1/changes", {
+      params: { query: { since, types, limit: opts.limit } },
+    });
     if (error !== undefined || data === undefined) throw new CrmError(response.status, error as ApiError);
     yield data;
     since = data.nextSince;

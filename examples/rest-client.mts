@@ -26,7 +26,9 @@ const contact = await crm.POST("/public/v1/contacts", {
   params: { header: { "Idempotency-Key": "form-7f3a" } },
   body: { fullName: "Carla Díaz", phone: "611 000 222", email: "carla@example.test", country: "ES" },
 });
-if (contact.error?.error === "ALREADY_EXISTS") { /* phone or email already known */ }
+if (contact.error?.error === "ALREADY_EXISTS") {
+  /* phone or email already known */
+}
 console.log(`2. contact: ${contact.response.status} ${contact.data?.phone ?? contact.error?.error}`);
 
 // 3. Check availability next week, then book the first slot (409 APPOINTMENT_OVERLAP if someone was faster).
@@ -37,9 +39,17 @@ const { data: avail } = await crm.GET("/public/v1/availability", { params: { que
 const slot = avail?.slots[0];
 if (slot) {
   const booked = await crm.POST("/public/v1/appointments", {
-    body: { assignedUserId: slot.userId, startsAt: slot.startsAt, endsAt: slot.endsAt, title: "Flat viewing", appointmentType: "viewing" },
+    body: {
+      assignedUserId: slot.userId,
+      startsAt: slot.startsAt,
+      endsAt: slot.endsAt,
+      title: "Flat viewing",
+      appointmentType: "viewing",
+    },
   });
-  if (booked.error?.error === "APPOINTMENT_OVERLAP") { /* ask for availability again */ }
+  if (booked.error?.error === "APPOINTMENT_OVERLAP") {
+    /* ask for availability again */
+  }
   console.log(`3. booked: ${booked.response.status} ${booked.data?.startsAt ?? booked.error?.error}`);
 }
 
@@ -47,7 +57,11 @@ if (slot) {
 const { data: ticket } = await crm.POST("/public/v1/tickets", {
   body: { customerId: contact.data?.id, subject: "Heating broken", comment: "Reported by phone" },
 });
-if (ticket) await crm.POST("/public/v1/tickets/{ticket_id}/comments", { params: { path: { ticket_id: ticket.id } }, body: { body: "Technician booked" } });
+if (ticket)
+  await crm.POST("/public/v1/tickets/{ticket_id}/comments", {
+    params: { path: { ticket_id: ticket.id } },
+    body: { body: "Technician booked" },
+  });
 const { data: tickets } = await crm.GET("/public/v1/tickets", { params: { query: { customerId: contact.data?.id } } });
 console.log(`4. tickets of the contact: ${tickets?.total}, comments: ${tickets?.items[0]?.comments.length}`);
 
@@ -55,17 +69,28 @@ console.log(`4. tickets of the contact: ${tickets?.total}, comments: ${tickets?.
 //    WhatsApp template to start one. The demo's WhatsApp channel points at 127.0.0.1:9, where nothing
 //    listens: the send answers 201 with the message stored and deliveryStatus "failed".
 const { data: web } = await crm.GET("/public/v1/conversations", { params: { query: { channel: "web", limit: 1 } } });
-const { data: wa } = await crm.GET("/public/v1/conversations", { params: { query: { channel: "whatsapp", limit: 1 } } });
+const { data: wa } = await crm.GET("/public/v1/conversations", {
+  params: { query: { channel: "whatsapp", limit: 1 } },
+});
 const chat = web?.items[0];
 const whatsapp = wa?.items[0]?.channelId;
 if (chat) {
-  const sent = await crm.POST("/public/v1/conversations/{id}/messages", { params: { path: { id: chat.id } }, body: { content: "Thanks, we'll call you." } });
+  const sent = await crm.POST("/public/v1/conversations/{id}/messages", {
+    params: { path: { id: chat.id } },
+    body: { content: "Thanks, we'll call you." },
+  });
   console.log(`5. message: ${sent.response.status} ${sent.data?.deliveryStatus ?? sent.error?.error}`);
 }
 if (whatsapp) {
   const started = await crm.POST("/public/v1/conversations/start", {
     params: { header: { "Idempotency-Key": "run-99" } },
-    body: { channelId: whatsapp, phone: "+34611333444", templateName: "welcome", templateLanguage: "en", variables: ["Eva", "Ana"] },
+    body: {
+      channelId: whatsapp,
+      phone: "+34611333444",
+      templateName: "welcome",
+      templateLanguage: "en",
+      variables: ["Eva", "Ana"],
+    },
   });
   const { data: messages } = started.data
     ? await crm.GET("/public/v1/conversations/{id}/messages", { params: { path: { id: started.data.id } } })

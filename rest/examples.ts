@@ -66,18 +66,28 @@ const taken = (what: string, field: string, existingId: string): ErrorExample =>
   details: { field, existingId },
 });
 /** The 422 of an update by external id that would change a field PATCH may not change (routers/leads/upsert.ts, mayNotChange). */
-const immutable = (field: string) => invalid(field, "immutable", "differs from the stored value, and an update may not change it");
+const immutable = (field: string) =>
+  invalid(field, "immutable", "differs from the stored value, and an update may not change it");
 /** The 422 of a batch of more than 100 items. */
 const tooManyItems = invalid("items", "too_big", "Too big: expected array to have <=100 items");
 
 /** Each code's example unless the operation has its own (PERMISSION_DENIED: made from the operation's scope). */
 export const ERROR_EXAMPLES: Record<ErrorCode, ErrorExample> = {
   VALIDATION_ERROR: invalid("limit", "too_big", "Too big: expected number to be <=200"),
-  IDEMPOTENCY_KEY_REUSE_MISMATCH: { message: "This Idempotency-Key was used with a different request body", details: {} },
+  IDEMPOTENCY_KEY_REUSE_MISMATCH: {
+    message: "This Idempotency-Key was used with a different request body",
+    details: {},
+  },
   INVALID_CREDENTIALS: { message: "Invalid API key", details: {} },
   TOKEN_EXPIRED: { message: "API key has expired", details: {} },
-  PERMISSION_DENIED: { message: "This key lacks the scope tenant:leads.read", details: { requiredScope: "tenant:leads.read" } },
-  PLAN_NOT_ELIGIBLE: { message: "The tenant's plan does not include API access (Pro or Enterprise required)", details: { plan: "starter" } },
+  PERMISSION_DENIED: {
+    message: "This key lacks the scope tenant:leads.read",
+    details: { requiredScope: "tenant:leads.read" },
+  },
+  PLAN_NOT_ELIGIBLE: {
+    message: "The tenant's plan does not include API access (Pro or Enterprise required)",
+    details: { plan: "starter" },
+  },
   NOT_FOUND: notFound("Resource"),
   MESSAGING_SESSION_WINDOW_CLOSED: {
     message: "The 24-hour session window is closed; use POST /public/v1/conversations/start with an approved template",
@@ -87,9 +97,18 @@ export const ERROR_EXAMPLES: Record<ErrorCode, ErrorExample> = {
     message: "The assigned user already has a scheduled appointment that overlaps this time range",
     details: { conflictingAppointmentId: appointments.a1 },
   },
-  ALREADY_EXISTS: { message: "A contact with this phone already exists", details: { field: "phone", existingId: contacts.bea } },
-  PRECONDITION_FAILED: { message: "The object is at version 2, which If-Match does not name", details: { currentVersion: 2 } },
-  TICKET_COMMENT_LIMIT_REACHED: { message: "A ticket holds at most 500 comments", details: { limit: "comments", max: 500 } },
+  ALREADY_EXISTS: {
+    message: "A contact with this phone already exists",
+    details: { field: "phone", existingId: contacts.bea },
+  },
+  PRECONDITION_FAILED: {
+    message: "The object is at version 2, which If-Match does not name",
+    details: { currentVersion: 2 },
+  },
+  TICKET_COMMENT_LIMIT_REACHED: {
+    message: "A ticket holds at most 500 comments",
+    details: { limit: "comments", max: 500 },
+  },
   PAYLOAD_TOO_LARGE: { message: "Request body exceeds 1048576 bytes", details: { limitBytes: 1048576 } },
   RATE_LIMIT_EXCEEDED: { message: "Rate limit exceeded for this API key", details: { retryAfter: 17 } },
   INTERNAL_ERROR: { message: "Internal server error", details: {} },
@@ -110,7 +129,13 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
       offset: 0,
       limit: 50,
     },
-    errors: { VALIDATION_ERROR: invalid("dateFrom", "invalid_format", "must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z)") },
+    errors: {
+      VALIDATION_ERROR: invalid(
+        "dateFrom",
+        "invalid_format",
+        "must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z)",
+      ),
+    },
   },
   "POST /public/v1/leads": {
     summary: "A buyer from the website form",
@@ -141,7 +166,12 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
   "PATCH /public/v1/leads/{lead_id}": {
     summary: "Move Bea Soto's lead to Qualified",
     parameters: { lead_id: leads.l1 },
-    body: { stageId: stages.qualified, quality: "hot", assignedOperatorId: users.ana, notes: "Mortgage pre-approved; second viewing booked" },
+    body: {
+      stageId: stages.qualified,
+      quality: "hot",
+      assignedOperatorId: users.ana,
+      notes: "Mortgage pre-approved; second viewing booked",
+    },
     errors: {
       VALIDATION_ERROR: invalid("stageId", "invalid_format", "must be a UUID"),
       NOT_FOUND: notFound("Lead"),
@@ -207,23 +237,39 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
   },
   "POST /public/v1/contacts": {
     summary: "A new contact from Spain, with your CRM's id of her",
-    body: { fullName: "Eva Mora", phone: "+34 600 000 009", email: "eva.mora@example.com", country: "ES", externalId: "crm-10046" },
+    body: {
+      fullName: "Eva Mora",
+      phone: "+34 600 000 009",
+      email: "eva.mora@example.com",
+      country: "ES",
+      externalId: "crm-10046",
+    },
     errors: {
       VALIDATION_ERROR: {
         message: "phone is not a valid phone number: not a possible phone number for its region",
-        details: { fields: [{ field: "phone", code: "invalid_phone", message: "not a possible phone number for its region" }] },
+        details: {
+          fields: [{ field: "phone", code: "invalid_phone", message: "not a possible phone number for its region" }],
+        },
       },
     },
   },
   "GET /public/v1/contacts/{contact_id}": {
     summary: "Bea Soto",
     parameters: { contact_id: contacts.bea },
-    errors: { VALIDATION_ERROR: invalid("contact_id", "invalid_format", "must be a UUID"), NOT_FOUND: notFound("Contact") },
+    errors: {
+      VALIDATION_ERROR: invalid("contact_id", "invalid_format", "must be a UUID"),
+      NOT_FOUND: notFound("Contact"),
+    },
   },
   "PATCH /public/v1/contacts/{contact_id}": {
     summary: "Carlos Gil's full name and e-mail, linked to your CRM's crm-10043; he opts out of marketing",
     parameters: { contact_id: contacts.carlos },
-    body: { fullName: "Carlos Gil Ortega", email: "carlos.gil@example.com", marketingOptOut: true, externalId: "crm-10043" },
+    body: {
+      fullName: "Carlos Gil Ortega",
+      email: "carlos.gil@example.com",
+      marketingOptOut: true,
+      externalId: "crm-10043",
+    },
     errors: {
       VALIDATION_ERROR: invalid("phone", "unknown_field", "Unknown field"),
       NOT_FOUND: notFound("Contact"),
@@ -245,8 +291,20 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     summary: "Your CRM's export: Bea Soto as above, and two new contacts (created once, unchanged on every later run)",
     body: {
       items: [
-        { externalId: external.contacts.bea, fullName: "Beatriz Soto", phone: "+34600000001", email: "bea@example.test", country: "ES" },
-        { externalId: "crm-10044", fullName: "Marta Ruiz", phone: "+34 600 000 011", email: "marta.ruiz@example.com", country: "ES" },
+        {
+          externalId: external.contacts.bea,
+          fullName: "Beatriz Soto",
+          phone: "+34600000001",
+          email: "bea@example.test",
+          country: "ES",
+        },
+        {
+          externalId: "crm-10044",
+          fullName: "Marta Ruiz",
+          phone: "+34 600 000 011",
+          email: "marta.ruiz@example.com",
+          country: "ES",
+        },
         { externalId: "crm-10045", fullName: "Jorge Pardo", phone: "600 000 012" },
       ],
     },
@@ -277,7 +335,12 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     summary: "The newest messages of Bea Soto's WhatsApp conversation",
     parameters: { id: conversations.c1, limit: 50 },
     errors: {
-      VALIDATION_ERROR: { message: "Malformed cursor", details: { fields: [{ field: "cursor", code: "invalid_cursor", message: "not a cursor returned by this endpoint" }] } },
+      VALIDATION_ERROR: {
+        message: "Malformed cursor",
+        details: {
+          fields: [{ field: "cursor", code: "invalid_cursor", message: "not a cursor returned by this endpoint" }],
+        },
+      },
       NOT_FOUND: notFound("Conversation"),
     },
   },
@@ -285,7 +348,10 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     summary: "Answer Carlos on the website chat",
     parameters: { id: conversations.c2 },
     body: { content: "Hi Carlos! Tuesday at 10:00 works for the visit; see you at Calle Mayor 12." },
-    errors: { VALIDATION_ERROR: invalid("content", "too_small", "Too small: expected string to have >=1 characters"), NOT_FOUND: notFound("Conversation") },
+    errors: {
+      VALIDATION_ERROR: invalid("content", "too_small", "Too small: expected string to have >=1 characters"),
+      NOT_FOUND: notFound("Conversation"),
+    },
   },
 
   "GET /public/v1/appointments": {
@@ -325,13 +391,23 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
   "GET /public/v1/appointments/{appointment_id}": {
     summary: "Bea Soto's viewing",
     parameters: { appointment_id: appointments.a1 },
-    errors: { VALIDATION_ERROR: invalid("appointment_id", "invalid_format", "must be a UUID"), NOT_FOUND: notFound("Appointment") },
+    errors: {
+      VALIDATION_ERROR: invalid("appointment_id", "invalid_format", "must be a UUID"),
+      NOT_FOUND: notFound("Appointment"),
+    },
   },
   "PATCH /public/v1/appointments/{appointment_id}": {
     summary: "Move Bea Soto's viewing to the afternoon",
     parameters: { appointment_id: appointments.a1 },
-    body: { startsAt: "2027-03-03T16:00:00+01:00", endsAt: "2027-03-03T17:00:00+01:00", notes: "Moved to the afternoon at the client's request" },
-    errors: { VALIDATION_ERROR: invalid("status", "invalid_value", "must be one of scheduled, cancelled, completed, no_show"), NOT_FOUND: notFound("Appointment") },
+    body: {
+      startsAt: "2027-03-03T16:00:00+01:00",
+      endsAt: "2027-03-03T17:00:00+01:00",
+      notes: "Moved to the afternoon at the client's request",
+    },
+    errors: {
+      VALIDATION_ERROR: invalid("status", "invalid_value", "must be one of scheduled, cancelled, completed, no_show"),
+      NOT_FOUND: notFound("Appointment"),
+    },
   },
   "GET /public/v1/availability": {
     summary: "Luis's free slots in the first week of March 2027",
@@ -344,7 +420,14 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
 
   "GET /public/v1/tickets": {
     summary: "Ana's open tickets about Bea Soto, the one your helpdesk knows as hd-58230",
-    parameters: { status: "open", assignedTo: users.ana, customerId: contacts.bea, externalId: external.tickets.t1, offset: 0, limit: 50 },
+    parameters: {
+      status: "open",
+      assignedTo: users.ana,
+      customerId: contacts.bea,
+      externalId: external.tickets.t1,
+      offset: 0,
+      limit: 50,
+    },
     errors: { VALIDATION_ERROR: invalid("assignedTo", "invalid_format", "must be a UUID") },
   },
   "POST /public/v1/tickets": {
@@ -366,7 +449,10 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
   "GET /public/v1/tickets/{ticket_id}": {
     summary: "The broken-link ticket with its thread",
     parameters: { ticket_id: tickets.t1 },
-    errors: { VALIDATION_ERROR: invalid("ticket_id", "invalid_format", "must be a UUID"), NOT_FOUND: notFound("Ticket") },
+    errors: {
+      VALIDATION_ERROR: invalid("ticket_id", "invalid_format", "must be a UUID"),
+      NOT_FOUND: notFound("Ticket"),
+    },
   },
   "PATCH /public/v1/tickets/{ticket_id}": {
     summary: "Hand the broken-link ticket to Luis, waiting for the owner",
@@ -402,7 +488,13 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
           conversationId: conversations.c2,
           assignedTo: users.luis,
         },
-        { externalId: "hd-58232", subject: "Reschedule the viewing", customerId: contacts.bea, leadId: leads.l1, assignedTo: users.ana },
+        {
+          externalId: "hd-58232",
+          subject: "Reschedule the viewing",
+          customerId: contacts.bea,
+          leadId: leads.l1,
+          assignedTo: users.ana,
+        },
       ],
     },
     errors: { VALIDATION_ERROR: tooManyItems },
@@ -411,7 +503,10 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     summary: "Note the fix on the broken-link ticket",
     parameters: { ticket_id: tickets.t1 },
     body: { body: "Fixed the link in the listing; asked the customer to confirm." },
-    errors: { VALIDATION_ERROR: invalid("body", "custom", "must be at least 1 character"), NOT_FOUND: notFound("Ticket") },
+    errors: {
+      VALIDATION_ERROR: invalid("body", "custom", "must be at least 1 character"),
+      NOT_FOUND: notFound("Ticket"),
+    },
   },
 
   "GET /public/v1/changes": {
@@ -422,7 +517,10 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
         message: "since is not a token of this feed",
         details: { fields: [{ field: "since", code: "invalid_token", message: "since is not a token of this feed" }] },
       },
-      PERMISSION_DENIED: { message: "This key cannot read ticket", details: { requiredScopes: ["tenant:tickets.read"] } },
+      PERMISSION_DENIED: {
+        message: "This key cannot read ticket",
+        details: { requiredScopes: ["tenant:tickets.read"] },
+      },
     },
   },
 };

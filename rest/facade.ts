@@ -61,7 +61,10 @@ function versionOf(data: unknown): number | undefined {
   return typeof o.id === "string" && typeof o.version === "number" ? o.version : undefined;
 }
 
-const idOf = (data: unknown) => (data && typeof data === "object" && typeof (data as { id?: unknown }).id === "string" ? (data as { id: string }).id : undefined);
+const idOf = (data: unknown) =>
+  data && typeof data === "object" && typeof (data as { id?: unknown }).id === "string"
+    ? (data as { id: string }).id
+    : undefined;
 
 /**
  * The REST answer of a call from its operation's meta and the call's outcome (routers/trpc.ts
@@ -69,7 +72,13 @@ const idOf = (data: unknown) => (data && typeof data === "object" && typeof (dat
  * `Idempotent-Replayed`, the `ETag` of an answer that is one versioned object, and a GET-one's 304
  * when If-None-Match names its version.
  */
-export function answerMeta(meta: Meta | undefined, outcome: Outcome | undefined, data: unknown, query: boolean, ifNoneMatch: string | undefined) {
+export function answerMeta(
+  meta: Meta | undefined,
+  outcome: Outcome | undefined,
+  data: unknown,
+  query: boolean,
+  ifNoneMatch: string | undefined,
+) {
   const status = outcome?.upserted ? (outcome.upserted === "created" ? 201 : 200) : (meta?.successStatus ?? 200);
   const headers: Record<string, string> = {};
   if (outcome?.replayed) headers["Idempotent-Replayed"] = "true";
@@ -90,14 +99,32 @@ export function publicApi(services: Services, router: AppRouter): Handler {
     router,
     createContext: ({ req }: { req: IncomingMessage }) => {
       const x = exchangeOf(req);
-      return createContext(services, { requestId: x.id, caller: x.caller, request: factsOf(req, "rest", shadowedOf(req)) });
+      return createContext(services, {
+        requestId: x.id,
+        caller: x.caller,
+        request: factsOf(req, "rest", shadowedOf(req)),
+      });
     },
-    responseMeta: ({ type, paths, errors, data, ctx }: { type: string; paths?: string[]; errors: unknown[]; data?: unknown[]; ctx?: Context }) => {
+    responseMeta: ({
+      type,
+      paths,
+      errors,
+      data,
+      ctx,
+    }: {
+      type: string;
+      paths?: string[];
+      errors: unknown[];
+      data?: unknown[];
+      ctx?: Context;
+    }) => {
       if (errors.length) {
         const app = toAppError(errors[0]);
         // A 412 names the object's current version (when there is one) as its ETag.
         const current = app.code === "PRECONDITION_FAILED" ? app.details.currentVersion : undefined;
-        return typeof current === "number" ? { status: app.status, headers: { ETag: etagOf(current) } } : { status: app.status };
+        return typeof current === "number"
+          ? { status: app.status, headers: { ETag: etagOf(current) } }
+          : { status: app.status };
       }
       const meta = paths?.[0] ? metaByPath.get(paths[0]) : undefined;
       return answerMeta(meta, ctx?.outcomes[0], data?.[0], type === "query", ctx?.request.ifNoneMatch);
@@ -114,7 +141,11 @@ export function publicApi(services: Services, router: AppRouter): Handler {
       return envelope(x.appError!, x.id);
     },
     maxBodySize: services.config.bodyLimitBytes,
-  } as OpenApiHandlerOptions) as unknown as (req: IncomingMessage, res: ServerResponse, next: () => void) => Promise<void>;
+  } as OpenApiHandlerOptions) as unknown as (
+    req: IncomingMessage,
+    res: ServerResponse,
+    next: () => void,
+  ) => Promise<void>;
 
   // The OpenAPI document: no key, not rate-limited — for GET and HEAD only; any other method on the
   // path goes through the guard like every other request.
@@ -124,7 +155,9 @@ export function publicApi(services: Services, router: AppRouter): Handler {
     const o = meta.openapi;
     if (!o) return [];
     const names = [...o.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
-    return names.length ? [{ method: o.method, names, re: new RegExp(`^${o.path.replace(/\{\w+\}/g, "([^/]+)")}/?$`, "i") }] : [];
+    return names.length
+      ? [{ method: o.method, names, re: new RegExp(`^${o.path.replace(/\{\w+\}/g, "([^/]+)")}/?$`, "i") }]
+      : [];
   });
   // Body fields that a path parameter of the route also names (the path's value is the one used): a
   // fact for the operation (a PUT refuses a body naming its path's externalId).
@@ -172,7 +205,8 @@ export function publicApi(services: Services, router: AppRouter): Handler {
       sendEnvelope(req, res, app);
     };
     try {
-      if ((req.method === "GET" || req.method === "HEAD") && OPENAPI_PATH.test(pathname)) return sendJson(req, res, 200, openapi);
+      if ((req.method === "GET" || req.method === "HEAD") && OPENAPI_PATH.test(pathname))
+        return sendJson(req, res, 200, openapi);
       // Express's "simple" query parser, reading every parameter (maxKeys 0: its default of 1,000
       // dropped the rest silently, filters included); the request line bounds them (Node's 16 KiB
       // head). trpc-to-openapi takes the query from req.query when set.

@@ -39,17 +39,37 @@ by external id succeed every time, answering 200).`;
 /** The operations' tags, in the order the reference shows them, each with its description. */
 export const TAGS: { name: string; description: string }[] = [
   { name: "me", description: "Caller introspection: the key's tenant, owner, effective scopes and rate limits." },
-  { name: "leads", description: "Sales leads: people interested in a property, moving through the tenant's pipeline stages." },
-  { name: "contacts", description: "The tenant's address book: one contact per phone number, in contact lists, with marketing consent." },
+  {
+    name: "leads",
+    description: "Sales leads: people interested in a property, moving through the tenant's pipeline stages.",
+  },
+  {
+    name: "contacts",
+    description: "The tenant's address book: one contact per phone number, in contact lists, with marketing consent.",
+  },
   {
     name: "conversations",
     description:
       "Conversations with customers on the tenant's channels (WhatsApp, website chat, …) and their messages; outbound WhatsApp conversations start from an approved template.",
   },
-  { name: "appointments", description: "Appointments of the tenant's users with customers (viewings, calls, …); a user's scheduled appointments never overlap." },
-  { name: "availability", description: "Free slots of the bookable users, from their working hours and scheduled appointments." },
-  { name: "tickets", description: "Support tickets about a contact, lead or conversation, with their comment threads." },
-  { name: "changes", description: "The changes feed: every create and update of the key's readable objects, in order, for incremental sync." },
+  {
+    name: "appointments",
+    description:
+      "Appointments of the tenant's users with customers (viewings, calls, …); a user's scheduled appointments never overlap.",
+  },
+  {
+    name: "availability",
+    description: "Free slots of the bookable users, from their working hours and scheduled appointments.",
+  },
+  {
+    name: "tickets",
+    description: "Support tickets about a contact, lead or conversation, with their comment threads.",
+  },
+  {
+    name: "changes",
+    description:
+      "The changes feed: every create and update of the key's readable objects, in order, for incremental sync.",
+  },
 ];
 
 /**
@@ -75,7 +95,14 @@ const STATUS_TEXT: Record<number, string> = {
 
 /** Error codes an operation can give: the common ones by its shape, plus its own (meta.errors). */
 export function operationErrors(method: string, meta: Meta): ErrorCode[] {
-  const codes: ErrorCode[] = ["INVALID_CREDENTIALS", "TOKEN_EXPIRED", "PLAN_NOT_ELIGIBLE", "RATE_LIMIT_EXCEEDED", "INTERNAL_ERROR", "SERVICE_UNAVAILABLE"];
+  const codes: ErrorCode[] = [
+    "INVALID_CREDENTIALS",
+    "TOKEN_EXPIRED",
+    "PLAN_NOT_ELIGIBLE",
+    "RATE_LIMIT_EXCEEDED",
+    "INTERNAL_ERROR",
+    "SERVICE_UNAVAILABLE",
+  ];
   if (meta.scope || meta.anyScope?.length) codes.push("PERMISSION_DENIED", "VALIDATION_ERROR");
   if (method === "post" || method === "patch" || method === "put") codes.push("PAYLOAD_TOO_LARGE");
   if (method === "post" || method === "put") codes.push("IDEMPOTENCY_KEY_REUSE_MISMATCH");
@@ -89,9 +116,13 @@ const header = (description: string) => ({ description, schema: { type: "integer
 function errorExample(code: ErrorCode, key: string, meta: Meta): ErrorExample {
   const own = OPERATION_EXAMPLES[key]?.errors?.[code];
   if (own) return own;
-  if (code === "PERMISSION_DENIED" && meta.scope) return { message: `This key lacks the scope ${meta.scope}`, details: { requiredScope: meta.scope } };
+  if (code === "PERMISSION_DENIED" && meta.scope)
+    return { message: `This key lacks the scope ${meta.scope}`, details: { requiredScope: meta.scope } };
   if (code === "PERMISSION_DENIED" && meta.anyScope?.length)
-    return { message: `This key has none of the scopes ${meta.anyScope.join(", ")}`, details: { requiredScopes: [...meta.anyScope] } };
+    return {
+      message: `This key has none of the scopes ${meta.anyScope.join(", ")}`,
+      details: { requiredScopes: [...meta.anyScope] },
+    };
   return ERROR_EXAMPLES[code];
 }
 
@@ -139,17 +170,26 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
   }
 
   const components = (doc.components ??= {});
-  components.schemas = Object.fromEntries(Object.entries(components.schemas ?? {}).filter(([k]) => !k.startsWith("error.")));
+  components.schemas = Object.fromEntries(
+    Object.entries(components.schemas ?? {}).filter(([k]) => !k.startsWith("error.")),
+  );
   components.schemas.Error = {
     type: "object",
     description: "The error envelope of every /public/v1 error.",
     required: ["error", "message", "request_id", "details"],
     additionalProperties: false,
     properties: {
-      error: { type: "string", enum: Object.keys(ERROR_STATUS), description: "Stable code; the only field for program logic" },
+      error: {
+        type: "string",
+        enum: Object.keys(ERROR_STATUS),
+        description: "Stable code; the only field for program logic",
+      },
       message: { type: "string", description: "English text for debugging; wording may change" },
       request_id: { type: "string", description: "Identifies the request, for support (also in X-Request-Id)" },
-      details: { type: "object", description: "Informational context such as failed fields; not part of the stable contract" },
+      details: {
+        type: "object",
+        description: "Informational context such as failed fields; not part of the stable contract",
+      },
     },
   };
   components.headers = {
@@ -157,8 +197,14 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     "X-RateLimit-Remaining": header("Requests left in the current window"),
     "X-RateLimit-Reset": header("Unix time (seconds) at which the window resets"),
     "Retry-After": header("Seconds until a retry can succeed"),
-    "X-Request-Id": { description: "The request id (also request_id in error bodies)", schema: { type: "string" as const } },
-    ETag: { description: 'The object\'s version as an entity tag, e.g. `"3"` (the `version` field, quoted)', schema: { type: "string" as const } },
+    "X-Request-Id": {
+      description: "The request id (also request_id in error bodies)",
+      schema: { type: "string" as const },
+    },
+    ETag: {
+      description: 'The object\'s version as an entity tag, e.g. `"3"` (the `version` field, quoted)',
+      schema: { type: "string" as const },
+    },
     Location: { description: "The path of the object created", schema: { type: "string" as const } },
     "Cache-Control": {
       description: "The answer is the key's own: no shared cache keeps it, a client's cache revalidates it",
@@ -191,7 +237,8 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       name: "If-None-Match",
       in: "header",
       required: false,
-      description: 'The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body.',
+      description:
+        'The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body.',
       schema: { type: "string", maxLength: 8192 },
     },
   };
@@ -236,9 +283,11 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
         const value = example?.parameters?.[p.name];
         if (value !== undefined) p.example = value;
       }
-      if (method === "post" || method === "put") (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
+      if (method === "post" || method === "put")
+        (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
       const hasVersion = versioned(op);
-      if (meta.errors?.includes("PRECONDITION_FAILED")) (op.parameters ??= []).push({ $ref: "#/components/parameters/IfMatch" });
+      if (meta.errors?.includes("PRECONDITION_FAILED"))
+        (op.parameters ??= []).push({ $ref: "#/components/parameters/IfMatch" });
       if (method === "get" && hasVersion) (op.parameters ??= []).push({ $ref: "#/components/parameters/IfNoneMatch" });
       const media = op.requestBody?.content?.["application/json"];
       const body = media?.schema;
@@ -251,17 +300,27 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       const responses: Record<string, unknown> = meta.upsert
         ? {
             "200": { ...success, description: "Updated, or unchanged (nothing written)", headers: okHeaders },
-            "201": { ...success, description: "Created", headers: { ...okHeaders, Location: { $ref: "#/components/headers/Location" } } },
+            "201": {
+              ...success,
+              description: "Created",
+              headers: { ...okHeaders, Location: { $ref: "#/components/headers/Location" } },
+            },
           }
         : {
             [status]: {
               ...success,
               description: status === "201" ? "Created" : "OK",
               // A create whose object has a path of its own says where (meta.location).
-              headers: meta.location ? { ...okHeaders, Location: { $ref: "#/components/headers/Location" } } : okHeaders,
+              headers: meta.location
+                ? { ...okHeaders, Location: { $ref: "#/components/headers/Location" } }
+                : okHeaders,
             },
           };
-      if (method === "get" && hasVersion) responses["304"] = { description: "Not Modified: If-None-Match names the object's version (no body)", headers: etagHeaders(rateHeaders) };
+      if (method === "get" && hasVersion)
+        responses["304"] = {
+          description: "Not Modified: If-None-Match names the object's version (no body)",
+          headers: etagHeaders(rateHeaders),
+        };
       const byStatus = new Map<number, ErrorCode[]>();
       for (const code of operationErrors(method, meta)) {
         const s = ERROR_STATUS[code];
@@ -271,15 +330,26 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
         const examples = Object.fromEntries(
           codes.map((code) => {
             const { message, details = {} } = errorExample(code, key, meta);
-            return [code, { summary: CODE_SUMMARY[code], value: { error: code, message, request_id: EXAMPLE_REQUEST_ID, details } }];
+            return [
+              code,
+              { summary: CODE_SUMMARY[code], value: { error: code, message, request_id: EXAMPLE_REQUEST_ID, details } },
+            ];
           }),
         );
         responses[String(s)] = {
           description: `${STATUS_TEXT[s] ?? "Error"}: ${codes.join(", ")}`,
-          headers: s === 429 ? { ...rateHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } } : s === 412 && !meta.upsert ? etagHeaders(rateHeaders) : rateHeaders,
+          headers:
+            s === 429
+              ? { ...rateHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } }
+              : s === 412 && !meta.upsert
+                ? etagHeaders(rateHeaders)
+                : rateHeaders,
           content: {
             "application/json": {
-              schema: { allOf: [{ $ref: "#/components/schemas/Error" }], properties: { error: { type: "string", enum: codes } } },
+              schema: {
+                allOf: [{ $ref: "#/components/schemas/Error" }],
+                properties: { error: { type: "string", enum: codes } },
+              },
               examples,
             },
           },

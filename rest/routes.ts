@@ -26,11 +26,13 @@ export function routeTemplates(router: AppRouter): (method: string, path: string
   }
   // Literal paths before templated ones (/conversations/start before /conversations/{id}/…).
   templates.sort((a, b) => a.template.split("{").length - b.template.split("{").length);
-  const under = (path: string, prefix: string) => path.toLowerCase() === prefix || path.toLowerCase().startsWith(`${prefix}/`);
+  const under = (path: string, prefix: string) =>
+    path.toLowerCase() === prefix || path.toLowerCase().startsWith(`${prefix}/`);
   return (method, path) => {
     if (FIXED.has(path)) return path;
     if (under(path, PUBLIC_PREFIX)) {
-      const found = templates.find((t) => t.method === method && t.re.test(path)) ?? templates.find((t) => t.re.test(path));
+      const found =
+        templates.find((t) => t.method === method && t.re.test(path)) ?? templates.find((t) => t.re.test(path));
       return found ? found.template : `${PUBLIC_PREFIX}/${UNMATCHED}`;
     }
     if (under(path, ADMIN_TRPC_PREFIX)) return ADMIN_TRPC_PREFIX;

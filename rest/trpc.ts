@@ -75,10 +75,17 @@ function batchCalls(req: Request): number | undefined {
  * every call of a batch (httpBatchLink applies a non-array body to each call), so its size does not
  * grow with the number of calls a refused request names.
  */
-function sendTrpcError(res: Response, status: number, shape: { data: { code: string; envelope?: { error: string } } }): void {
+function sendTrpcError(
+  res: Response,
+  status: number,
+  shape: { data: { code: string; envelope?: { error: string } } },
+): void {
   if (res.headersSent) return;
   exchangeOf(res.req).errorCode ??= shape.data.envelope?.error ?? shape.data.code;
-  res.status(status).type("application/json").send(JSON.stringify({ error: shape }));
+  res
+    .status(status)
+    .type("application/json")
+    .send(JSON.stringify({ error: shape }));
 }
 
 /**
@@ -87,7 +94,9 @@ function sendTrpcError(res: Response, status: number, shape: { data: { code: str
  * the request and response are Express's.)
  */
 function trpcGuard(services: Services): RequestHandler {
-  return guard(services, (req, res, err) => sendTrpcError(res as Response, err.status, trpcErrorShape(err, requestIdOf(req)))) as RequestHandler;
+  return guard(services, (req, res, err) =>
+    sendTrpcError(res as Response, err.status, trpcErrorShape(err, requestIdOf(req))),
+  ) as RequestHandler;
 }
 
 /**
@@ -120,17 +129,35 @@ function batchRules(services: Services): RequestHandler {
     const refuse = (err: AppError) => sendTrpcError(res, err.status, trpcErrorShape(err, x.id));
     if (calls > MAX_BATCH_CALLS)
       return refuse(
-        new AppError("VALIDATION_ERROR", `A batch holds at most ${MAX_BATCH_CALLS} calls; this one has ${calls}: split it (httpBatchLink's maxItems)`, {
-          fields: [{ field: "(batch)", code: "too_many_calls", message: `at most ${MAX_BATCH_CALLS} calls per batch, got ${calls}` }],
-          maxCalls: MAX_BATCH_CALLS,
-        }),
+        new AppError(
+          "VALIDATION_ERROR",
+          `A batch holds at most ${MAX_BATCH_CALLS} calls; this one has ${calls}: split it (httpBatchLink's maxItems)`,
+          {
+            fields: [
+              {
+                field: "(batch)",
+                code: "too_many_calls",
+                message: `at most ${MAX_BATCH_CALLS} calls per batch, got ${calls}`,
+              },
+            ],
+            maxCalls: MAX_BATCH_CALLS,
+          },
+        ),
       );
-    const batch = (x.batch = { pageBudget: batchShare(calls), oversized: { taken: false }, refusals: [] as (AppError | undefined)[] });
+    const batch = (x.batch = {
+      pageBudget: batchShare(calls),
+      oversized: { taken: false },
+      refusals: [] as (AppError | undefined)[],
+    });
     if (req.headers["idempotency-key"] !== undefined)
       return refuse(
-        new AppError("VALIDATION_ERROR", "Idempotency-Key applies to one call: send the call alone (httpLink) or as a batch of one", {
-          fields: [{ field: "Idempotency-Key", code: "batched", message: "not allowed on a batch of several calls" }],
-        }),
+        new AppError(
+          "VALIDATION_ERROR",
+          "Idempotency-Key applies to one call: send the call alone (httpLink) or as a batch of one",
+          {
+            fields: [{ field: "Idempotency-Key", code: "batched", message: "not allowed on a batch of several calls" }],
+          },
+        ),
       );
     try {
       const how = admissionOf(x.caller!);
@@ -197,7 +224,8 @@ function transportRules(limitBytes: number, batchUpserts: Set<string>): RequestH
     }
     for (const input of inputs) {
       const shape = typeof input === "string" ? jsonShapeProblem(input) : null;
-      if (shape) return sendTrpcError(res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), requestIdOf(req)));
+      if (shape)
+        return sendTrpcError(res, 422, trpcErrorShape(shapeProblem(shape, "input", "input"), requestIdOf(req)));
       if (typeof input === "string" && mayHoldTextProblem(input)) {
         let parsed: unknown;
         try {
@@ -209,7 +237,11 @@ function transportRules(limitBytes: number, batchUpserts: Set<string>): RequestH
       }
     }
     if (unstorable.length) recordInputProblem(req, textProblemError(unstorable));
-    if (req.method === "POST" && req.headers["content-length"] === "0" && req.headers["transfer-encoding"] === undefined) {
+    if (
+      req.method === "POST" &&
+      req.headers["content-length"] === "0" &&
+      req.headers["transfer-encoding"] === undefined
+    ) {
       req.headers["content-type"] = "application/json"; // nothing to parse, whatever it said
       return next();
     }
@@ -236,7 +268,12 @@ export function internalTrpc(services: Services, router: AppRouter): express.Rou
       router,
       createContext: ({ req }) => {
         const x = exchangeOf(req);
-        return createContext(services, { requestId: x.id, caller: x.caller, request: factsOf(req, "trpc"), batch: x.batch });
+        return createContext(services, {
+          requestId: x.id,
+          caller: x.caller,
+          request: factsOf(req, "trpc"),
+          batch: x.batch,
+        });
       },
       // A replayed call says so (an Idempotency-Key belongs to a call alone: batchRules).
       responseMeta: ({ ctx }) => (ctx?.outcomes[0]?.replayed ? { headers: { "Idempotent-Replayed": "true" } } : {}),
@@ -258,7 +295,8 @@ export function internalTrpc(services: Services, router: AppRouter): express.Rou
 export function adminTrpc(services: Services): express.Router {
   const api = express.Router();
   api.use(ADMIN_TRPC_PREFIX, (req, res, next) => {
-    if (!services.config.internalToken && !services.localAdminToken) return sendTrpcError(res, 404, adminErrorShape("NOT_FOUND", 404, "Not found"));
+    if (!services.config.internalToken && !services.localAdminToken)
+      return sendTrpcError(res, 404, adminErrorShape("NOT_FOUND", 404, "Not found"));
     if (!adminAuthorized(services, req.header("authorization"))) {
       res.setHeader("WWW-Authenticate", 'Bearer realm="internal"');
       return sendTrpcError(res, 401, adminErrorShape("UNAUTHORIZED", 401, "Missing or invalid internal token"));
@@ -269,10 +307,15 @@ export function adminTrpc(services: Services): express.Router {
     ADMIN_TRPC_PREFIX,
     createExpressMiddleware({
       router: adminRouter,
-      createContext: ({ req }) => ({ services, requestId: requestIdOf(req), authorization: req.header("authorization") }),
+      createContext: ({ req }) => ({
+        services,
+        requestId: requestIdOf(req),
+        authorization: req.header("authorization"),
+      }),
       maxBodySize: services.config.bodyLimitBytes,
       onError: ({ error, req }) => {
-        if (error.code === "INTERNAL_SERVER_ERROR") services.logger.error({ reqId: requestIdOf(req), err: error.cause ?? error }, "admin request failed");
+        if (error.code === "INTERNAL_SERVER_ERROR")
+          services.logger.error({ reqId: requestIdOf(req), err: error.cause ?? error }, "admin request failed");
       },
     }),
   );

@@ -28,12 +28,18 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 export const DIST = path.join(ROOT, "dist");
 export const ENTRY = path.join(DIST, "server", "main.js");
 /** The build's entry points: the service, then the operator's commands (package.json's scripts run their .js). */
-export const ENTRIES = ["server/main.ts", "server/admin/cli.ts", "server/db/migrate-cli.ts", "server/db/distribute-cli.ts"];
+export const ENTRIES = [
+  "server/main.ts",
+  "server/admin/cli.ts",
+  "server/db/migrate-cli.ts",
+  "server/db/distribute-cli.ts",
+];
 const META = path.join(DIST, "meta.json");
 const WASM_FILE = "query_compiler.wasm";
 const WASM_BASE64_MODULE = "@prisma/client/runtime/query_compiler_fast_bg.postgresql.wasm-base64.mjs";
 /** The generated client's loader of the compiler: import the base64 module, decode, compile. */
-const WASM_LOADER = /const \{ wasm \} = await import\("@prisma\/client\/runtime\/query_compiler_fast_bg\.postgresql\.wasm-base64\.mjs"\)\s*return await decodeBase64AsWasm\(wasm\)/;
+const WASM_LOADER =
+  /const \{ wasm \} = await import\("@prisma\/client\/runtime\/query_compiler_fast_bg\.postgresql\.wasm-base64\.mjs"\)\s*return await decodeBase64AsWasm\(wasm\)/;
 
 /** esbuild plugin: the generated client compiles dist/query_compiler.wasm (see the top of the file). */
 const prismaWasmFromFile = (outdir) => ({
@@ -42,7 +48,11 @@ const prismaWasmFromFile = (outdir) => ({
     b.onLoad({ filter: /generated[\\/]prisma[\\/]internal[\\/]class\.ts$/ }, async (args) => {
       const source = readFileSync(args.path, "utf8");
       if (!WASM_LOADER.test(source)) {
-        return { contents: source, loader: "ts", warnings: [{ text: "Prisma's wasm loader changed shape: keeping the base64 module" }] };
+        return {
+          contents: source,
+          loader: "ts",
+          warnings: [{ text: "Prisma's wasm loader changed shape: keeping the base64 module" }],
+        };
       }
       const { wasm } = await import(WASM_BASE64_MODULE);
       writeFileSync(path.join(outdir, WASM_FILE), Buffer.from(wasm, "base64"));
@@ -127,7 +137,9 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   if (ifStale && !reason) process.exit(0);
   try {
     const { ms, inputs } = await build();
-    process.stderr.write(`build: dist/server/main.js from ${inputs} files in ${ms} ms${reason && ifStale ? ` (${reason})` : ""}\n`);
+    process.stderr.write(
+      `build: dist/server/main.js from ${inputs} files in ${ms} ms${reason && ifStale ? ` (${reason})` : ""}\n`,
+    );
   } catch (err) {
     process.stderr.write(`build failed: ${err?.message ?? err}\n`);
     process.exit(1);

@@ -9,7 +9,9 @@ import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 let failed = false;
-for (const file of readdirSync(path.join(root, "patches")).filter((f) => f.endsWith(".patch")).sort()) {
+for (const file of readdirSync(path.join(root, "patches"))
+  .filter((f) => f.endsWith(".patch"))
+  .sort()) {
   const m = /^(.+)\+(\d[^+]*)\.patch$/.exec(file);
   if (!m) {
     console.error(`patches/${file}: not a patch-package file name (<package>+<version>.patch)`);
@@ -27,10 +29,14 @@ for (const file of readdirSync(path.join(root, "patches")).filter((f) => f.endsW
   const pinned = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8"));
   const declared = pinned.dependencies?.[name] ?? pinned.devDependencies?.[name];
   if (installed !== wanted) {
-    console.error(`patches/${file} is for ${name}@${wanted} but ${name}@${installed} is installed: pin ${name} to ${wanted} in package.json, or redo the patch for ${installed} (docs/decisions/performance.md)`);
+    console.error(
+      `patches/${file} is for ${name}@${wanted} but ${name}@${installed} is installed: pin ${name} to ${wanted} in package.json, or redo the patch for ${installed} (docs/decisions/performance.md)`,
+    );
     failed = true;
   } else if (declared !== wanted) {
-    console.error(`patches/${file} is for ${name}@${wanted} but package.json asks for ${name}@${declared}: pin it exactly ("${wanted}")`);
+    console.error(
+      `patches/${file} is for ${name}@${wanted} but package.json asks for ${name}@${declared}: pin it exactly ("${wanted}")`,
+    );
     failed = true;
   }
 }

@@ -37,17 +37,23 @@ for (const file of files) {
       const path = String(suite.name ?? "").replace(/^.*?\/(test|drills)\//, "$1/");
       const failedTests = (suite.assertionResults ?? []).filter((t) => t.status === "failed");
       for (const t of failedTests) {
-        const why = String((t.failureMessages ?? [])[0] ?? "").split("\n")[0].slice(0, 300);
+        const why = String((t.failureMessages ?? [])[0] ?? "")
+          .split("\n")[0]
+          .slice(0, 300);
         failures.push(`FAILED [${leg}] ${path} > ${t.fullName ?? t.title}: ${why}`);
       }
       if (suite.status === "failed" && failedTests.length === 0) {
         // vitest's JSON has no message for a failed hook (beforeAll): the step's log above has it.
-        const why = String(suite.message ?? "").split("\n")[0].slice(0, 300) || "the file failed outside its tests (a hook: its error is in the step's log above)";
+        const why =
+          String(suite.message ?? "")
+            .split("\n")[0]
+            .slice(0, 300) || "the file failed outside its tests (a hook: its error is in the step's log above)";
         failures.push(`FAILED [${leg}] ${path}: ${why}`);
       }
     }
     // A suite that failed to load has no tests in it but is a failure.
-    if (typeof r.numFailedTestSuites === "number" && r.numFailedTestSuites > 0 && (r.numFailedTests ?? 0) === 0) failed += r.numFailedTestSuites;
+    if (typeof r.numFailedTestSuites === "number" && r.numFailedTestSuites > 0 && (r.numFailedTests ?? 0) === 0)
+      failed += r.numFailedTestSuites;
   } catch (e) {
     process.stderr.write(`ci-summary: ${file} unreadable (${e.message}): counted as 1 failed\n`);
     failed += 1;
@@ -66,7 +72,9 @@ if (legMode) {
     for (const line of drillLines) {
       const [, id, name] = /^drill (\d+(?: #\d+)?) (.{18})/.exec(line) ?? [];
       const [, secs, verdict] = /\| ([\d.]+)s (PASS|FAIL)$/.exec(line) ?? [];
-      process.stdout.write(`   ${String(secs ?? "?").padStart(6)}  drill ${id ?? "?"} ${(name ?? "").trim()} ${verdict ?? ""}\n`);
+      process.stdout.write(
+        `   ${String(secs ?? "?").padStart(6)}  drill ${id ?? "?"} ${(name ?? "").trim()} ${verdict ?? ""}\n`,
+      );
     }
   }
   const timesFile = (files[0] ?? "").replace(/\.json$/, ".times.json");
@@ -76,11 +84,15 @@ if (legMode) {
     const sec = (ms) => (ms / 1000).toFixed(1).padStart(6);
     process.stdout.write(`   slowest files (s: total = import + set-up + tests and hooks):\n`);
     for (const f of [...times].sort((a, b) => total(b) - total(a)).slice(0, 10))
-      process.stdout.write(`   ${sec(total(f))} = ${sec(f.collectMs)} + ${sec(f.prepareMs)} + ${sec(f.testsMs)}  ${f.file}\n`);
+      process.stdout.write(
+        `   ${sec(total(f))} = ${sec(f.collectMs)} + ${sec(f.prepareMs)} + ${sec(f.testsMs)}  ${f.file}\n`,
+      );
   }
   const ceiling = LEGS[leg]?.maxSkipped;
   if (ceiling !== undefined && skipped > ceiling) {
-    process.stdout.write(`   leg ${leg} skipped ${skipped} tests, more than its ceiling of ${ceiling} (test/legs.mjs): is its backend there?\n`);
+    process.stdout.write(
+      `   leg ${leg} skipped ${skipped} tests, more than its ceiling of ${ceiling} (test/legs.mjs): is its backend there?\n`,
+    );
     process.exit(1);
   }
   process.exit(0);

@@ -34,13 +34,20 @@ const configure = async (settings) => {
   }
 };
 const delay = process.env.PROBE_WAL_WRITER_DELAY;
-await configure([`ALTER SYSTEM SET synchronous_commit = ${mode}`, ...(delay ? [`ALTER SYSTEM SET wal_writer_delay = '${delay}'`] : [])]);
+await configure([
+  `ALTER SYSTEM SET synchronous_commit = ${mode}`,
+  ...(delay ? [`ALTER SYSTEM SET wal_writer_delay = '${delay}'`] : []),
+]);
 try {
   await q(coord, "DROP TABLE IF EXISTS move_probe");
   await q(coord, "CREATE TABLE move_probe (k int PRIMARY KEY)");
   await q(coord, "SELECT create_distributed_table('move_probe', 'k', colocate_with => 'none', shard_count => 1)");
   const [{ shardid }] = await q(coord, "SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'move_probe'::regclass");
-  const [{ nodeport: from }] = await q(coord, "SELECT nodeport FROM pg_dist_placement JOIN pg_dist_node USING (groupid) WHERE shardid = $1", [shardid]);
+  const [{ nodeport: from }] = await q(
+    coord,
+    "SELECT nodeport FROM pg_dist_placement JOIN pg_dist_node USING (groupid) WHERE shardid = $1",
+    [shardid],
+  );
   const to = from === src ? dst : src;
   const writer = new pg.Client({ connectionString: url(coord) });
   await writer.connect();
@@ -59,7 +66,11 @@ try {
   })();
   await new Promise((r) => setTimeout(r, 1_500));
   const t0 = Date.now();
-  await q(coord, "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3, shard_transfer_mode => 'force_logical')", [shardid, from, to]);
+  await q(
+    coord,
+    "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3, shard_transfer_mode => 'force_logical')",
+    [shardid, from, to],
+  );
   const moveMs = Date.now() - t0;
   await new Promise((r) => setTimeout(r, 1_000));
   running = false;

@@ -27,7 +27,12 @@ export { ENTRY as SERVICE_ENTRY, ROOT };
  * up to ~4× the live set before a full collection: 237 → 142 MiB peak under load, same CPU; a soft
  * knob, not a cap: a large live set still fits).
  */
-export const RUNTIME_FLAGS = ["--enable-source-maps", "--max-semi-space-size=4", "--heap-growing-percent=50", "--liftoff-only"];
+export const RUNTIME_FLAGS = [
+  "--enable-source-maps",
+  "--max-semi-space-size=4",
+  "--heap-growing-percent=50",
+  "--liftoff-only",
+];
 
 let pending: Promise<void> | undefined;
 

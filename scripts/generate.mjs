@@ -7,5 +7,9 @@ const require = createRequire(import.meta.url);
 const cli = require.resolve("prisma/build/index.js");
 execFileSync(process.execPath, [cli, "generate"], {
   stdio: "inherit",
-  env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY || process.execPath, PRISMA_HIDE_UPDATE_MESSAGE: "1" },
+  env: {
+    ...process.env,
+    PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY || process.execPath,
+    PRISMA_HIDE_UPDATE_MESSAGE: "1",
+  },
 });

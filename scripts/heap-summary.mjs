@@ -14,7 +14,9 @@ const meta = snap.snapshot.meta;
 const F = meta.node_fields;
 const types = meta.node_types[0];
 const width = F.length;
-const iType = F.indexOf("type"), iName = F.indexOf("name"), iSize = F.indexOf("self_size");
+const iType = F.indexOf("type"),
+  iName = F.indexOf("name"),
+  iSize = F.indexOf("self_size");
 const byType = new Map();
 const byName = new Map();
 const nodes = snap.nodes;
@@ -37,5 +39,6 @@ const mb = (n) => (n / 1048576).toFixed(1);
 const out = [`total self size ${mb(total)} MiB in ${nodes.length / width} nodes`, "", "by type (MiB):"];
 for (const [t, s] of [...byType].sort((a, b) => b[1] - a[1])) out.push(`  ${mb(s).padStart(7)}  ${t}`);
 out.push("", `top ${top} by self size (MiB, count):`);
-for (const [n, e] of [...byName].sort((a, b) => b[1].size - a[1].size).slice(0, top)) out.push(`  ${mb(e.size).padStart(7)} ${String(e.count).padStart(8)}  ${n}`);
+for (const [n, e] of [...byName].sort((a, b) => b[1].size - a[1].size).slice(0, top))
+  out.push(`  ${mb(e.size).padStart(7)} ${String(e.count).padStart(8)}  ${n}`);
 process.stdout.write(out.join("\n") + "\n");

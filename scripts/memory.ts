@@ -44,7 +44,10 @@ const opt = (name: string, def: string) => {
   return i >= 0 && opts[i + 1] ? opts[i + 1]! : def;
 };
 const both = <T extends string>(v: string, all: T[]): T[] => (v === "both" ? all : [v as T]);
-const runtimes = opt("runtime", "dist") === "all" ? (["tsx", "dist-plain", "dist"] as Runtime[]) : both<Runtime>(opt("runtime", "dist"), ["tsx", "dist"]);
+const runtimes =
+  opt("runtime", "dist") === "all"
+    ? (["tsx", "dist-plain", "dist"] as Runtime[])
+    : both<Runtime>(opt("runtime", "dist"), ["tsx", "dist"]);
 const backends = both<Backend>(opt("backend", "both"), ["pglite", "postgres"]);
 const seconds = Number(opt("seconds", "20"));
 const connections = Number(opt("connections", "32"));
@@ -122,10 +125,23 @@ async function start(runtime: Runtime, env: Record<string, string>, port: number
       : runtime === "dist-plain"
         ? { command: process.execPath, args: [...flags, "--enable-source-maps", SERVICE_ENTRY] }
         : { command: process.execPath, args: [...flags, "--import", "tsx", "server/main.ts"] };
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !["DATABASE_URL", "REDIS_URL", "PGLITE_DATA_DIR", "REDIS_CLUSTER_NODES"].includes(k)));
+  const clean = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([k]) => !["DATABASE_URL", "REDIS_URL", "PGLITE_DATA_DIR", "REDIS_CLUSTER_NODES"].includes(k),
+    ),
+  );
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { ...clean, ...env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warn", NODE_ENV: "production", NO_DEMO: "1", MEMORY_PROBE: probeFile },
+    env: {
+      ...clean,
+      ...env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      NODE_ENV: "production",
+      NO_DEMO: "1",
+      MEMORY_PROBE: probeFile,
+    },
     stdio: ["ignore", "ignore", "pipe"],
   });
   let stderr = "";
@@ -168,7 +184,15 @@ function load(port: number, key: string) {
         headers,
         setupRequest: (req: any) => {
           n++;
-          return { ...req, body: JSON.stringify({ customerName: `Memory Lead ${n}`, customerPhone: `+3461${String(n % 1e7).padStart(7, "0")}`, customerEmail: `m${n}@nobody.example`, intent: "buy" }) };
+          return {
+            ...req,
+            body: JSON.stringify({
+              customerName: `Memory Lead ${n}`,
+              customerPhone: `+3461${String(n % 1e7).padStart(7, "0")}`,
+              customerEmail: `m${n}@nobody.example`,
+              intent: "buy",
+            }),
+          };
         },
       },
     ],
@@ -206,7 +230,18 @@ async function measure(runtime: Runtime, backend: Backend): Promise<Row> {
     const hwm = status(child.pid!).hwm;
     await sleep(1200);
     const probe = existsSync(probeFile) ? JSON.parse(readFileSync(probeFile, "utf8")) : {};
-    return { runtime, backend, idle, peak, hwm, requests: result.requests.total, non2xx: result.non2xx, cpu, heapUsed: probe.heapUsed, external: probe.external };
+    return {
+      runtime,
+      backend,
+      idle,
+      peak,
+      hwm,
+      requests: result.requests.total,
+      non2xx: result.non2xx,
+      cpu,
+      heapUsed: probe.heapUsed,
+      external: probe.external,
+    };
   } finally {
     await stop(child);
     rmSync(probeFile, { force: true });
@@ -227,6 +262,9 @@ const lines = [
   "",
   "| runtime | backend | idle RSS MiB | peak RSS under load MiB | lifetime VmHWM MiB | V8 heap used / external MiB (end) | requests (non-2xx) | CPU ms/request |",
   "|---|---|---:|---:|---:|---:|---:|---:|",
-  ...rows.map((r) => `| ${r.runtime} | ${r.backend} | ${f0(r.idle)} | ${f0(r.peak)} | ${f0(r.hwm)} | ${f0(r.heapUsed)} / ${f0(r.external)} | ${r.requests} (${r.non2xx}) | ${r.cpu.toFixed(2)} |`),
+  ...rows.map(
+    (r) =>
+      `| ${r.runtime} | ${r.backend} | ${f0(r.idle)} | ${f0(r.peak)} | ${f0(r.hwm)} | ${f0(r.heapUsed)} / ${f0(r.external)} | ${r.requests} (${r.non2xx}) | ${r.cpu.toFixed(2)} |`,
+  ),
 ];
 process.stdout.write(lines.join("\n") + "\n");

@@ -48,7 +48,8 @@ const PG_BASE = process.env.DATABASE_BASE || "postgresql://postgres@127.0.0.1:54
 const REDIS_URL = process.env.REDIS_URL || "redis://127.0.0.1:6379";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const rssMiB = (pid: number) => Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
+const rssMiB = (pid: number) =>
+  Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -89,7 +90,11 @@ async function seed(url: string): Promise<Seeded> {
     const light = 485;
     const heavy = 14;
     const rest = 150_000 - light - heavy * 10_000;
-    for (const [n, len] of [[light, 1], [heavy, 10_000], [1, rest]] as const)
+    for (const [n, len] of [
+      [light, 1],
+      [heavy, 10_000],
+      [1, rest],
+    ] as const)
       await db.sql.query(
         `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body")
          SELECT $1::uuid, t.id, $2::uuid, repeat(chr(1), $4::int) FROM unnest($3::uuid[]) t(id), generate_series(1, $5::int)`,
@@ -108,7 +113,9 @@ async function seed(url: string): Promise<Seeded> {
        SELECT $1::uuid, repeat(chr(1), 200), $2::uuid, repeat(chr(1), 10000) || repeat(chr(1), 4900) FROM generate_series(1, 50)`,
       [demo.id, demo.stages.new],
     );
-    process.stderr.write(`page-memory: ${TICKETS} worst-case tickets and 400 messages loaded in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    process.stderr.write(
+      `page-memory: ${TICKETS} worst-case tickets and 400 messages loaded in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+    );
     return { key: demo.apiKeys.demo!.key, contactId: demo.contacts.bea!, conversationId };
   } finally {
     await db.close();
@@ -117,10 +124,22 @@ async function seed(url: string): Promise<Seeded> {
 
 async function start(env: Record<string, string>, port: number): Promise<ChildProcess> {
   const { command, args } = serviceCommand();
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !["DATABASE_URL", "REDIS_URL", "PGLITE_DATA_DIR", "REDIS_CLUSTER_NODES"].includes(k)));
+  const clean = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([k]) => !["DATABASE_URL", "REDIS_URL", "PGLITE_DATA_DIR", "REDIS_CLUSTER_NODES"].includes(k),
+    ),
+  );
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { ...clean, ...env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warn", NODE_ENV: "production", NO_DEMO: "1" },
+    env: {
+      ...clean,
+      ...env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      NODE_ENV: "production",
+      NO_DEMO: "1",
+    },
     stdio: ["ignore", "ignore", "pipe"],
   });
   let stderr = "";
@@ -182,7 +201,10 @@ async function walk(base: string, key: string, seeded: Seeded, scenario: string,
     if (bytes > PAGE_BUDGET_BYTES) out.failures.push(`${scenario}: a body of ${bytes} bytes`);
     const body = JSON.parse(text);
     if (scenario === "trpc-batch") {
-      out.items += (body as { result: { data: { items: unknown[] } } }[]).reduce((n, r) => n + r.result.data.items.length, 0);
+      out.items += (body as { result: { data: { items: unknown[] } } }[]).reduce(
+        (n, r) => n + r.result.data.items.length,
+        0,
+      );
       return; // one batch a round
     }
     out.items += body.items.length;
@@ -212,7 +234,14 @@ try {
   }
   await ensureBuild();
   const port = await freePort();
-  child = await start({ DATABASE_URL: url, REDIS_URL, ...(STATEMENT_TIMEOUT ? { DATABASE_STATEMENT_TIMEOUT_MS: STATEMENT_TIMEOUT } : {}) }, port);
+  child = await start(
+    {
+      DATABASE_URL: url,
+      REDIS_URL,
+      ...(STATEMENT_TIMEOUT ? { DATABASE_STATEMENT_TIMEOUT_MS: STATEMENT_TIMEOUT } : {}),
+    },
+    port,
+  );
   await sleep(3000);
   const pid = child.pid!;
   const idle = rssMiB(pid);
@@ -223,7 +252,9 @@ try {
     const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(pid))), 20);
     const started = Date.now();
     for (let round = 0; round < ROUNDS; round++)
-      await Promise.all(Array.from({ length: CLIENTS }, () => walk(`http://127.0.0.1:${port}`, seeded.key, seeded, scenario, out)));
+      await Promise.all(
+        Array.from({ length: CLIENTS }, () => walk(`http://127.0.0.1:${port}`, seeded.key, seeded, scenario, out)),
+      );
     clearInterval(sampler);
     peak = Math.max(peak, rssMiB(pid));
     const ms = out.ms.sort((a, b) => a - b);

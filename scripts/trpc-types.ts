@@ -96,13 +96,19 @@ class Printer {
       for (const t of members) parts.push(this.wrap(t, this.print(t, place, depth + 1, stack)));
       // A stable order that does not depend on the checker's type ids (which change with unrelated
       // sources): literals sorted, then the other members by text, null and undefined last.
-      const rank = (s: string) => (s === "null" ? 3 : s === "undefined" ? 4 : /^(?:"|-?\d)/.test(s) ? 0 : s === "boolean" ? 1 : 2);
+      const rank = (s: string) =>
+        s === "null" ? 3 : s === "undefined" ? 4 : /^(?:"|-?\d)/.test(s) ? 0 : s === "boolean" ? 1 : 2;
       const num = (s: string) => (/^-?\d/.test(s) ? Number(s) : NaN);
       return [...parts]
-        .sort((a, b) => rank(a) - rank(b) || (Number.isNaN(num(a)) || Number.isNaN(num(b)) ? (a < b ? -1 : a > b ? 1 : 0) : num(a) - num(b)))
+        .sort(
+          (a, b) =>
+            rank(a) - rank(b) ||
+            (Number.isNaN(num(a)) || Number.isNaN(num(b)) ? (a < b ? -1 : a > b ? 1 : 0) : num(a) - num(b)),
+        )
         .join(" | ");
     }
-    if (type.isIntersection()) return type.types.map((t) => this.wrap(t, this.print(t, place, depth + 1, stack))).join(" & ");
+    if (type.isIntersection())
+      return type.types.map((t) => this.wrap(t, this.print(t, place, depth + 1, stack))).join(" & ");
     if (f & ts.TypeFlags.Object) {
       if (stack.includes(type)) throw new Unprintable(`${place.join(".")}: a recursive type`);
       const inner = [...stack, type];
@@ -119,7 +125,10 @@ class Printer {
       }
       const symbolName = type.symbol?.name;
       if (symbolName === "Date" && this.fromLib(type.symbol)) return "Date";
-      if (c.getSignaturesOfType(type, ts.SignatureKind.Call).length || c.getSignaturesOfType(type, ts.SignatureKind.Construct).length)
+      if (
+        c.getSignaturesOfType(type, ts.SignatureKind.Call).length ||
+        c.getSignaturesOfType(type, ts.SignatureKind.Construct).length
+      )
         throw new Unprintable(`${place.join(".")}: a function type`);
       if (type.symbol && this.fromLib(type.symbol) && symbolName !== "__type" && symbolName !== "__object")
         throw new Unprintable(`${place.join(".")}: the library type ${symbolName}`);
@@ -129,7 +138,9 @@ class Printer {
   }
 
   private fromLib(symbol: ts.Symbol): boolean {
-    return (symbol.declarations ?? []).some((d) => /[\\/]typescript[\\/]lib[\\/]lib\..*\.d\.ts$/.test(d.getSourceFile().fileName));
+    return (symbol.declarations ?? []).some((d) =>
+      /[\\/]typescript[\\/]lib[\\/]lib\..*\.d\.ts$/.test(d.getSourceFile().fileName),
+    );
   }
 
   private wrap(t: ts.Type, text: string): string {
@@ -141,11 +152,14 @@ class Printer {
     const lines: string[] = [];
     for (const info of c.getIndexInfosOfType(type)) {
       const k = this.print(info.keyType, place, depth + 1, stack);
-      lines.push(`${info.isReadonly ? "readonly " : ""}[key: ${k}]: ${this.print(info.type, [...place, "Value"], depth + 1, stack)};`);
+      lines.push(
+        `${info.isReadonly ? "readonly " : ""}[key: ${k}]: ${this.print(info.type, [...place, "Value"], depth + 1, stack)};`,
+      );
     }
     for (const prop of c.getPropertiesOfType(type)) {
       const name = prop.getName();
-      if (name.startsWith("__@") || name.startsWith("#")) throw new Unprintable(`${place.join(".")}: a symbol or private key (${name})`);
+      if (name.startsWith("__@") || name.startsWith("#"))
+        throw new Unprintable(`${place.join(".")}: a symbol or private key (${name})`);
       const optional = (prop.flags & ts.SymbolFlags.Optional) !== 0;
       let t = c.getTypeOfSymbol(prop);
       // An optional property's type holds `undefined` (no exactOptionalPropertyTypes): `name?: T` says it.
@@ -158,7 +172,9 @@ class Printer {
           continue;
         }
       }
-      lines.push(`${this.readonlyOf(prop)}${key(name)}${optional ? "?" : ""}: ${this.print(t, [...place, name], depth + 1, stack)};`);
+      lines.push(
+        `${this.readonlyOf(prop)}${key(name)}${optional ? "?" : ""}: ${this.print(t, [...place, name], depth + 1, stack)};`,
+      );
     }
     const text = lines.length ? `{ ${lines.join(" ")} }` : "{}";
     return this.intern(text, place);
@@ -219,9 +235,15 @@ function proceduresOf(checker: ts.TypeChecker, router: ts.Type, name: string): P
       if (def && checker.getPropertyOfType(checker.getTypeOfSymbol(def), "procedure")) {
         const d = checker.getTypeOfSymbol(def);
         const kind = checker.typeToString(propType(checker, d, "type", here.join(".")));
-        if (kind !== '"query"' && kind !== '"mutation"') throw new Error(`${here.join(".")}: a ${kind} procedure (only queries and mutations are printed)`);
+        if (kind !== '"query"' && kind !== '"mutation"')
+          throw new Error(`${here.join(".")}: a ${kind} procedure (only queries and mutations are printed)`);
         const types = propType(checker, d, "$types", here.join("."));
-        out.push({ path: here, kind: kind === '"query"' ? "query" : "mutation", input: propType(checker, types, "input", here.join(".")), output: propType(checker, types, "output", here.join(".")) });
+        out.push({
+          path: here,
+          kind: kind === '"query"' ? "query" : "mutation",
+          input: propType(checker, types, "input", here.join(".")),
+          output: propType(checker, types, "output", here.join(".")),
+        });
       } else walk(t, here);
     }
   };
@@ -244,10 +266,19 @@ export function renderTrpcDeclaration(): string {
   const exports = checker.getExportsOfModule(checker.getSymbolAtLocation(source)!);
   const routers = (["AppRouter", "AdminRouter"] as const).map((name) => {
     const type = routerType(checker, exports, name);
-    const config = propType(checker, propType(checker, propType(checker, type, "_def", name), "_config", name), "$types", name);
+    const config = propType(
+      checker,
+      propType(checker, propType(checker, type, "_def", name), "_config", name),
+      "$types",
+      name,
+    );
     const transformer = checker.typeToString(propType(checker, config, "transformer", name));
     if (transformer !== "false") throw new Error(`${name}: a data transformer (${transformer}) is not printed`);
-    return { name, errorShape: propType(checker, config, "errorShape", name), procedures: proceduresOf(checker, type, name) };
+    return {
+      name,
+      errorShape: propType(checker, config, "errorShape", name),
+      procedures: proceduresOf(checker, type, name),
+    };
   });
 
   const printer = new Printer(checker);
@@ -272,15 +303,19 @@ export function renderTrpcDeclaration(): string {
   }
 }
 
-type PrintedRouter = { name: string; errorShape: string; procedures: (Procedure & { inputText: string; outputText: string })[] };
+type PrintedRouter = {
+  name: string;
+  errorShape: string;
+  procedures: (Procedure & { inputText: string; outputText: string })[];
+};
 
 function render(routers: PrintedRouter[], declarations: { name: string; text: string }[]): string {
   const out: string[] = [
     "// GENERATED by `npm run client:trpc` (scripts/trpc-types.ts) from routers/client-types.ts: do not edit.",
     "// CI fails when it is stale. The tRPC router types of the internal API, self-contained: an app",
     "// type-checks against them with @trpc/client (and @trpc/server, its peer) and nothing of the service.",
-    "//   import type { AppRouter } from \"<this file without .d.ts>.js\";",
-    "//   createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: `${base}/trpc`, maxItems: 20, headers: { \"X-API-Key\": key } })] })",
+    '//   import type { AppRouter } from "<this file without .d.ts>.js";',
+    '//   createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: `${base}/trpc`, maxItems: 20, headers: { "X-API-Key": key } })] })',
     'import type { inferRouterInputs, inferRouterOutputs, TRPCBuiltRouter, TRPCMutationProcedure, TRPCQueryProcedure } from "@trpc/server";',
     "",
   ];
@@ -290,11 +325,15 @@ function render(routers: PrintedRouter[], declarations: { name: string; text: st
     for (const p of r.procedures) {
       let node = tree;
       for (const part of p.path.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>;
-      node[p.path.at(-1)!] = `${p.kind === "query" ? "TRPCQueryProcedure" : "TRPCMutationProcedure"}<{ input: ${p.inputText}; output: ${p.outputText}; meta: object; errorShape: unknown; }>`;
+      node[p.path.at(-1)!] =
+        `${p.kind === "query" ? "TRPCQueryProcedure" : "TRPCMutationProcedure"}<{ input: ${p.inputText}; output: ${p.outputText}; meta: object; errorShape: unknown; }>`;
     }
     const body = (node: Record<string, unknown>, pad: string): string =>
       `{\n${Object.entries(node)
-        .map(([k, v]) => `${pad}  ${key(k)}: ${typeof v === "string" ? indent(v, `${pad}  `) : body(v as Record<string, unknown>, `${pad}  `)};`)
+        .map(
+          ([k, v]) =>
+            `${pad}  ${key(k)}: ${typeof v === "string" ? indent(v, `${pad}  `) : body(v as Record<string, unknown>, `${pad}  `)};`,
+        )
         .join("\n")}\n${pad}}`;
     const short = r.name.replace(/Router$/, "");
     out.push(

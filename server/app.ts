@@ -40,7 +40,10 @@ function writeHeadVaryingOnKey(this: ServerResponse, ...args: unknown[]): Server
 async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<T>((_, rej) => (timer = setTimeout(() => rej(new Error("timeout")), ms)))]);
+    return await Promise.race([
+      p,
+      new Promise<T>((_, rej) => (timer = setTimeout(() => rej(new Error("timeout")), ms))),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -84,11 +87,20 @@ export function createApp(services: Services): App {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       const status = res.statusCode;
       // A refused or failed request says why (its envelope's code); a 5xx is an error, a 429 a warning.
-      const line = status >= 400 ? { reqId: x.id, method: req.method, path, status, ms, error: x.errorCode ?? "" } : { reqId: x.id, method: req.method, path, status, ms };
+      const line =
+        status >= 400
+          ? { reqId: x.id, method: req.method, path, status, ms, error: x.errorCode ?? "" }
+          : { reqId: x.id, method: req.method, path, status, ms };
       if (status >= 500) services.logger.error(line, "request");
       else if (status === 429) services.logger.warn(line, "request");
       else services.logger.info(line, "request");
-      services.metrics.observeRequest(req.method!, routeOf(req.method!, path), res.statusCode, ms / 1000, res.getHeader("Idempotent-Replayed") === "true");
+      services.metrics.observeRequest(
+        req.method!,
+        routeOf(req.method!, path),
+        res.statusCode,
+        ms / 1000,
+        res.getHeader("Idempotent-Replayed") === "true",
+      );
     });
   };
 
@@ -131,10 +143,19 @@ export function createApp(services: Services): App {
   // The front door: what this service is and where its reference lives; anything else outside
   // /public/v1 is a JSON 404 in the API's envelope (never Express's HTML page).
   app.get("/", (req, res) => {
-    res.json({ service: "CRM public API", docs: "/docs", openapi: "/public/v1/openapi.json", api: "/public/v1", health: "/healthz", ready: "/readyz" });
+    res.json({
+      service: "CRM public API",
+      docs: "/docs",
+      openapi: "/public/v1/openapi.json",
+      api: "/public/v1",
+      health: "/healthz",
+      ready: "/readyz",
+    });
   });
   app.use((req, res) => {
-    const hint = /^\/openapi\.json$/i.test(req.path) ? ": the OpenAPI document is at /public/v1/openapi.json" : ": the API is under /public/v1, its reference at /docs";
+    const hint = /^\/openapi\.json$/i.test(req.path)
+      ? ": the OpenAPI document is at /public/v1/openapi.json"
+      : ": the API is under /public/v1, its reference at /docs";
     sendEnvelope(req, res, new AppError("NOT_FOUND", `No such path ${req.method} ${echoed(req.path)}${hint}`));
   });
 

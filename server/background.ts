@@ -24,7 +24,9 @@ export function startBackground(services: Services): Background {
   };
 
   every(3_600_000, () =>
-    purgeExpiredIdempotencyRecords(services.db).catch((err) => logger.warn({ err: err.message }, "idempotency purge failed")),
+    purgeExpiredIdempotencyRecords(services.db).catch((err) =>
+      logger.warn({ err: err.message }, "idempotency purge failed"),
+    ),
   );
 
   const abandonedAfterMs = config.providerTimeoutMs + 10_000;

@@ -67,7 +67,8 @@ export function jsonShapeProblem(text: string, maxMembers = MAX_JSON_MEMBERS): "
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {
@@ -102,11 +103,16 @@ export function textProblem(s: string): "nul" | "lone_surrogate" | null {
 
 const TEXT_MESSAGE = {
   nul: "must not contain NUL (U+0000) characters",
-  lone_surrogate: "must be well-formed Unicode: a lone UTF-16 surrogate (e.g. \\ud800 without its pair) cannot be stored",
+  lone_surrogate:
+    "must be well-formed Unicode: a lone UTF-16 surrogate (e.g. \\ud800 without its pair) cannot be stored",
   not_utf8: "must be UTF-8: these bytes encode no character",
 } as const;
 type TextIssue = keyof typeof TEXT_MESSAGE;
-const textField = (field: string, issue: TextIssue): FieldProblem => ({ field, code: "invalid_string", message: TEXT_MESSAGE[issue] });
+const textField = (field: string, issue: TextIssue): FieldProblem => ({
+  field,
+  code: "invalid_string",
+  message: TEXT_MESSAGE[issue],
+});
 
 /**
  * Every string (value or key) of a parsed JSON value that `test` finds a problem in, as field
@@ -116,7 +122,12 @@ const textField = (field: string, issue: TextIssue): FieldProblem => ({ field, c
  * path with U+FFFD in place of its lone surrogates (the error report stays well-formed); a path is cut
  * to MAX_ECHOED_NAME (server/errors.ts).
  */
-function stringProblems(root: unknown, test: (s: string) => TextIssue | null, prefix: string[] = [], rootName = "(body)"): FieldProblem[] {
+function stringProblems(
+  root: unknown,
+  test: (s: string) => TextIssue | null,
+  prefix: string[] = [],
+  rootName = "(body)",
+): FieldProblem[] {
   const found: FieldProblem[] = [];
   const nodes: { v: unknown; parent: number; key: string }[] = [{ v: root, parent: -1, key: "" }];
   const pathOf = (i: number, last?: string) => {
@@ -190,7 +201,8 @@ export function queryTextProblems(rawQuery: string): FieldProblem[] {
   return found;
 }
 
-const hexValue = (c: number) => (c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x41 && c <= 0x46 ? c - 0x37 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1);
+const hexValue = (c: number) =>
+  c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x41 && c <= 0x46 ? c - 0x37 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1;
 
 /**
  * The bytes a query component stands for, as querystring decodes it: "%XX" → the byte, "+" → space,
@@ -241,8 +253,14 @@ export function recordInputProblem(req: IncomingMessage, err: AppError): void {
     x.inputProblem = err;
     return;
   }
-  const fields = [...((before.details.fields as FieldProblem[] | undefined) ?? []), ...((err.details.fields as FieldProblem[] | undefined) ?? [])];
-  x.inputProblem = new AppError("VALIDATION_ERROR", before.message, { ...before.details, fields: fields.slice(0, MAX_DETAIL_FIELDS) });
+  const fields = [
+    ...((before.details.fields as FieldProblem[] | undefined) ?? []),
+    ...((err.details.fields as FieldProblem[] | undefined) ?? []),
+  ];
+  x.inputProblem = new AppError("VALIDATION_ERROR", before.message, {
+    ...before.details,
+    fields: fields.slice(0, MAX_DETAIL_FIELDS),
+  });
 }
 
 const problem = (message: string, fields: FieldProblem[]) => new AppError("VALIDATION_ERROR", message, { fields });
@@ -287,7 +305,11 @@ export function parseJsonBody(
     parsed = JSON.parse(text);
   } catch {
     return utf8
-      ? { problem: problem("Malformed JSON body", [{ field: "(body)", code: "invalid_json", message: "not valid JSON" }]) }
+      ? {
+          problem: problem("Malformed JSON body", [
+            { field: "(body)", code: "invalid_json", message: "not valid JSON" },
+          ]),
+        }
       : { problem: textProblemError([textField("(body)", "not_utf8")]) };
   }
   if (!utf8) {
@@ -297,7 +319,11 @@ export function parseJsonBody(
     return { problem: textProblemError(fields.length ? fields : [textField("(body)", "not_utf8")]) };
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
-    return { problem: problem("Request body must be a JSON object", [{ field: "(body)", code: "invalid_type", message: "expected a JSON object" }]) };
+    return {
+      problem: problem("Request body must be a JSON object", [
+        { field: "(body)", code: "invalid_type", message: "expected a JSON object" },
+      ]),
+    };
   const unstorable = mayHoldTextProblem(text) ? textProblems(parsed) : [];
   if (unstorable.length) return { problem: textProblemError(unstorable) };
   return { body: parsed as Record<string, unknown> };
@@ -317,13 +343,21 @@ export function jsonBodyReader(
 ): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void {
   // body-parser's raw reader (size limit, Content-Encoding, a bounded read); it only needs node's
   // request and response, so the public API (no Express) and /trpc (Express) share it.
-  const raw = express.raw({ type: () => true, limit: limitBytes }) as unknown as (req: IncomingMessage, res: ServerResponse, next: (err?: any) => void) => void;
+  const raw = express.raw({ type: () => true, limit: limitBytes }) as unknown as (
+    req: IncomingMessage,
+    res: ServerResponse,
+    next: (err?: any) => void,
+  ) => void;
   return (req, res, next) => {
     if (WITHOUT_BODY.has(req.method!)) return next();
     const withBody = req as IncomingMessage & { body?: unknown };
     raw(req, res, (err?: any) => {
       if (err?.type === "entity.too.large")
-        return tooLarge(req, res, new AppError("PAYLOAD_TOO_LARGE", `Request body exceeds ${limitBytes} bytes`, { limitBytes }));
+        return tooLarge(
+          req,
+          res,
+          new AppError("PAYLOAD_TOO_LARGE", `Request body exceeds ${limitBytes} bytes`, { limitBytes }),
+        );
       const read = err
         ? { problem: new AppError("VALIDATION_ERROR", "Request body could not be read") }
         : parseJsonBody(

@@ -11,12 +11,19 @@ import { openRedis, type RedisClient } from "./redis.js";
 import { createProviders } from "./channels/providers.js";
 import type { Services } from "./services.js";
 
-export async function createServices(config: Config, opts: { db?: Database; logger?: Logger; now?: () => Date; redisReadyMs?: number } = {}): Promise<Services> {
+export async function createServices(
+  config: Config,
+  opts: { db?: Database; logger?: Logger; now?: () => Date; redisReadyMs?: number } = {},
+): Promise<Services> {
   const logger = opts.logger ?? createLogger(config.logLevel, config.logFormat);
   const db =
     opts.db ??
     (await openDatabase(config, {
-      onUnnamed: (reason) => logger.warn({ reason }, "the database connections do not keep named prepared statements (a transaction pooler?): sending unnamed statements from now on"),
+      onUnnamed: (reason) =>
+        logger.warn(
+          { reason },
+          "the database connections do not keep named prepared statements (a transaction pooler?): sending unnamed statements from now on",
+        ),
       onTimeoutFallback: (reason) => logger.warn({ reason }, timeoutFallbackMessage(config.databaseStatementTimeoutMs)),
     }));
   await migrateDirect(config, db);
@@ -43,14 +50,21 @@ export async function createServices(config: Config, opts: { db?: Database; logg
 }
 
 /** The metrics of one instance, reading the database pool and the quotas' Redis fallback state. */
-export function instanceMetrics(db: Database, redis: RedisClient | undefined, quotas: Quotas, opts: { processMetrics?: boolean; routes?: TenantRoutes } = {}): Metrics {
+export function instanceMetrics(
+  db: Database,
+  redis: RedisClient | undefined,
+  quotas: Quotas,
+  opts: { processMetrics?: boolean; routes?: TenantRoutes } = {},
+): Metrics {
   return new Metrics(
     {
       // The coordinator's pool, plus the workers' with DATABASE_ROUTING=workers (summed).
       pool: () => {
         const own = db.poolStats?.();
         const workers = opts.routes?.poolStats();
-        return own && workers ? { total: own.total + workers.total, idle: own.idle + workers.idle, waiting: own.waiting + workers.waiting } : own;
+        return own && workers
+          ? { total: own.total + workers.total, idle: own.idle + workers.idle, waiting: own.waiting + workers.waiting }
+          : own;
       },
       quotas: () => ({ redis: Boolean(redis), fallback: quotas.fallback, fallbackCount: quotas.fallbackCount }),
       emptyWritesRerun: () => emptyWritesRerun.count,
@@ -84,8 +98,15 @@ async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> 
     const [row] = await db.sql.query<{ statement_timeout: string }>("SHOW statement_timeout");
     const value = row?.statement_timeout ?? "unknown";
     if (db.statementTimeout?.().route === "SET LOCAL")
-      logger.info({ statementTimeout: value, route: "SET LOCAL" }, "statement_timeout of the pooled statements: set by the service in every transaction (the pooler refused the startup parameter)");
-    else if (value === "0") logger.warn({ statementTimeout: value }, "no statement_timeout on the pooled connections: set it in PgBouncer's connect_query or on the role");
+      logger.info(
+        { statementTimeout: value, route: "SET LOCAL" },
+        "statement_timeout of the pooled statements: set by the service in every transaction (the pooler refused the startup parameter)",
+      );
+    else if (value === "0")
+      logger.warn(
+        { statementTimeout: value },
+        "no statement_timeout on the pooled connections: set it in PgBouncer's connect_query or on the role",
+      );
     else logger.info({ statementTimeout: value, route: "server" }, "statement_timeout on the pooled connections");
   } catch (err) {
     logger.warn({ err: (err as Error).message }, "could not read statement_timeout through the pooler");
@@ -117,13 +138,20 @@ export function workerRoutes(
   db: Database,
   logger: Logger,
   open: (url: string, worker: typeof WORKER_POOL) => Promise<Database> = (url, worker) =>
-    openPostgres(url, { statementTimeoutMs: config.databaseStatementTimeoutMs, countQueries: config.countQueries, ...worker }),
+    openPostgres(url, {
+      statementTimeoutMs: config.databaseStatementTimeoutMs,
+      countQueries: config.countQueries,
+      ...worker,
+    }),
 ): TenantRoutes | undefined {
   if (config.databaseRouting !== "workers" || db.kind !== "postgres" || !config.databaseUrl) return undefined;
   logger.info("DATABASE_ROUTING=workers: each tenant's requests go to the worker holding its shards");
   return tenantRoutes(db, config.databaseUrl, (url) => open(url, WORKER_POOL), {
     onError: (err, tenantId) =>
-      logger.warn({ err: (err as Error).message, tenantId }, "could not read a tenant's placement on the coordinator (is the schema distributed? npm run db:distribute): its requests go through the coordinator"),
+      logger.warn(
+        { err: (err as Error).message, tenantId },
+        "could not read a tenant's placement on the coordinator (is the schema distributed? npm run db:distribute): its requests go through the coordinator",
+      ),
   });
 }
 

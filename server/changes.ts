@@ -40,7 +40,10 @@ const PURGE_ROUNDS = 20;
  * trigger in the writers' transactions on that same node), so "committed before the step's snapshot"
  * means there exactly what it means on one PostgreSQL (docs/scaling.md, "Citus").
  */
-export async function sequenceChanges(prisma: PrismaClient, opts: { tenantId: string; batch?: number }): Promise<number> {
+export async function sequenceChanges(
+  prisma: PrismaClient,
+  opts: { tenantId: string; batch?: number },
+): Promise<number> {
   const batch = opts.batch ?? SEQUENCE_BATCH;
   const tenantId = opts.tenantId;
   return transaction(prisma, async (tx) => {

@@ -86,7 +86,9 @@ function postgresUrl(name: string, value: string | undefined): string | undefine
     url = undefined;
   }
   if (!url || (url.protocol !== "postgresql:" && url.protocol !== "postgres:"))
-    throw new ConfigError(`${name} must be a URL like postgresql://USER:PASSWORD@HOST:PORT/DATABASE, got "${redactUrl(value)}"`);
+    throw new ConfigError(
+      `${name} must be a URL like postgresql://USER:PASSWORD@HOST:PORT/DATABASE, got "${redactUrl(value)}"`,
+    );
   return value;
 }
 
@@ -105,8 +107,13 @@ function redisUrl(value: string | undefined): string | undefined {
     url = undefined;
   }
   if (!url || (url.protocol !== "redis:" && url.protocol !== "rediss:") || !url.hostname)
-    throw new ConfigError(`REDIS_URL must be a URL like redis://HOST:PORT (or rediss:// for TLS), got "${redactUrl(value)}"`);
-  for (const [part, text] of [["user name", url.username], ["password", url.password]] as const) {
+    throw new ConfigError(
+      `REDIS_URL must be a URL like redis://HOST:PORT (or rediss:// for TLS), got "${redactUrl(value)}"`,
+    );
+  for (const [part, text] of [
+    ["user name", url.username],
+    ["password", url.password],
+  ] as const) {
     try {
       decodeURIComponent(text);
     } catch {
@@ -125,13 +132,16 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 function logFormat(value: string | undefined): LogFormat | undefined {
   if (!value) return undefined;
   if (!(LOG_FORMATS as readonly string[]).includes(value))
-    throw new ConfigError(`LOG_FORMAT must be one of ${LOG_FORMATS.join(", ")} (unset: pretty on a terminal, JSON otherwise), got "${value}"`);
+    throw new ConfigError(
+      `LOG_FORMAT must be one of ${LOG_FORMATS.join(", ")} (unset: pretty on a terminal, JSON otherwise), got "${value}"`,
+    );
   return value as LogFormat;
 }
 
 function logLevel(value: string | undefined): string {
   if (!value) return "info";
-  if (!(LOG_LEVELS as readonly string[]).includes(value)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}, got "${value}"`);
+  if (!(LOG_LEVELS as readonly string[]).includes(value))
+    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}, got "${value}"`);
   return value;
 }
 
@@ -174,7 +184,8 @@ export function parseClusterNodes(value: string): { host: string; port: number }
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const redisUrlValue = redisUrl(env.REDIS_URL);
   const redisClusterNodes = env.REDIS_CLUSTER_NODES ? parseClusterNodes(env.REDIS_CLUSTER_NODES) : undefined;
-  if (redisUrlValue && redisClusterNodes) throw new ConfigError("set either REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
+  if (redisUrlValue && redisClusterNodes)
+    throw new ConfigError("set either REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
   const metricsPort = env.METRICS_PORT ? int("METRICS_PORT", env.METRICS_PORT, 0, 1, 65535) : undefined;
   const databaseUrl = postgresUrl("DATABASE_URL", env.DATABASE_URL);
   const directDatabaseUrl = postgresUrl("DIRECT_DATABASE_URL", env.DIRECT_DATABASE_URL) ?? databaseUrl;
@@ -190,7 +201,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsPort,
     metricsHost: env.METRICS_HOST || env.HOST || "127.0.0.1",
     // PostgreSQL's statement_timeout is an int of milliseconds
-    databaseStatementTimeoutMs: int("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, 5000, 0, INT_MAX),
+    databaseStatementTimeoutMs: int(
+      "DATABASE_STATEMENT_TIMEOUT_MS",
+      env.DATABASE_STATEMENT_TIMEOUT_MS,
+      5000,
+      0,
+      INT_MAX,
+    ),
     databaseRouting: databaseRouting(env.DATABASE_ROUTING),
     logLevel: logLevel(env.LOG_LEVEL),
     logFormat: logFormat(env.LOG_FORMAT),

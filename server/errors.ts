@@ -109,7 +109,17 @@ export function zodDetails(err: ZodError): Record<string, unknown> {
 }
 
 // 57014: a statement cancelled by statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS) — the database is too slow right now.
-const UNAVAILABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "P1001", "P1017", "P2024", "53300", "57014"]);
+const UNAVAILABLE_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "P1001",
+  "P1017",
+  "P2024",
+  "53300",
+  "57014",
+]);
 // Driver-adapter error kinds (@prisma/adapter-pg) for a lost or unreachable server.
 const UNAVAILABLE_KINDS = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
 // Citus, while an operator moves, splits or isolates a shard: a statement planned against the old
@@ -132,7 +142,8 @@ function isUnavailable(err: unknown): boolean {
     if (!e || typeof e !== "object" || seen.has(e)) continue;
     seen.add(e);
     for (const code of [e.code, e.originalCode]) {
-      if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || /^(?:08[0-9A-Z]{3}|57P0[1-3])$/.test(code))) return true;
+      if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || /^(?:08[0-9A-Z]{3}|57P0[1-3])$/.test(code)))
+        return true;
     }
     if (typeof e.kind === "string" && UNAVAILABLE_KINDS.has(e.kind)) return true;
     if (UNAVAILABLE_MESSAGE.test(String(e.message ?? ""))) return true;
@@ -170,7 +181,8 @@ export function toAppError(err: unknown): AppError {
 }
 
 /** A zod error (zod's own class, or one from another copy of zod: by name and issues). */
-const isZodError = (e: unknown): e is ZodError => e instanceof ZodError || ((e as any)?.name === "ZodError" && Array.isArray((e as any)?.issues));
+const isZodError = (e: unknown): e is ZodError =>
+  e instanceof ZodError || ((e as any)?.name === "ZodError" && Array.isArray((e as any)?.issues));
 
 /** Most output issues named in the log line of an output that failed its schema. */
 const MAX_LOGGED_OUTPUT_ISSUES = 10;
@@ -187,7 +199,9 @@ function outputFailure(err: TRPCError): AppError | undefined {
   const issues = isZodError(err.cause) ? err.cause.issues : [];
   app.logFields = {
     failure: "output validation",
-    outputIssues: issues.slice(0, MAX_LOGGED_OUTPUT_ISSUES).map((i) => ({ path: i.path.map(String).join(".") || "(output)", code: i.code, message: i.message })),
+    outputIssues: issues
+      .slice(0, MAX_LOGGED_OUTPUT_ISSUES)
+      .map((i) => ({ path: i.path.map(String).join(".") || "(output)", code: i.code, message: i.message })),
     outputIssueCount: issues.length,
   };
   return app;
@@ -208,15 +222,20 @@ function convert(err: unknown): AppError {
     // tRPC's own protocol refusals on /trpc: a query called with POST or a mutation with GET (the
     // procedure does not exist for that method → 404, as in the facade); a malformed `input` → 422.
     if (err.code === "METHOD_NOT_SUPPORTED") return new AppError("NOT_FOUND", err.message);
-    if (err.code === "BAD_REQUEST") return validation(cause instanceof SyntaxError ? "Malformed JSON input" : err.message);
+    if (err.code === "BAD_REQUEST")
+      return validation(cause instanceof SyntaxError ? "Malformed JSON input" : err.message);
     if (cause !== undefined && cause !== err) return toAppError(cause);
   }
   if (err instanceof ZodError) return validation("Request validation failed", zodDetails(err));
-  if (isUnavailable(err)) return new AppError("SERVICE_UNAVAILABLE", "A backing service is temporarily unavailable; retry shortly");
+  if (isUnavailable(err))
+    return new AppError("SERVICE_UNAVAILABLE", "A backing service is temporarily unavailable; retry shortly");
   const states = sqlStates(err);
   // A deadlock or serialization failure: the transaction was rolled back whole; retrying helps.
   if (states.some((c) => TRANSIENT_STATES.has(c)))
-    return new AppError("SERVICE_UNAVAILABLE", "The request conflicted with a concurrent one and was rolled back; retry shortly");
+    return new AppError(
+      "SERVICE_UNAVAILABLE",
+      "The request conflicted with a concurrent one and was rolled back; retry shortly",
+    );
   // Backstop: a value the database refused (class 22 data exception, 23514 check violation) can only
   // come from input that the schemas let through. It is the client's: 422, logged at warn.
   const refused = states.find((c) => c.startsWith("22") || c === "23514");
@@ -227,7 +246,13 @@ function convert(err: unknown): AppError {
             fields: [{ field: "(query)", code: "invalid_string", message: "must not contain NUL (U+0000) characters" }],
           })
         : validation("A value is outside what the service can store", {
-            fields: [{ field: "(input)", code: refused === "23514" ? "check_violation" : "invalid_value", message: "refused by the database" }],
+            fields: [
+              {
+                field: "(input)",
+                code: refused === "23514" ? "check_violation" : "invalid_value",
+                message: "refused by the database",
+              },
+            ],
           });
     app.sqlState = refused;
     return app;
@@ -247,8 +272,15 @@ const causeOf = (err: unknown) => ((err as any)?.cause instanceof Error ? (err a
  * failed its schema, the failing output paths), input the database refused (the toAppError
  * backstop) at warn with its SQLSTATE, anything else (the client's 4xx) not at all.
  */
-export function logFailure(logger: Logger, reqId: string, err: unknown, app: AppError = toAppError(err), procedure?: string): void {
-  if (app.status >= 500) logger.error({ reqId, ...(procedure ? { procedure } : {}), ...app.logFields, err: causeOf(err) }, "request failed");
+export function logFailure(
+  logger: Logger,
+  reqId: string,
+  err: unknown,
+  app: AppError = toAppError(err),
+  procedure?: string,
+): void {
+  if (app.status >= 500)
+    logger.error({ reqId, ...(procedure ? { procedure } : {}), ...app.logFields, err: causeOf(err) }, "request failed");
   else if (app.sqlState) {
     const v = dbViolation(causeOf(err));
     logger.warn({ reqId, sqlState: app.sqlState, constraint: v?.constraint }, "input refused by the database");

@@ -18,7 +18,10 @@ export function startStopping(): void {
   stopping = true;
 }
 
-const nodeWriteHead = ServerResponse.prototype.writeHead as (this: ServerResponse, ...args: unknown[]) => ServerResponse;
+const nodeWriteHead = ServerResponse.prototype.writeHead as (
+  this: ServerResponse,
+  ...args: unknown[]
+) => ServerResponse;
 
 /** ServerResponse#writeHead, with "Connection: close" once the process is stopping. */
 export function writeHeadClosing(this: ServerResponse, ...args: unknown[]): ServerResponse {

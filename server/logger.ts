@@ -18,7 +18,16 @@ export function createLogger(level: string, format?: LogFormat, destination?: De
   return pino(
     {
       level,
-      redact: { paths: ["req.headers['x-api-key']", "req.headers.authorization", "headers['x-api-key']", "config.accessToken", "config.token"], censor: "[redacted]" },
+      redact: {
+        paths: [
+          "req.headers['x-api-key']",
+          "req.headers.authorization",
+          "headers['x-api-key']",
+          "config.accessToken",
+          "config.token",
+        ],
+        censor: "[redacted]",
+      },
     },
     (format ?? (process.stdout.isTTY ? "pretty" : "json")) === "pretty" ? new PrettyDestination(dest) : dest,
   );
@@ -58,7 +67,12 @@ export class PrettyDestination implements DestinationStream {
   constructor(private readonly inner: DestinationStream) {
     const { prettyFactory } = createRequire(import.meta.url)("pino-pretty") as typeof import("pino-pretty");
     // No error-like keys: pino-pretty would print every "err", strings too, as a multi-line block.
-    this.prettify = prettyFactory({ translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname", singleLine: true, errorLikeObjectKeys: [] });
+    this.prettify = prettyFactory({
+      translateTime: "SYS:HH:MM:ss.l",
+      ignore: "pid,hostname",
+      singleLine: true,
+      errorLikeObjectKeys: [],
+    });
   }
 
   write(line: string): boolean {
@@ -97,7 +111,13 @@ export class PrettyDestination implements DestinationStream {
 
 /** server/app.ts's access log record ({reqId, method, path, status, ms}, "request") as "GET /path 200 3.1 ms" {reqId}. */
 function humanAccessLine(log: Record<string, unknown>): Record<string, unknown> {
-  if (log.msg !== "request" || typeof log.method !== "string" || typeof log.path !== "string" || typeof log.ms !== "number") return log;
+  if (
+    log.msg !== "request" ||
+    typeof log.method !== "string" ||
+    typeof log.path !== "string" ||
+    typeof log.ms !== "number"
+  )
+    return log;
   const { method, path, status, ms, ...rest } = log;
   return { ...rest, msg: `${method} ${path} ${String(status)} ${(ms as number).toFixed(1)} ms` };
 }

@@ -66,7 +66,9 @@ const server = createServer({ ServerResponse: ClosingResponse }, (req: IncomingM
   // The target in origin form first (server/app.ts does the same), so an absolute-form /readyz is one too.
   req.url = originForm(req.url ?? "/");
   if (isStopping() && req.url === "/readyz") {
-    res.writeHead(503, { "Content-Type": "application/json" }).end(JSON.stringify({ status: "unavailable", checks: { shutdown: "stopping" } }));
+    res
+      .writeHead(503, { "Content-Type": "application/json" })
+      .end(JSON.stringify({ status: "unavailable", checks: { shutdown: "stopping" } }));
     return;
   }
   inProgress += 1;
@@ -77,31 +79,63 @@ server.keepAliveTimeout = 5_000;
 server.listen(config.port, config.host, () => {
   const redis = redisState();
   logger.info(
-    { host: config.host, port: config.port, database: services.db.kind, redis: redis.state, ...(redis.cluster ? { redisCluster: true } : {}), quotas: redis.quotas },
+    {
+      host: config.host,
+      port: config.port,
+      database: services.db.kind,
+      redis: redis.state,
+      ...(redis.cluster ? { redisCluster: true } : {}),
+      quotas: redis.quotas,
+    },
     `listening on http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port} (database: ${services.db.kind}; ${redis.text})`,
   );
-  logger.info({ docs: `${base}/docs`, openapi: `${base}/public/v1/openapi.json` }, `API reference: ${base}/docs (OpenAPI document: ${base}/public/v1/openapi.json)`);
+  logger.info(
+    { docs: `${base}/docs`, openapi: `${base}/public/v1/openapi.json` },
+    `API reference: ${base}/docs (OpenAPI document: ${base}/public/v1/openapi.json)`,
+  );
   if (tenants) logger.info(tenants.tenantId ? { tenantId: tenants.tenantId } : {}, tenants.msg);
   if (services.localAdminToken) {
     try {
       writeServiceFile(config.dataDir, { pid: process.pid, url: base, token: services.localAdminToken });
     } catch (err) {
-      logger.warn({ err: (err as Error).message }, "could not write the folder's service file: the admin CLI's demo-key cannot reach this service");
+      logger.warn(
+        { err: (err as Error).message },
+        "could not write the folder's service file: the admin CLI's demo-key cannot reach this service",
+      );
     }
   }
 });
 if (services.localAdminToken) process.on("exit", () => removeServiceFile(config.dataDir, process.pid));
 /** Redis as it is now (issue 28 §4): not configured, connected, or configured but unreachable (quotas then count in this process). */
-function redisState(): { state: "not configured" | "connected" | "unreachable"; cluster: boolean; quotas: "shared" | "in process"; text: string } {
+function redisState(): {
+  state: "not configured" | "connected" | "unreachable";
+  cluster: boolean;
+  quotas: "shared" | "in process";
+  text: string;
+} {
   const cluster = Boolean(config.redisClusterNodes);
   const what = cluster ? "Redis Cluster" : "Redis";
-  if (!services.redis) return { state: "not configured", cluster, quotas: "in process", text: "Redis not configured: quotas in process memory" };
-  if (services.redis.status === "ready") return { state: "connected", cluster, quotas: "shared", text: `${what} connected: quotas shared` };
-  return { state: "unreachable", cluster, quotas: "in process", text: `${what} configured but unreachable: quotas in process memory until it connects` };
+  if (!services.redis)
+    return {
+      state: "not configured",
+      cluster,
+      quotas: "in process",
+      text: "Redis not configured: quotas in process memory",
+    };
+  if (services.redis.status === "ready")
+    return { state: "connected", cluster, quotas: "shared", text: `${what} connected: quotas shared` };
+  return {
+    state: "unreachable",
+    cluster,
+    quotas: "in process",
+    text: `${what} configured but unreachable: quotas in process memory until it connects`,
+  };
 }
 // Prometheus metrics on a listener of their own (METRICS_PORT; off when unset): never on the public port.
 const metricsServer =
-  config.metricsPort === undefined ? undefined : await startMetricsServer(services.metrics, config.metricsHost, config.metricsPort);
+  config.metricsPort === undefined
+    ? undefined
+    : await startMetricsServer(services.metrics, config.metricsHost, config.metricsPort);
 if (metricsServer) logger.info({ url: `${metricsServer.url}/metrics` }, "metrics listening");
 if (!server.listening) await once(server, "listening"); // a listen error (port in use) rejects: reported by the handler above
 started();

@@ -139,12 +139,19 @@ export class Metrics {
 }
 
 /** The metrics listener: GET /metrics in the Prometheus text format, 404 for everything else. */
-export async function startMetricsServer(metrics: Metrics, host: string, port: number): Promise<Server & { url: string }> {
+export async function startMetricsServer(
+  metrics: Metrics,
+  host: string,
+  port: number,
+): Promise<Server & { url: string }> {
   const server = createServer((req, res) => {
     const path = (req.url ?? "").split("?")[0];
     if ((req.method === "GET" || req.method === "HEAD") && path === "/metrics") {
       metrics.registry.metrics().then(
-        (text) => res.writeHead(200, { "Content-Type": metrics.registry.contentType }).end(req.method === "HEAD" ? undefined : text),
+        (text) =>
+          res
+            .writeHead(200, { "Content-Type": metrics.registry.contentType })
+            .end(req.method === "HEAD" ? undefined : text),
         () => res.writeHead(500, { "Content-Type": "text/plain" }).end("metrics collection failed\n"),
       );
       return;
@@ -156,5 +163,7 @@ export async function startMetricsServer(metrics: Metrics, host: string, port: n
     server.listen(port, host, () => resolve());
   });
   const addr = server.address() as AddressInfo;
-  return Object.assign(server, { url: `http://${addr.address.includes(":") ? `[${addr.address}]` : addr.address}:${addr.port}` });
+  return Object.assign(server, {
+    url: `http://${addr.address.includes(":") ? `[${addr.address}]` : addr.address}:${addr.port}`,
+  });
 }

@@ -17,7 +17,10 @@ const nodeOptions = {
 const retryDelay = (times: number) => Math.min(200 + times * 100, 1000);
 
 /** The configured Redis (REDIS_URL or REDIS_CLUSTER_NODES), or undefined for in-process quotas. */
-export function connectRedisFromConfig(config: Pick<Config, "redisUrl" | "redisClusterNodes">, logger: Logger): RedisClient | undefined {
+export function connectRedisFromConfig(
+  config: Pick<Config, "redisUrl" | "redisClusterNodes">,
+  logger: Logger,
+): RedisClient | undefined {
   if (config.redisClusterNodes) return connectRedisCluster(config.redisClusterNodes, logger);
   if (config.redisUrl) return connectRedis(config.redisUrl, logger);
   return undefined;
@@ -29,9 +32,14 @@ export function connectRedisFromConfig(config: Pick<Config, "redisUrl" | "redisC
  * ceiling (a drill's three fresh instances admitted 61 of a ceiling of 60 this way). Not ready in
  * time: a warning, and the client keeps connecting while quotas count in memory.
  */
-export async function openRedis(config: Pick<Config, "redisUrl" | "redisClusterNodes">, logger: Logger, readyMs = 3000): Promise<RedisClient | undefined> {
+export async function openRedis(
+  config: Pick<Config, "redisUrl" | "redisClusterNodes">,
+  logger: Logger,
+  readyMs = 3000,
+): Promise<RedisClient | undefined> {
   const client = connectRedisFromConfig(config, logger);
-  if (client && !(await redisReady(client, readyMs))) logger.warn("redis not ready at start: quotas count in process memory until it connects");
+  if (client && !(await redisReady(client, readyMs)))
+    logger.warn("redis not ready at start: quotas count in process memory until it connects");
   return client;
 }
 
@@ -85,7 +93,10 @@ export function connectRedisCluster(nodes: { host: string; port: number }[], log
       return;
     }
     lastLogged.set(address, { at: Date.now(), suppressed: 0 });
-    logger.warn({ node: address, err: err.message, suppressed: seen?.suppressed ?? 0 }, "redis cluster node unavailable");
+    logger.warn(
+      { node: address, err: err.message, suppressed: seen?.suppressed ?? 0 },
+      "redis cluster node unavailable",
+    );
   });
   return cluster;
 }

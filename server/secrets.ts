@@ -94,13 +94,25 @@ let cached: { key: string; forms: string[] } | undefined;
 /** The password forms of the URLs configured in `env` (cached while they stay the same). */
 function configuredForms(env: NodeJS.ProcessEnv): string[] {
   const key = CONFIGURED.map((k) => env[k] ?? "").join("\n");
-  if (cached?.key !== key) cached = { key, forms: [...new Set(CONFIGURED.flatMap((k) => (env[k] ? passwordForms(env[k]!) : [])))].sort((a, b) => b.length - a.length) };
+  if (cached?.key !== key)
+    cached = {
+      key,
+      forms: [...new Set(CONFIGURED.flatMap((k) => (env[k] ? passwordForms(env[k]!) : [])))].sort(
+        (a, b) => b.length - a.length,
+      ),
+    };
   return cached.forms;
 }
 
 /** `text` with every configured password replaced by "***" (and those of `urls`: a configuration read from elsewhere). */
-export function maskSecrets(text: string, env: NodeJS.ProcessEnv = process.env, urls: (string | undefined)[] = []): string {
-  const forms = [...configuredForms(env), ...urls.flatMap((u) => (u ? passwordForms(u) : []))].sort((a, b) => b.length - a.length);
+export function maskSecrets(
+  text: string,
+  env: NodeJS.ProcessEnv = process.env,
+  urls: (string | undefined)[] = [],
+): string {
+  const forms = [...configuredForms(env), ...urls.flatMap((u) => (u ? passwordForms(u) : []))].sort(
+    (a, b) => b.length - a.length,
+  );
   let out = text;
   for (const f of forms) if (out.includes(f)) out = out.split(f).join("***");
   return out;

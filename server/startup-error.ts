@@ -127,7 +127,8 @@ function currentConfig(env: NodeJS.ProcessEnv = process.env): Config | undefined
 function databaseVariable(err: ErrorFields, config: Config | undefined): [string, string] | undefined {
   if (!config?.databaseUrl) return undefined;
   const candidates: [string, string][] = [["DATABASE_URL", config.databaseUrl]];
-  if (config.directDatabaseUrl && config.directDatabaseUrl !== config.databaseUrl) candidates.unshift(["DIRECT_DATABASE_URL", config.directDatabaseUrl]);
+  if (config.directDatabaseUrl && config.directDatabaseUrl !== config.databaseUrl)
+    candidates.unshift(["DIRECT_DATABASE_URL", config.directDatabaseUrl]);
   if (candidates.length === 1) return candidates[0];
   // The error names a port (and a host name, or the address it resolved to): the URL that matches most.
   const port = err.port !== undefined ? String(err.port) : undefined;
@@ -142,13 +143,26 @@ function databaseVariable(err: ErrorFields, config: Config | undefined): [string
 /** A listen() failure of the public or the metrics listener. */
 function listenError(err: ErrorFields, config: Config | undefined): string | undefined {
   const code = typeof err.code === "string" ? err.code : "";
-  if (err.syscall !== "listen" && !(code === "ENOTFOUND" && config && (err.hostname === config.host || err.hostname === config.metricsHost)))
+  if (
+    err.syscall !== "listen" &&
+    !(code === "ENOTFOUND" && config && (err.hostname === config.host || err.hostname === config.metricsHost))
+  )
     return undefined;
-  const metrics = config?.metricsPort !== undefined && String(err.port) === String(config.metricsPort) && String(err.port) !== String(config.port);
+  const metrics =
+    config?.metricsPort !== undefined &&
+    String(err.port) === String(config.metricsPort) &&
+    String(err.port) !== String(config.port);
   const portVar = metrics ? "METRICS_PORT" : "PORT";
   const hostVar = metrics ? "METRICS_HOST" : "HOST";
   const port = err.port ?? (metrics ? config?.metricsPort : config?.port);
-  const host = typeof err.address === "string" ? err.address : typeof err.hostname === "string" ? err.hostname : metrics ? config?.metricsHost : config?.host;
+  const host =
+    typeof err.address === "string"
+      ? err.address
+      : typeof err.hostname === "string"
+        ? err.hostname
+        : metrics
+          ? config?.metricsHost
+          : config?.host;
   switch (code) {
     case "EADDRINUSE":
       return `port ${port} is already in use (${portVar})`;
@@ -165,7 +179,13 @@ function listenError(err: ErrorFields, config: Config | undefined): string | und
 
 /** A file-system error of the embedded database's folder (Node's fs errors carry syscall and path). */
 function dataDirError(err: ErrorFields, config: Config | undefined): string | undefined {
-  if (config?.databaseUrl || typeof err.syscall !== "string" || typeof err.path !== "string" || typeof err.code !== "string") return undefined;
+  if (
+    config?.databaseUrl ||
+    typeof err.syscall !== "string" ||
+    typeof err.path !== "string" ||
+    typeof err.code !== "string"
+  )
+    return undefined;
   const causes: Record<string, string> = {
     ENOENT: "a parent folder does not exist",
     ENOTDIR: "a parent is not a folder",
@@ -185,7 +205,8 @@ function dataDirError(err: ErrorFields, config: Config | undefined): string | un
  */
 export function prismaCause(err: unknown): string | undefined {
   if (!(err instanceof Error) || !err.name.startsWith("PrismaClient")) return undefined;
-  const meta = (err as { meta?: { driverAdapterError?: { cause?: { originalMessage?: unknown; message?: unknown } } } }).meta;
+  const meta = (err as { meta?: { driverAdapterError?: { cause?: { originalMessage?: unknown; message?: unknown } } } })
+    .meta;
   const cause = meta?.driverAdapterError?.cause;
   const dbMessage = cause?.originalMessage ?? cause?.message;
   if (typeof dbMessage === "string" && firstLine(dbMessage)) return firstLine(dbMessage);
@@ -193,7 +214,9 @@ export function prismaCause(err: unknown): string | undefined {
   const frame = lines.findIndex((l) => /^Invalid `.*` invocation/.test(l.trim()));
   if (frame >= 0) {
     // After the preamble: an optional "file:line:col" line and code-frame lines ("  12 …", "→ 15 …").
-    const rest = lines.slice(frame + 1).filter((l) => l.trim() && !/^\s*(→\s*)?\d+\s/.test(l) && !/:\d+:\d+$/.test(l.trim()));
+    const rest = lines
+      .slice(frame + 1)
+      .filter((l) => l.trim() && !/^\s*(→\s*)?\d+\s/.test(l) && !/:\d+:\d+$/.test(l.trim()));
     if (rest.length) return firstLine(rest.join("\n"));
   }
   return firstLine(err.message) || undefined;
@@ -214,7 +237,8 @@ export function describeStartupError(err: unknown, config: Config | undefined = 
   }
   const prisma = prismaCause(err);
   if (prisma) return masked(prisma, config);
-  const message = err instanceof Error ? firstLine(err.message) || firstLine(String(err.cause ?? "")) : firstLine(String(err));
+  const message =
+    err instanceof Error ? firstLine(err.message) || firstLine(String(err.cause ?? "")) : firstLine(String(err));
   return masked(message || (err instanceof Error ? err.name : "failed"), config);
 }
 

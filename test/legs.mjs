@@ -28,17 +28,37 @@ export const TOPOLOGIES = /** @type {const} */ (["pooler", "redis", "citus"]);
 /** @type {Record<string, Leg>} */
 export const LEGS = {
   unit: { groups: ["unit"], topologies: [], maxSkipped: 0, what: "pure logic and tooling, once" },
-  pglite: { groups: ["process", "db"], topologies: [], maxSkipped: 70, what: "the embedded defaults: PGlite, in-process rate limits" },
+  pglite: {
+    groups: ["process", "db"],
+    topologies: [],
+    maxSkipped: 70,
+    what: "the embedded defaults: PGlite, in-process rate limits",
+  },
   postgres: { groups: ["process", "db"], topologies: [], maxSkipped: 45, what: "PostgreSQL and Redis" },
-  pgbouncer: { groups: [], topologies: ["pooler"], maxSkipped: 12, what: "PgBouncer 1.18 in transaction mode, statement_timeout as a startup parameter" },
+  pgbouncer: {
+    groups: [],
+    topologies: ["pooler"],
+    maxSkipped: 12,
+    what: "PgBouncer 1.18 in transaction mode, statement_timeout as a startup parameter",
+  },
   "pgbouncer-refusing+redis-cluster": {
     groups: [],
     topologies: ["pooler", "redis"],
     maxSkipped: 12,
     what: "a PgBouncer that refuses the statement_timeout startup parameter (SET LOCAL), quotas on a 3-master Redis Cluster",
   },
-  citus: { groups: ["db"], topologies: [], maxSkipped: 12, what: "a Citus cluster (coordinator + 2 workers), DATABASE_ROUTING=workers" },
-  "citus-coordinator": { groups: [], topologies: ["citus"], maxSkipped: 6, what: "the same Citus cluster, every statement through the coordinator" },
+  citus: {
+    groups: ["db"],
+    topologies: [],
+    maxSkipped: 12,
+    what: "a Citus cluster (coordinator + 2 workers), DATABASE_ROUTING=workers",
+  },
+  "citus-coordinator": {
+    groups: [],
+    topologies: ["citus"],
+    maxSkipped: 6,
+    what: "the same Citus cluster, every statement through the coordinator",
+  },
 };
 
 /**

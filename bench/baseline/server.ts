@@ -19,9 +19,11 @@ import { Redis } from "ioredis";
 import pg from "pg";
 import { phoneForMatching, toE164 } from "../../server/phone.js";
 
-const ALL_SCOPES = ["leads", "contacts", "conversations", "appointments", "tickets"].flatMap((r) => [`tenant:${r}.read`, `tenant:${r}.manage`]);
+const ALL_SCOPES = ["leads", "contacts", "conversations", "appointments", "tickets"].flatMap((r) => [
+  `tenant:${r}.read`,
+  `tenant:${r}.manage`,
+]);
 const KEY_RE = /^(crm_[0-9A-Za-z]{12})_([0-9A-Za-z]{40})$/;
-
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
 let queries = 0;
@@ -32,7 +34,10 @@ if (process.env.BENCH_COUNT_QUERIES === "1") {
   });
   process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${queries}\n`));
 }
-const redis = new Redis(process.env.REDIS_URL || "redis://127.0.0.1:6379", { enableOfflineQueue: true, maxRetriesPerRequest: 1 });
+const redis = new Redis(process.env.REDIS_URL || "redis://127.0.0.1:6379", {
+  enableOfflineQueue: true,
+  maxRetriesPerRequest: 1,
+});
 redis.defineCommand("quota2", {
   numberOfKeys: 2,
   lua: `local m = redis.call('incr', KEYS[1]) if m == 1 then redis.call('expire', KEYS[1], 60) end
@@ -74,7 +79,11 @@ class HttpError extends Error {
 
 function send(res: ServerResponse, status: number, body: unknown, reqId: string) {
   const json = JSON.stringify(body);
-  res.writeHead(status, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(json), "X-Request-Id": reqId });
+  res.writeHead(status, {
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": Buffer.byteLength(json),
+    "X-Request-Id": reqId,
+  });
   res.end(json);
 }
 
@@ -85,9 +94,12 @@ async function authenticate(req: IncomingMessage, res: ServerResponse): Promise<
   const { rows } = await pool.query({ name: "auth_lookup", text: LOOKUP, values: [m[1]] });
   const row = rows[0];
   const hash = createHash("sha256").update(raw).digest();
-  if (!row || !timingSafeEqual(Buffer.from(row.keyHash, "hex"), hash) || row.revokedAt) throw new HttpError(401, "INVALID_CREDENTIALS", "Invalid API key");
-  if (row.expiresAt && row.expiresAt.getTime() <= Date.now()) throw new HttpError(401, "TOKEN_EXPIRED", "API key has expired");
-  if (row.plan !== "pro" && row.plan !== "enterprise") throw new HttpError(403, "PLAN_NOT_ELIGIBLE", "Plan not eligible");
+  if (!row || !timingSafeEqual(Buffer.from(row.keyHash, "hex"), hash) || row.revokedAt)
+    throw new HttpError(401, "INVALID_CREDENTIALS", "Invalid API key");
+  if (row.expiresAt && row.expiresAt.getTime() <= Date.now())
+    throw new HttpError(401, "TOKEN_EXPIRED", "API key has expired");
+  if (row.plan !== "pro" && row.plan !== "enterprise")
+    throw new HttpError(403, "PLAN_NOT_ELIGIBLE", "Plan not eligible");
   const caller: Caller = {
     keyId: row.id,
     prefix: m[1]!,
@@ -102,7 +114,10 @@ async function authenticate(req: IncomingMessage, res: ServerResponse): Promise<
   const [mUsed, mTtl, dUsed, dTtl] = (await (redis as any).quota2(`bl:m:${hex}`, `bl:d:${hex}`)) as number[];
   const now = Date.now();
   res.setHeader("X-RateLimit-Limit", String(caller.perMinute));
-  res.setHeader("X-RateLimit-Remaining", String(Math.max(0, Math.min(caller.perMinute - mUsed!, caller.perDay - dUsed!))));
+  res.setHeader(
+    "X-RateLimit-Remaining",
+    String(Math.max(0, Math.min(caller.perMinute - mUsed!, caller.perDay - dUsed!))),
+  );
   res.setHeader("X-RateLimit-Reset", String(Math.ceil((now + Math.max(mTtl!, 1)) / 1000)));
   if (mUsed! > caller.perMinute || dUsed! > caller.perDay) {
     res.setHeader("Retry-After", String(Math.max(1, Math.ceil((mUsed! > caller.perMinute ? mTtl! : dTtl!) / 1000))));
@@ -166,7 +181,8 @@ const LEAD_COLS = `l."id", l."customerId", l."conversationId", l."customerName",
 
 function int(v: string | null, min: number, max: number, fallback: number): number {
   if (v === null || v === "") return fallback;
-  if (!/^\d{1,15}$/.test(v) || Number(v) < min || Number(v) > max) throw new HttpError(422, "VALIDATION_ERROR", "bad integer");
+  if (!/^\d{1,15}$/.test(v) || Number(v) < min || Number(v) > max)
+    throw new HttpError(422, "VALIDATION_ERROR", "bad integer");
   return Number(v);
 }
 
@@ -200,7 +216,10 @@ async function listLeads(c: Caller, url: URL, noCount: boolean) {
   const { rows } = await pool.query(sql, params);
   const items = rows.filter((r) => r.id !== null).map(toLead);
   const total: number = noCount ? offset + items.length : rows[0].total;
-  return { ...page(items, total, offset, limit), cursor: rows[0].newest ? (rows[0].newest as Date).toISOString() : null };
+  return {
+    ...page(items, total, offset, limit),
+    cursor: rows[0].newest ? (rows[0].newest as Date).toISOString() : null,
+  };
 }
 
 function readBody(req: IncomingMessage): Promise<string> {
@@ -222,7 +241,8 @@ const str = (v: unknown, max: number, what: string, optional = true): string | n
     if (optional) return null;
     throw new HttpError(422, "VALIDATION_ERROR", `${what} is required`);
   }
-  if (typeof v !== "string" || v.length < 1 || v.length > max) throw new HttpError(422, "VALIDATION_ERROR", `bad ${what}`);
+  if (typeof v !== "string" || v.length < 1 || v.length > max)
+    throw new HttpError(422, "VALIDATION_ERROR", `bad ${what}`);
   return v;
 };
 
@@ -232,14 +252,16 @@ const str = (v: unknown, max: number, what: string, optional = true): string | n
 // makes the record's INSERT fail on its unique index (the lead's INSERT goes with it); the stored
 // response is then read back (the replay path: a second statement).
 function parseJsonBody(req: IncomingMessage, text: string): any {
-  if (!/^application\/json/i.test(String(req.headers["content-type"] ?? ""))) throw new HttpError(422, "VALIDATION_ERROR", "Content-Type");
+  if (!/^application\/json/i.test(String(req.headers["content-type"] ?? "")))
+    throw new HttpError(422, "VALIDATION_ERROR", "Content-Type");
   let body: any;
   try {
     body = JSON.parse(text);
   } catch {
     throw new HttpError(422, "VALIDATION_ERROR", "Malformed JSON body");
   }
-  if (!body || typeof body !== "object" || Array.isArray(body)) throw new HttpError(422, "VALIDATION_ERROR", "not an object");
+  if (!body || typeof body !== "object" || Array.isArray(body))
+    throw new HttpError(422, "VALIDATION_ERROR", "not an object");
   return body;
 }
 
@@ -247,7 +269,10 @@ const idemKeyOf = (req: IncomingMessage) => {
   const key = req.headers["idempotency-key"];
   return typeof key === "string" && /^[\x21-\x7e]{1,255}$/.test(key) ? key : null;
 };
-const fingerprintOf = (body: object) => createHash("sha256").update(JSON.stringify(Object.fromEntries(Object.entries(body).sort()))).digest("hex");
+const fingerprintOf = (body: object) =>
+  createHash("sha256")
+    .update(JSON.stringify(Object.fromEntries(Object.entries(body).sort())))
+    .digest("hex");
 
 /** The stored response of an Idempotency-Key already used (after the unique violation). */
 async function replay(c: Caller, endpoint: string, key: string, fingerprint: string) {
@@ -261,7 +286,8 @@ async function replay(c: Caller, endpoint: string, key: string, fingerprint: str
 }
 
 const isUnique = (e: unknown, constraint?: string) =>
-  (e as { code?: string }).code === "23505" && (!constraint || (e as { constraint?: string }).constraint === constraint);
+  (e as { code?: string }).code === "23505" &&
+  (!constraint || (e as { constraint?: string }).constraint === constraint);
 
 /** A jsonb row (timestamps as text) back to the row shape (Dates). */
 const revive = <T>(row: Record<string, unknown>, dates: string[]): T =>
@@ -275,7 +301,8 @@ async function createLead(c: Caller, req: IncomingMessage) {
   need(c, "tenant:leads.manage");
   const body = parseJsonBody(req, await readBody(req));
   const allowed = new Set(["customerName", "customerEmail", "customerPhone", "intent", "quality", "notes"]);
-  for (const k of Object.keys(body)) if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
+  for (const k of Object.keys(body))
+    if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
   const name = str(body.customerName, 255, "customerName", false)!;
   const email = str(body.customerEmail, 320, "customerEmail");
   const phone = str(body.customerPhone, 20, "customerPhone");
@@ -359,7 +386,8 @@ async function createAppointment(c: Caller, req: IncomingMessage) {
   need(c, "tenant:appointments.manage");
   const body = parseJsonBody(req, await readBody(req));
   const allowed = new Set(["assignedUserId", "title", "appointmentType", "startsAt", "endsAt", "notes"]);
-  for (const k of Object.keys(body)) if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
+  for (const k of Object.keys(body))
+    if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
   const userId = str(body.assignedUserId, 36, "assignedUserId", false)!;
   if (!UUID_RE.test(userId)) throw new HttpError(422, "VALIDATION_ERROR", "bad assignedUserId");
   const title = str(body.title, 255, "title", false)!;
@@ -390,7 +418,11 @@ async function createAppointment(c: Caller, req: IncomingMessage) {
     if ((e as { code?: string }).code === "23P01") throw new HttpError(409, "APPOINTMENT_OVERLAP", "overlap");
     if (!idemKey || !isUnique(e, "IdempotencyRecord_tenantId_apiKeyId_endpoint_key_key")) throw e;
     const r = await replay(c, "baseline.appointments.create", idemKey, fingerprint);
-    return { status: r.status, body: toAppointment(revive<AppointmentRow>(r.row, ["startsAt", "endsAt", "createdAt", "updatedAt"])), replayed: true };
+    return {
+      status: r.status,
+      body: toAppointment(revive<AppointmentRow>(r.row, ["startsAt", "endsAt", "createdAt", "updatedAt"])),
+      replayed: true,
+    };
   }
 }
 
@@ -446,7 +478,8 @@ const CONTACT_UPDATE = `
   SELECT true AS "written", upd.* FROM upd
   UNION ALL SELECT false, cur.* FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)`;
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-const isUniqueOf = (e: unknown, ...names: string[]) => isUnique(e) && names.includes((e as { constraint?: string }).constraint ?? "");
+const isUniqueOf = (e: unknown, ...names: string[]) =>
+  isUnique(e) && names.includes((e as { constraint?: string }).constraint ?? "");
 
 interface ContactItem {
   externalId: string;
@@ -460,10 +493,17 @@ interface ContactItem {
 
 /** A PUT body (or a batch item, with its externalId) → the item, or 422. */
 function contactItem(c: Caller, body: any, externalId: unknown): ContactItem {
-  if (!body || typeof body !== "object" || Array.isArray(body)) throw new HttpError(422, "VALIDATION_ERROR", "not an object");
+  if (!body || typeof body !== "object" || Array.isArray(body))
+    throw new HttpError(422, "VALIDATION_ERROR", "not an object");
   const allowed = new Set(["fullName", "phone", "email", "country"]);
-  for (const k of Object.keys(body)) if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
-  if (typeof externalId !== "string" || externalId.length < 1 || externalId.length > 255 || /[\u0000-\u001f\u007f-\u009f]/.test(externalId))
+  for (const k of Object.keys(body))
+    if (!allowed.has(k)) throw new HttpError(422, "VALIDATION_ERROR", `unknown field ${k}`);
+  if (
+    typeof externalId !== "string" ||
+    externalId.length < 1 ||
+    externalId.length > 255 ||
+    /[\u0000-\u001f\u007f-\u009f]/.test(externalId)
+  )
     throw new HttpError(422, "VALIDATION_ERROR", "bad externalId");
   const fullName = body.fullName === undefined ? undefined : str(body.fullName, 255, "fullName", false)!;
   const email = body.email === undefined ? undefined : str(body.email, 320, "email", false)!;
@@ -481,23 +521,41 @@ function settleCurrent(it: ContactItem, row: ContactRow): { own: string | null }
   if (row.deletedAt) throw new HttpError(409, "ALREADY_EXISTS", "A contact with this externalId already exists");
   // Normalised with the contact's own country (the body's, else the stored one, else the tenant's).
   const own = it.country === undefined && row.country ? toE164(it.rawPhone, row.country) : it.phone;
-  const differs = [...(own !== row.phone ? ["phone"] : []), ...(it.country !== undefined && it.country !== row.country ? ["country"] : [])];
+  const differs = [
+    ...(own !== row.phone ? ["phone"] : []),
+    ...(it.country !== undefined && it.country !== row.country ? ["country"] : []),
+  ];
   if (differs.length) throw new HttpError(422, "VALIDATION_ERROR", `may not change: ${differs.join(", ")}`);
   return { own };
 }
 
 const duplicate = (e: unknown) => {
-  if (isUniqueOf(e, "Contact_tenantId_phone_key", "Contact_tenantId_email_ci_key")) return new HttpError(409, "ALREADY_EXISTS", "A contact with this phone or email already exists");
+  if (isUniqueOf(e, "Contact_tenantId_phone_key", "Contact_tenantId_email_ci_key"))
+    return new HttpError(409, "ALREADY_EXISTS", "A contact with this phone or email already exists");
   return e;
 };
 
 /** One upsert (PUT; a batch item the batch statement did not settle): 201 created, 200 updated or unchanged. */
-async function upsertContactItem(c: Caller, it: ContactItem, now: Date): Promise<{ status: 200 | 201; state: "created" | "updated" | "unchanged"; row: ContactRow }> {
+async function upsertContactItem(
+  c: Caller,
+  it: ContactItem,
+  now: Date,
+): Promise<{ status: 200 | 201; state: "created" | "updated" | "unchanged"; row: ContactRow }> {
   const update = async (e164: string) => {
     const { rows } = await pool.query({
       name: "contact_upsert_update",
       text: CONTACT_UPDATE,
-      values: [c.tenantId, it.externalId, it.fullName !== undefined, it.fullName ?? null, it.email !== undefined, it.email ?? null, e164, it.country ?? null, now],
+      values: [
+        c.tenantId,
+        it.externalId,
+        it.fullName !== undefined,
+        it.fullName ?? null,
+        it.email !== undefined,
+        it.email ?? null,
+        e164,
+        it.country ?? null,
+        now,
+      ],
     });
     return rows[0] as (ContactRow & { written: boolean }) | undefined;
   };
@@ -568,7 +626,13 @@ const CONTACT_BATCH = `
   UNION ALL SELECT 'updated', NULL, upd.* FROM upd
   UNION ALL SELECT 'current', cur.* FROM cur`;
 
-type BatchResult = { index: number; status: string; id: string | null; item: unknown; error: { error: string; message: string; details: object } | null };
+type BatchResult = {
+  index: number;
+  status: string;
+  id: string | null;
+  item: unknown;
+  error: { error: string; message: string; details: object } | null;
+};
 const failed = (index: number, e: unknown): BatchResult => {
   if (!(e instanceof HttpError) || e.status >= 500) throw e;
   return { index, status: "failed", id: null, item: null, error: { error: e.code, message: e.message, details: {} } };
@@ -577,7 +641,12 @@ const failed = (index: number, e: unknown): BatchResult => {
 async function batchUpsertContacts(c: Caller, req: IncomingMessage) {
   need(c, "tenant:contacts.manage");
   const body = parseJsonBody(req, await readBody(req));
-  if (Object.keys(body).some((k) => k !== "items") || !Array.isArray(body.items) || body.items.length < 1 || body.items.length > 100)
+  if (
+    Object.keys(body).some((k) => k !== "items") ||
+    !Array.isArray(body.items) ||
+    body.items.length < 1 ||
+    body.items.length > 100
+  )
     throw new HttpError(422, "VALIDATION_ERROR", "items: 1 to 100");
   const now = new Date();
   const results: (BatchResult | undefined)[] = new Array(body.items.length);
@@ -587,14 +656,21 @@ async function batchUpsertContacts(c: Caller, req: IncomingMessage) {
     try {
       const { externalId, ...rest } = raw && typeof raw === "object" && !Array.isArray(raw) ? raw : ({} as any);
       const it = contactItem(c, rest, externalId);
-      if (seen.has(it.externalId)) throw new HttpError(422, "VALIDATION_ERROR", "An earlier item of this batch has the same externalId");
+      if (seen.has(it.externalId))
+        throw new HttpError(422, "VALIDATION_ERROR", "An earlier item of this batch has the same externalId");
       seen.add(it.externalId);
       valid.push({ i, it });
     } catch (e) {
       results[i] = failed(i, e);
     }
   });
-  const done = (i: number, state: string, row: ContactRow): BatchResult => ({ index: i, status: state, id: row.id, item: toContact(row), error: null });
+  const done = (i: number, state: string, row: ContactRow): BatchResult => ({
+    index: i,
+    status: state,
+    id: row.id,
+    item: toContact(row),
+    error: null,
+  });
   if (valid.length) {
     const input = valid.map(({ i, it }) => ({
       i,
@@ -606,7 +682,11 @@ async function batchUpsertContacts(c: Caller, req: IncomingMessage) {
       phone: it.phone,
       country: it.country ?? null,
     }));
-    const { rows } = await pool.query({ name: "contact_batch_upsert", text: CONTACT_BATCH, values: [c.tenantId, JSON.stringify(input), now] });
+    const { rows } = await pool.query({
+      name: "contact_batch_upsert",
+      text: CONTACT_BATCH,
+      values: [c.tenantId, JSON.stringify(input), now],
+    });
     const byExternalId = new Map(valid.map((v) => [v.it.externalId, v]));
     const current = new Map<number, ContactRow>();
     for (const r of rows as (ContactRow & { k: string; i: number | null })[]) {
@@ -659,7 +739,9 @@ async function listOf(
   const offset = int(url.searchParams.get("offset"), 0, 2_147_483_647, 0);
   const limit = int(url.searchParams.get("limit"), 1, 200, 50);
   const take = limit + (spec.extra ?? 0);
-  const total = noCount ? `NULL::int` : `(SELECT count(*)::int FROM "${spec.table}" x WHERE x."tenantId" = $1 AND ${spec.where})`;
+  const total = noCount
+    ? `NULL::int`
+    : `(SELECT count(*)::int FROM "${spec.table}" x WHERE x."tenantId" = $1 AND ${spec.where})`;
   const { rows } = await pool.query(
     `SELECT ${total} AS "total", p.* FROM (SELECT 1) one LEFT JOIN LATERAL (
        ${spec.select} FROM (SELECT * FROM "${spec.table}" x WHERE x."tenantId" = $1 AND ${spec.where} ORDER BY ${spec.order} LIMIT $2 OFFSET $3) x
@@ -705,7 +787,8 @@ async function listContacts(c: Caller, url: URL, noCount: boolean) {
       r.offset,
       r.limit,
     ),
-    nextCursor: more && last ? Buffer.from(`${last.createdAt.toISOString()}|${last.id}`, "utf8").toString("base64url") : null,
+    nextCursor:
+      more && last ? Buffer.from(`${last.createdAt.toISOString()}|${last.id}`, "utf8").toString("base64url") : null,
   };
 }
 
@@ -735,12 +818,14 @@ async function listTickets(c: Caller, url: URL, noCount: boolean) {
       version: t.version,
       createdAt: iso(t.createdAt),
       updatedAt: iso(t.updatedAt),
-      comments: (t.comments as { id: string; authorUserId: string | null; body: string; createdAt: string }[]).map((m) => ({
-        id: m.id,
-        authorUserId: m.authorUserId,
-        body: m.body,
-        createdAt: new Date(m.createdAt).toISOString(),
-      })),
+      comments: (t.comments as { id: string; authorUserId: string | null; body: string; createdAt: string }[]).map(
+        (m) => ({
+          id: m.id,
+          authorUserId: m.authorUserId,
+          body: m.body,
+          createdAt: new Date(m.createdAt).toISOString(),
+        }),
+      ),
     })),
     r.total,
     r.offset,
@@ -750,8 +835,18 @@ async function listTickets(c: Caller, url: URL, noCount: boolean) {
 
 async function listAppointments(c: Caller, url: URL, noCount: boolean) {
   need(c, "tenant:appointments.read");
-  const r = await listOf(c, url, noCount, { table: "Appointment", where: "true", order: `x."startsAt", x."id"`, select: `SELECT x.*` });
-  return page(r.items.map((a) => toAppointment(a as AppointmentRow)), r.total, r.offset, r.limit);
+  const r = await listOf(c, url, noCount, {
+    table: "Appointment",
+    where: "true",
+    order: `x."startsAt", x."id"`,
+    select: `SELECT x.*`,
+  });
+  return page(
+    r.items.map((a) => toAppointment(a as AppointmentRow)),
+    r.total,
+    r.offset,
+    r.limit,
+  );
 }
 
 async function listConversations(c: Caller, url: URL, noCount: boolean) {
@@ -798,13 +893,25 @@ const server = createServer(async (req, res) => {
     if (url.pathname === "/healthz") return send(res, 200, { status: "ok" }, reqId);
     const caller = await authenticate(req, res);
     if (req.method === "GET" && url.pathname === "/public/v1/me")
-      return send(res, 200, { tenantId: caller.tenantId, keyPrefix: caller.prefix, scopes: caller.scopes, plan: caller.plan, rateLimit: { perMinute: caller.perMinute, perDay: caller.perDay } }, reqId);
+      return send(
+        res,
+        200,
+        {
+          tenantId: caller.tenantId,
+          keyPrefix: caller.prefix,
+          scopes: caller.scopes,
+          plan: caller.plan,
+          rateLimit: { perMinute: caller.perMinute, perDay: caller.perDay },
+        },
+        reqId,
+      );
     if (req.method === "GET" && url.pathname === "/public/v1/leads") {
       const noCount = process.env.BASELINE_LEADS_NO_COUNT === "1" || req.headers["x-bench-no-count"] === "1";
       return send(res, 200, await listLeads(caller, url, noCount), reqId);
     }
     if (req.method === "POST" && (url.pathname === "/public/v1/leads" || url.pathname === "/public/v1/appointments")) {
-      const r = url.pathname === "/public/v1/leads" ? await createLead(caller, req) : await createAppointment(caller, req);
+      const r =
+        url.pathname === "/public/v1/leads" ? await createLead(caller, req) : await createAppointment(caller, req);
       if (r.replayed) res.setHeader("Idempotent-Replayed", "true");
       return send(res, r.status, r.body, reqId);
     }
@@ -821,7 +928,8 @@ const server = createServer(async (req, res) => {
       if (r.status === 201) res.setHeader("Location", `/public/v1/contacts/${r.row.id}`);
       return send(res, r.status, toContact(r.row), reqId);
     }
-    if (req.method === "POST" && url.pathname === "/public/v1/contacts/batch/upsert") return send(res, 200, await batchUpsertContacts(caller, req), reqId);
+    if (req.method === "POST" && url.pathname === "/public/v1/contacts/batch/upsert")
+      return send(res, 200, await batchUpsertContacts(caller, req), reqId);
     const list = req.method === "GET" ? LISTS[url.pathname] : undefined;
     if (list) return send(res, 200, await list(caller, url, req.headers["x-bench-no-count"] === "1"), reqId);
     throw new HttpError(404, "NOT_FOUND", "No operation");

@@ -16,13 +16,23 @@ try {
   const me = core.as(key);
 
   const leads = await me.api.leads.list({ limit: 3 });
-  console.log(`leads: ${leads.total} in all; the newest: ${leads.items.map((l) => l.customerName).join(", ") || "(none)"}`);
+  console.log(
+    `leads: ${leads.total} in all; the newest: ${leads.items.map((l) => l.customerName).join(", ") || "(none)"}`,
+  );
 
   // A create with an Idempotency-Key, then the same call again: the second is the first's answer, replayed.
   const once = me.with({ idempotencyKey: `in-process-example-${Date.now()}` });
-  const lead = await once.api.leads.create({ customerName: "Lucía Ortega", customerPhone: "+34 600 123 456", intent: "buy" });
+  const lead = await once.api.leads.create({
+    customerName: "Lucía Ortega",
+    customerPhone: "+34 600 123 456",
+    intent: "buy",
+  });
   console.log(`created lead ${lead.id} (version ${lead.version}), replayed: ${once.outcome.replayed === true}`);
-  const again = await once.api.leads.create({ customerName: "Lucía Ortega", customerPhone: "+34 600 123 456", intent: "buy" });
+  const again = await once.api.leads.create({
+    customerName: "Lucía Ortega",
+    customerPhone: "+34 600 123 456",
+    intent: "buy",
+  });
   console.log(`the same call again: lead ${again.id}, replayed: ${once.outcome.replayed === true}`);
 
   // A PATCH that names a version the lead no longer has: 412, as REST answers it.

@@ -26,7 +26,8 @@ function fail(message: string): never {
 const baseUrl = (process.env.CRM_URL ?? "http://127.0.0.1:3000").replace(/\/+$/, "");
 const apiKey = process.env.CRM_API_KEY ?? fail("set CRM_API_KEY (a new demo key: npm run --silent admin -- demo-key)");
 const day = process.argv[2] ?? new Date().toISOString().slice(0, 10);
-if (!/^\d{4}-\d{2}-\d{2}$/.test(day) || Number.isNaN(Date.parse(`${day}T00:00:00Z`))) fail(`the day must be YYYY-MM-DD, got "${day}"`);
+if (!/^\d{4}-\d{2}-\d{2}$/.test(day) || Number.isNaN(Date.parse(`${day}T00:00:00Z`)))
+  fail(`the day must be YYYY-MM-DD, got "${day}"`);
 const from = `${day}T00:00:00.000Z`;
 const to = new Date(Date.parse(from) + 86_400_000).toISOString();
 
@@ -54,7 +55,9 @@ async function main(): Promise<void> {
     crm.appointments.list.query({ from, to, limit: PAGE }),
     crm.tickets.list.query({ status: "open", limit: PAGE }),
   ]);
-  const leads = await rest(leadsPage, (offset) => crm.leads.list.query({ dateFrom: from, dateTo: to, limit: PAGE, offset }));
+  const leads = await rest(leadsPage, (offset) =>
+    crm.leads.list.query({ dateFrom: from, dateTo: to, limit: PAGE, offset }),
+  );
   const appointments: AppOutputs["appointments"]["list"]["items"] = await rest(appointmentsPage, (offset) =>
     crm.appointments.list.query({ from, to, limit: PAGE, offset }),
   );
@@ -64,12 +67,14 @@ async function main(): Promise<void> {
 
   const out: string[] = [`Pipeline digest for ${day} (UTC) — tenant ${me.tenantId}, plan ${me.plan}`, ""];
   out.push(`New leads: ${leadsPage.total}`);
-  for (const [stageId, n] of [...byStage].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))) out.push(`  stage ${stageId}: ${n}`);
+  for (const [stageId, n] of [...byStage].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])))
+    out.push(`  stage ${stageId}: ${n}`);
   out.push("", `Appointments: ${appointmentsPage.total}`);
   for (const a of [...appointments].sort((x, y) => x.startsAt.localeCompare(y.startsAt)))
     out.push(`  ${hhmm(a.startsAt)}–${hhmm(a.endsAt)} UTC  ${a.title} (${a.appointmentType}, ${a.status})`);
   out.push("", `Open tickets: ${ticketsPage.total}`);
-  for (const t of ticketsPage.items.slice(0, 10)) out.push(`  ${t.subject} — ${t.comments.length} comment(s), opened ${t.createdAt.slice(0, 10)}`);
+  for (const t of ticketsPage.items.slice(0, 10))
+    out.push(`  ${t.subject} — ${t.comments.length} comment(s), opened ${t.createdAt.slice(0, 10)}`);
   if (ticketsPage.total > 10) out.push(`  … and ${ticketsPage.total - 10} more`);
   console.log(out.join("\n"));
 }
@@ -78,7 +83,9 @@ main().catch((e: unknown) => {
   if (e instanceof TRPCClientError) {
     // The first reason is in the message; the public error envelope in data.envelope.
     const err = e as TRPCClientError<AppRouter>;
-    console.error(`digest: ${err.data?.envelope.error ?? "ERROR"} (HTTP ${err.data?.httpStatus ?? "?"}): ${err.message}`);
+    console.error(
+      `digest: ${err.data?.envelope.error ?? "ERROR"} (HTTP ${err.data?.httpStatus ?? "?"}): ${err.message}`,
+    );
     process.exit(1);
   }
   throw e;

@@ -51,7 +51,9 @@ function takeOption(args: string[], name: string): string | undefined {
 
 function arity(verb: string, args: string[], min: number, max = min) {
   if (args.length < min || args.length > max)
-    throw new UsageError(`${verb}: wrong number of arguments (${args.length} given, ${min === max ? min : `${min} to ${max}`} expected)`);
+    throw new UsageError(
+      `${verb}: wrong number of arguments (${args.length} given, ${min === max ? min : `${min} to ${max}`} expected)`,
+    );
 }
 
 const HELP = new Set(["help", "--help", "-h"]);
@@ -170,7 +172,10 @@ export async function execute(
     const live = config && !config.databaseUrl && argv[0] === "demo-key" ? runningService(config.dataDir) : undefined;
     if (command === "help") out = `${USAGE}\n`;
     else if (argv[0] === "break-lock") {
-      if (config!.databaseUrl) throw new ops.AdminError("break-lock is for the embedded database (DATABASE_URL is set: PostgreSQL has its own locks)");
+      if (config!.databaseUrl)
+        throw new ops.AdminError(
+          "break-lock is for the embedded database (DATABASE_URL is set: PostgreSQL has its own locks)",
+        );
       const broken = breakLock(config!.dataDir);
       out = `${JSON.stringify({ dataDir: config!.dataDir, broken })}\n`;
       err = `${databaseLine(config!)}\n`;

@@ -42,7 +42,10 @@ export function curlLine(key: string, baseUrl: string): string {
  * how to get a new key of it (on the embedded database the CLI needs the service stopped: one
  * process per folder). Nothing otherwise (a production database). Two small queries, once per start.
  */
-export async function tenantsNotice(db: Database, embedded: boolean): Promise<{ msg: string; tenantId?: string } | undefined> {
+export async function tenantsNotice(
+  db: Database,
+  embedded: boolean,
+): Promise<{ msg: string; tenantId?: string } | undefined> {
   const stop = embedded ? "stop the service (the embedded database allows one process), then run " : "run ";
   if (!(await db.prisma.tenant.findFirst({ select: { id: true } })))
     return {
@@ -62,7 +65,11 @@ export async function tenantsNotice(db: Database, embedded: boolean): Promise<{ 
  */
 export const DEMO_IDS = {
   users: { ana: "1b205cd4-5d5a-4a74-bb15-c515e0f11a97", luis: "d8bddbe4-d893-4e4b-ac59-923c67fbfeee" },
-  stages: { new: "572afef1-54ad-45e5-835e-8afc0a4ec350", qualified: "864f5cdb-0236-4732-b381-37e3deff1c73", won: "861eb1a7-1485-4ea7-a26d-00e324ed611d" },
+  stages: {
+    new: "572afef1-54ad-45e5-835e-8afc0a4ec350",
+    qualified: "864f5cdb-0236-4732-b381-37e3deff1c73",
+    won: "861eb1a7-1485-4ea7-a26d-00e324ed611d",
+  },
   channels: { wa: "ee1ca5e3-c104-40be-abb8-ebb5b5cefd70", site: "cc6d9e4b-4541-49c3-b341-e6de5fb750e0" },
   contactLists: { vip: "ec82acfc-882f-41b2-918f-043cf94e448c" },
   contacts: { bea: "fa916082-0e75-40eb-98ce-d58e2c312496", carlos: "02ae08d4-490e-4c4b-a8b1-9423a20aa979" },
@@ -93,7 +100,8 @@ export const DEMO_EXTERNAL_IDS = {
 export function demoFixture(now = new Date(), opts: { fixedIds?: boolean } = {}): FixtureInput {
   const id = <K extends keyof typeof DEMO_IDS>(kind: K, ref: keyof (typeof DEMO_IDS)[K]) =>
     opts.fixedIds ? { id: DEMO_IDS[kind][ref] as string } : {};
-  const day = (d: number, h = 0) => new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + d, h)).toISOString();
+  const day = (d: number, h = 0) =>
+    new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + d, h)).toISOString();
   const weekdays = [1, 2, 3, 4, 5].map((weekday) => ({ weekday, start: "09:00", end: "17:00" }));
   return {
     tenants: [
@@ -105,8 +113,24 @@ export function demoFixture(now = new Date(), opts: { fixedIds?: boolean } = {})
         defaultCountry: "ES",
         slotMinutes: 30,
         users: [
-          { ref: "ana", ...id("users", "ana"), name: "Ana Ruiz", email: DEMO_OWNER_EMAIL, bookable: true, assignable: true, workingHours: weekdays },
-          { ref: "luis", ...id("users", "luis"), name: "Luis Vega", email: "luis@demo.test", bookable: true, assignable: true, workingHours: weekdays },
+          {
+            ref: "ana",
+            ...id("users", "ana"),
+            name: "Ana Ruiz",
+            email: DEMO_OWNER_EMAIL,
+            bookable: true,
+            assignable: true,
+            workingHours: weekdays,
+          },
+          {
+            ref: "luis",
+            ...id("users", "luis"),
+            name: "Luis Vega",
+            email: "luis@demo.test",
+            bookable: true,
+            assignable: true,
+            workingHours: weekdays,
+          },
         ],
         stages: [
           { ref: "new", ...id("stages", "new"), name: "New", defaultEntry: true },
@@ -116,36 +140,115 @@ export function demoFixture(now = new Date(), opts: { fixedIds?: boolean } = {})
         apiKeys: [{ ref: "demo", owner: "ana", scopes: "all" }],
         channels: [
           // A local address where nothing listens: sends are stored with deliveryStatus "failed".
-          { ref: "wa", ...id("channels", "wa"), kind: "whatsapp", name: "WhatsApp", config: { baseUrl: "http://127.0.0.1:9", phoneNumberId: "1001", accessToken: "demo" } },
+          {
+            ref: "wa",
+            ...id("channels", "wa"),
+            kind: "whatsapp",
+            name: "WhatsApp",
+            config: { baseUrl: "http://127.0.0.1:9", phoneNumberId: "1001", accessToken: "demo" },
+          },
           { ref: "site", ...id("channels", "site"), kind: "web", name: "Website chat" },
         ],
-        templates: [{ ref: "welcome", channel: "wa", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true }],
+        templates: [
+          {
+            ref: "welcome",
+            channel: "wa",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}, this is {{2}}",
+            approved: true,
+          },
+        ],
         contactLists: [{ ref: "vip", ...id("contactLists", "vip"), name: "VIP" }],
         contacts: [
-          { ref: "bea", ...id("contacts", "bea"), fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test", country: "ES", lists: ["vip"],
-            externalId: DEMO_EXTERNAL_IDS.contacts.bea },
-          { ref: "carlos", ...id("contacts", "carlos"), fullName: "Carlos Gil", phone: "+34600000002", email: "carlos@example.test", country: "ES" },
+          {
+            ref: "bea",
+            ...id("contacts", "bea"),
+            fullName: "Bea Soto",
+            phone: "+34600000001",
+            email: "bea@example.test",
+            country: "ES",
+            lists: ["vip"],
+            externalId: DEMO_EXTERNAL_IDS.contacts.bea,
+          },
+          {
+            ref: "carlos",
+            ...id("contacts", "carlos"),
+            fullName: "Carlos Gil",
+            phone: "+34600000002",
+            email: "carlos@example.test",
+            country: "ES",
+          },
         ],
         conversations: [
           {
-            ref: "c1", ...id("conversations", "c1"), channel: "wa", status: "active", assignedTo: "ana",
+            ref: "c1",
+            ...id("conversations", "c1"),
+            channel: "wa",
+            status: "active",
+            assignedTo: "ana",
             identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" },
             messages: [{ role: "user", content: "Hi! Is the flat still available?", createdAt: day(0) }],
           },
-          { ref: "c2", ...id("conversations", "c2"), channel: "site", status: "active", identity: { externalId: "visitor-1", name: "Carlos", contact: "carlos" },
-            messages: [{ role: "user", content: "Can I book a visit?", createdAt: day(-1, 10) }] },
+          {
+            ref: "c2",
+            ...id("conversations", "c2"),
+            channel: "site",
+            status: "active",
+            identity: { externalId: "visitor-1", name: "Carlos", contact: "carlos" },
+            messages: [{ role: "user", content: "Can I book a visit?", createdAt: day(-1, 10) }],
+          },
         ],
         leads: [
-          { ref: "l1", ...id("leads", "l1"), customerName: "Bea Soto", customerEmail: "bea@example.test", customerPhone: "+34600000001", stage: "new",
-            contact: "bea", conversation: "c1", intent: "buy", quality: "hot", externalId: DEMO_EXTERNAL_IDS.leads.l1, createdAt: day(-2, 8) },
-          { ref: "l2", ...id("leads", "l2"), customerName: "Carlos Gil", customerPhone: "+34600000002", stage: "qualified", contact: "carlos", createdAt: day(-1, 9) },
+          {
+            ref: "l1",
+            ...id("leads", "l1"),
+            customerName: "Bea Soto",
+            customerEmail: "bea@example.test",
+            customerPhone: "+34600000001",
+            stage: "new",
+            contact: "bea",
+            conversation: "c1",
+            intent: "buy",
+            quality: "hot",
+            externalId: DEMO_EXTERNAL_IDS.leads.l1,
+            createdAt: day(-2, 8),
+          },
+          {
+            ref: "l2",
+            ...id("leads", "l2"),
+            customerName: "Carlos Gil",
+            customerPhone: "+34600000002",
+            stage: "qualified",
+            contact: "carlos",
+            createdAt: day(-1, 9),
+          },
         ],
         appointments: [
-          { ref: "a1", ...id("appointments", "a1"), assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: day(7, 10), endsAt: day(7, 11), contact: "bea", lead: "l1" },
+          {
+            ref: "a1",
+            ...id("appointments", "a1"),
+            assignedTo: "ana",
+            title: "Viewing",
+            appointmentType: "visit",
+            startsAt: day(7, 10),
+            endsAt: day(7, 11),
+            contact: "bea",
+            lead: "l1",
+          },
         ],
         tickets: [
-          { ref: "t1", ...id("tickets", "t1"), subject: "Broken link in listing", status: "open", createdBy: "ana", assignedTo: "ana", contact: "bea",
-            externalId: DEMO_EXTERNAL_IDS.tickets.t1, comments: [{ author: "ana", body: "Looking into it" }] },
+          {
+            ref: "t1",
+            ...id("tickets", "t1"),
+            subject: "Broken link in listing",
+            status: "open",
+            createdBy: "ana",
+            assignedTo: "ana",
+            contact: "bea",
+            externalId: DEMO_EXTERNAL_IDS.tickets.t1,
+            comments: [{ author: "ana", body: "Looking into it" }],
+          },
         ],
       },
     ],

@@ -58,7 +58,9 @@ export async function callAdmin(service: LiveService, procedure: string, input: 
     body: JSON.stringify(input ?? {}),
     signal: AbortSignal.timeout(30_000),
   });
-  const body = (await res.json().catch(() => undefined)) as { result?: { data?: unknown }; error?: { message?: string } } | undefined;
+  const body = (await res.json().catch(() => undefined)) as
+    | { result?: { data?: unknown }; error?: { message?: string } }
+    | undefined;
   if (res.ok && body?.result) return body.result.data;
   throw new Error(body?.error?.message ?? `the running service answered ${res.status}`);
 }

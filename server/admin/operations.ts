@@ -21,16 +21,22 @@ type Plan = (typeof PLANS)[number];
 const shown = (value: string) => JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
 
 function uuid(value: string | undefined, what: string): string {
-  if (!value || !UUID.test(value)) throw new AdminError(`${what} must be a UUID${value === undefined ? "" : `, got ${shown(value)}`}`);
+  if (!value || !UUID.test(value))
+    throw new AdminError(`${what} must be a UUID${value === undefined ? "" : `, got ${shown(value)}`}`);
   return value.toLowerCase();
 }
 function count(value: string | undefined, what: string): number {
   if (!value || !/^\d{1,10}$/.test(value) || Number(value) > 2_147_483_647)
-    throw new AdminError(`${what} must be an integer from 0 to 2147483647${value === undefined ? "" : `, got ${shown(value)}`}`);
+    throw new AdminError(
+      `${what} must be an integer from 0 to 2147483647${value === undefined ? "" : `, got ${shown(value)}`}`,
+    );
   return Number(value);
 }
 function plan(value: string | undefined): Plan {
-  if (!PLANS.includes(value as Plan)) throw new AdminError(`PLAN must be one of ${PLANS.join(", ")}${value === undefined ? "" : `, got ${shown(value)}`}`);
+  if (!PLANS.includes(value as Plan))
+    throw new AdminError(
+      `PLAN must be one of ${PLANS.join(", ")}${value === undefined ? "" : `, got ${shown(value)}`}`,
+    );
   return value as Plan;
 }
 
@@ -52,22 +58,43 @@ export function createKeyArgs(tenantId: string, ownerId: string, scopes: string,
   let expiry: Date | null = null;
   if (expiresAt !== undefined) {
     const parsed = DateTimeInput.safeParse(expiresAt);
-    if (!parsed.success) throw new AdminError(`--expires-at ${parsed.error.issues[0]?.message ?? "is not a date-time"}, got ${shown(expiresAt)}`);
+    if (!parsed.success)
+      throw new AdminError(
+        `--expires-at ${parsed.error.issues[0]?.message ?? "is not a date-time"}, got ${shown(expiresAt)}`,
+      );
     expiry = parsed.data;
-    if (expiry.getTime() <= now.getTime()) throw new AdminError(`--expires-at must be in the future, got ${shown(expiresAt)}`);
+    if (expiry.getTime() <= now.getTime())
+      throw new AdminError(`--expires-at must be in the future, got ${shown(expiresAt)}`);
   }
   return { tenantId: tId, ownerId: oId, scopes: list, expiresAt: expiry };
 }
 
-export async function createKey(db: Database, tenantId: string, ownerId: string, scopes: string, expiresAt?: string, now = new Date()) {
+export async function createKey(
+  db: Database,
+  tenantId: string,
+  ownerId: string,
+  scopes: string,
+  expiresAt?: string,
+  now = new Date(),
+) {
   const a = createKeyArgs(tenantId, ownerId, scopes, expiresAt, now);
   const tenant = await db.prisma.tenant.findUnique({ where: { id: a.tenantId }, select: { id: true } });
   if (!tenant) throw new AdminError("no such tenant");
-  const owner = await db.prisma.user.findFirst({ where: { id: a.ownerId, tenantId: a.tenantId }, select: { id: true } });
+  const owner = await db.prisma.user.findFirst({
+    where: { id: a.ownerId, tenantId: a.tenantId },
+    select: { id: true },
+  });
   if (!owner) throw new AdminError("no such user in that tenant");
   const g = generateKey();
   const key = await db.prisma.apiKey.create({
-    data: { tenantId: a.tenantId, ownerId: a.ownerId, prefix: g.prefix, keyHash: g.hash, scopes: a.scopes, expiresAt: a.expiresAt },
+    data: {
+      tenantId: a.tenantId,
+      ownerId: a.ownerId,
+      prefix: g.prefix,
+      keyHash: g.hash,
+      scopes: a.scopes,
+      expiresAt: a.expiresAt,
+    },
   });
   return { id: key.id, key: g.key, prefix: g.prefix };
 }
@@ -93,11 +120,22 @@ export async function demoKey(db: Database, baseUrl: string) {
  */
 export async function loadDemo(db: Database, baseUrl: string) {
   const existing = await findDemoTenant(db);
-  if (existing) throw new AdminError(`the demo tenant is loaded already (${existing.tenantId}): for a new key, ${DEMO_KEY_COMMAND}`);
+  if (existing)
+    throw new AdminError(
+      `the demo tenant is loaded already (${existing.tenantId}): for a new key, ${DEMO_KEY_COMMAND}`,
+    );
   const ids = await loadFixture(db, demoFixture(new Date(), { fixedIds: true }));
   const demo = ids.tenants.demo!;
   const key = demo.apiKeys.demo!;
-  return { tenantId: demo.id, ownerId: demo.users.ana!, id: key.id, key: key.key, prefix: key.prefix, scopes: "all", curl: curlLine(key.key, baseUrl) };
+  return {
+    tenantId: demo.id,
+    ownerId: demo.users.ana!,
+    id: key.id,
+    key: key.key,
+    prefix: key.prefix,
+    scopes: "all",
+    curl: curlLine(key.key, baseUrl),
+  };
 }
 
 export function revokeKeyArgs(keyId: string) {
@@ -112,7 +150,12 @@ export async function revokeKey(db: Database, keyId: string) {
   if (!existing) throw new AdminError("no such key");
   const revokedAt =
     existing.revokedAt ??
-    (await db.prisma.apiKey.update({ where: { tenantId_id: { tenantId: existing.tenantId, id } }, data: { revokedAt: new Date() } })).revokedAt!;
+    (
+      await db.prisma.apiKey.update({
+        where: { tenantId_id: { tenantId: existing.tenantId, id } },
+        data: { revokedAt: new Date() },
+      })
+    ).revokedAt!;
   return { id, revokedAt: revokedAt.toISOString() };
 }
 
@@ -133,7 +176,11 @@ export function setPlanLimitsArgs(planName: string, perMinute: string, perDay: s
 
 export async function setPlanLimits(db: Database, planName: string, perMinute: string, perDay: string) {
   const { plan: p, perMinute: m, perDay: d } = setPlanLimitsArgs(planName, perMinute, perDay);
-  await db.prisma.planLimit.upsert({ where: { plan: p }, create: { plan: p, perMinute: m, perDay: d }, update: { perMinute: m, perDay: d } });
+  await db.prisma.planLimit.upsert({
+    where: { plan: p },
+    create: { plan: p, perMinute: m, perDay: d },
+    update: { perMinute: m, perDay: d },
+  });
   return { plan: p, perMinute: m, perDay: d };
 }
 
@@ -145,12 +192,19 @@ export function setTenantLimitsArgs(tenantId: string, perMinute: string, perDay?
     return { id, perMinute: null, perDay: null };
   }
   if (perDay === undefined) throw new AdminError("PER_DAY is required unless PER_MINUTE is clear");
-  return { id, perMinute: count(perMinute, "PER_MINUTE") as number | null, perDay: count(perDay, "PER_DAY") as number | null };
+  return {
+    id,
+    perMinute: count(perMinute, "PER_MINUTE") as number | null,
+    perDay: count(perDay, "PER_DAY") as number | null,
+  };
 }
 
 export async function setTenantLimits(db: Database, tenantId: string, perMinute: string, perDay?: string) {
   const { id, perMinute: m, perDay: d } = setTenantLimitsArgs(tenantId, perMinute, perDay);
-  const n = await db.prisma.tenant.updateMany({ where: { id }, data: { rateLimitPerMinute: m, rateLimitPerDay: d, updatedAt: new Date() } });
+  const n = await db.prisma.tenant.updateMany({
+    where: { id },
+    data: { rateLimitPerMinute: m, rateLimitPerDay: d, updatedAt: new Date() },
+  });
   if (n.count === 0) throw new AdminError("no such tenant");
   return { id, perMinute: m, perDay: d };
 }
@@ -162,7 +216,12 @@ export function inboundMessageArgs(conversationId: string, text: string) {
   return { id, text };
 }
 
-export async function inboundMessage(db: Database, conversationId: string, text: string, now = new Date()): Promise<MessageObject> {
+export async function inboundMessage(
+  db: Database,
+  conversationId: string,
+  text: string,
+  now = new Date(),
+): Promise<MessageObject> {
   const { id } = inboundMessageArgs(conversationId, text);
   return transaction(db.prisma, async (tx) => {
     // The contract names the conversation by its id alone: finding its tenant is the one lookup
@@ -170,7 +229,12 @@ export async function inboundMessage(db: Database, conversationId: string, text:
     const conv = await tx.conversation.findFirst({ where: { id }, select: { id: true, tenantId: true } });
     if (!conv) throw new AdminError("no such conversation");
     const message = await storeMessage(tx, {
-      tenantId: conv.tenantId, conversationId: id, role: "user", content: text, deliveryStatus: DELIVERY.received, at: now,
+      tenantId: conv.tenantId,
+      conversationId: id,
+      role: "user",
+      content: text,
+      deliveryStatus: DELIVERY.received,
+      at: now,
     });
     return toMessage(message);
   });

@@ -92,10 +92,16 @@ export async function authenticate(
   const row = rows[0];
   if (!row) unknown?.add(prefix);
   const hash = presentedHash ?? hashKey(raw);
-  if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt) throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
-  if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime()) throw new AppError("TOKEN_EXPIRED", "API key has expired");
+  if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt)
+    throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
+  if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime())
+    throw new AppError("TOKEN_EXPIRED", "API key has expired");
   if (!ELIGIBLE_PLANS.has(row.plan))
-    throw new AppError("PLAN_NOT_ELIGIBLE", "The tenant's plan does not include API access (Pro or Enterprise required)", { plan: row.plan });
+    throw new AppError(
+      "PLAN_NOT_ELIGIBLE",
+      "The tenant's plan does not include API access (Pro or Enterprise required)",
+      { plan: row.plan },
+    );
   return {
     keyId: row.id,
     keyPrefix: prefix,
@@ -105,6 +111,10 @@ export async function authenticate(
     plan: row.plan,
     scopes: effectiveScopes(row.scopes, row.apiGrant),
     limits: { perMinute: Number(row.perMinute), perDay: Number(row.perDay) },
-    tenant: { timezone: row.timezone, defaultCountry: row.defaultCountry?.trim() ?? null, slotMinutes: row.slotMinutes },
+    tenant: {
+      timezone: row.timezone,
+      defaultCountry: row.defaultCountry?.trim() ?? null,
+      slotMinutes: row.slotMinutes,
+    },
   };
 }

@@ -4,7 +4,12 @@ import { baseUrl, isAnswer, pick, postJson, setting } from "./http.js";
 import type { OutboundTemplate, OutboundText, SendResult } from "./index.js";
 import { GRAPH_DEFAULT_BASE_URL } from "./whatsapp.js";
 
-export async function sendGraph(config: unknown, to: string, message: OutboundText | OutboundTemplate, timeoutMs: number): Promise<SendResult> {
+export async function sendGraph(
+  config: unknown,
+  to: string,
+  message: OutboundText | OutboundTemplate,
+  timeoutMs: number,
+): Promise<SendResult> {
   const accessToken = setting(config, "accessToken");
   if (!accessToken) return { ok: false, reason: "missing credentials (accessToken)" };
   if (message.kind !== "text") return { ok: false, reason: "templates are only sent on WhatsApp" };

@@ -94,7 +94,10 @@ export async function prepareDelivery(db: Db, providers: Providers, d: Delivery)
 
 /** Gives up on a delivery whose request never finished (a crash, a lost database): pending → failed. */
 export async function abandonDelivery(db: Db, tenantId: string, messageId: string) {
-  await db.message.updateMany({ where: { tenantId, id: messageId, deliveryStatus: DELIVERY.pending }, data: { deliveryStatus: DELIVERY.failed } });
+  await db.message.updateMany({
+    where: { tenantId, id: messageId, deliveryStatus: DELIVERY.pending },
+    data: { deliveryStatus: DELIVERY.failed },
+  });
   return db.message.findUniqueOrThrow({ where: { tenantId_id: { tenantId, id: messageId } } });
 }
 

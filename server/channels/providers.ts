@@ -37,7 +37,11 @@ export function createProviders(opts: { timeoutMs: number; logger: Logger; metri
         result = { ok: false, reason: "provider adapter error" };
       }
       metrics?.providerSends.inc({ channel: channel.kind, outcome: result.ok ? "sent" : "failed" });
-      if (!result.ok) logger.warn({ channelKind: channel.kind, messageKind: message.kind, reason: result.reason }, "outbound send failed");
+      if (!result.ok)
+        logger.warn(
+          { channelKind: channel.kind, messageKind: message.kind, reason: result.reason },
+          "outbound send failed",
+        );
       return result;
     },
   };

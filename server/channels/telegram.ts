@@ -5,7 +5,12 @@ import type { OutboundTemplate, OutboundText, SendResult } from "./index.js";
 
 export const TELEGRAM_DEFAULT_BASE_URL = "https://api.telegram.org";
 
-export async function sendTelegram(config: unknown, to: string, message: OutboundText | OutboundTemplate, timeoutMs: number): Promise<SendResult> {
+export async function sendTelegram(
+  config: unknown,
+  to: string,
+  message: OutboundText | OutboundTemplate,
+  timeoutMs: number,
+): Promise<SendResult> {
   const token = setting(config, "token");
   if (!token) return { ok: false, reason: "missing credentials (token)" };
   if (message.kind !== "text") return { ok: false, reason: "templates are only sent on WhatsApp" };

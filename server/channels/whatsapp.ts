@@ -7,14 +7,20 @@ export const GRAPH_DEFAULT_BASE_URL = "https://graph.facebook.com/v21.0";
 
 export function whatsappBody(to: string, message: OutboundText | OutboundTemplate): Record<string, unknown> {
   const digits = to.replace(/\D/g, "");
-  if (message.kind === "text") return { messaging_product: "whatsapp", to: digits, type: "text", text: { body: message.text } };
+  if (message.kind === "text")
+    return { messaging_product: "whatsapp", to: digits, type: "text", text: { body: message.text } };
   const template: Record<string, unknown> = { name: message.name, language: { code: message.language } };
   if (message.variables.length)
     template.components = [{ type: "body", parameters: message.variables.map((text) => ({ type: "text", text })) }];
   return { messaging_product: "whatsapp", to: digits, type: "template", template };
 }
 
-export async function sendWhatsapp(config: unknown, to: string, message: OutboundText | OutboundTemplate, timeoutMs: number): Promise<SendResult> {
+export async function sendWhatsapp(
+  config: unknown,
+  to: string,
+  message: OutboundText | OutboundTemplate,
+  timeoutMs: number,
+): Promise<SendResult> {
   const phoneNumberId = setting(config, "phoneNumberId");
   const accessToken = setting(config, "accessToken");
   if (!phoneNumberId || !accessToken) return { ok: false, reason: "missing credentials (phoneNumberId, accessToken)" };

@@ -7,7 +7,10 @@
 import pg from "pg";
 
 const TEXT_ARRAY = 1009;
-const general = (pg.types.getTypeParser as (oid: number, format: string) => (text: string) => unknown)(TEXT_ARRAY, "text");
+const general = (pg.types.getTypeParser as (oid: number, format: string) => (text: string) => unknown)(
+  TEXT_ARRAY,
+  "text",
+);
 /** Characters that only appear in an array's text when an element is quoted, escaped or nested. */
 const SPECIAL = /["\\{}]/;
 

@@ -140,10 +140,21 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   const prepared = new PreparedStatements(!opts.pooled, opts.onUnnamed);
   const inlineTenant = opts.inlineTenant === true;
-  const send = async <T>(c: pg.Pool | pg.PoolClient, text: string, params: unknown[], q?: QueryOptions, name?: string) =>
-    (await c.query({ name, text, values: params, types: q?.isoTimes ? isoTimesTypes : rawTypes })).rows as T[];
+  const send = async <T>(
+    c: pg.Pool | pg.PoolClient,
+    text: string,
+    params: unknown[],
+    q?: QueryOptions,
+    name?: string,
+  ) => (await c.query({ name, text, values: params, types: q?.isoTimes ? isoTimesTypes : rawTypes })).rows as T[];
   /** One statement: named where opts.prepare asks and the connections keep them, else unnamed. */
-  const sendPrepared = async <T>(c: pg.Pool | pg.PoolClient, inSession: boolean, sql: string, params: unknown[], opts?: QueryOptions) => {
+  const sendPrepared = async <T>(
+    c: pg.Pool | pg.PoolClient,
+    inSession: boolean,
+    sql: string,
+    params: unknown[],
+    opts?: QueryOptions,
+  ) => {
     const name = opts?.prepare && !inSession ? prepared.nameOf(sql) : undefined;
     if (name) {
       try {
@@ -161,7 +172,8 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         // named (else its shared text, named: measured cheaper than the per-tenant text planned every time).
         const inlined = inlineValue(sql, params, opts.tenant);
         if (inlined.text !== sql && (!opts.prepare || inSession || prepared.admitsTenantText(inlined.text))) {
-          const unnamed = typeof opts.prepare === "object" ? inlineValue(opts.prepare.unnamed, params, opts.tenant).text : undefined;
+          const unnamed =
+            typeof opts.prepare === "object" ? inlineValue(opts.prepare.unnamed, params, opts.tenant).text : undefined;
           ({ text: sql, params } = inlined);
           if (unnamed !== undefined) opts = { ...opts, prepare: { unnamed } };
         }
@@ -212,7 +224,11 @@ function wrapQueries(pool: pg.Pool, wrap: (query: QueryFn) => QueryFn): void {
 let queriesSent = 0;
 let countTold = false;
 function countQueries(pool: pg.Pool): void {
-  wrapQueries(pool, (query) => (...args) => (queriesSent++, query(...args)));
+  wrapQueries(
+    pool,
+    (query) =>
+      (...args) => (queriesSent++, query(...args)),
+  );
   if (countTold) return;
   countTold = true;
   process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${queriesSent}\n`));
@@ -228,11 +244,14 @@ function countQueries(pool: pg.Pool): void {
 export class IsolationRefused extends Error {
   override name = "IsolationRefused";
 }
-const OTHER_ISOLATION = /\bisolation\s+level\s+(?:repeatable\s+read|serializable)\b|\bdefault_transaction_isolation\s*(?:=|to)\s*'?\s*(?:repeatable|serializable)/i;
+const OTHER_ISOLATION =
+  /\bisolation\s+level\s+(?:repeatable\s+read|serializable)\b|\bdefault_transaction_isolation\s*(?:=|to)\s*'?\s*(?:repeatable|serializable)/i;
 function isolationRefusal(statement: unknown): IsolationRefused | undefined {
   const text = typeof statement === "string" ? statement : (statement as { text?: unknown } | undefined)?.text;
   if (typeof text === "string" && /isolation/i.test(text) && OTHER_ISOLATION.test(text))
-    return new IsolationRefused(`a Citus worker's pool runs transactions at READ COMMITTED only (server/db/client.ts rerunEmptyWrites): refused ${text.slice(0, 80)}`);
+    return new IsolationRefused(
+      `a Citus worker's pool runs transactions at READ COMMITTED only (server/db/client.ts rerunEmptyWrites): refused ${text.slice(0, 80)}`,
+    );
   return undefined;
 }
 
@@ -252,7 +271,8 @@ function isolationRefusal(statement: unknown): IsolationRefused | undefined {
  * take no such lock. Each rerun is counted (/metrics: crm_db_empty_writes_rerun_total).
  */
 function rerunEmptyWrites(pool: pg.Pool, onRerun: () => void = () => {}): void {
-  const empty = (r: any) => Boolean(r) && !Array.isArray(r) && (r.command === "UPDATE" || r.command === "DELETE") && r.rowCount === 0;
+  const empty = (r: any) =>
+    Boolean(r) && !Array.isArray(r) && (r.command === "UPDATE" || r.command === "DELETE") && r.rowCount === 0;
   wrapQueries(pool, (query) => (...args) => {
     const refused = isolationRefusal(args[0]);
     if (refused) {
@@ -264,7 +284,9 @@ function rerunEmptyWrites(pool: pg.Pool, onRerun: () => void = () => {}): void {
     if (typeof last === "function") {
       // The callback form (pg.Pool's own query()).
       const rest = args.slice(0, -1);
-      return query(...rest, (err: unknown, r: unknown) => (!err && empty(r) ? (onRerun(), query(...rest, last)) : last(err, r)));
+      return query(...rest, (err: unknown, r: unknown) =>
+        !err && empty(r) ? (onRerun(), query(...rest, last)) : last(err, r),
+      );
     }
     const sent = query(...args);
     if (!(sent instanceof Promise)) return sent; // a submittable (a cursor, a stream): as it is
@@ -289,7 +311,11 @@ function report(observe: StatementObserver, args: unknown[]): void {
 }
 
 function observePool(pool: pg.Pool, observe: StatementObserver): void {
-  wrapQueries(pool, (query) => (...args) => (report(observe, args), query(...args)));
+  wrapQueries(
+    pool,
+    (query) =>
+      (...args) => (report(observe, args), query(...args)),
+  );
 }
 
 /**
@@ -304,7 +330,8 @@ function observedPglite<T extends object>(lite: T, observe: StatementObserver): 
         if (typeof value !== "function") return value;
         if (key === "query") return (...args: unknown[]) => (report(observe, args), value.apply(t, args));
         if (key === "exec") return (...args: unknown[]) => (observe(String(args[0]), []), value.apply(t, args));
-        if (key === "transaction" && !inner) return (fn: (tx: object) => unknown) => value.call(t, (tx: object) => fn(wrap(tx, true)));
+        if (key === "transaction" && !inner)
+          return (fn: (tx: object) => unknown) => value.call(t, (tx: object) => fn(wrap(tx, true)));
         return value.bind(t);
       },
     });
@@ -317,7 +344,11 @@ function observedPglite<T extends object>(lite: T, observe: StatementObserver): 
  */
 export async function openPglite(
   dataDir: string,
-  opts: { observe?: StatementObserver; sharedBuffers?: string; /** A data folder to start from (PGlite's dumpDataDir tarball; the tests' migrated snapshot). */ loadDataDir?: Blob } = {},
+  opts: {
+    observe?: StatementObserver;
+    sharedBuffers?: string /** A data folder to start from (PGlite's dumpDataDir tarball; the tests' migrated snapshot). */;
+    loadDataDir?: Blob;
+  } = {},
 ): Promise<Database> {
   // One process per folder (server/db/pglite-lock.ts): a second one refuses here, before loading PGlite.
   const lock = dataDir === "memory://" ? undefined : lockEmbeddedDatabase(dataDir);
@@ -336,7 +367,9 @@ export async function openPglite(
     dataDir: dataDir === "memory://" ? undefined : dataDir,
     loadDataDir: opts.loadDataDir,
     extensions: { btree_gin, btree_gist, pg_trgm },
-    ...(opts.sharedBuffers ? { startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${opts.sharedBuffers}`] } : {}),
+    ...(opts.sharedBuffers
+      ? { startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${opts.sharedBuffers}`] }
+      : {}),
   }).catch((err) => {
     lock?.release();
     throw err;
@@ -380,7 +413,13 @@ export const PGLITE_SHARED_BUFFERS = "16MB";
  * this process, one statement at a time, and has no way to interrupt one (no statement_timeout).
  */
 export function openDatabase(
-  cfg: { databaseUrl?: string; directDatabaseUrl?: string; dataDir: string; databaseStatementTimeoutMs?: number; countQueries?: boolean },
+  cfg: {
+    databaseUrl?: string;
+    directDatabaseUrl?: string;
+    dataDir: string;
+    databaseStatementTimeoutMs?: number;
+    countQueries?: boolean;
+  },
   opts: Pick<PostgresOptions, "onUnnamed" | "onTimeoutFallback"> = {},
 ): Promise<Database> {
   return cfg.databaseUrl

@@ -46,7 +46,9 @@ export function useTenantDelegation(db: Database, on: boolean | undefined): void
 
 async function detect(db: Database): Promise<boolean> {
   if (db.kind !== "postgres") return false;
-  const [citus] = await db.sql.query<{ on: boolean }>(`SELECT to_regclass('pg_catalog.pg_dist_object') IS NOT NULL AS "on"`);
+  const [citus] = await db.sql.query<{ on: boolean }>(
+    `SELECT to_regclass('pg_catalog.pg_dist_object') IS NOT NULL AS "on"`,
+  );
   if (!citus?.on) return false;
   const [fn] = await db.sql.query<{ on: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object
@@ -61,7 +63,9 @@ async function detect(db: Database): Promise<boolean> {
  * of one jsonb value. Returns the last one's value, or undefined when one of them returned no row.
  */
 export async function runForTenant(db: Database, tenantId: string, statements: Prisma.Sql[]): Promise<unknown> {
-  const [row] = await db.sql.query<{ result: unknown }>(TENANT_EXEC_CALL, [tenantId, ...delegated(statements)], { prepare: true });
+  const [row] = await db.sql.query<{ result: unknown }>(TENANT_EXEC_CALL, [tenantId, ...delegated(statements)], {
+    prepare: true,
+  });
   return row?.result ?? undefined;
 }
 
@@ -72,7 +76,8 @@ export function delegated(statements: Prisma.Sql[]): [texts: string[], params: (
     let text = strings[0]!;
     for (let i = 1; i < strings.length; i++) {
       const p = utils.prepareValue(values[i - 1]);
-      if (p !== null && typeof p !== "string") throw new Error("tenant_exec: a binary parameter cannot be passed as text");
+      if (p !== null && typeof p !== "string")
+        throw new Error("tenant_exec: a binary parameter cannot be passed as text");
       params.push(p);
       text += `($1[${params.length}])${strings[i]}`;
     }
@@ -90,5 +95,8 @@ export function undelegated(text: string, params: readonly unknown[]): [string, 
   const [, statements, values] = params;
   if (text !== TENANT_EXEC_CALL || !Array.isArray(statements) || !Array.isArray(values)) return undefined;
   const previous = `$${values.length + 1}`;
-  return statements.map((s: string) => [s.replace(/\$2(?!\d)/g, previous).replace(/\(\$1\[(\d+)\]\)/g, "$$$1"), [...values, "{}"]]);
+  return statements.map((s: string) => [
+    s.replace(/\$2(?!\d)/g, previous).replace(/\(\$1\[(\d+)\]\)/g, "$$$1"),
+    [...values, "{}"],
+  ]);
 }

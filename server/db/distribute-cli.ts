@@ -20,21 +20,30 @@ async function main(): Promise<number> {
         return 2;
       }
     } else {
-      await writeFully(process.stderr, `unknown argument "${args[i]}"\nusage: npm run db:distribute [-- --shard-count N]\n`);
+      await writeFully(
+        process.stderr,
+        `unknown argument "${args[i]}"\nusage: npm run db:distribute [-- --shard-count N]\n`,
+      );
       return 2;
     }
   }
   const config = loadConfig();
   const url = config.directDatabaseUrl;
   if (!url) {
-    await writeFully(process.stderr, "not a Citus coordinator: DATABASE_URL is unset (the embedded database cannot be distributed)\n");
+    await writeFully(
+      process.stderr,
+      "not a Citus coordinator: DATABASE_URL is unset (the embedded database cannot be distributed)\n",
+    );
     return 1;
   }
   const db = await openPostgres(url, { max: 1 });
   try {
     const result = await distribute(db.sql, { shardCount });
     const changed = result.reference.length + result.distributed.length + result.delegated.length > 0;
-    await writeFully(process.stdout, `${JSON.stringify({ changed, ...result, ...(changed ? {} : { note: "already distributed: nothing to do" }) })}\n`);
+    await writeFully(
+      process.stdout,
+      `${JSON.stringify({ changed, ...result, ...(changed ? {} : { note: "already distributed: nothing to do" }) })}\n`,
+    );
     // Also where an operator reads them: the JSON document may go to a file or a pipe.
     for (const w of result.warnings) await writeFully(process.stderr, `warning: ${w}\n`);
     return 0;
@@ -49,7 +58,12 @@ async function main(): Promise<number> {
 
 function firstLine(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
-  return text.split("\n").map((l) => l.trim()).find(Boolean) ?? "unknown error";
+  return (
+    text
+      .split("\n")
+      .map((l) => l.trim())
+      .find(Boolean) ?? "unknown error"
+  );
 }
 
 process.exitCode = await main();

@@ -70,7 +70,13 @@ const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /** What the coordinator's catalog says of the public tables. */
 async function readTables(sql: SqlRunner): Promise<TableState[]> {
-  const rows = await sql.query<{ name: string; comment: string | null; method: string | null; column: string | null; colocation: number | null }>(`
+  const rows = await sql.query<{
+    name: string;
+    comment: string | null;
+    method: string | null;
+    column: string | null;
+    colocation: number | null;
+  }>(`
     SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment, p.partmethod::text AS method,
            CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END AS column,
            p.colocationid AS colocation
@@ -97,7 +103,8 @@ async function readFunctions(sql: SqlRunner): Promise<{ signature: string; argum
      ORDER BY 1`);
   return rows.map((r) => {
     const m = /^citus:delegated\(([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(r.comment);
-    if (!m) throw new DistributeError(`function ${r.signature}: comment "${r.comment}" is not citus:delegated(<argument>)`);
+    if (!m)
+      throw new DistributeError(`function ${r.signature}: comment "${r.comment}" is not citus:delegated(<argument>)`);
     return { signature: r.signature, argument: m[1]!, distributed: r.distributed };
   });
 }
@@ -119,14 +126,20 @@ function realised(t: TableState): boolean {
 
 /** The Citus version, or a DistributeError when this database is no Citus coordinator with workers. */
 export async function citusCoordinator(sql: SqlRunner): Promise<{ version: string; workers: number }> {
-  const [ext] = await sql.query<{ version: string }>(`SELECT extversion AS version FROM pg_extension WHERE extname = 'citus'`);
+  const [ext] = await sql.query<{ version: string }>(
+    `SELECT extversion AS version FROM pg_extension WHERE extname = 'citus'`,
+  );
   if (!ext) throw new DistributeError("not a Citus coordinator: the citus extension is not installed");
   const [node] = await sql.query<{ coordinator: boolean; workers: number }>(
     `SELECT citus_is_coordinator() AS coordinator,
             (SELECT count(*)::int FROM pg_dist_node WHERE noderole = 'primary' AND isactive AND shouldhaveshards AND groupid <> 0) AS workers`,
   );
-  if (!node?.coordinator) throw new DistributeError("not a Citus coordinator: this node is a worker (run it against the coordinator)");
-  if (!node.workers) throw new DistributeError("no Citus worker nodes: add them on the coordinator first (SELECT citus_add_node(host, port))");
+  if (!node?.coordinator)
+    throw new DistributeError("not a Citus coordinator: this node is a worker (run it against the coordinator)");
+  if (!node.workers)
+    throw new DistributeError(
+      "no Citus worker nodes: add them on the coordinator first (SELECT citus_add_node(host, port))",
+    );
   return { version: ext.version, workers: node.workers };
 }
 
@@ -146,7 +159,13 @@ export async function asyncCommitNodes(sql: SqlRunner): Promise<string[]> {
     SELECT n.nodename || ':' || n.nodeport AS node, r.success AS ok, r.result AS setting
       FROM run_command_on_all_nodes('SHOW synchronous_commit') r JOIN pg_dist_node n ON n.nodeid = r.nodeid
      ORDER BY n.nodeid`);
-  return rows.flatMap((r) => (!r.ok ? [`could not read synchronous_commit on ${r.node} (${r.setting})`] : r.setting === "off" ? [`synchronous_commit is off on ${r.node}`] : []));
+  return rows.flatMap((r) =>
+    !r.ok
+      ? [`could not read synchronous_commit on ${r.node} (${r.setting})`]
+      : r.setting === "off"
+        ? [`synchronous_commit is off on ${r.node}`]
+        : [],
+  );
 }
 
 /** Whether `sql` is a Citus coordinator's database (the extension is installed). */
@@ -170,14 +189,18 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
     const warnings: string[] = [];
     await s.exec("BEGIN");
     try {
-      await s.exec("SET LOCAL statement_timeout = 0; SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'");
+      await s.exec(
+        "SET LOCAL statement_timeout = 0; SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'",
+      );
       if (opts.shardCount) await s.exec(`SET LOCAL citus.shard_count = ${Math.trunc(opts.shardCount)}`);
       // One distribute at a time (a second waits, then finds nothing to do).
       await s.query("SELECT pg_advisory_xact_lock($1)", [7_245_002]);
       const tables = await readTables(s);
       const unmarked = tables.filter((t) => !t.role);
       if (unmarked.length)
-        throw new DistributeError(`table${unmarked.length > 1 ? "s" : ""} without a Citus role: ${unmarked.map((t) => t.name).join(", ")} (COMMENT ON TABLE … IS 'citus:reference' | 'citus:distributed(tenantId)' | 'citus:local')`);
+        throw new DistributeError(
+          `table${unmarked.length > 1 ? "s" : ""} without a Citus role: ${unmarked.map((t) => t.name).join(", ")} (COMMENT ON TABLE … IS 'citus:reference' | 'citus:distributed(tenantId)' | 'citus:local')`,
+        );
       const pending = tables.filter((t) => !realised(t));
       const pendingNames = new Set(pending.map((t) => t.name));
       const anchor = tables.find((t) => t.role!.kind === "distributed" && t.method === "h");
@@ -193,20 +216,26 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
         warnings,
       };
       if (pending.length) {
-        const fks = await s.query<{ table: string; name: string; def: string }>(`
+        const fks = await s.query<{ table: string; name: string; def: string }>(
+          `
           SELECT c.relname AS "table", k.conname AS name, pg_get_constraintdef(k.oid) AS def
             FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_class r ON r.oid = k.confrelid
            WHERE k.contype = 'f' AND k.connamespace = 'public'::regnamespace
              AND (c.relname = ANY($1::text[]) OR r.relname = ANY($1::text[]))
-           ORDER BY c.relname, k.conname`, [[...pendingNames]]);
+           ORDER BY c.relname, k.conname`,
+          [[...pendingNames]],
+        );
         for (const f of fks) await s.exec(`ALTER TABLE ${ident(f.table)} DROP CONSTRAINT ${ident(f.name)}`);
         // Moving rows into the shards is not a write: the shards' triggers must not count or feed the
         // rows Citus copies there (their counters and changes are copied too). The enabled user
         // triggers of the tables to distribute are off while they are distributed, then on again.
-        const triggers = await s.query<{ table: string; name: string }>(`
+        const triggers = await s.query<{ table: string; name: string }>(
+          `
           SELECT c.relname AS "table", t.tgname AS name FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
            WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND c.relnamespace = 'public'::regnamespace AND c.relname = ANY($1::text[])
-           ORDER BY 1, 2`, [[...pendingNames]]);
+           ORDER BY 1, 2`,
+          [[...pendingNames]],
+        );
         for (const t of triggers) await s.exec(`ALTER TABLE ${ident(t.table)} DISABLE TRIGGER ${ident(t.name)}`);
         for (const t of pending.filter((t) => t.role!.kind === "reference")) {
           await s.query(`SELECT create_reference_table($1)`, [ident(t.name)]);
@@ -215,7 +244,11 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
         let colocateWith = anchor ? ident(anchor.name) : "none";
         for (const t of pending.filter((t) => t.role!.kind === "distributed")) {
           const column = (t.role as { column: string }).column;
-          await s.query(`SELECT create_distributed_table($1, $2, colocate_with => $3)`, [ident(t.name), column, colocateWith]);
+          await s.query(`SELECT create_distributed_table($1, $2, colocate_with => $3)`, [
+            ident(t.name),
+            column,
+            colocateWith,
+          ]);
           colocateWith = ident(t.name);
           result.distributed.push(t.name);
         }
@@ -227,15 +260,22 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
       const functions = await readFunctions(s);
       for (const f of functions) {
         if (f.distributed) continue;
-        if (!anchorNow) throw new DistributeError(`function ${f.signature} is delegated by tenant, but no table is distributed`);
-        await s.query(`SELECT create_distributed_function($1::regprocedure, $2::text, colocate_with => $3::text)`, [f.signature, f.argument, ident(anchorNow.name)]);
+        if (!anchorNow)
+          throw new DistributeError(`function ${f.signature} is delegated by tenant, but no table is distributed`);
+        await s.query(`SELECT create_distributed_function($1::regprocedure, $2::text, colocate_with => $3::text)`, [
+          f.signature,
+          f.argument,
+          ident(anchorNow.name),
+        ]);
         result.delegated.push(f.signature);
       }
       result.unchanged += functions.length - result.delegated.length;
-      const [group] = await s.query<{ shards: number | null }>(`
+      const [group] = await s.query<{ shards: number | null }>(
+        `
         SELECT max(g.shardcount)::int AS shards FROM pg_dist_partition p JOIN pg_dist_colocation g ON g.colocationid = p.colocationid
          WHERE p.partmethod = 'h' AND p.logicalrelid::regclass::text = ANY($1::text[])`,
-        [tables.filter((t) => t.role!.kind === "distributed").map((t) => ident(t.name))]);
+        [tables.filter((t) => t.role!.kind === "distributed").map((t) => ident(t.name))],
+      );
       result.shardCount = group?.shards ?? null;
       await s.exec("COMMIT");
       return result;

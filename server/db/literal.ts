@@ -18,7 +18,8 @@
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The SQL literal of a tenant id: only a uuid (it cannot hold a quote), else undefined. */
-const uuidLiteral = (value: unknown): string | undefined => (typeof value === "string" && UUID.test(value) ? `'${value}'` : undefined);
+const uuidLiteral = (value: unknown): string | undefined =>
+  typeof value === "string" && UUID.test(value) ? `'${value}'` : undefined;
 /** A character that may continue an identifier (a `$` after one is part of the identifier, e.g. `a$1`). */
 const IDENT_CHAR = /[A-Za-z0-9_$\u0080-\uffff]/;
 const DIGIT = /[0-9]/;
@@ -37,7 +38,8 @@ function rewrite(text: string, at: (n: number) => string | undefined): string {
     const c = text[i]!;
     if (c === "'") {
       // A string constant; an E'…' one also ends at no backslash-escaped quote.
-      const escapes = i > 0 && (text[i - 1] === "E" || text[i - 1] === "e") && (i < 2 || !IDENT_CHAR.test(text[i - 2]!));
+      const escapes =
+        i > 0 && (text[i - 1] === "E" || text[i - 1] === "e") && (i < 2 || !IDENT_CHAR.test(text[i - 2]!));
       i++;
       while (i < n) {
         if (escapes && text[i] === "\\") i += 2;
@@ -62,8 +64,8 @@ function rewrite(text: string, at: (n: number) => string | undefined): string {
       let depth = 1;
       i += 2;
       while (i < n && depth > 0) {
-        if (text[i] === "/" && text[i + 1] === "*") (depth++, (i += 2));
-        else if (text[i] === "*" && text[i + 1] === "/") (depth--, (i += 2));
+        if (text[i] === "/" && text[i + 1] === "*") depth++, (i += 2);
+        else if (text[i] === "*" && text[i + 1] === "/") depth--, (i += 2);
         else i++;
       }
     } else if (c === "$" && !(i > 0 && IDENT_CHAR.test(text[i - 1]!))) {
@@ -92,17 +94,27 @@ function rewrite(text: string, at: (n: number) => string | undefined): string {
  * `text` with every `$n` whose parameter is `value` written as `'value'`, and the remaining parameters
  * renumbered in order; the same `text` and `params` when `value` is not a uuid or no parameter equals it.
  */
-export function inlineValue(text: string, params: readonly unknown[], value: string): { text: string; params: unknown[] } {
+export function inlineValue(
+  text: string,
+  params: readonly unknown[],
+  value: string,
+): { text: string; params: unknown[] } {
   const literal = uuidLiteral(value);
   if (literal === undefined || !params.includes(value)) return { text, params: params as unknown[] };
   return inlineParams(text, params, (i) => (params[i] === value ? literal : undefined));
 }
 
 /** `text` with each parameter `$n` for which `literal(n - 1)` gives a text written as it, the rest renumbered in order. */
-function inlineParams(text: string, params: readonly unknown[], literal: (index: number) => string | undefined): { text: string; params: unknown[] } {
+function inlineParams(
+  text: string,
+  params: readonly unknown[],
+  literal: (index: number) => string | undefined,
+): { text: string; params: unknown[] } {
   const number: number[] = [];
   const kept: unknown[] = [];
   params.forEach((p, i) => number.push(literal(i) !== undefined ? 0 : kept.push(p)));
-  const out = rewrite(text, (n) => (n - 1 < number.length ? (number[n - 1] === 0 ? literal(n - 1)! : `$${number[n - 1]}`) : undefined));
+  const out = rewrite(text, (n) =>
+    n - 1 < number.length ? (number[n - 1] === 0 ? literal(n - 1)! : `$${number[n - 1]}`) : undefined,
+  );
   return { text: out, params: kept };
 }

@@ -30,7 +30,10 @@ export interface Migration {
 }
 
 export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
-  const entries = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  const entries = (await readdir(dir, { withFileTypes: true }))
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name)
+    .sort();
   return Promise.all(
     entries.map(async (name) => {
       const sql = await readFile(path.join(dir, name, "migration.sql"), "utf8");
@@ -57,7 +60,10 @@ export async function readFunctions(dir = FUNCTIONS_DIR): Promise<{ files: Migra
       }),
   );
   const retired = names.includes("retired.txt")
-    ? (await readFile(path.join(dir, "retired.txt"), "utf8")).split("\n").map((l) => l.replace(/#.*$/, "").trim()).filter(Boolean)
+    ? (await readFile(path.join(dir, "retired.txt"), "utf8"))
+        .split("\n")
+        .map((l) => l.replace(/#.*$/, "").trim())
+        .filter(Boolean)
     : [];
   return { files, retired };
 }
@@ -75,7 +81,10 @@ export async function splitStatements(sql: string): Promise<string[]> {
   return (stmts ?? [])
     .map((x) => {
       const at = x.stmt_location ?? 0;
-      return bytes.subarray(at, x.stmt_len ? at + x.stmt_len : bytes.length).toString("utf8").trim();
+      return bytes
+        .subarray(at, x.stmt_len ? at + x.stmt_len : bytes.length)
+        .toString("utf8")
+        .trim();
     })
     .filter(Boolean);
 }
@@ -98,8 +107,12 @@ export async function migrate(sql: SqlRunner, dir = MIGRATIONS_DIR): Promise<str
  * transaction-pooling PgBouncer (its server connections may carry a statement timeout, and a
  * migration may need to run outside a transaction).
  */
-export async function migrateDirect(cfg: { databaseUrl?: string; directDatabaseUrl?: string }, db: Database): Promise<string[]> {
-  if (db.kind !== "postgres" || !cfg.directDatabaseUrl || cfg.directDatabaseUrl === cfg.databaseUrl) return migrate(db.sql);
+export async function migrateDirect(
+  cfg: { databaseUrl?: string; directDatabaseUrl?: string },
+  db: Database,
+): Promise<string[]> {
+  if (db.kind !== "postgres" || !cfg.directDatabaseUrl || cfg.directDatabaseUrl === cfg.databaseUrl)
+    return migrate(db.sql);
   const direct = await openPostgres(cfg.directDatabaseUrl, { max: 1 });
   try {
     return await migrate(direct.sql);
@@ -119,11 +132,14 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
   const done: string[] = [];
   for (let i = 0; i <= migrations.length; i++) {
     const applied = await inMigration(sql, async (s) => {
-      const rows = await s.query<{ name: string; checksum: string }>(`SELECT "name", "checksum" FROM "_app_migrations"`);
+      const rows = await s.query<{ name: string; checksum: string }>(
+        `SELECT "name", "checksum" FROM "_app_migrations"`,
+      );
       const seen = new Map(rows.map((r) => [r.name, r.checksum]));
       for (const m of migrations) {
         const checksum = seen.get(m.name);
-        if (checksum !== undefined && checksum !== m.checksum) throw new Error(`migration ${m.name} was changed after it was applied`);
+        if (checksum !== undefined && checksum !== m.checksum)
+          throw new Error(`migration ${m.name} was changed after it was applied`);
       }
       const next = migrations.find((m) => !seen.has(m.name));
       if (next) {
@@ -141,7 +157,9 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
   }
   // The functions' current sources: those changed since recorded, then the retired ones dropped.
   const changed = await inMigration(sql, async (s) => {
-    const rows = await s.query<{ name: string; checksum: string }>(`SELECT "name", "checksum" FROM "_app_migrations" WHERE "name" LIKE 'functions/%'`);
+    const rows = await s.query<{ name: string; checksum: string }>(
+      `SELECT "name", "checksum" FROM "_app_migrations" WHERE "name" LIKE 'functions/%'`,
+    );
     const seen = new Map(rows.map((r) => [r.name, r.checksum]));
     const todo = functions.files.filter((f) => seen.get(f.name) !== f.checksum);
     for (const f of todo) {
@@ -186,11 +204,16 @@ async function inMigration<T>(sql: SqlRunner, fn: (s: SqlRunner) => Promise<T>):
       // On a Citus coordinator (after `npm run db:distribute`) a migration's CREATE TRIGGER on a
       // distributed table needs citus.enable_unsafe_triggers: the schema's triggers only write rows
       // of their own tenant, i.e. co-located shards on the same node (docs/scaling.md, "Citus").
-      const [citus] = await s.query<{ on: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS "on"`);
+      const [citus] = await s.query<{ on: boolean }>(
+        `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS "on"`,
+      );
       // Sequential shard commands: a migration that alters a distributed table and then creates a
       // function in the same transaction is refused after a parallel DDL ("cannot run function
       // command because there was a parallel operation on a distributed table").
-      if (citus?.on) await s.exec("SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'");
+      if (citus?.on)
+        await s.exec(
+          "SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'",
+        );
       await s.exec(`CREATE TABLE IF NOT EXISTS "_app_migrations" (
         "name" TEXT PRIMARY KEY, "checksum" TEXT NOT NULL, "appliedAt" TIMESTAMPTZ NOT NULL DEFAULT now())`);
       const result = await fn(s);

@@ -29,7 +29,19 @@
 // holder on this host could look stale; here the timer only matters across hosts, with minutes of
 // margin. No flock(2) in Node without a native addon. Windows: no /proc; liveness is then the pid alone.
 import { randomUUID } from "node:crypto";
-import { closeSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  utimesSync,
+  writeSync,
+} from "node:fs";
 import { hostname } from "node:os";
 import path from "node:path";
 import { npmScript } from "../config.js";
@@ -165,7 +177,9 @@ export function lockEmbeddedDatabase(dataDir: string, opts: { breakForeign?: boo
     }
     return lock;
   }
-  throw new Error(`embedded database ${shownDir(dataDir)} could not be locked (its lock keeps changing); stop the other processes on it, or set DATABASE_URL`);
+  throw new Error(
+    `embedded database ${shownDir(dataDir)} could not be locked (its lock keeps changing); stop the other processes on it, or set DATABASE_URL`,
+  );
 }
 
 /**

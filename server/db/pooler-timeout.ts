@@ -49,7 +49,9 @@ export interface StatementTimeoutState {
  */
 export function refusesStartupTimeout(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | null;
-  return e?.code === "08P01" && /startup parameter/i.test(e.message ?? "") && /\bstatement_timeout\b/.test(e.message ?? "");
+  return (
+    e?.code === "08P01" && /startup parameter/i.test(e.message ?? "") && /\bstatement_timeout\b/.test(e.message ?? "")
+  );
 }
 
 type Checkout = (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void;
@@ -72,7 +74,8 @@ export class TimeoutPool extends pg.Pool {
     // A refused checkout is made once more after the switch: its connection never got to run
     // anything. Bounded: one retry per checkout (a connection made after the switch does not send
     // the parameter, so it cannot be refused for it).
-    if (!callback) return super.connect().catch((err: unknown) => (this.refused(err) ? super.connect() : Promise.reject(err)));
+    if (!callback)
+      return super.connect().catch((err: unknown) => (this.refused(err) ? super.connect() : Promise.reject(err)));
     super.connect(((err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) =>
       err && this.refused(err) ? super.connect(callback as never) : callback(err, client, done)) as never);
   }
@@ -104,7 +107,14 @@ const BEGIN = /^(?:BEGIN|START\s+TRANSACTION)\b[^;]*;?\s*$/i;
 const AS_IS =
   /^(?:COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION|VACUUM|REINDEX|ALTER\s+SYSTEM|(?:CREATE|DROP)\s+(?:DATABASE|TABLESPACE)|CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY|DROP\s+INDEX\s+CONCURRENTLY|(?:CREATE|ALTER|DROP)\s+SUBSCRIPTION|DISCARD\s+ALL)\b/i;
 
-type QueryConfig = { text?: string; name?: string; values?: unknown[]; rows?: number; queryMode?: string; submit?: unknown };
+type QueryConfig = {
+  text?: string;
+  name?: string;
+  values?: unknown[];
+  rows?: number;
+  queryMode?: string;
+  submit?: unknown;
+};
 type Callback = (err: Error | undefined, res?: unknown) => void;
 
 /**
@@ -141,21 +151,34 @@ export class SetLocalClient extends pg.Client {
     // In a transaction ("T", or "E" after an error): as is. Not yet known (null: the first query of a
     // connection, issued from its connect callback before pg records the first ReadyForQuery): idle.
     const status = this.getTransactionStatus();
-    if (typeof text !== "string" || status === "T" || status === "E") return super.query(config as never, values as never);
+    if (typeof text !== "string" || status === "T" || status === "E")
+      return super.query(config as never, values as never);
     const head = text.replace(LEADING, "");
     if (head === "" || AS_IS.test(head)) return super.query(config as never, values as never);
     // The simple query protocol (no parameters, no name): a string of several statements is allowed.
-    const simple = !values?.length && (typeof config === "string" || (!config.name && !config.rows && config.queryMode !== "extended" && !config.values?.length));
+    const simple =
+      !values?.length &&
+      (typeof config === "string" ||
+        (!config.name && !config.rows && config.queryMode !== "extended" && !config.values?.length));
     if (BEGIN.test(head)) {
       // A newline first: the text may end in a -- comment (an empty statement between is skipped).
-      if (simple) return ((await super.query(withText(config, `${text}\n;${this.setLocal}`) as never, values as never)) as unknown as unknown[])[0];
+      if (simple)
+        return (
+          (await super.query(
+            withText(config, `${text}\n;${this.setLocal}`) as never,
+            values as never,
+          )) as unknown as unknown[]
+        )[0];
       const begun = await super.query(config as never, values as never);
       await super.query(this.setLocal);
       return begun;
     }
     if (simple) {
       // One implicit transaction: SET LOCAL holds for the statements after it in the same string.
-      const results = (await super.query(withText(config, `${this.setLocal};\n${text}`) as never, values as never)) as unknown as unknown[];
+      const results = (await super.query(
+        withText(config, `${this.setLocal};\n${text}`) as never,
+        values as never,
+      )) as unknown as unknown[];
       return results.length === 2 ? results[1] : results.slice(1);
     }
     await super.query(`BEGIN; ${this.setLocal}`);
@@ -172,4 +195,5 @@ export class SetLocalClient extends pg.Client {
 }
 
 const noop = () => {};
-const withText = (config: string | QueryConfig, text: string) => (typeof config === "string" ? text : { ...config, text });
+const withText = (config: string | QueryConfig, text: string) =>
+  typeof config === "string" ? text : { ...config, text };

@@ -86,7 +86,9 @@ export class PreparedStatements {
     const e = err as { code?: string; message?: string; routine?: string } | null;
     // 0A000 is any "feature not supported": only the plan cache's own (by its C function, which a
     // translated server message does not change, or by its English text).
-    const stalePlan = e?.code === "0A000" && (e.routine === "RevalidateCachedQuery" || /cached plan must not change result type/.test(e.message ?? ""));
+    const stalePlan =
+      e?.code === "0A000" &&
+      (e.routine === "RevalidateCachedQuery" || /cached plan must not change result type/.test(e.message ?? ""));
     const refused = e?.code === "26000" || e?.code === "42P05" || stalePlan;
     if (refused && this.active) {
       this.active = false;

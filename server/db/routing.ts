@@ -84,7 +84,11 @@ export function tenantRoutes(
 
   const read = async (tenantId: string): Promise<string | null> => {
     try {
-      const [row] = await coordinator.sql.query<{ host: string; port: number; coordinator: boolean }>(PLACEMENT_SQL, [tenantId], { prepare: true });
+      const [row] = await coordinator.sql.query<{ host: string; port: number; coordinator: boolean }>(
+        PLACEMENT_SQL,
+        [tenantId],
+        { prepare: true },
+      );
       return !row || row.coordinator ? null : `${row.host}:${row.port}`;
     } catch (err) {
       const kind = (err as { code?: string }).code ?? (err as Error).message;

@@ -15,12 +15,19 @@ const parseDate = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ, "text") 
 export function isoTimestamptz(text: string): string {
   const n = text.length;
   // "YYYY-MM-DD HH:MM:SS" + optional ".f…" + "+00"
-  if (n >= 22 && text.charCodeAt(4) === 45 && text.charCodeAt(10) === 32 && text.charCodeAt(19) !== 58 && text.endsWith("+00")) {
+  if (
+    n >= 22 &&
+    text.charCodeAt(4) === 45 &&
+    text.charCodeAt(10) === 32 &&
+    text.charCodeAt(19) !== 58 &&
+    text.endsWith("+00")
+  ) {
     const head = `${text.slice(0, 10)}T${text.slice(11, 19)}`;
     if (n === 22) return `${head}.000Z`;
     if (text.charCodeAt(19) === 46 && n <= 29) {
       const fraction = text.slice(20, n - 3);
-      if (/^\d{1,6}$/.test(fraction)) return `${head}.${fraction.length >= 3 ? fraction.slice(0, 3) : fraction.padEnd(3, "0")}Z`;
+      if (/^\d{1,6}$/.test(fraction))
+        return `${head}.${fraction.length >= 3 ? fraction.slice(0, 3) : fraction.padEnd(3, "0")}Z`;
     }
   }
   const d = parseDate(text) as Date | number;

@@ -29,7 +29,12 @@
 //   ceiling, the day window gives its count back) or, the key failing, refunds it (refund(): both
 //   windows as if never counted). A busy instance counts after the lookup (the overlap costs CPU
 //   under load): docs/decisions/performance.md, "The quota count beside the key lookup".
-import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from "rate-limiter-flexible";
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  type RateLimiterAbstract,
+  type RateLimiterRes,
+} from "rate-limiter-flexible";
 import { AppError } from "../errors.js";
 import type { RedisClient } from "../redis.js";
 
@@ -84,7 +89,8 @@ export type Decision<C> =
 export const quotaKey = (keyHash: string) => `{${keyHash}}`;
 
 /** The Redis keys of both windows of an API key, as stored (rate-limiter-flexible's `<prefix>:<key>`). */
-export const redisQuotaKeys = (namespace: string, keyHash: string) => [`${namespace}:m:${quotaKey(keyHash)}`, `${namespace}:d:${quotaKey(keyHash)}`] as const;
+export const redisQuotaKeys = (namespace: string, keyHash: string) =>
+  [`${namespace}:m:${quotaKey(keyHash)}`, `${namespace}:d:${quotaKey(keyHash)}`] as const;
 
 const UNBOUNDED = 2 ** 31 - 1;
 
@@ -164,15 +170,24 @@ export class Quotas {
     this.memoryMinute = new RateLimiterMemory({ keyPrefix: `${namespace}:m`, points: UNBOUNDED, duration: 60 });
     this.memoryDay = new RateLimiterMemory({ keyPrefix: `${namespace}:d`, points: UNBOUNDED, duration: 86_400 });
     this.minute = redis
-      ? new RateLimiterRedis({ storeClient: redis, keyPrefix: `${namespace}:m`, points: UNBOUNDED, duration: 60, insuranceLimiter: this.memoryMinute })
+      ? new RateLimiterRedis({
+          storeClient: redis,
+          keyPrefix: `${namespace}:m`,
+          points: UNBOUNDED,
+          duration: 60,
+          insuranceLimiter: this.memoryMinute,
+        })
       : this.memoryMinute;
     if (redis) {
-      if (typeof (redis as any).crmConsumeQuotas !== "function") redis.defineCommand("crmConsumeQuotas", { numberOfKeys: 2, lua: CONSUME_BOTH });
+      if (typeof (redis as any).crmConsumeQuotas !== "function")
+        redis.defineCommand("crmConsumeQuotas", { numberOfKeys: 2, lua: CONSUME_BOTH });
       this.consumeBoth = (m, d, perMinute) => (redis as any).crmConsumeQuotas(m, d, perMinute);
-      if (typeof (redis as any).crmCountQuotas !== "function") redis.defineCommand("crmCountQuotas", { numberOfKeys: 2, lua: COUNT_BOTH });
+      if (typeof (redis as any).crmCountQuotas !== "function")
+        redis.defineCommand("crmCountQuotas", { numberOfKeys: 2, lua: COUNT_BOTH });
       this.countBoth = (m, d) => (redis as any).crmCountQuotas(m, d);
       // numberOfKeys unset: the first argument says how many keys follow (one window or both).
-      if (typeof (redis as any).crmGiveBackQuotas !== "function") redis.defineCommand("crmGiveBackQuotas", { lua: GIVE_BACK });
+      if (typeof (redis as any).crmGiveBackQuotas !== "function")
+        redis.defineCommand("crmGiveBackQuotas", { lua: GIVE_BACK });
       this.giveBack = (...keys) => (redis as any).crmGiveBackQuotas(keys.length, ...keys);
     }
   }
@@ -189,9 +204,14 @@ export class Quotas {
    * `keyHash`: SHA-256 of the presented key (trimmed) when it is well formed, else undefined (a
    * missing or malformed key is never counted, and its window is empty).
    */
-  async admit<C extends Admittee>(presented: string | undefined, keyHash: string | undefined, how: Admission<C>): Promise<Decision<C>> {
+  async admit<C extends Admittee>(
+    presented: string | undefined,
+    keyHash: string | undefined,
+    how: Admission<C>,
+  ): Promise<Decision<C>> {
     // An idle instance on Redis counts a well-formed key's request now, beside the lookup.
-    const early = keyHash !== undefined && this.countBoth !== undefined && how.inFlight() <= 1 ? this.count(keyHash) : undefined;
+    const early =
+      keyHash !== undefined && this.countBoth !== undefined && how.inFlight() <= 1 ? this.count(keyHash) : undefined;
     let caller: C;
     try {
       caller = await how.lookup(presented, keyHash);
@@ -210,7 +230,10 @@ export class Quotas {
       const counted = await early;
       const now = how.now().getTime();
       const { minute, day } = counted;
-      quota = minute.consumed <= limits.perMinute ? state(limits, now, minute.consumed, minute.ms, day.consumed, day.ms) : await this.settle(keyHash!, counted, limits, now);
+      quota =
+        minute.consumed <= limits.perMinute
+          ? state(limits, now, minute.consumed, minute.ms, day.consumed, day.ms)
+          : await this.settle(keyHash!, counted, limits, now);
     } else {
       // Counted at the key's ceilings: one script call with Redis (awaited here, not in a helper: one hop less per request).
       const now = how.now().getTime();
@@ -218,17 +241,30 @@ export class Quotas {
       if (this.consumeBoth) {
         try {
           const tag = quotaKey(caller.keyHash); // redisQuotaKeys() without its array
-          r = await this.consumeBoth(`${this.namespace}:m:${tag}`, `${this.namespace}:d:${tag}`, String(limits.perMinute));
+          r = await this.consumeBoth(
+            `${this.namespace}:m:${tag}`,
+            `${this.namespace}:d:${tag}`,
+            String(limits.perMinute),
+          );
           this.fallback = false;
         } catch {
           this.redisFailed();
         }
       }
-      quota = r ? state(limits, now, Number(r[0]), Number(r[1]), r.length > 2 ? Number(r[2]) : undefined, Number(r[3])) : await this.countInMemory(caller.keyHash, limits, now);
+      quota = r
+        ? state(limits, now, Number(r[0]), Number(r[1]), r.length > 2 ? Number(r[2]) : undefined, Number(r[3]))
+        : await this.countInMemory(caller.keyHash, limits, now);
     }
     // Rule 3: over a ceiling, 429.
     if (quota.retryAfter === undefined) return { admitted: true, caller, quota };
-    return { admitted: false, caller, quota, refusal: new AppError("RATE_LIMIT_EXCEEDED", "Rate limit exceeded for this API key", { retryAfter: quota.retryAfter }) };
+    return {
+      admitted: false,
+      caller,
+      quota,
+      refusal: new AppError("RATE_LIMIT_EXCEEDED", "Rate limit exceeded for this API key", {
+        retryAfter: quota.retryAfter,
+      }),
+    };
   }
 
   /**
@@ -242,7 +278,11 @@ export class Quotas {
         const tag = quotaKey(keyHash); // redisQuotaKeys() without its array
         const r = await this.countBoth(`${this.namespace}:m:${tag}`, `${this.namespace}:d:${tag}`);
         this.fallback = false;
-        return { minute: { consumed: Number(r[0]), ms: Number(r[1]) }, day: { consumed: Number(r[2]), ms: Number(r[3]) }, memory: false };
+        return {
+          minute: { consumed: Number(r[0]), ms: Number(r[1]) },
+          day: { consumed: Number(r[2]), ms: Number(r[3]) },
+          memory: false,
+        };
       } catch {
         this.redisFailed();
       }
@@ -250,7 +290,11 @@ export class Quotas {
     const key = quotaKey(keyHash);
     const m = await this.memoryMinute.consume(key);
     const d = await this.memoryDay.consume(key);
-    return { minute: { consumed: m.consumedPoints, ms: m.msBeforeNext }, day: { consumed: d.consumedPoints, ms: d.msBeforeNext }, memory: true };
+    return {
+      minute: { consumed: m.consumedPoints, ms: m.msBeforeNext },
+      day: { consumed: d.consumedPoints, ms: d.msBeforeNext },
+      memory: true,
+    };
   }
 
   /**
@@ -258,7 +302,8 @@ export class Quotas {
    * lookup gives. Over its minute ceiling, the request is given back to the day window (rule 3).
    */
   async settle(keyHash: string, counted: Counted, limits: Limits, now = Date.now()): Promise<QuotaState> {
-    if (counted.minute.consumed <= limits.perMinute) return state(limits, now, counted.minute.consumed, counted.minute.ms, counted.day.consumed, counted.day.ms);
+    if (counted.minute.consumed <= limits.perMinute)
+      return state(limits, now, counted.minute.consumed, counted.minute.ms, counted.day.consumed, counted.day.ms);
     await this.giveBackOne(keyHash, counted.memory, false);
     return state(limits, now, counted.minute.consumed, counted.minute.ms);
   }
@@ -335,14 +380,36 @@ interface Window {
  */
 function state(limits: Limits, now: number, m: number, mMs: number, d?: number, dMs?: number): QuotaState {
   const minuteReset = resetAt(mMs, now);
-  if (m > limits.perMinute || d === undefined) return { limit: limits.perMinute, remaining: 0, reset: minuteReset, retryAfter: waitSeconds(mMs), window: "minute" };
-  if (d > limits.perDay) return { limit: limits.perMinute, remaining: 0, reset: resetAt(dMs!, now), retryAfter: waitSeconds(dMs!), window: "day" };
-  return { limit: limits.perMinute, remaining: Math.max(0, Math.min(limits.perMinute - m, limits.perDay - d)), reset: minuteReset };
+  if (m > limits.perMinute || d === undefined)
+    return {
+      limit: limits.perMinute,
+      remaining: 0,
+      reset: minuteReset,
+      retryAfter: waitSeconds(mMs),
+      window: "minute",
+    };
+  if (d > limits.perDay)
+    return {
+      limit: limits.perMinute,
+      remaining: 0,
+      reset: resetAt(dMs!, now),
+      retryAfter: waitSeconds(dMs!),
+      window: "day",
+    };
+  return {
+    limit: limits.perMinute,
+    remaining: Math.max(0, Math.min(limits.perMinute - m, limits.perDay - d)),
+    reset: minuteReset,
+  };
 }
 
 /** Rule 2, the headers of a key that did not authenticate: its minute window (`used`, `ms` before it resets; none: a new window) at `perMinute`. */
 function unauthenticated(perMinute: number, now: number, used: number, ms: number | undefined): QuotaState {
-  return { limit: perMinute, remaining: Math.max(0, perMinute - used), reset: ms === undefined ? Math.ceil((now + 60_000) / 1000) : resetAt(ms, now) };
+  return {
+    limit: perMinute,
+    remaining: Math.max(0, perMinute - used),
+    reset: ms === undefined ? Math.ceil((now + 60_000) / 1000) : resetAt(ms, now),
+  };
 }
 
 const resetAt = (msBeforeNext: number, now: number) => Math.ceil((now + Math.max(msBeforeNext, 1)) / 1000);

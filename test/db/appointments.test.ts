@@ -41,8 +41,14 @@ function withData(ref: string) {
     // Many requests per test file: lift the per-minute quota (quotas have their own tests).
     rateLimit: { perMinute: 100_000, perDay: 1_000_000 },
     users: [
-      { ref: "ana", name: "Ana Ruiz", email: `ana@${ref}.test`, bookable: true, assignable: true,
-        workingHours: [1, 2, 3, 4, 5].map((weekday) => ({ weekday, start: "09:00", end: "17:00" })) },
+      {
+        ref: "ana",
+        name: "Ana Ruiz",
+        email: `ana@${ref}.test`,
+        bookable: true,
+        assignable: true,
+        workingHours: [1, 2, 3, 4, 5].map((weekday) => ({ weekday, start: "09:00", end: "17:00" })),
+      },
       { ref: "bob", name: "Bob Lee", email: `bob@${ref}.test`, bookable: false, assignable: false },
       { ref: "cai", name: "Cai Wu", email: `cai@${ref}.test`, bookable: true },
       { ref: "dan", name: "Dan Roe", email: `dan@${ref}.test`, bookable: true },
@@ -60,22 +66,63 @@ function withData(ref: string) {
       { ref: "gone", fullName: "Gone", phone: "+34600000002", deleted: true },
     ],
     conversations: [
-      { ref: "c1", channel: "wa", assignedTo: "ana",
-        identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" } },
+      {
+        ref: "c1",
+        channel: "wa",
+        assignedTo: "ana",
+        identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" },
+      },
     ],
     leads: [{ ref: "l1", customerName: "Bea Soto", contact: "bea", conversation: "c1" }],
     appointments: [
       // The list fixture: dan's day, 2027-06-07 (a Monday).
-      { ref: "d1", assignedTo: "dan", title: "D1", appointmentType: "visit",
-        startsAt: "2027-06-07T10:00:00Z", endsAt: "2027-06-07T11:00:00Z", contact: "bea", lead: "l1" },
-      { ref: "d2", assignedTo: "dan", title: "D2", appointmentType: "call",
-        startsAt: "2027-06-07T11:00:00Z", endsAt: "2027-06-07T12:00:00Z", status: "cancelled" },
-      { ref: "d3", assignedTo: "dan", title: "D3", appointmentType: "visit",
-        startsAt: "2027-06-07T12:00:00Z", endsAt: "2027-06-07T13:00:00Z", status: "completed", contact: "bea" },
-      { ref: "d4", assignedTo: "dan", title: "D4", appointmentType: "visit",
-        startsAt: "2027-06-08T09:00:00Z", endsAt: "2027-06-08T09:30:00Z", status: "no_show", lead: "l1" },
-      { ref: "e1", assignedTo: "eve", title: "E1", appointmentType: "visit",
-        startsAt: "2027-06-07T10:00:00Z", endsAt: "2027-06-07T10:30:00Z" },
+      {
+        ref: "d1",
+        assignedTo: "dan",
+        title: "D1",
+        appointmentType: "visit",
+        startsAt: "2027-06-07T10:00:00Z",
+        endsAt: "2027-06-07T11:00:00Z",
+        contact: "bea",
+        lead: "l1",
+      },
+      {
+        ref: "d2",
+        assignedTo: "dan",
+        title: "D2",
+        appointmentType: "call",
+        startsAt: "2027-06-07T11:00:00Z",
+        endsAt: "2027-06-07T12:00:00Z",
+        status: "cancelled",
+      },
+      {
+        ref: "d3",
+        assignedTo: "dan",
+        title: "D3",
+        appointmentType: "visit",
+        startsAt: "2027-06-07T12:00:00Z",
+        endsAt: "2027-06-07T13:00:00Z",
+        status: "completed",
+        contact: "bea",
+      },
+      {
+        ref: "d4",
+        assignedTo: "dan",
+        title: "D4",
+        appointmentType: "visit",
+        startsAt: "2027-06-08T09:00:00Z",
+        endsAt: "2027-06-08T09:30:00Z",
+        status: "no_show",
+        lead: "l1",
+      },
+      {
+        ref: "e1",
+        assignedTo: "eve",
+        title: "E1",
+        appointmentType: "visit",
+        startsAt: "2027-06-07T10:00:00Z",
+        endsAt: "2027-06-07T10:30:00Z",
+      },
     ],
   });
 }
@@ -91,9 +138,11 @@ beforeAll(async () => {
 afterAll(() => app.close());
 
 const count = () => app.db.prisma.appointment.count();
-const post = (body: unknown, k: string = key, headers?: Record<string, string>) => app.request("POST", APPT, { key: k, body, headers });
+const post = (body: unknown, k: string = key, headers?: Record<string, string>) =>
+  app.request("POST", APPT, { key: k, body, headers });
 const patch = (id: string, body: unknown, k: string = key) => app.request("PATCH", `${APPT}/${id}`, { key: k, body });
-const list = (query: Record<string, string | number | undefined> = {}, k: string = key) => app.request("GET", APPT, { key: k, query });
+const list = (query: Record<string, string | number | undefined> = {}, k: string = key) =>
+  app.request("GET", APPT, { key: k, query });
 const row = (id: string) => app.db.prisma.appointment.findFirst({ where: { id } });
 
 function body(over: Record<string, unknown> = {}) {
@@ -150,7 +199,9 @@ describe("POST /appointments", () => {
   });
 
   it("optional fields default to null; bounds at the limit are accepted", async () => {
-    const r = await post(body({ title: "t".repeat(255), appointmentType: "a".repeat(50), startsAt: at(1, 8), endsAt: at(1, 9) }));
+    const r = await post(
+      body({ title: "t".repeat(255), appointmentType: "a".repeat(50), startsAt: at(1, 8), endsAt: at(1, 9) }),
+    );
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ customerId: null, conversationId: null, leadId: null, notes: null });
     expect(r.body.title).toHaveLength(255);
@@ -202,8 +253,16 @@ describe("POST /appointments", () => {
 
     it("a body that is not a JSON object", async () => {
       const before = await count();
-      expectEnvelope(await app.request("POST", APPT, { key, raw: "[]", headers: { "Content-Type": "application/json" } }), 422, "VALIDATION_ERROR");
-      expectEnvelope(await app.request("POST", APPT, { key, raw: "{", headers: { "Content-Type": "application/json" } }), 422, "VALIDATION_ERROR");
+      expectEnvelope(
+        await app.request("POST", APPT, { key, raw: "[]", headers: { "Content-Type": "application/json" } }),
+        422,
+        "VALIDATION_ERROR",
+      );
+      expectEnvelope(
+        await app.request("POST", APPT, { key, raw: "{", headers: { "Content-Type": "application/json" } }),
+        422,
+        "VALIDATION_ERROR",
+      );
       expect(await count()).toBe(before);
     });
 
@@ -236,7 +295,11 @@ describe("POST /appointments", () => {
 
     it("404 comes before 409 (a foreign lead on an occupied slot)", async () => {
       expect((await post(body({ startsAt: at(4, 10), endsAt: at(4, 11) }))).status).toBe(201);
-      expectEnvelope(await post(body({ startsAt: at(4, 10), endsAt: at(4, 11), leadId: other.leads.l1 })), 404, "NOT_FOUND");
+      expectEnvelope(
+        await post(body({ startsAt: at(4, 10), endsAt: at(4, 11), leadId: other.leads.l1 })),
+        404,
+        "NOT_FOUND",
+      );
     });
   });
 
@@ -266,11 +329,16 @@ describe("POST /appointments", () => {
     }
 
     it("the same slot for another user is allowed", async () => {
-      expect((await post(body({ assignedUserId: acme.users.cai, startsAt: at(5, 10), endsAt: at(5, 11) }))).status).toBe(201);
+      expect(
+        (await post(body({ assignedUserId: acme.users.cai, startsAt: at(5, 10), endsAt: at(5, 11) }))).status,
+      ).toBe(201);
     });
 
     it("the same slot in another tenant is allowed", async () => {
-      expect((await post(body({ assignedUserId: other.users.ana, startsAt: at(5, 10), endsAt: at(5, 11) }), otherKey)).status).toBe(201);
+      expect(
+        (await post(body({ assignedUserId: other.users.ana, startsAt: at(5, 10), endsAt: at(5, 11) }), otherKey))
+          .status,
+      ).toBe(201);
     });
 
     it("back-to-back on both sides is allowed", async () => {
@@ -290,7 +358,9 @@ describe("POST /appointments", () => {
     it("20 concurrent creates for one slot → exactly one 201 and nineteen 409", async () => {
       const before = await count();
       const rs = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => post(body({ title: `Race ${i}`, startsAt: at(7, 10), endsAt: at(7, 11) }))),
+        Array.from({ length: 20 }, (_, i) =>
+          post(body({ title: `Race ${i}`, startsAt: at(7, 10), endsAt: at(7, 11) })),
+        ),
       );
       const statuses = rs.map((r) => r.status).sort();
       expect(statuses.filter((s) => s === 201)).toHaveLength(1);
@@ -313,22 +383,32 @@ describe("POST /appointments", () => {
         endsAt: new Date(endsAt),
       });
       const before = await count();
-      const overlap = await guardAppointmentWrite(() => app.db.prisma.appointment.create({ data: data(at(5, 10, 30), at(5, 11, 30)) })).catch((e) => e);
+      const overlap = await guardAppointmentWrite(() =>
+        app.db.prisma.appointment.create({ data: data(at(5, 10, 30), at(5, 11, 30)) }),
+      ).catch((e) => e);
       expect(overlap).toBeInstanceOf(AppError);
       expect(overlap.code).toBe("APPOINTMENT_OVERLAP");
-      const order = await guardAppointmentWrite(() => app.db.prisma.appointment.create({ data: data(at(9, 11), at(9, 10)) })).catch((e) => e);
+      const order = await guardAppointmentWrite(() =>
+        app.db.prisma.appointment.create({ data: data(at(9, 11), at(9, 10)) }),
+      ).catch((e) => e);
       expect(order).toBeInstanceOf(AppError);
       expect(order.code).toBe("VALIDATION_ERROR");
       expect(await count()).toBe(before);
       // The same through an update (the PATCH path).
       const mover = await app.db.prisma.appointment.create({ data: data(at(9, 12), at(9, 13)) });
       const moved = await guardAppointmentWrite(() =>
-        app.db.prisma.appointment.updateManyAndReturn({ where: { id: mover.id }, data: { startsAt: new Date(at(5, 10)), endsAt: new Date(at(5, 11)) } }),
+        app.db.prisma.appointment.updateManyAndReturn({
+          where: { id: mover.id },
+          data: { startsAt: new Date(at(5, 10)), endsAt: new Date(at(5, 11)) },
+        }),
       ).catch((e) => e);
       expect(moved).toBeInstanceOf(AppError);
       expect(moved.code).toBe("APPOINTMENT_OVERLAP");
       const reversed = await guardAppointmentWrite(() =>
-        app.db.prisma.appointment.updateManyAndReturn({ where: { id: mover.id }, data: { startsAt: new Date(at(9, 14)) } }),
+        app.db.prisma.appointment.updateManyAndReturn({
+          where: { id: mover.id },
+          data: { startsAt: new Date(at(9, 14)) },
+        }),
       ).catch((e) => e);
       expect(reversed.code).toBe("VALIDATION_ERROR");
       expect((await row(mover.id))?.startsAt.toISOString()).toBe(at(9, 12));
@@ -346,23 +426,31 @@ describe("POST /appointments", () => {
     // Every writer of a calendar takes the same lock (routers/appointments/schemas.ts calendarLockSql):
     // on Citus an advisory lock is per node, and the create's statement is planned differently with
     // and without an Idempotency-Key claim. Needs a second transaction open at once (not PGlite).
-    it.runIf(onPostgres)("every write path waits for a held calendar lock: creates with and without an Idempotency-Key, a reschedule", async () => {
-      const moved = await post(body({ title: "To move", startsAt: at(9, 8), endsAt: at(9, 9) }));
-      expect(moved.status).toBe(201);
-      const release = await holdCalendarLock(app.db, acme.id, acme.users.ana!);
-      const done: string[] = [];
-      const track = <T>(name: string, p: Promise<T>) => p.finally(() => done.push(name));
-      const writes = [
-        track("create", post(body({ title: "Locked", startsAt: at(9, 10), endsAt: at(9, 11) }))),
-        track("keyed create", post(body({ title: "Locked keyed", startsAt: at(9, 12), endsAt: at(9, 13) }), key, { "Idempotency-Key": `calendar-${randomUuid()}` })),
-        track("reschedule", patch(moved.body.id, { startsAt: at(9, 14), endsAt: at(9, 15) })),
-      ];
-      // All three queued behind the lock (read from the server, on Citus from the worker that holds it).
-      await waitForLockWaiters(app.testDb, 3, { locktype: "advisory" });
-      expect(done).toEqual([]);
-      await release();
-      expect((await Promise.all(writes)).map((r) => r.status)).toEqual([201, 201, 200]);
-    });
+    it.runIf(onPostgres)(
+      "every write path waits for a held calendar lock: creates with and without an Idempotency-Key, a reschedule",
+      async () => {
+        const moved = await post(body({ title: "To move", startsAt: at(9, 8), endsAt: at(9, 9) }));
+        expect(moved.status).toBe(201);
+        const release = await holdCalendarLock(app.db, acme.id, acme.users.ana!);
+        const done: string[] = [];
+        const track = <T>(name: string, p: Promise<T>) => p.finally(() => done.push(name));
+        const writes = [
+          track("create", post(body({ title: "Locked", startsAt: at(9, 10), endsAt: at(9, 11) }))),
+          track(
+            "keyed create",
+            post(body({ title: "Locked keyed", startsAt: at(9, 12), endsAt: at(9, 13) }), key, {
+              "Idempotency-Key": `calendar-${randomUuid()}`,
+            }),
+          ),
+          track("reschedule", patch(moved.body.id, { startsAt: at(9, 14), endsAt: at(9, 15) })),
+        ];
+        // All three queued behind the lock (read from the server, on Citus from the worker that holds it).
+        await waitForLockWaiters(app.testDb, 3, { locktype: "advisory" });
+        expect(done).toEqual([]);
+        await release();
+        expect((await Promise.all(writes)).map((r) => r.status)).toEqual([201, 201, 200]);
+      },
+    );
   });
 });
 
@@ -569,9 +657,22 @@ describe("GET /appointments", () => {
     expect(Object.keys(r.body).sort()).toEqual(["items", "pagination", "total"]);
     expect(titles(r)).toEqual(["D1", "D2", "D3", "D4"]);
     expect(r.body.total).toBe(4);
-    expect(r.body.pagination).toEqual({ page: 1, pageSize: 50, totalItems: 4, totalPages: 1, hasNext: false, hasPrev: false });
+    expect(r.body.pagination).toEqual({
+      page: 1,
+      pageSize: 50,
+      totalItems: 4,
+      totalPages: 1,
+      hasNext: false,
+      hasPrev: false,
+    });
     expect(Object.keys(r.body.items[0]).sort()).toEqual(KEYS);
-    expect(r.body.items[0]).toMatchObject({ id: acme.appointments.d1, assignedUserId: dan(), customerId: acme.contacts.bea, leadId: acme.leads.l1, version: 1 });
+    expect(r.body.items[0]).toMatchObject({
+      id: acme.appointments.d1,
+      assignedUserId: dan(),
+      customerId: acme.contacts.bea,
+      leadId: acme.leads.l1,
+      version: 1,
+    });
   });
 
   it("ties on startsAt are ordered by id", async () => {
@@ -645,8 +746,15 @@ describe("GET /appointments", () => {
     const u = dan();
     // D1 [10,11) D2 [11,12) D3 [12,13) on 06-07, D4 [09:00,09:30) on 06-08.
     expect(titles(await list({ userId: u, from: "2027-06-07T11:00:00Z", to: "2027-06-07T12:00:00Z" }))).toEqual(["D2"]);
-    expect(titles(await list({ userId: u, from: "2027-06-07T10:30:00Z", to: "2027-06-07T11:30:00Z" }))).toEqual(["D1", "D2"]);
-    expect(titles(await list({ userId: u, from: "2027-06-07T10:59:59Z", to: "2027-06-07T12:00:01Z" }))).toEqual(["D1", "D2", "D3"]);
+    expect(titles(await list({ userId: u, from: "2027-06-07T10:30:00Z", to: "2027-06-07T11:30:00Z" }))).toEqual([
+      "D1",
+      "D2",
+    ]);
+    expect(titles(await list({ userId: u, from: "2027-06-07T10:59:59Z", to: "2027-06-07T12:00:01Z" }))).toEqual([
+      "D1",
+      "D2",
+      "D3",
+    ]);
     expect(titles(await list({ userId: u, from: "2027-06-07T00:00:00Z", to: "2027-06-07T10:00:00Z" }))).toEqual([]);
     expect(titles(await list({ userId: u, from: "2027-06-07T13:00:00Z", to: "2027-06-08T09:00:00Z" }))).toEqual([]);
     expect(titles(await list({ userId: u, from: "2027-06-07T10:15:00Z", to: "2027-06-07T10:45:00Z" }))).toEqual(["D1"]);
@@ -654,7 +762,9 @@ describe("GET /appointments", () => {
     expect(titles(await list({ userId: u, from: "2027-06-07T12:30:00Z" }))).toEqual(["D3", "D4"]);
     expect(titles(await list({ userId: u, to: "2027-06-07T11:00:00Z" }))).toEqual(["D1"]);
     // Offsets are honoured: 13:00+02:00 is 11:00Z.
-    expect(titles(await list({ userId: u, from: "2027-06-07T13:00:00+02:00", to: "2027-06-07T14:00:00+02:00" }))).toEqual(["D2"]);
+    expect(
+      titles(await list({ userId: u, from: "2027-06-07T13:00:00+02:00", to: "2027-06-07T14:00:00+02:00" })),
+    ).toEqual(["D2"]);
     // from == to: the appointments containing that instant.
     expect(titles(await list({ userId: u, from: "2027-06-07T10:30:00Z", to: "2027-06-07T10:30:00Z" }))).toEqual(["D1"]);
   });
@@ -668,10 +778,24 @@ describe("GET /appointments", () => {
     let r = await list({ userId: u, limit: 2 });
     expect(titles(r)).toEqual(["D1", "D2"]);
     expect(r.body.total).toBe(4);
-    expect(r.body.pagination).toEqual({ page: 1, pageSize: 2, totalItems: 4, totalPages: 2, hasNext: true, hasPrev: false });
+    expect(r.body.pagination).toEqual({
+      page: 1,
+      pageSize: 2,
+      totalItems: 4,
+      totalPages: 2,
+      hasNext: true,
+      hasPrev: false,
+    });
     r = await list({ userId: u, limit: 2, offset: 2 });
     expect(titles(r)).toEqual(["D3", "D4"]);
-    expect(r.body.pagination).toEqual({ page: 2, pageSize: 2, totalItems: 4, totalPages: 2, hasNext: false, hasPrev: true });
+    expect(r.body.pagination).toEqual({
+      page: 2,
+      pageSize: 2,
+      totalItems: 4,
+      totalPages: 2,
+      hasNext: false,
+      hasPrev: true,
+    });
     r = await list({ userId: u, limit: 3, offset: 1 });
     expect(titles(r)).toEqual(["D2", "D3", "D4"]);
     r = await list({ userId: u, offset: 10 });
@@ -714,7 +838,11 @@ describe("scopes, isolation, idempotency", () => {
   it("another tenant's appointment is invisible and untouchable", async () => {
     const r = await list({ limit: 200 }, otherKey);
     expect(r.body.items.some((i: any) => i.id === acme.appointments.d1)).toBe(false);
-    expectEnvelope(await patch(acme.appointments.d1!, { startsAt: at(26, 10), endsAt: at(26, 11) }, otherKey), 404, "NOT_FOUND");
+    expectEnvelope(
+      await patch(acme.appointments.d1!, { startsAt: at(26, 10), endsAt: at(26, 11) }, otherKey),
+      404,
+      "NOT_FOUND",
+    );
     expect((await row(acme.appointments.d1!))?.startsAt.toISOString()).toBe("2027-06-07T10:00:00.000Z");
   });
 
@@ -728,7 +856,11 @@ describe("scopes, isolation, idempotency", () => {
     expect(again.body).toEqual(first.body);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(await count()).toBe(before + 1);
-    expectEnvelope(await post({ ...b, notes: "other" }, key, { "Idempotency-Key": "appt-1" }), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
+    expectEnvelope(
+      await post({ ...b, notes: "other" }, key, { "Idempotency-Key": "appt-1" }),
+      422,
+      "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+    );
     // Without the key the same body is a new create, which overlaps → 409.
     expectEnvelope(await post(b), 409, "APPOINTMENT_OVERLAP");
     expect(await count()).toBe(before + 1);

@@ -16,7 +16,12 @@ beforeAll(async () => {
       tenant("acme", {
         users: [
           { ref: "ana", name: "Ana", email: "ana@acme.test" },
-          { ref: "reader", name: "Reader", email: "r@acme.test", apiGrant: ["tenant:leads.read", "tenant:tickets.read"] },
+          {
+            ref: "reader",
+            name: "Reader",
+            email: "r@acme.test",
+            apiGrant: ["tenant:leads.read", "tenant:tickets.read"],
+          },
           { ref: "nogrant", name: "No grant", email: "n@acme.test", apiGrant: [] },
         ],
         apiKeys: [
@@ -38,7 +43,8 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-const me = (key?: string | null, headers: Record<string, string> = {}) => app.request("GET", "/public/v1/me", { key, headers });
+const me = (key?: string | null, headers: Record<string, string> = {}) =>
+  app.request("GET", "/public/v1/me", { key, headers });
 
 describe("401 INVALID_CREDENTIALS / TOKEN_EXPIRED", () => {
   it("missing key", async () => expectEnvelope(await me(), 401, "INVALID_CREDENTIALS"));
@@ -49,7 +55,8 @@ describe("401 INVALID_CREDENTIALS / TOKEN_EXPIRED", () => {
     const typo = k.slice(0, -1) + (k.endsWith("A") ? "B" : "A");
     expectEnvelope(await me(typo), 401, "INVALID_CREDENTIALS");
   });
-  it("unknown well-formed key", async () => expectEnvelope(await me(`crm_${"A".repeat(12)}_${"b".repeat(40)}`), 401, "INVALID_CREDENTIALS"));
+  it("unknown well-formed key", async () =>
+    expectEnvelope(await me(`crm_${"A".repeat(12)}_${"b".repeat(40)}`), 401, "INVALID_CREDENTIALS"));
   it("revoked key", async () => expectEnvelope(await me(ids.apiKeys.revoked!.key), 401, "INVALID_CREDENTIALS"));
   it("expired key", async () => expectEnvelope(await me(ids.apiKeys.expired!.key), 401, "TOKEN_EXPIRED"));
   it("a key revoked through the admin operation stops on the next request", async () => {
@@ -75,14 +82,22 @@ describe("401 INVALID_CREDENTIALS / TOKEN_EXPIRED", () => {
     expectEnvelope(await app.request("GET", "/public/v1/nothing-here"), 401, "INVALID_CREDENTIALS");
   });
   it("401 comes before a malformed body", async () => {
-    expectEnvelope(await app.request("POST", "/public/v1/leads", { raw: "{oops", headers: { "Content-Type": "application/json" } }), 401, "INVALID_CREDENTIALS");
+    expectEnvelope(
+      await app.request("POST", "/public/v1/leads", { raw: "{oops", headers: { "Content-Type": "application/json" } }),
+      401,
+      "INVALID_CREDENTIALS",
+    );
   });
 });
 
 describe("plan gate", () => {
   it("starter tenant → 403 PLAN_NOT_ELIGIBLE even with every scope", async () => {
     expectEnvelope(await me(other.apiKeys.full!.key), 403, "PLAN_NOT_ELIGIBLE");
-    expectEnvelope(await app.request("GET", "/public/v1/leads", { key: other.apiKeys.full!.key }), 403, "PLAN_NOT_ELIGIBLE");
+    expectEnvelope(
+      await app.request("GET", "/public/v1/leads", { key: other.apiKeys.full!.key }),
+      403,
+      "PLAN_NOT_ELIGIBLE",
+    );
   });
   it("plan change takes effect on the next request, both ways", async () => {
     const key = ids.apiKeys.full!.key;
@@ -120,7 +135,10 @@ describe("GET /me and scopes", () => {
     expect(r.body.rateLimit.perMinute).toBe(Number(r.headers.get("x-ratelimit-limit")));
   });
   it("effective scopes = key scopes ∩ owner's grant", async () => {
-    expect((await me(ids.apiKeys.narrowed!.key)).body.scopes.sort()).toEqual(["tenant:leads.read", "tenant:tickets.read"]);
+    expect((await me(ids.apiKeys.narrowed!.key)).body.scopes.sort()).toEqual([
+      "tenant:leads.read",
+      "tenant:tickets.read",
+    ]);
     expect((await me(ids.apiKeys.leadsonly!.key)).body.scopes).toEqual(["tenant:leads.read"]);
   });
   it("an empty effective set is valid: /me works, everything else is 403", async () => {
@@ -136,7 +154,11 @@ describe("GET /me and scopes", () => {
   });
   it("the owner's grant narrows: a key with leads.manage whose owner only has leads.read cannot create", async () => {
     const key = ids.apiKeys.narrowed!.key;
-    expectEnvelope(await app.request("POST", "/public/v1/leads", { key, body: { customerName: "X" } }), 403, "PERMISSION_DENIED");
+    expectEnvelope(
+      await app.request("POST", "/public/v1/leads", { key, body: { customerName: "X" } }),
+      403,
+      "PERMISSION_DENIED",
+    );
     const r = await app.request("GET", "/public/v1/leads", { key });
     expect(r.status).not.toBe(403);
   });
@@ -158,11 +180,25 @@ describe("GET /me and scopes", () => {
   });
   it("scope 403 comes before validation 422 and before 404", async () => {
     const key = ids.apiKeys.leadsonly!.key;
-    expectEnvelope(await app.request("POST", "/public/v1/leads", { key, raw: "{bad", headers: { "Content-Type": "application/json" } }), 403, "PERMISSION_DENIED");
-    expectEnvelope(await app.request("PATCH", `/public/v1/leads/not-a-uuid`, { key, body: {} }), 403, "PERMISSION_DENIED");
+    expectEnvelope(
+      await app.request("POST", "/public/v1/leads", {
+        key,
+        raw: "{bad",
+        headers: { "Content-Type": "application/json" },
+      }),
+      403,
+      "PERMISSION_DENIED",
+    );
+    expectEnvelope(
+      await app.request("PATCH", `/public/v1/leads/not-a-uuid`, { key, body: {} }),
+      403,
+      "PERMISSION_DENIED",
+    );
   });
   it("keys are stored hashed: no raw key in the database", async () => {
-    const rows = await app.db.sql.query<{ prefix: string; keyHash: string }>(`SELECT "prefix", "keyHash" FROM "ApiKey"`);
+    const rows = await app.db.sql.query<{ prefix: string; keyHash: string }>(
+      `SELECT "prefix", "keyHash" FROM "ApiKey"`,
+    );
     const raw = ids.apiKeys.full!.key;
     expect(rows.some((r) => r.keyHash.includes(raw) || raw === r.keyHash)).toBe(false);
     expect(rows.every((r) => /^[0-9a-f]{64}$/.test(r.keyHash))).toBe(true);

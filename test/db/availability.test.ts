@@ -34,14 +34,25 @@ beforeAll(async () => {
           { ref: "ana", name: "Ana", email: "ana@acme.test", bookable: true, workingHours: nineToFive },
           { ref: "bob", name: "Bob", email: "bob@acme.test", bookable: false, workingHours: nineToFive },
           { ref: "noh", name: "No Hours", email: "noh@acme.test", bookable: true },
-          { ref: "sun", name: "Sunday", email: "sun@acme.test", bookable: true, workingHours: [{ weekday: 0, start: "00:00", end: "24:00" }] },
-          { ref: "odd", name: "Odd", email: "odd@acme.test", bookable: true,
+          {
+            ref: "sun",
+            name: "Sunday",
+            email: "sun@acme.test",
+            bookable: true,
+            workingHours: [{ weekday: 0, start: "00:00", end: "24:00" }],
+          },
+          {
+            ref: "odd",
+            name: "Odd",
+            email: "odd@acme.test",
+            bookable: true,
             workingHours: [
               { weekday: 1, start: "09:10", end: "12:00" },
               { weekday: 1, start: "14:00", end: "15:00" },
               { weekday: 2, start: "09:00", end: "12:00" },
               { weekday: 2, start: "11:00", end: "13:00" },
-            ] },
+            ],
+          },
         ],
         apiKeys: [
           { ref: "full", owner: "ana", scopes: "all" },
@@ -52,54 +63,130 @@ beforeAll(async () => {
         ],
         appointments: [
           // Wednesday 2027-03-31 (CEST, UTC+2): 11:15–12:10 local splits ana's day.
-          { ref: "split", assignedTo: "ana", title: "Split", appointmentType: "visit",
-            startsAt: "2027-03-31T09:15:00Z", endsAt: "2027-03-31T10:10:00Z" },
+          {
+            ref: "split",
+            assignedTo: "ana",
+            title: "Split",
+            appointmentType: "visit",
+            startsAt: "2027-03-31T09:15:00Z",
+            endsAt: "2027-03-31T10:10:00Z",
+          },
           // Not blocking: cancelled, completed, no-show ones on the same day.
-          { ref: "c", assignedTo: "ana", title: "C", appointmentType: "visit", status: "cancelled",
-            startsAt: "2027-03-31T07:00:00Z", endsAt: "2027-03-31T08:00:00Z" },
-          { ref: "d", assignedTo: "ana", title: "D", appointmentType: "visit", status: "completed",
-            startsAt: "2027-03-31T12:00:00Z", endsAt: "2027-03-31T13:00:00Z" },
-          { ref: "n", assignedTo: "ana", title: "N", appointmentType: "visit", status: "no_show",
-            startsAt: "2027-03-31T13:00:00Z", endsAt: "2027-03-31T14:00:00Z" },
+          {
+            ref: "c",
+            assignedTo: "ana",
+            title: "C",
+            appointmentType: "visit",
+            status: "cancelled",
+            startsAt: "2027-03-31T07:00:00Z",
+            endsAt: "2027-03-31T08:00:00Z",
+          },
+          {
+            ref: "d",
+            assignedTo: "ana",
+            title: "D",
+            appointmentType: "visit",
+            status: "completed",
+            startsAt: "2027-03-31T12:00:00Z",
+            endsAt: "2027-03-31T13:00:00Z",
+          },
+          {
+            ref: "n",
+            assignedTo: "ana",
+            title: "N",
+            appointmentType: "visit",
+            status: "no_show",
+            startsAt: "2027-03-31T13:00:00Z",
+            endsAt: "2027-03-31T14:00:00Z",
+          },
           // Another user's appointment at the same time does not touch ana's slots.
-          { ref: "b", assignedTo: "bob", title: "B", appointmentType: "visit",
-            startsAt: "2027-03-31T07:00:00Z", endsAt: "2027-03-31T15:00:00Z" },
+          {
+            ref: "b",
+            assignedTo: "bob",
+            title: "B",
+            appointmentType: "visit",
+            startsAt: "2027-03-31T07:00:00Z",
+            endsAt: "2027-03-31T15:00:00Z",
+          },
         ],
       }),
-      tenant("other", { rateLimit: quota,
-        users: [{ ref: "ana", name: "Ana", email: "ana@other.test", bookable: true, workingHours: nineToFive }], apiKeys: keys,
-        appointments: [{ ref: "x", assignedTo: "ana", title: "X", appointmentType: "visit",
-          startsAt: "2027-03-31T07:00:00Z", endsAt: "2027-03-31T15:00:00Z" }] }),
-      tenant("pol", { rateLimit: quota,
+      tenant("other", {
+        rateLimit: quota,
+        users: [{ ref: "ana", name: "Ana", email: "ana@other.test", bookable: true, workingHours: nineToFive }],
+        apiKeys: keys,
+        appointments: [
+          {
+            ref: "x",
+            assignedTo: "ana",
+            title: "X",
+            appointmentType: "visit",
+            startsAt: "2027-03-31T07:00:00Z",
+            endsAt: "2027-03-31T15:00:00Z",
+          },
+        ],
+      }),
+      tenant("pol", {
+        rateLimit: quota,
         users: [
           { ref: "ana", name: "Ana", email: "ana@pol.test", bookable: false },
-          { ref: "late", name: "Late", email: "late@pol.test", bookable: true, workingHours: [{ weekday: 1, start: "13:00", end: "17:00" }] },
-          { ref: "early", name: "Early", email: "early@pol.test", bookable: true, workingHours: [{ weekday: 1, start: "09:00", end: "12:00" }] },
+          {
+            ref: "late",
+            name: "Late",
+            email: "late@pol.test",
+            bookable: true,
+            workingHours: [{ weekday: 1, start: "13:00", end: "17:00" }],
+          },
+          {
+            ref: "early",
+            name: "Early",
+            email: "early@pol.test",
+            bookable: true,
+            workingHours: [{ weekday: 1, start: "09:00", end: "12:00" }],
+          },
         ],
         apiKeys: keys,
         appointments: [
           // Monday 2027-04-12: early is booked all morning, so late has the earliest free slot.
-          { ref: "full", assignedTo: "early", title: "Busy", appointmentType: "visit",
-            startsAt: "2027-04-12T07:00:00Z", endsAt: "2027-04-12T10:00:00Z" },
-        ] }),
-      tenant("tie", { rateLimit: quota,
+          {
+            ref: "full",
+            assignedTo: "early",
+            title: "Busy",
+            appointmentType: "visit",
+            startsAt: "2027-04-12T07:00:00Z",
+            endsAt: "2027-04-12T10:00:00Z",
+          },
+        ],
+      }),
+      tenant("tie", {
+        rateLimit: quota,
         users: [
           { ref: "ana", name: "Ana", email: "ana@tie.test", bookable: false },
           { ref: "t1", name: "T1", email: "t1@tie.test", bookable: true, workingHours: nineToFive },
           { ref: "t2", name: "T2", email: "t2@tie.test", bookable: true, workingHours: nineToFive },
         ],
-        apiKeys: keys }),
-      tenant("nos", { rateLimit: quota,
+        apiKeys: keys,
+      }),
+      tenant("nos", {
+        rateLimit: quota,
         users: [
           { ref: "ana", name: "Ana", email: "ana@nos.test", bookable: false },
           { ref: "n1", name: "N1", email: "n1@nos.test", bookable: true },
           { ref: "n2", name: "N2", email: "n2@nos.test", bookable: true, workingHours: nineToFive },
         ],
-        apiKeys: keys }),
-      tenant("empty", { rateLimit: quota,
-        users: [{ ref: "ana", name: "Ana", email: "ana@empty.test", bookable: false, workingHours: nineToFive }], apiKeys: keys }),
-      tenant("kol", { rateLimit: quota, timezone: "Asia/Kolkata", slotMinutes: 45,
-        users: [{ ref: "ana", name: "Ana", email: "ana@kol.test", bookable: true, workingHours: nineToFive }], apiKeys: keys }),
+        apiKeys: keys,
+      }),
+      tenant("empty", {
+        rateLimit: quota,
+        users: [{ ref: "ana", name: "Ana", email: "ana@empty.test", bookable: false, workingHours: nineToFive }],
+        apiKeys: keys,
+      }),
+      tenant("kol", {
+        rateLimit: quota,
+        timezone: "Asia/Kolkata",
+        slotMinutes: 45,
+        users: [{ ref: "ana", name: "Ana", email: "ana@kol.test", bookable: true, workingHours: nineToFive }],
+        apiKeys: keys,
+      }),
     ),
   );
   const t = ids.tenants;
@@ -131,8 +218,16 @@ describe("slots", () => {
     expect(r.body.slots).toHaveLength(16);
     expect(Object.keys(r.body.slots[0]).sort()).toEqual(["endsAt", "startsAt", "userId"]);
     // Monday 2027-03-01 is winter time in Madrid (UTC+1): 09:00–17:00 local = 08:00–16:00Z.
-    expect(r.body.slots[0]).toEqual({ startsAt: "2027-03-01T08:00:00.000Z", endsAt: "2027-03-01T08:30:00.000Z", userId: acme.users.ana });
-    expect(r.body.slots[15]).toEqual({ startsAt: "2027-03-01T15:30:00.000Z", endsAt: "2027-03-01T16:00:00.000Z", userId: acme.users.ana });
+    expect(r.body.slots[0]).toEqual({
+      startsAt: "2027-03-01T08:00:00.000Z",
+      endsAt: "2027-03-01T08:30:00.000Z",
+      userId: acme.users.ana,
+    });
+    expect(r.body.slots[15]).toEqual({
+      startsAt: "2027-03-01T15:30:00.000Z",
+      endsAt: "2027-03-01T16:00:00.000Z",
+      userId: acme.users.ana,
+    });
     // Contiguous, slotMinutes long, in order.
     for (const [i, s] of (r.body.slots as Slot[]).entries()) {
       expect(Date.parse(s.endsAt) - Date.parse(s.startsAt)).toBe(30 * 60_000);
@@ -196,7 +291,13 @@ describe("slots", () => {
     expect(before).toHaveLength(16);
     const created = await app.request("POST", "/public/v1/appointments", {
       key: k(acme),
-      body: { assignedUserId: acme.users.ana, title: "T", appointmentType: "visit", startsAt: "2027-04-01T10:00:00Z", endsAt: "2027-04-01T11:00:00Z" },
+      body: {
+        assignedUserId: acme.users.ana,
+        title: "T",
+        appointmentType: "visit",
+        startsAt: "2027-04-01T10:00:00Z",
+        endsAt: "2027-04-01T11:00:00Z",
+      },
     });
     expect(created.status).toBe(201);
     const after = await slots(acme, { from: "2027-04-01", to: "2027-04-01", userId: acme.users.ana });
@@ -207,12 +308,21 @@ describe("slots", () => {
     const slot = after[0]!;
     const booked = await app.request("POST", "/public/v1/appointments", {
       key: k(acme),
-      body: { assignedUserId: slot.userId, title: "S", appointmentType: "visit", startsAt: slot.startsAt, endsAt: slot.endsAt },
+      body: {
+        assignedUserId: slot.userId,
+        title: "S",
+        appointmentType: "visit",
+        startsAt: slot.startsAt,
+        endsAt: slot.endsAt,
+      },
     });
     expect(booked.status).toBe(201);
     expect(await slots(acme, { from: "2027-04-01", to: "2027-04-01", userId: acme.users.ana })).toHaveLength(13);
     for (const id of [created.body.id, booked.body.id])
-      expect((await app.request("PATCH", `/public/v1/appointments/${id}`, { key: k(acme), body: { status: "cancelled" } })).status).toBe(200);
+      expect(
+        (await app.request("PATCH", `/public/v1/appointments/${id}`, { key: k(acme), body: { status: "cancelled" } }))
+          .status,
+      ).toBe(200);
     expect(await slots(acme, { from: "2027-04-01", to: "2027-04-01", userId: acme.users.ana })).toHaveLength(16);
   });
 
@@ -224,7 +334,9 @@ describe("slots", () => {
     expect(day(s, "2027-03-29")).toHaveLength(16);
     // Exactly at a slot's start, that slot is still offered.
     app.setNow(new Date("2027-03-26T10:30:00Z"));
-    expect((await slots(acme, { from: "2027-03-26", to: "2027-03-26", userId: acme.users.ana }))[0]!.startsAt).toBe("2027-03-26T10:30:00.000Z");
+    expect((await slots(acme, { from: "2027-03-26", to: "2027-03-26", userId: acme.users.ana }))[0]!.startsAt).toBe(
+      "2027-03-26T10:30:00.000Z",
+    );
     // A range wholly in the past is empty, and not degraded.
     app.setNow(new Date("2027-06-01T00:00:00Z"));
     expect(await slots(acme, { from: "2027-03-01", to: "2027-03-31", userId: acme.users.ana })).toEqual([]);
@@ -234,9 +346,13 @@ describe("slots", () => {
     // Monday: 09:10–12:00 and 14:00–15:00 local (CET on 2027-03-01).
     const mon = await slots(acme, { from: "2027-03-01", to: "2027-03-01", userId: acme.users.odd });
     expect(starts(mon)).toEqual([
-      "2027-03-01T08:10:00.000Z", "2027-03-01T08:40:00.000Z", "2027-03-01T09:10:00.000Z",
-      "2027-03-01T09:40:00.000Z", "2027-03-01T10:10:00.000Z", // 11:10–11:40 local; 11:40–12:10 would overrun
-      "2027-03-01T13:00:00.000Z", "2027-03-01T13:30:00.000Z",
+      "2027-03-01T08:10:00.000Z",
+      "2027-03-01T08:40:00.000Z",
+      "2027-03-01T09:10:00.000Z",
+      "2027-03-01T09:40:00.000Z",
+      "2027-03-01T10:10:00.000Z", // 11:10–11:40 local; 11:40–12:10 would overrun
+      "2027-03-01T13:00:00.000Z",
+      "2027-03-01T13:30:00.000Z",
     ]);
     // Tuesday: 09:00–12:00 and 11:00–13:00 are one span 09:00–13:00 (8 slots, none duplicated).
     const tue = await slots(acme, { from: "2027-03-02", to: "2027-03-02", userId: acme.users.odd });
@@ -248,7 +364,11 @@ describe("slots", () => {
     const s = await slots(kol, { from: "2027-03-01", to: "2027-03-01" });
     // 09:00 IST = 03:30Z; 45-minute slots, the last that fits ends at 16:30 IST = 11:00Z.
     expect(s).toHaveLength(10);
-    expect(s[0]).toEqual({ startsAt: "2027-03-01T03:30:00.000Z", endsAt: "2027-03-01T04:15:00.000Z", userId: kol.users.ana });
+    expect(s[0]).toEqual({
+      startsAt: "2027-03-01T03:30:00.000Z",
+      endsAt: "2027-03-01T04:15:00.000Z",
+      userId: kol.users.ana,
+    });
     expect(s.at(-1)!.endsAt).toBe("2027-03-01T11:00:00.000Z");
   });
 
@@ -287,7 +407,13 @@ describe("choice of user without userId", () => {
     expect((await slots(tie, { from: "2027-04-05", to: "2027-04-05" }))[0]!.userId).toBe(lo);
     const r = await app.request("POST", "/public/v1/appointments", {
       key: k(tie),
-      body: { assignedUserId: lo, title: "T", appointmentType: "visit", startsAt: "2027-04-05T13:00:00Z", endsAt: "2027-04-05T14:00:00Z" },
+      body: {
+        assignedUserId: lo,
+        title: "T",
+        appointmentType: "visit",
+        startsAt: "2027-04-05T13:00:00Z",
+        endsAt: "2027-04-05T14:00:00Z",
+      },
     });
     expect(r.status).toBe(201);
     // Both still start at 09:00 local, but lo now has one appointment in the range.
@@ -310,7 +436,13 @@ describe("choice of user without userId", () => {
     const lo = n1 < n2 ? n1 : n2;
     const booked = await app.request("POST", "/public/v1/appointments", {
       key: k(nos),
-      body: { assignedUserId: lo, title: "Sat", appointmentType: "visit", startsAt: "2027-04-10T09:00:00Z", endsAt: "2027-04-10T10:00:00Z" },
+      body: {
+        assignedUserId: lo,
+        title: "Sat",
+        appointmentType: "visit",
+        startsAt: "2027-04-10T09:00:00Z",
+        endsAt: "2027-04-10T10:00:00Z",
+      },
     });
     expect(booked.status).toBe(201);
     const r2 = await get(nos, weekend);
@@ -331,7 +463,11 @@ describe("userId", () => {
   it("unknown, foreign or not bookable → 404", async () => {
     for (const userId of [randomUuid(), other.users.ana!, acme.users.bob!, empty.users.ana!])
       expectEnvelope(await get(acme, { from: "2027-03-01", to: "2027-03-01", userId }), 404, "NOT_FOUND");
-    expectEnvelope(await get(empty, { from: "2027-04-05", to: "2027-04-05", userId: empty.users.ana }), 404, "NOT_FOUND");
+    expectEnvelope(
+      await get(empty, { from: "2027-04-05", to: "2027-04-05", userId: empty.users.ana }),
+      404,
+      "NOT_FOUND",
+    );
   });
 
   it("another tenant's appointments never affect the slots", async () => {
@@ -367,7 +503,11 @@ describe("range validation → 422", () => {
     });
 
   it("validation comes before 404 (bad range, unknown user)", async () => {
-    expectEnvelope(await get(acme, { from: "2027-03-02", to: "2027-03-01", userId: randomUuid() }), 422, "VALIDATION_ERROR");
+    expectEnvelope(
+      await get(acme, { from: "2027-03-02", to: "2027-03-01", userId: randomUuid() }),
+      422,
+      "VALIDATION_ERROR",
+    );
     expectEnvelope(await get(empty, { from: "2027-03-02", to: "2027-03-01" }), 422, "VALIDATION_ERROR");
   });
 
@@ -386,6 +526,10 @@ describe("scopes", () => {
   });
 
   it("no key → 401", async () => {
-    expectEnvelope(await app.request("GET", AVAIL, { query: { from: "2027-03-01", to: "2027-03-01" } }), 401, "INVALID_CREDENTIALS");
+    expectEnvelope(
+      await app.request("GET", AVAIL, { query: { from: "2027-03-01", to: "2027-03-01" } }),
+      401,
+      "INVALID_CREDENTIALS",
+    );
   });
 });

@@ -16,7 +16,13 @@ import { fixture, tenant } from "../helpers/fixtures.js";
 
 const TYPES = ["lead", "contact", "conversation", "appointment", "ticket"] as const;
 type Type = (typeof TYPES)[number];
-const RESOURCE: Record<Type, string> = { lead: "leads", contact: "contacts", conversation: "conversations", appointment: "appointments", ticket: "tickets" };
+const RESOURCE: Record<Type, string> = {
+  lead: "leads",
+  contact: "contacts",
+  conversation: "conversations",
+  appointment: "appointments",
+  ticket: "tickets",
+};
 const READ = (t: Type) => `tenant:${RESOURCE[t]}.read`;
 const MANAGE = TYPES.map((t) => `tenant:${RESOURCE[t]}.manage`);
 const DAY = 86_400_000;
@@ -60,10 +66,18 @@ function data(ref: string) {
       { ref: "gone", fullName: "Gone", phone: "+34600000009", deleted: true },
     ],
     conversations: [
-      { ref: "c1", channel: "site", identity: { externalId: `web-${ref}`, name: "Bea", contact: "bea" },
-        messages: [{ role: "user" as const, content: "Hi", createdAt: "2026-11-01T09:00:00Z" }] },
-      { ref: "c2", channel: "wa", identity: { externalId: "34600000002", name: "Carl", phone: "+34600000002", contact: "carl" },
-        messages: [{ role: "user" as const, content: "Hello", createdAt: "2026-11-01T10:00:00Z" }] },
+      {
+        ref: "c1",
+        channel: "site",
+        identity: { externalId: `web-${ref}`, name: "Bea", contact: "bea" },
+        messages: [{ role: "user" as const, content: "Hi", createdAt: "2026-11-01T09:00:00Z" }],
+      },
+      {
+        ref: "c2",
+        channel: "wa",
+        identity: { externalId: "34600000002", name: "Carl", phone: "+34600000002", contact: "carl" },
+        messages: [{ role: "user" as const, content: "Hello", createdAt: "2026-11-01T10:00:00Z" }],
+      },
     ],
     leads: [
       { ref: "l1", customerName: "Bea Soto", contact: "bea", conversation: "c1", createdAt: "2026-11-01T09:00:00Z" },
@@ -71,10 +85,25 @@ function data(ref: string) {
       { ref: "lheld", customerName: "Held Lead", createdAt: "2026-11-03T09:00:00Z" },
     ],
     appointments: [
-      { ref: "a1", assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: "2026-12-01T10:00:00Z", endsAt: "2026-12-01T11:00:00Z", contact: "bea", lead: "l1" },
+      {
+        ref: "a1",
+        assignedTo: "ana",
+        title: "Viewing",
+        appointmentType: "visit",
+        startsAt: "2026-12-01T10:00:00Z",
+        endsAt: "2026-12-01T11:00:00Z",
+        contact: "bea",
+        lead: "l1",
+      },
     ],
     tickets: [
-      { ref: "t1", subject: "Broken link", createdBy: "ana", contact: "bea", comments: [{ author: "ana", body: "Looking into it" }] },
+      {
+        ref: "t1",
+        subject: "Broken link",
+        createdBy: "ana",
+        contact: "bea",
+        comments: [{ author: "ana", body: "Looking into it" }],
+      },
       { ref: "t2", subject: "Keys", createdBy: "ana", lead: "l1" },
     ],
   };
@@ -82,13 +111,20 @@ function data(ref: string) {
 
 beforeAll(async () => {
   app = await startApp();
-  ids = await app.load(fixture(tenant("acme", data("acme")), tenant("other", data("other")), tenant("bulk", { apiKeys: keys, rateLimit: { perMinute: 1_000_000, perDay: 100_000_000 } })));
+  ids = await app.load(
+    fixture(
+      tenant("acme", data("acme")),
+      tenant("other", data("other")),
+      tenant("bulk", { apiKeys: keys, rateLimit: { perMinute: 1_000_000, perDay: 100_000_000 } }),
+    ),
+  );
 }, 60_000);
 afterAll(() => app?.close());
 
 // ---- helpers ----------------------------------------------------------------------------------------
 
-const get = (k: string, query: Record<string, string | number | undefined> = {}) => app.request<Page>("GET", "/public/v1/changes", { key: k, query });
+const get = (k: string, query: Record<string, string | number | undefined> = {}) =>
+  app.request<Page>("GET", "/public/v1/changes", { key: k, query });
 
 /** Follows nextSince until hasMore is false. */
 async function drain(k: string, since?: string, q: { types?: string; limit?: number } = {}) {
@@ -147,7 +183,8 @@ async function expectOk(p: Promise<Response>, status = 200) {
   return r.body;
 }
 
-const listItem = async (type: Type, id: string) => (await listAll(key("acme"), `/public/v1/${RESOURCE[type]}`)).find((o) => o.id === id);
+const listItem = async (type: Type, id: string) =>
+  (await listAll(key("acme"), `/public/v1/${RESOURCE[type]}`)).find((o) => o.id === id);
 const sql = <R = Record<string, unknown>>(text: string, params: unknown[] = []) => untimed(app.db)<R>(text, params);
 
 function expectInvalid(r: Response, field: string) {
@@ -185,7 +222,9 @@ describe("bootstrap (no since)", () => {
     expect(b.body).toEqual({ items: [], nextSince: expect.any(String), hasMore: false });
     const c = await get(k, { since: b.body.nextSince });
     expect(c.body.items).toEqual([]);
-    await expectOk(app.request("PATCH", `/public/v1/leads/${T("acme").leads.l2}`, { key: k, body: { notes: "equivalent tokens" } }));
+    await expectOk(
+      app.request("PATCH", `/public/v1/leads/${T("acme").leads.l2}`, { key: k, body: { notes: "equivalent tokens" } }),
+    );
     const fromA = await drain(k, a.since);
     const fromC = await drain(k, c.body.nextSince);
     expect(fromA.items).toHaveLength(1);
@@ -198,7 +237,11 @@ describe("bootstrap (no since)", () => {
 describe("each kind of change appears with its action and data", () => {
   it("lead PATCH → the lead, deep-equal to GET /leads/{id}", async () => {
     const id = T("acme").leads.l1!;
-    const items = await changesAfter(() => expectOk(app.request("PATCH", `/public/v1/leads/${id}`, { key: key("acme"), body: { quality: "hot", notes: "called" } })));
+    const items = await changesAfter(() =>
+      expectOk(
+        app.request("PATCH", `/public/v1/leads/${id}`, { key: key("acme"), body: { quality: "hot", notes: "called" } }),
+      ),
+    );
     const lead = await expectOk(app.request("GET", `/public/v1/leads/${id}`, { key: key("acme") }));
     expect(lead.notes).toBe("called");
     expect(items).toEqual([{ type: "lead", id, action: "upsert", changedAt: expect.any(String), data: lead }]);
@@ -206,10 +249,21 @@ describe("each kind of change appears with its action and data", () => {
 
   it("contact PATCH → upsert; soft delete (SQL) → delete with data null", async () => {
     const id = T("acme").contacts.dana!;
-    const patched = await changesAfter(() => expectOk(app.request("PATCH", `/public/v1/contacts/${id}`, { key: key("acme"), body: { fullName: "Dana G.", marketingOptOut: true } })));
-    expect(patched).toEqual([{ type: "contact", id, action: "upsert", changedAt: expect.any(String), data: await listItem("contact", id) }]);
+    const patched = await changesAfter(() =>
+      expectOk(
+        app.request("PATCH", `/public/v1/contacts/${id}`, {
+          key: key("acme"),
+          body: { fullName: "Dana G.", marketingOptOut: true },
+        }),
+      ),
+    );
+    expect(patched).toEqual([
+      { type: "contact", id, action: "upsert", changedAt: expect.any(String), data: await listItem("contact", id) },
+    ]);
     expect(patched[0]!.data!.fullName).toBe("Dana G.");
-    const deleted = await changesAfter(() => sql(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "id" = $1`, [id]));
+    const deleted = await changesAfter(() =>
+      sql(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "id" = $1`, [id]),
+    );
     expect(deleted).toEqual([{ type: "contact", id, action: "delete", changedAt: expect.any(String), data: null }]);
     expect(await listItem("contact", id)).toBeUndefined();
     // A fresh bootstrap skips the tombstone: the deleted contact appears neither way.
@@ -222,38 +276,87 @@ describe("each kind of change appears with its action and data", () => {
       const c = await expectOk(
         app.request("POST", "/public/v1/conversations/start", {
           key: key("acme"),
-          body: { channelId: T("acme").channels.wa, phone: "+34 611 000 777", templateName: "welcome", templateLanguage: "en", variables: ["Eva", "Ana"] },
+          body: {
+            channelId: T("acme").channels.wa,
+            phone: "+34 611 000 777",
+            templateName: "welcome",
+            templateLanguage: "en",
+            variables: ["Eva", "Ana"],
+          },
         }),
         201,
       );
       convId = c.id;
     });
-    expect(started).toEqual([{ type: "conversation", id: convId, action: "upsert", changedAt: expect.any(String), data: await listItem("conversation", convId) }]);
+    expect(started).toEqual([
+      {
+        type: "conversation",
+        id: convId,
+        action: "upsert",
+        changedAt: expect.any(String),
+        data: await listItem("conversation", convId),
+      },
+    ]);
     expect(started[0]!.data!.lastMessagePreview).toBe("Hello Eva, this is Ana");
 
     const c1 = T("acme").conversations.c1!;
-    const sent = await changesAfter(() => expectOk(app.request("POST", `/public/v1/conversations/${c1}/messages`, { key: key("acme"), body: { content: "On my way" } }), 201));
-    expect(sent).toEqual([{ type: "conversation", id: c1, action: "upsert", changedAt: expect.any(String), data: await listItem("conversation", c1) }]);
+    const sent = await changesAfter(() =>
+      expectOk(
+        app.request("POST", `/public/v1/conversations/${c1}/messages`, {
+          key: key("acme"),
+          body: { content: "On my way" },
+        }),
+        201,
+      ),
+    );
+    expect(sent).toEqual([
+      {
+        type: "conversation",
+        id: c1,
+        action: "upsert",
+        changedAt: expect.any(String),
+        data: await listItem("conversation", c1),
+      },
+    ]);
     expect(sent[0]!.data!.lastMessagePreview).toBe("On my way");
   });
 
   it("a message or a ticket comment inserted without touching its parent still changes the parent", async () => {
     const c2 = T("acme").conversations.c2!;
     const viaMessage = await changesAfter(() =>
-      sql(`INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus") VALUES ($1, $2, 'user', 'raw', 'received')`, [T("acme").id, c2]),
+      sql(
+        `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus") VALUES ($1, $2, 'user', 'raw', 'received')`,
+        [T("acme").id, c2],
+      ),
     );
     expect(viaMessage.map((i) => [i.type, i.id, i.action])).toEqual([["conversation", c2, "upsert"]]);
     const t2 = T("acme").tickets.t2!;
     const viaComment = await changesAfter(() =>
-      sql(`INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body") VALUES ($1, $2, $3, 'raw comment')`, [T("acme").id, t2, T("acme").users.ana]),
+      sql(
+        `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body") VALUES ($1, $2, $3, 'raw comment')`,
+        [T("acme").id, t2, T("acme").users.ana],
+      ),
     );
-    expect(viaComment).toEqual([{ type: "ticket", id: t2, action: "upsert", changedAt: expect.any(String), data: await listItem("ticket", t2) }]);
+    expect(viaComment).toEqual([
+      { type: "ticket", id: t2, action: "upsert", changedAt: expect.any(String), data: await listItem("ticket", t2) },
+    ]);
     expect(viaComment[0]!.data!.comments.map((c: any) => c.body)).toEqual(["raw comment"]);
     // What a conversation shows of its customer: a change of the customer is a change of it.
     const viaCustomer = await changesAfter(() =>
-      sql(`UPDATE "Customer" SET "name" = 'Carl D.' WHERE "id" = (SELECT "customerId" FROM "Conversation" WHERE "id" = $1)`, [c2]),
+      sql(
+        `UPDATE "Customer" SET "name" = 'Carl D.' WHERE "id" = (SELECT "customerId" FROM "Conversation" WHERE "id" = $1)`,
+        [c2],
+      ),
     );
-    expect(viaCustomer).toEqual([{ type: "conversation", id: c2, action: "upsert", changedAt: expect.any(String), data: await listItem("conversation", c2) }]);
+    expect(viaCustomer).toEqual([
+      {
+        type: "conversation",
+        id: c2,
+        action: "upsert",
+        changedAt: expect.any(String),
+        data: await listItem("conversation", c2),
+      },
+    ]);
     expect(viaCustomer[0]!.data!.customer.name).toBe("Carl D.");
   });
 
@@ -265,31 +368,79 @@ describe("each kind of change appears with its action and data", () => {
         await expectOk(
           app.request("POST", "/public/v1/appointments", {
             key: k,
-            body: { assignedUserId: T("acme").users.ana, title: "Second visit", appointmentType: "visit", startsAt: "2026-12-10T10:00:00Z", endsAt: "2026-12-10T11:00:00Z" },
+            body: {
+              assignedUserId: T("acme").users.ana,
+              title: "Second visit",
+              appointmentType: "visit",
+              startsAt: "2026-12-10T10:00:00Z",
+              endsAt: "2026-12-10T11:00:00Z",
+            },
           }),
           201,
         )
       ).id;
     });
-    expect(created).toEqual([{ type: "appointment", id, action: "upsert", changedAt: expect.any(String), data: await listItem("appointment", id) }]);
+    expect(created).toEqual([
+      {
+        type: "appointment",
+        id,
+        action: "upsert",
+        changedAt: expect.any(String),
+        data: await listItem("appointment", id),
+      },
+    ]);
     const moved = await changesAfter(() =>
-      expectOk(app.request("PATCH", `/public/v1/appointments/${id}`, { key: k, body: { startsAt: "2026-12-10T12:00:00Z", endsAt: "2026-12-10T13:00:00Z" } })),
+      expectOk(
+        app.request("PATCH", `/public/v1/appointments/${id}`, {
+          key: k,
+          body: { startsAt: "2026-12-10T12:00:00Z", endsAt: "2026-12-10T13:00:00Z" },
+        }),
+      ),
     );
-    expect(moved).toEqual([{ type: "appointment", id, action: "upsert", changedAt: expect.any(String), data: await listItem("appointment", id) }]);
+    expect(moved).toEqual([
+      {
+        type: "appointment",
+        id,
+        action: "upsert",
+        changedAt: expect.any(String),
+        data: await listItem("appointment", id),
+      },
+    ]);
     expect(moved[0]!.data!.startsAt).toBe("2026-12-10T12:00:00.000Z");
-    const cancelled = await changesAfter(() => expectOk(app.request("PATCH", `/public/v1/appointments/${id}`, { key: k, body: { status: "cancelled" } })));
-    expect(cancelled).toEqual([{ type: "appointment", id, action: "upsert", changedAt: expect.any(String), data: await listItem("appointment", id) }]);
+    const cancelled = await changesAfter(() =>
+      expectOk(app.request("PATCH", `/public/v1/appointments/${id}`, { key: k, body: { status: "cancelled" } })),
+    );
+    expect(cancelled).toEqual([
+      {
+        type: "appointment",
+        id,
+        action: "upsert",
+        changedAt: expect.any(String),
+        data: await listItem("appointment", id),
+      },
+    ]);
     expect(cancelled[0]!.data!.status).toBe("cancelled");
   });
 
   it("ticket status change and comment", async () => {
     const k = key("acme");
     const id = T("acme").tickets.t1!;
-    const status = await changesAfter(() => expectOk(app.request("PATCH", `/public/v1/tickets/${id}`, { key: k, body: { status: "pending" } })));
-    expect(status).toEqual([{ type: "ticket", id, action: "upsert", changedAt: expect.any(String), data: await listItem("ticket", id) }]);
+    const status = await changesAfter(() =>
+      expectOk(app.request("PATCH", `/public/v1/tickets/${id}`, { key: k, body: { status: "pending" } })),
+    );
+    expect(status).toEqual([
+      { type: "ticket", id, action: "upsert", changedAt: expect.any(String), data: await listItem("ticket", id) },
+    ]);
     expect(status[0]!.data!.status).toBe("pending");
-    const commented = await changesAfter(() => expectOk(app.request("POST", `/public/v1/tickets/${id}/comments`, { key: k, body: { body: "Technician booked" } }), 201));
-    expect(commented).toEqual([{ type: "ticket", id, action: "upsert", changedAt: expect.any(String), data: await listItem("ticket", id) }]);
+    const commented = await changesAfter(() =>
+      expectOk(
+        app.request("POST", `/public/v1/tickets/${id}/comments`, { key: k, body: { body: "Technician booked" } }),
+        201,
+      ),
+    );
+    expect(commented).toEqual([
+      { type: "ticket", id, action: "upsert", changedAt: expect.any(String), data: await listItem("ticket", id) },
+    ]);
     expect(commented[0]!.data!.comments.map((c: any) => c.body)).toEqual(["Looking into it", "Technician booked"]);
   });
 
@@ -297,20 +448,29 @@ describe("each kind of change appears with its action and data", () => {
     const k = key("acme");
     const id = T("acme").leads.l2!;
     const items = await changesAfter(async () => {
-      for (const notes of ["one", "two", "three"]) await expectOk(app.request("PATCH", `/public/v1/leads/${id}`, { key: k, body: { notes } }));
+      for (const notes of ["one", "two", "three"])
+        await expectOk(app.request("PATCH", `/public/v1/leads/${id}`, { key: k, body: { notes } }));
     });
     expect(items).toHaveLength(1);
     expect(items[0]!.data!.notes).toBe("three");
-    expect(await changesAfter(() => sql(`UPDATE "Lead" SET "notes" = "notes" WHERE "tenantId" = $1`, [T("acme").id]))).toEqual([]);
+    expect(
+      await changesAfter(() => sql(`UPDATE "Lead" SET "notes" = "notes" WHERE "tenantId" = $1`, [T("acme").id])),
+    ).toEqual([]);
   });
 
   it("items come in commit order", async () => {
     const k = key("acme");
     const a = T("acme");
     const items = await changesAfter(async () => {
-      await expectOk(app.request("PATCH", `/public/v1/tickets/${a.tickets.t2}`, { key: k, body: { subject: "Keys (2)" } }));
-      await expectOk(app.request("PATCH", `/public/v1/leads/${a.leads.l1}`, { key: k, body: { notes: "after the ticket" } }));
-      await expectOk(app.request("PATCH", `/public/v1/contacts/${a.contacts.eve}`, { key: k, body: { fullName: "Eve R." } }));
+      await expectOk(
+        app.request("PATCH", `/public/v1/tickets/${a.tickets.t2}`, { key: k, body: { subject: "Keys (2)" } }),
+      );
+      await expectOk(
+        app.request("PATCH", `/public/v1/leads/${a.leads.l1}`, { key: k, body: { notes: "after the ticket" } }),
+      );
+      await expectOk(
+        app.request("PATCH", `/public/v1/contacts/${a.contacts.eve}`, { key: k, body: { fullName: "Eve R." } }),
+      );
     });
     expect(items.map((i) => [i.type, i.id])).toEqual([
       ["ticket", a.tickets.t2],
@@ -358,11 +518,20 @@ describe("concurrent writers and a long-running transaction", () => {
       await held.query("BEGIN");
       // Every statement pins the tenant (as the service's do): on Citus a statement without it is a
       // multi-shard write, which locks every shard until this transaction ends.
-      await held.query(`UPDATE "Lead" SET "notes" = 'held', "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`, [a.leads.lheld, a.id]);
+      await held.query(`UPDATE "Lead" SET "notes" = 'held', "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`, [
+        a.leads.lheld,
+        a.id,
+      ]);
       heldLeadId = (
-        await held.query(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'Born in a long transaction', $2) RETURNING "id"`, [a.id, a.stages.new])
+        await held.query(
+          `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'Born in a long transaction', $2) RETURNING "id"`,
+          [a.id, a.stages.new],
+        )
       ).rows[0].id;
-      await held.query(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`, [a.contacts.held, a.id]);
+      await held.query(
+        `UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`,
+        [a.contacts.held, a.id],
+      );
     }
 
     const statuses: number[] = [];
@@ -372,27 +541,68 @@ describe("concurrent writers and a long-running transaction", () => {
       return r.body;
     };
     const writer = async (w: number) => {
-      const lead = await ok(app.request("POST", "/public/v1/leads", { key: k, body: { customerName: `Writer ${w}`, customerPhone: `+3462000${String(w).padStart(4, "0")}` } }));
+      const lead = await ok(
+        app.request("POST", "/public/v1/leads", {
+          key: k,
+          body: { customerName: `Writer ${w}`, customerPhone: `+3462000${String(w).padStart(4, "0")}` },
+        }),
+      );
       await ok(app.request("PATCH", `/public/v1/leads/${lead.id}`, { key: k, body: { notes: `patched by ${w}` } }));
       await ok(app.request("PATCH", `/public/v1/leads/${a.leads.l2}`, { key: k, body: { notes: `l2 by ${w}` } }));
-      const contact = await ok(app.request("POST", "/public/v1/contacts", { key: k, body: { fullName: `Writer ${w}`, phone: `+3463000${String(w).padStart(4, "0")}` } }));
+      const contact = await ok(
+        app.request("POST", "/public/v1/contacts", {
+          key: k,
+          body: { fullName: `Writer ${w}`, phone: `+3463000${String(w).padStart(4, "0")}` },
+        }),
+      );
       // The same ticket commented and PATCHed by different writers at once (no deadlock between the
       // comment's and the PATCH's row locks), and the same conversation written to.
-      if (w % 2 === 0) await ok(app.request("POST", `/public/v1/tickets/${a.tickets.t1}/comments`, { key: k, body: { body: `comment ${w}` } }));
-      else await ok(app.request("PATCH", `/public/v1/tickets/${a.tickets.t1}`, { key: k, body: { status: w % 4 === 1 ? "open" : "pending" } }));
-      await ok(app.request("POST", `/public/v1/conversations/${a.conversations.c1}/messages`, { key: k, body: { content: `message ${w}` } }));
+      if (w % 2 === 0)
+        await ok(
+          app.request("POST", `/public/v1/tickets/${a.tickets.t1}/comments`, {
+            key: k,
+            body: { body: `comment ${w}` },
+          }),
+        );
+      else
+        await ok(
+          app.request("PATCH", `/public/v1/tickets/${a.tickets.t1}`, {
+            key: k,
+            body: { status: w % 4 === 1 ? "open" : "pending" },
+          }),
+        );
+      await ok(
+        app.request("POST", `/public/v1/conversations/${a.conversations.c1}/messages`, {
+          key: k,
+          body: { content: `message ${w}` },
+        }),
+      );
       const day = String(1 + w).padStart(2, "0");
       const appt = await ok(
         app.request("POST", "/public/v1/appointments", {
           key: k,
-          body: { assignedUserId: a.users.ana, title: `Visit ${w}`, appointmentType: "visit", startsAt: `2027-03-${day}T09:00:00Z`, endsAt: `2027-03-${day}T10:00:00Z` },
+          body: {
+            assignedUserId: a.users.ana,
+            title: `Visit ${w}`,
+            appointmentType: "visit",
+            startsAt: `2027-03-${day}T09:00:00Z`,
+            endsAt: `2027-03-${day}T10:00:00Z`,
+          },
         }),
       );
-      if (w % 3 === 0) await ok(app.request("PATCH", `/public/v1/appointments/${appt.id}`, { key: k, body: { status: "cancelled" } }));
-      if (w % 5 === 0) await sql(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`, [contact.id, a.id]);
+      if (w % 3 === 0)
+        await ok(app.request("PATCH", `/public/v1/appointments/${appt.id}`, { key: k, body: { status: "cancelled" } }));
+      if (w % 5 === 0)
+        await sql(`UPDATE "Contact" SET "deletedAt" = now(), "updatedAt" = now() WHERE "tenantId" = $2 AND "id" = $1`, [
+          contact.id,
+          a.id,
+        ]);
     };
     await Promise.all(Array.from({ length: 20 }, (_, w) => writer(w)));
-    expect(statuses.every((s) => s === 200 || s === 201), JSON.stringify(statuses)).toBe(true);
+    expect(
+      statuses.every((s) => s === 200 || s === 201),
+      JSON.stringify(statuses),
+    ).toBe(true);
 
     let newestBeforeCommit = "";
     let atCommit = 0;
@@ -400,7 +610,9 @@ describe("concurrent writers and a long-running transaction", () => {
       // Several polls while the transaction is still open: none waits for it (a poll queued behind
       // its locks would show among the lock waits, blocked by its backend — on Citus on a worker:
       // test/helpers/cluster.ts), none sees its changes.
-      const [{ pid: heldPid }] = (await held.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows as [{ pid: number }];
+      const [{ pid: heldPid }] = (await held.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows as [
+        { pid: number },
+      ];
       const before = polls;
       while (polls < before + 3) {
         const blocked = (await lockWaits((q, p) => sql(q, p))).filter((w) => w.blockers.includes(heldPid));
@@ -412,7 +624,10 @@ describe("concurrent writers and a long-running transaction", () => {
       expect((mirror.get(`lead:${a.leads.lheld}`) as any).notes).not.toBe("held");
       expect(mirror.has(`lead:${heldLeadId}`)).toBe(false);
       expect(mirror.has(`contact:${a.contacts.held}`)).toBe(true);
-      newestBeforeCommit = delivered.map((i) => i.changedAt).sort().at(-1)!;
+      newestBeforeCommit = delivered
+        .map((i) => i.changedAt)
+        .sort()
+        .at(-1)!;
       atCommit = delivered.length;
       await held.query("COMMIT");
       await held.end();
@@ -489,7 +704,9 @@ describe("scopes", () => {
     const both = await drain(k, undefined, { types: "ticket,lead,ticket" });
     expect(new Set(both.items.map((i) => i.type))).toEqual(new Set(["lead", "ticket"]));
     const tickets = await drain(k, undefined, { types: "ticket" });
-    await expectOk(app.request("PATCH", `/public/v1/leads/${T("acme").leads.l2}`, { key: k, body: { notes: "not a ticket" } }));
+    await expectOk(
+      app.request("PATCH", `/public/v1/leads/${T("acme").leads.l2}`, { key: k, body: { notes: "not a ticket" } }),
+    );
     expect((await drain(k, tickets.since, { types: "ticket" })).items).toEqual([]);
     expect((await drain(k, tickets.since, { types: "lead" })).items.map((i) => i.id)).toEqual([T("acme").leads.l2]);
   });
@@ -501,10 +718,19 @@ describe("tenant isolation", () => {
     const mirror = new Map<string, unknown>();
     apply(mirror, other.items);
     expect(sorted(mirror)).toEqual(sorted(await fullRead(key("other"))));
-    const acmeIds = new Set(Object.values(T("acme")).flatMap((v) => (v && typeof v === "object" ? Object.values(v as Record<string, unknown>) : [])));
+    const acmeIds = new Set(
+      Object.values(T("acme")).flatMap((v) =>
+        v && typeof v === "object" ? Object.values(v as Record<string, unknown>) : [],
+      ),
+    );
     expect(other.items.filter((i) => acmeIds.has(i.id))).toEqual([]);
 
-    await expectOk(app.request("PATCH", `/public/v1/leads/${T("acme").leads.l1}`, { key: key("acme"), body: { notes: "acme only" } }));
+    await expectOk(
+      app.request("PATCH", `/public/v1/leads/${T("acme").leads.l1}`, {
+        key: key("acme"),
+        body: { notes: "acme only" },
+      }),
+    );
     expect((await drain(key("other"), other.since)).items).toEqual([]);
 
     const acmeToken = (await drain(key("acme"))).since;
@@ -526,12 +752,18 @@ describe("validation", () => {
 
   it("types: unknown values → 422", async () => {
     const k = key("acme");
-    for (const types of ["bogus", "lead,bogus", "lead,,contact", "Lead", "leads", "lead ", "x".repeat(201)]) expectInvalid(await get(k, { types }), "types");
+    for (const types of ["bogus", "lead,bogus", "lead,,contact", "Lead", "leads", "lead ", "x".repeat(201)])
+      expectInvalid(await get(k, { types }), "types");
   });
 
   it("since: malformed or another tenant's → 422 naming since; refused before any work (a pending change stays pending)", async () => {
     const k = key("acme");
-    await expectOk(app.request("PATCH", `/public/v1/leads/${T("acme").leads.l1}`, { key: k, body: { notes: "pending while refused" } }));
+    await expectOk(
+      app.request("PATCH", `/public/v1/leads/${T("acme").leads.l1}`, {
+        key: k,
+        body: { notes: "pending while refused" },
+      }),
+    );
     const bad = [
       "not a token",
       "abc",
@@ -545,8 +777,14 @@ describe("validation", () => {
     }
     const foreign = encodeSince(T("other").id, { pos: 1, skip: 0, at: Date.now() });
     expectInvalid(await get(k, { since: foreign }), "since");
-    expectEnvelope(await get(key("acme", "r_lead"), { types: "ticket", since: "not a token" }), 403, "PERMISSION_DENIED");
-    expect(await sql(`SELECT 1 FROM "ChangeLog" WHERE "objectId" = $1 AND "pos" IS NULL`, [T("acme").leads.l1])).toHaveLength(1);
+    expectEnvelope(
+      await get(key("acme", "r_lead"), { types: "ticket", since: "not a token" }),
+      403,
+      "PERMISSION_DENIED",
+    );
+    expect(
+      await sql(`SELECT 1 FROM "ChangeLog" WHERE "objectId" = $1 AND "pos" IS NULL`, [T("acme").leads.l1]),
+    ).toHaveLength(1);
     await drain(k);
   });
 
@@ -582,7 +820,10 @@ describe("validation", () => {
     const rest = await drain(k, first.body.nextSince, { limit: 50 });
     expect(rest.items.filter((i) => i.id === a.contacts.carl).at(-1)).toMatchObject({ action: "delete", data: null });
 
-    const count = async () => (await sql<{ action: string; n: number }>(`SELECT "action", count(*)::int AS n FROM "ChangeLog" GROUP BY "action" ORDER BY "action"`));
+    const count = async () =>
+      await sql<{ action: string; n: number }>(
+        `SELECT "action", count(*)::int AS n FROM "ChangeLog" GROUP BY "action" ORDER BY "action"`,
+      );
     const before = await count();
     expect(before.find((r) => r.action === "delete")!.n).toBeGreaterThan(0);
     expect(await purgeTombstones(app.db.prisma, new Date(Date.now() + CHANGES_RETENTION_MS))).toBe(0);
@@ -598,7 +839,10 @@ describe("pagination and bounds", () => {
   it("limit 500 over 600 bulk-inserted leads, and limit 1 over 30 changes, give the same items as one big page", async () => {
     const k = key("bulk");
     const b = T("bulk");
-    await sql(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") SELECT $1, 'Bulk ' || i, $2 FROM generate_series(1, 600) i`, [b.id, b.stages.new]);
+    await sql(
+      `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") SELECT $1, 'Bulk ' || i, $2 FROM generate_series(1, 600) i`,
+      [b.id, b.stages.new],
+    );
     const first = await get(k, { limit: 500 });
     expect(first.body.items).toHaveLength(500);
     expect(first.body.hasMore).toBe(true);
@@ -610,7 +854,10 @@ describe("pagination and bounds", () => {
     expect(sorted(new Map(all.map((i) => [`lead:${i.id}`, i.data])))).toEqual(sorted(await fullRead(k, ["lead"])));
 
     const tip = second.body.nextSince;
-    await sql(`UPDATE "Lead" SET "notes" = 'batch', "updatedAt" = now() WHERE "id" IN (SELECT "id" FROM "Lead" WHERE "tenantId" = $1 ORDER BY "id" LIMIT 30)`, [b.id]);
+    await sql(
+      `UPDATE "Lead" SET "notes" = 'batch', "updatedAt" = now() WHERE "id" IN (SELECT "id" FROM "Lead" WHERE "tenantId" = $1 ORDER BY "id" LIMIT 30)`,
+      [b.id],
+    );
     const one = await drain(k, tip, { limit: 1 });
     expect(one.pages).toHaveLength(30);
     expect(one.pages.slice(0, 29).every((p) => p.items.length === 1 && p.hasMore)).toBe(true);
@@ -653,10 +900,10 @@ describe("pagination and bounds", () => {
     const k = key("bulk");
     const b = T("bulk");
     const tip = (await drain(k)).since;
-    await sql(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "notes") SELECT $1, 'Wordy ' || i, $2, repeat('y', 10000) FROM generate_series(1, 450) i`, [
-      b.id,
-      b.stages.new,
-    ]);
+    await sql(
+      `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "notes") SELECT $1, 'Wordy ' || i, $2, repeat('y', 10000) FROM generate_series(1, 450) i`,
+      [b.id, b.stages.new],
+    );
     const r = await drain(k, tip, { limit: 500, types: "lead" });
     expect(r.pages).toHaveLength(2);
     expect(r.pages[0]!.items.length).toBeGreaterThan(300);

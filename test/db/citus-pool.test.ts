@@ -28,7 +28,9 @@ const count = async (url: string, sql: string) => {
 };
 
 describe.skipIf(!cluster)("the pool of distributed test databases", () => {
-  it("a used database comes back emptied and pristine; one changed on a worker is dropped on every node", { timeout: 180_000 }, async () => {
+  it("a used database comes back emptied and pristine; one changed on a worker is dropped on every node", {
+    timeout: 180_000,
+  }, async () => {
     const run = `test_${randomBytes(5).toString("hex")}`;
     const name = `test_pool_${randomBytes(5).toString("hex")}`;
     await register(base!, cluster!, run, name);
@@ -69,7 +71,8 @@ async function used(run: string, name: string) {
   const again = await claim(base!, cluster!, run);
   expect(again?.name).toBe(name);
   expect(again?.pristine).toEqual(pristine);
-  for (const table of ["Tenant", "Lead", "ChangeLog", "ListCounter"]) expect(await count(url, `SELECT count(*) AS n FROM "${table}"`), table).toBe(0);
+  for (const table of ["Tenant", "Lead", "ChangeLog", "ListCounter"])
+    expect(await count(url, `SELECT count(*) AS n FROM "${table}"`), table).toBe(0);
   expect(await count(url, `SELECT count(*) AS n FROM "PlanLimit"`)).toBeGreaterThan(0);
   expect(await fingerprint(url, pristine.kept)).toBe(pristine.fingerprint);
 
@@ -77,7 +80,10 @@ async function used(run: string, name: string) {
   await onNode(nodeUrl(base!, cluster!.workers[0]!, name), `CREATE TABLE "stray" (x int)`);
   expect(await release(base!, cluster!, run, name, url, pristine, drop)).toBe(false);
   for (const node of [cluster!.coordinator, ...cluster!.workers])
-    expect(await count(nodeUrl(base!, node, "postgres"), `SELECT count(*) AS n FROM pg_database WHERE datname = '${name}'`), `${node.port}`).toBe(0);
+    expect(
+      await count(nodeUrl(base!, node, "postgres"), `SELECT count(*) AS n FROM pg_database WHERE datname = '${name}'`),
+      `${node.port}`,
+    ).toBe(0);
   expect(await claim(base!, cluster!, run)).toBeUndefined();
   expect(await forget(base!, cluster!, run)).toEqual([]);
 }

@@ -23,13 +23,28 @@ describe("Citus-ready schema", () => {
   });
 
   it("roles: shared tables are reference tables, tenant data is distributed by tenantId", () => {
-    for (const name of ["PlanLimit", "Tenant", "User", "ApiKey"]) expect(roleOf(name), name).toEqual({ kind: "reference" });
-    for (const name of ["Lead", "Contact", "Conversation", "Message", "Appointment", "Ticket", "TicketComment", "IdempotencyRecord", "ContactListMember"])
+    for (const name of ["PlanLimit", "Tenant", "User", "ApiKey"])
+      expect(roleOf(name), name).toEqual({ kind: "reference" });
+    for (const name of [
+      "Lead",
+      "Contact",
+      "Conversation",
+      "Message",
+      "Appointment",
+      "Ticket",
+      "TicketComment",
+      "IdempotencyRecord",
+      "ContactListMember",
+    ])
       expect(roleOf(name), name).toEqual({ kind: "distributed", column: "tenantId" });
     expect(roleOf("_app_migrations")).toEqual({ kind: "local" });
     // Every table with tenant data that is not one of the four reference tables is distributed.
-    const tenantOwned = [...cat.tables.values()].filter((x) => [...x.columns.values()].some((c) => c.name === "tenantId"));
-    for (const x of tenantOwned) if (!["User", "ApiKey"].includes(x.name)) expect(x.role, x.name).toEqual({ kind: "distributed", column: "tenantId" });
+    const tenantOwned = [...cat.tables.values()].filter((x) =>
+      [...x.columns.values()].some((c) => c.name === "tenantId"),
+    );
+    for (const x of tenantOwned)
+      if (!["User", "ApiKey"].includes(x.name))
+        expect(x.role, x.name).toEqual({ kind: "distributed", column: "tenantId" });
   });
 
   it("primary keys are (tenantId, id); the idempotency claim is unique per tenant", () => {
@@ -38,15 +53,19 @@ describe("Citus-ready schema", () => {
       const c = cat.constraints.find((k) => k.table === table && k.type === "p")!;
       return c.keys.map((n) => x.columns.get(n)!.name);
     };
-    for (const table of ["Lead", "User", "ApiKey", "WorkingHours", "Message", "IdempotencyRecord"]) expect(pk(table), table).toEqual(["tenantId", "id"]);
+    for (const table of ["Lead", "User", "ApiKey", "WorkingHours", "Message", "IdempotencyRecord"])
+      expect(pk(table), table).toEqual(["tenantId", "id"]);
     expect(pk("ContactListMember")).toEqual(["tenantId", "listId", "contactId"]);
-    expect(cat.indexes.some((i) => i.name === "IdempotencyRecord_tenantId_apiKeyId_endpoint_key_key" && i.unique)).toBe(true);
+    expect(cat.indexes.some((i) => i.name === "IdempotencyRecord_tenantId_apiKeyId_endpoint_key_key" && i.unique)).toBe(
+      true,
+    );
   });
 
   it("role comments parse strictly", () => {
     expect(parseRole("citus:distributed(tenantId)")).toEqual({ kind: "distributed", column: "tenantId" });
     expect(parseRole("citus:reference")).toEqual({ kind: "reference" });
-    for (const bad of [null, "", "reference", "citus:distributed", "citus:distributed()", "citus:sharded(tenantId)"]) expect(parseRole(bad)).toBeNull();
+    for (const bad of [null, "", "reference", "citus:distributed", "citus:distributed()", "citus:sharded(tenantId)"])
+      expect(parseRole(bad)).toBeNull();
   });
 
   // The checker itself: tables that break each rule, created in a transaction that is rolled back.
@@ -93,7 +112,11 @@ describe("Citus-ready schema", () => {
       `zz_other: distributed by "shard", not "tenantId"`,
       `distribution columns have different types`,
     ];
-    for (const e of expected) expect(found.some((v) => v.startsWith(e)), `${e}\nin:\n${found.join("\n")}`).toBe(true);
+    for (const e of expected)
+      expect(
+        found.some((v) => v.startsWith(e)),
+        `${e}\nin:\n${found.join("\n")}`,
+      ).toBe(true);
     // Nothing of the scratch tables survived the rollback.
     expect((await readCatalog(t.db.sql)).tables.has("zz_dist")).toBe(false);
   });

@@ -6,7 +6,14 @@
 // tenant with the changes feed (followChanges).
 // Every response the client receives is checked against the OpenAPI document, as in app.request().
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCrmClient, CrmError, followChanges, type Change, type CrmClient, type Lead } from "../../client/index.js";
+import {
+  createCrmClient,
+  CrmError,
+  followChanges,
+  type Change,
+  type CrmClient,
+  type Lead,
+} from "../../client/index.js";
 import { startApp, type TestApp } from "../helpers/app.js";
 import { assertConforms } from "../helpers/conformance.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
@@ -35,7 +42,13 @@ function tick(ms = MIN) {
 async function conformingFetch(request: Request): Promise<Response> {
   const res = await fetch(request);
   const text = await res.clone().text();
-  assertConforms(request.method, request.url, res.status, res.headers, text ? (JSON.parse(text) as unknown) : undefined);
+  assertConforms(
+    request.method,
+    request.url,
+    res.status,
+    res.headers,
+    text ? (JSON.parse(text) as unknown) : undefined,
+  );
   return res;
 }
 
@@ -55,7 +68,12 @@ beforeAll(async () => {
     fixture(
       tenant("acme", {
         channels: [
-          { ref: "wa", kind: "whatsapp", name: "WhatsApp", config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k" } },
+          {
+            ref: "wa",
+            kind: "whatsapp",
+            name: "WhatsApp",
+            config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k" },
+          },
           ...base.channels!.filter((c) => c.ref !== "wa"),
         ],
         contacts: [{ ref: "bea", fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test" }],
@@ -121,20 +139,33 @@ describe("typed client: the spec's typical uses", () => {
     const formLead = ok(
       await crm.POST("/public/v1/leads", {
         params: { header: { "Idempotency-Key": "form-lead-1" } },
-        body: { customerName: "Eva Mora", customerPhone: "+34600000009", zones: ["centro"], budget: { min: 100000, max: 250000 } },
+        body: {
+          customerName: "Eva Mora",
+          customerPhone: "+34600000009",
+          zones: ["centro"],
+          budget: { min: 100000, max: 250000 },
+        },
       }),
       201,
     );
     const retried = ok(
       await crm.POST("/public/v1/leads", {
         params: { header: { "Idempotency-Key": "form-lead-1" } },
-        body: { customerName: "Eva Mora", customerPhone: "+34600000009", zones: ["centro"], budget: { min: 100000, max: 250000 } },
+        body: {
+          customerName: "Eva Mora",
+          customerPhone: "+34600000009",
+          zones: ["centro"],
+          budget: { min: 100000, max: 250000 },
+        },
       }),
       201,
     );
     expect(retried.id).toBe(formLead.id);
     tick();
-    const linked = ok(await crm.POST("/public/v1/leads", { body: { customerName: "Bea Soto", customerPhone: "+34 600 000 001" } }), 201);
+    const linked = ok(
+      await crm.POST("/public/v1/leads", { body: { customerName: "Bea Soto", customerPhone: "+34 600 000 001" } }),
+      201,
+    );
     expect(linked.customerId).toBe(acme.contacts.bea);
     expect(linked.source).toBe("api");
 
@@ -153,9 +184,26 @@ describe("typed client: the spec's typical uses", () => {
   it("creates a contact from a form with an Idempotency-Key: the same request again gives the same contact", async () => {
     tick();
     const form = { fullName: "Carla Díaz", phone: "611 000 222", email: "carla@example.test", country: "ES" };
-    const created = ok(await crm.POST("/public/v1/contacts", { params: { header: { "Idempotency-Key": "form-contact-7" } }, body: form }), 201);
-    expect(created).toMatchObject({ fullName: "Carla Díaz", phone: "+34611000222", email: "carla@example.test", origin: "api" });
-    const again = ok(await crm.POST("/public/v1/contacts", { params: { header: { "Idempotency-Key": "form-contact-7" } }, body: form }), 201);
+    const created = ok(
+      await crm.POST("/public/v1/contacts", {
+        params: { header: { "Idempotency-Key": "form-contact-7" } },
+        body: form,
+      }),
+      201,
+    );
+    expect(created).toMatchObject({
+      fullName: "Carla Díaz",
+      phone: "+34611000222",
+      email: "carla@example.test",
+      origin: "api",
+    });
+    const again = ok(
+      await crm.POST("/public/v1/contacts", {
+        params: { header: { "Idempotency-Key": "form-contact-7" } },
+        body: form,
+      }),
+      201,
+    );
     expect(again.id).toBe(created.id);
     // Without the key the same form is a duplicate: the typed error carries the stable code.
     const dup = await crm.POST("/public/v1/contacts", { body: form });
@@ -167,11 +215,18 @@ describe("typed client: the spec's typical uses", () => {
 
   it("checks availability, then books the first slot; the same slot again is APPOINTMENT_OVERLAP", async () => {
     // Monday 2026-11-23: Ana works 09:00–17:00 Madrid = 08:00–16:00 UTC, in 30-minute slots.
-    const before = ok(await crm.GET("/public/v1/availability", { params: { query: { from: "2026-11-23", to: "2026-11-23" } } }), 200);
+    const before = ok(
+      await crm.GET("/public/v1/availability", { params: { query: { from: "2026-11-23", to: "2026-11-23" } } }),
+      200,
+    );
     expect(before.degraded).toBe(false);
     expect(before.slots).toHaveLength(16);
     const slot = before.slots[0]!;
-    expect(slot).toEqual({ startsAt: "2026-11-23T08:00:00.000Z", endsAt: "2026-11-23T08:30:00.000Z", userId: acme.users.ana });
+    expect(slot).toEqual({
+      startsAt: "2026-11-23T08:00:00.000Z",
+      endsAt: "2026-11-23T08:30:00.000Z",
+      userId: acme.users.ana,
+    });
 
     tick();
     const booking = {
@@ -183,16 +238,32 @@ describe("typed client: the spec's typical uses", () => {
       customerId: acme.contacts.bea,
     };
     const appt = ok(await crm.POST("/public/v1/appointments", { body: booking }), 201);
-    expect(appt).toMatchObject({ assignedUserId: acme.users.ana, startsAt: slot.startsAt, endsAt: slot.endsAt, status: "scheduled", source: "manual" });
+    expect(appt).toMatchObject({
+      assignedUserId: acme.users.ana,
+      startsAt: slot.startsAt,
+      endsAt: slot.endsAt,
+      status: "scheduled",
+      source: "manual",
+    });
 
     const clash = await crm.POST("/public/v1/appointments", { body: { ...booking, title: "Double booking" } });
     expect(clash.response.status).toBe(409);
     expect(clash.error?.error).toBe("APPOINTMENT_OVERLAP");
     expect(clash.data).toBeUndefined();
 
-    const after = ok(await crm.GET("/public/v1/availability", { params: { query: { from: "2026-11-23", to: "2026-11-23", userId: acme.users.ana } } }), 200);
+    const after = ok(
+      await crm.GET("/public/v1/availability", {
+        params: { query: { from: "2026-11-23", to: "2026-11-23", userId: acme.users.ana } },
+      }),
+      200,
+    );
     expect(after.slots[0]?.startsAt).toBe("2026-11-23T08:30:00.000Z");
-    const listed = ok(await crm.GET("/public/v1/appointments", { params: { query: { userId: acme.users.ana, from: "2026-11-23T00:00:00Z" } } }), 200);
+    const listed = ok(
+      await crm.GET("/public/v1/appointments", {
+        params: { query: { userId: acme.users.ana, from: "2026-11-23T00:00:00Z" } },
+      }),
+      200,
+    );
     expect(listed.items.map((a) => a.id)).toEqual([appt.id]);
   });
 
@@ -210,7 +281,10 @@ describe("typed client: the spec's typical uses", () => {
 
     tick();
     const updated = ok(
-      await crm.POST("/public/v1/tickets/{ticket_id}/comments", { params: { path: { ticket_id: ticket.id } }, body: { body: "Technician booked" } }),
+      await crm.POST("/public/v1/tickets/{ticket_id}/comments", {
+        params: { path: { ticket_id: ticket.id } },
+        body: { body: "Technician booked" },
+      }),
       201,
     );
     expect(updated.comments.map((c) => c.body)).toEqual(["Reported by phone", "Technician booked"]);
@@ -224,7 +298,13 @@ describe("typed client: the spec's typical uses", () => {
     ]);
 
     tick();
-    const resolved = ok(await crm.PATCH("/public/v1/tickets/{ticket_id}", { params: { path: { ticket_id: ticket.id } }, body: { status: "resolved" } }), 200);
+    const resolved = ok(
+      await crm.PATCH("/public/v1/tickets/{ticket_id}", {
+        params: { path: { ticket_id: ticket.id } },
+        body: { status: "resolved" },
+      }),
+      200,
+    );
     expect(resolved.status).toBe("resolved");
   });
 
@@ -232,13 +312,24 @@ describe("typed client: the spec's typical uses", () => {
     tick();
     const conversationId = acme.conversations.webchat!;
     const msg = ok(
-      await crm.POST("/public/v1/conversations/{id}/messages", { params: { path: { id: conversationId } }, body: { content: "Yes, it is. Shall we book a viewing?" } }),
+      await crm.POST("/public/v1/conversations/{id}/messages", {
+        params: { path: { id: conversationId } },
+        body: { content: "Yes, it is. Shall we book a viewing?" },
+      }),
       201,
     );
     expect(msg).toMatchObject({ conversationId, role: "operator", content: "Yes, it is. Shall we book a viewing?" });
     expect(msg.deliveryStatus).not.toBe("failed");
-    const page = ok(await crm.GET("/public/v1/conversations/{id}/messages", { params: { path: { id: conversationId }, query: { limit: 50 } } }), 200);
-    expect(page.items.map((m) => m.content)).toEqual(["Yes, it is. Shall we book a viewing?", "Is the flat still available?"]);
+    const page = ok(
+      await crm.GET("/public/v1/conversations/{id}/messages", {
+        params: { path: { id: conversationId }, query: { limit: 50 } },
+      }),
+      200,
+    );
+    expect(page.items.map((m) => m.content)).toEqual([
+      "Yes, it is. Shall we book a viewing?",
+      "Is the flat still available?",
+    ]);
     expect(stub.requests).toHaveLength(0);
   });
 
@@ -252,14 +343,35 @@ describe("typed client: the spec's typical uses", () => {
       templateLanguage: "en",
       variables: ["Eva", "Ana"],
     };
-    const conversation = ok(await crm.POST("/public/v1/conversations/start", { params: { header: { "Idempotency-Key": "automation-run-99" } }, body }), 201);
-    expect(conversation).toMatchObject({ channel: "whatsapp", channelId: acme.channels.wa, assignedOperatorId: acme.users.ana, lastMessagePreview: "Hello Eva, this is Ana" });
+    const conversation = ok(
+      await crm.POST("/public/v1/conversations/start", {
+        params: { header: { "Idempotency-Key": "automation-run-99" } },
+        body,
+      }),
+      201,
+    );
+    expect(conversation).toMatchObject({
+      channel: "whatsapp",
+      channelId: acme.channels.wa,
+      assignedOperatorId: acme.users.ana,
+      lastMessagePreview: "Hello Eva, this is Ana",
+    });
     expect(conversation.customer.phone).toBe("+34611333444");
     expect(stub.requests).toHaveLength(1);
-    expect(stub.requests[0]!.body).toMatchObject({ to: "34611333444", type: "template", template: { name: "welcome", language: { code: "en" } } });
+    expect(stub.requests[0]!.body).toMatchObject({
+      to: "34611333444",
+      type: "template",
+      template: { name: "welcome", language: { code: "en" } },
+    });
 
     // An automation retry with the same key: the same conversation, no second template sent.
-    const retried = ok(await crm.POST("/public/v1/conversations/start", { params: { header: { "Idempotency-Key": "automation-run-99" } }, body }), 201);
+    const retried = ok(
+      await crm.POST("/public/v1/conversations/start", {
+        params: { header: { "Idempotency-Key": "automation-run-99" } },
+        body,
+      }),
+      201,
+    );
     expect(retried.id).toBe(conversation.id);
     expect(stub.requests).toHaveLength(1);
 
@@ -288,8 +400,14 @@ describe("typed client: the spec's typical uses", () => {
       const put = (type: string, items: { id: string }[]) => items.forEach((o) => m.set(`${type}:${o.id}`, o));
       put("lead", ok(await crm.GET("/public/v1/leads", { params: { query: { limit: 200 } } }), 200).items);
       put("contact", ok(await crm.GET("/public/v1/contacts", { params: { query: { limit: 200 } } }), 200).items);
-      put("conversation", ok(await crm.GET("/public/v1/conversations", { params: { query: { limit: 200 } } }), 200).items);
-      put("appointment", ok(await crm.GET("/public/v1/appointments", { params: { query: { limit: 200 } } }), 200).items);
+      put(
+        "conversation",
+        ok(await crm.GET("/public/v1/conversations", { params: { query: { limit: 200 } } }), 200).items,
+      );
+      put(
+        "appointment",
+        ok(await crm.GET("/public/v1/appointments", { params: { query: { limit: 200 } } }), 200).items,
+      );
       put("ticket", ok(await crm.GET("/public/v1/tickets", { params: { query: { limit: 200 } } }), 200).items);
       return m;
     };
@@ -299,8 +417,20 @@ describe("typed client: the spec's typical uses", () => {
 
     tick();
     const lead = ok(await crm.GET("/public/v1/leads", { params: { query: { limit: 1 } } }), 200).items[0]!;
-    ok(await crm.PATCH("/public/v1/leads/{lead_id}", { params: { path: { lead_id: lead.id } }, body: { notes: "mirrored" } }), 200);
-    ok(await crm.POST("/public/v1/conversations/{id}/messages", { params: { path: { id: acme.conversations.webchat! } }, body: { content: "Mirror me" } }), 201);
+    ok(
+      await crm.PATCH("/public/v1/leads/{lead_id}", {
+        params: { path: { lead_id: lead.id } },
+        body: { notes: "mirrored" },
+      }),
+      200,
+    );
+    ok(
+      await crm.POST("/public/v1/conversations/{id}/messages", {
+        params: { path: { id: acme.conversations.webchat! } },
+        body: { content: "Mirror me" },
+      }),
+      201,
+    );
     since = await follow(since);
     expect((mirror.get(`lead:${lead.id}`) as Lead).notes).toBe("mirrored");
     expect(new Map([...mirror].sort())).toEqual(new Map([...(await fresh())].sort()));
@@ -308,7 +438,9 @@ describe("typed client: the spec's typical uses", () => {
     // 31 days later the token is refused with a "restart from the beginning" code.
     app.setNow(new Date(clock.getTime() + 31 * 24 * H));
     try {
-      await expect(follow(since)).rejects.toSatisfy((e: unknown) => e instanceof CrmError && e.status === 422 && e.sinceExpired);
+      await expect(follow(since)).rejects.toSatisfy(
+        (e: unknown) => e instanceof CrmError && e.status === 422 && e.sinceExpired,
+      );
       mirror.clear();
       await follow();
       expect(new Map([...mirror].sort())).toEqual(new Map([...(await fresh())].sort()));

@@ -50,10 +50,37 @@ beforeAll(async () => {
         ]),
         contactLists: [{ ref: "vip" }],
         contacts: [
-          { ref: "bea", fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test", country: "ES", lists: ["vip"], createdAt: "2026-11-01T09:00:00Z" },
-          { ref: "gone", fullName: "Gone Person", phone: "+34600000002", email: "Gone@Example.test", deleted: true, createdAt: "2026-11-02T09:00:00Z" },
-          { ref: "pat", fullName: "Pat Lee", phone: "+34600000010", email: "pat@example.test", createdAt: "2026-11-03T09:00:00Z" },
-          { ref: "optout", fullName: "Opted Out", phone: "+34600000011", marketingOptOut: true, createdAt: "2026-11-04T09:00:00Z" },
+          {
+            ref: "bea",
+            fullName: "Bea Soto",
+            phone: "+34600000001",
+            email: "bea@example.test",
+            country: "ES",
+            lists: ["vip"],
+            createdAt: "2026-11-01T09:00:00Z",
+          },
+          {
+            ref: "gone",
+            fullName: "Gone Person",
+            phone: "+34600000002",
+            email: "Gone@Example.test",
+            deleted: true,
+            createdAt: "2026-11-02T09:00:00Z",
+          },
+          {
+            ref: "pat",
+            fullName: "Pat Lee",
+            phone: "+34600000010",
+            email: "pat@example.test",
+            createdAt: "2026-11-03T09:00:00Z",
+          },
+          {
+            ref: "optout",
+            fullName: "Opted Out",
+            phone: "+34600000011",
+            marketingOptOut: true,
+            createdAt: "2026-11-04T09:00:00Z",
+          },
         ],
       }),
       tenant("other", {
@@ -61,19 +88,66 @@ beforeAll(async () => {
         defaultCountry: "US",
         contactLists: [{ ref: "ovip" }],
         contacts: [
-          { ref: "oscar", fullName: "Oscar Other", phone: "+34600000009", email: "oscar@other.test", lists: ["ovip"], createdAt: "2026-11-01T09:00:00Z" },
-          { ref: "bea2", fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test", createdAt: "2026-11-01T09:00:00Z" },
+          {
+            ref: "oscar",
+            fullName: "Oscar Other",
+            phone: "+34600000009",
+            email: "oscar@other.test",
+            lists: ["ovip"],
+            createdAt: "2026-11-01T09:00:00Z",
+          },
+          {
+            ref: "bea2",
+            fullName: "Bea Soto",
+            phone: "+34600000001",
+            email: "bea@example.test",
+            createdAt: "2026-11-01T09:00:00Z",
+          },
         ],
       }),
       tenant("finder", {
         rateLimit: BIG,
         contactLists: [{ ref: "vip" }, { ref: "empty" }],
         contacts: [
-          { ref: "f1", fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test", lists: ["vip"], createdAt: "2026-11-01T09:00:00Z" },
-          { ref: "f5", fullName: "Gone Person", phone: "+34600000002", email: "gone@example.test", deleted: true, lists: ["vip"], createdAt: "2026-11-02T09:00:00Z" },
-          { ref: "f2", fullName: "50% Discount", phone: "+34600000003", email: "a_b@promo.test", createdAt: "2026-11-03T09:00:00Z" },
-          { ref: "f3", fullName: "500 Discount", phone: "+34600000004", email: "axb@promo.test", createdAt: "2026-11-04T09:00:00Z" },
-          { ref: "f4", fullName: "Back\\slash Co", phone: "+34600000005", email: "back@slash.test", lists: ["vip"], createdAt: "2026-11-05T09:00:00Z" },
+          {
+            ref: "f1",
+            fullName: "Bea Soto",
+            phone: "+34600000001",
+            email: "bea@example.test",
+            lists: ["vip"],
+            createdAt: "2026-11-01T09:00:00Z",
+          },
+          {
+            ref: "f5",
+            fullName: "Gone Person",
+            phone: "+34600000002",
+            email: "gone@example.test",
+            deleted: true,
+            lists: ["vip"],
+            createdAt: "2026-11-02T09:00:00Z",
+          },
+          {
+            ref: "f2",
+            fullName: "50% Discount",
+            phone: "+34600000003",
+            email: "a_b@promo.test",
+            createdAt: "2026-11-03T09:00:00Z",
+          },
+          {
+            ref: "f3",
+            fullName: "500 Discount",
+            phone: "+34600000004",
+            email: "axb@promo.test",
+            createdAt: "2026-11-04T09:00:00Z",
+          },
+          {
+            ref: "f4",
+            fullName: "Back\\slash Co",
+            phone: "+34600000005",
+            email: "back@slash.test",
+            lists: ["vip"],
+            createdAt: "2026-11-05T09:00:00Z",
+          },
           { ref: "f6", fullName: "Zed Nophone", phone: null, email: null, createdAt: "2026-11-06T09:00:00Z" },
         ],
       }),
@@ -105,7 +179,8 @@ const post = (body: unknown, k = key(acme), headers: Record<string, string> = {}
   app.request("POST", "/public/v1/contacts", { key: k, body, headers });
 const list = (query: Record<string, string | number | undefined> = {}, k = key(finder)) =>
   app.request("GET", "/public/v1/contacts", { key: k, query });
-const patch = (id: string, body: unknown, k = key(acme)) => app.request("PATCH", `/public/v1/contacts/${id}`, { key: k, body });
+const patch = (id: string, body: unknown, k = key(acme)) =>
+  app.request("PATCH", `/public/v1/contacts/${id}`, { key: k, body });
 
 function expectContact(b: any) {
   expect(Object.keys(b).sort().join(",")).toBe(CONTACT_KEYS);
@@ -193,7 +268,11 @@ describe("POST /public/v1/contacts", () => {
     ["empty country", { phone: "612345692", country: "" }, "country"],
     ["unknown country code", { phone: "+34612345692", country: "XX" }, "country"],
     ["email not an email", { phone: "612345692", email: "not-an-email" }, "email"],
-    ["email over 320", { phone: "612345692", email: "x".repeat(321 - "@bounds.test".length) + "@bounds.test" }, "email"],
+    [
+      "email over 320",
+      { phone: "612345692", email: "x".repeat(321 - "@bounds.test".length) + "@bounds.test" },
+      "email",
+    ],
     ["fullName over 255", { phone: "612345692", fullName: "n".repeat(256) }, "fullName"],
     ["fullName not a string", { phone: "612345692", fullName: 5 }, "fullName"],
     ["origin in the body", { phone: "612345692", origin: "api" }, "origin"],
@@ -210,10 +289,38 @@ describe("POST /public/v1/contacts", () => {
   it("422 on malformed JSON, a non-object body and a wrong Content-Type, nothing persisted", async () => {
     const before = await count(acme);
     const k = key(acme);
-    expectEnvelope(await app.request("POST", "/public/v1/contacts", { key: k, raw: '{"phone": "612345693"', headers: { "Content-Type": "application/json" } }), 422, "VALIDATION_ERROR");
-    expectEnvelope(await app.request("POST", "/public/v1/contacts", { key: k, raw: "[]", headers: { "Content-Type": "application/json" } }), 422, "VALIDATION_ERROR");
-    expectEnvelope(await app.request("POST", "/public/v1/contacts", { key: k, raw: '{"phone":"612345693"}', headers: { "Content-Type": "text/plain" } }), 422, "VALIDATION_ERROR");
-    expectEnvelope(await app.request("POST", "/public/v1/contacts", { key: k, raw: '{"phone":"612345693"}' }), 422, "VALIDATION_ERROR");
+    expectEnvelope(
+      await app.request("POST", "/public/v1/contacts", {
+        key: k,
+        raw: '{"phone": "612345693"',
+        headers: { "Content-Type": "application/json" },
+      }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    expectEnvelope(
+      await app.request("POST", "/public/v1/contacts", {
+        key: k,
+        raw: "[]",
+        headers: { "Content-Type": "application/json" },
+      }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    expectEnvelope(
+      await app.request("POST", "/public/v1/contacts", {
+        key: k,
+        raw: '{"phone":"612345693"}',
+        headers: { "Content-Type": "text/plain" },
+      }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    expectEnvelope(
+      await app.request("POST", "/public/v1/contacts", { key: k, raw: '{"phone":"612345693"}' }),
+      422,
+      "VALIDATION_ERROR",
+    );
     expect(await count(acme)).toBe(before);
   });
 
@@ -240,7 +347,9 @@ describe("POST /public/v1/contacts", () => {
 
     it("20 concurrent creates with one phone: exactly one 201 and nineteen 409", async () => {
       const before = await count(acme);
-      const res = await Promise.all(Array.from({ length: 20 }, (_, i) => post({ phone: "612 999 000", fullName: `Racer ${i}` })));
+      const res = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => post({ phone: "612 999 000", fullName: `Racer ${i}` })),
+      );
       const statuses = res.map((r) => r.status).sort();
       expect(statuses.filter((s) => s === 201)).toHaveLength(1);
       expect(statuses.filter((s) => s === 409)).toHaveLength(19);
@@ -252,7 +361,9 @@ describe("POST /public/v1/contacts", () => {
     it("10 concurrent creates with one email in different cases: exactly one 201", async () => {
       const before = await count(acme);
       const res = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => post({ phone: `61299910${i}`, email: i % 2 ? "race@EXAMPLE.test" : "Race@example.test" })),
+        Array.from({ length: 10 }, (_, i) =>
+          post({ phone: `61299910${i}`, email: i % 2 ? "race@EXAMPLE.test" : "Race@example.test" }),
+        ),
       );
       expect(res.filter((r) => r.status === 201)).toHaveLength(1);
       expect(res.filter((r) => r.status === 409 && r.body.error === "ALREADY_EXISTS")).toHaveLength(9);
@@ -267,7 +378,11 @@ describe("POST /public/v1/contacts", () => {
       const body = { phone: "612 345 800", fullName: "Ida Replay", email: "ida@example.test" };
       const first = await post(body, key(acme), h);
       expect(first.status).toBe(201);
-      const again = await post({ email: "ida@example.test", fullName: "Ida Replay", phone: "612 345 800" }, key(acme), h);
+      const again = await post(
+        { email: "ida@example.test", fullName: "Ida Replay", phone: "612 345 800" },
+        key(acme),
+        h,
+      );
       expect(again.status).toBe(201);
       expect(again.body).toEqual(first.body);
       expect(again.headers.get("idempotent-replayed")).toBe("true");
@@ -286,7 +401,9 @@ describe("POST /public/v1/contacts", () => {
     it("10 concurrent duplicates with one key: one row, every response the same body", async () => {
       const before = await count(acme);
       const h = { "Idempotency-Key": "contact-concurrent-1" };
-      const res = await Promise.all(Array.from({ length: 10 }, () => post({ phone: "612 345 803", fullName: "Con Current" }, key(acme), h)));
+      const res = await Promise.all(
+        Array.from({ length: 10 }, () => post({ phone: "612 345 803", fullName: "Con Current" }, key(acme), h)),
+      );
       res.forEach((r) => expect(r.status).toBe(201));
       res.forEach((r) => expect(r.body).toEqual(res[0]!.body));
       expect(await count(acme)).toBe(before + 1);
@@ -311,7 +428,11 @@ describe("POST /public/v1/contacts", () => {
       }
       // scope is checked before the body is read
       expectEnvelope(
-        await app.request("POST", "/public/v1/contacts", { key: key(acme, "none"), raw: "{", headers: { "Content-Type": "application/json" } }),
+        await app.request("POST", "/public/v1/contacts", {
+          key: key(acme, "none"),
+          raw: "{",
+          headers: { "Content-Type": "application/json" },
+        }),
         403,
         "PERMISSION_DENIED",
       );
@@ -336,7 +457,14 @@ describe("GET /public/v1/contacts", () => {
     expect(names(b)).toEqual(["Zed Nophone", "Back\\slash Co", "500 Discount", "50% Discount", "Bea Soto"]);
     expect(b.total).toBe(5);
     expect(b.nextCursor).toBeNull();
-    expect(b.pagination).toEqual({ page: 1, pageSize: 50, totalItems: 5, totalPages: 1, hasNext: false, hasPrev: false });
+    expect(b.pagination).toEqual({
+      page: 1,
+      pageSize: 50,
+      totalItems: 5,
+      totalPages: 1,
+      hasNext: false,
+      hasPrev: false,
+    });
     expect(b.items[4]).toEqual({
       id: finder.contacts.f1,
       fullName: "Bea Soto",
@@ -432,13 +560,27 @@ describe("GET /public/v1/contacts", () => {
     it("default page, limit 200 and limit 1", async () => {
       const all = expectList(await plist({ limit: 200 }));
       expect(all.items.map((c) => c.id)).toEqual(order); // createdAt desc, then id desc; deleted excluded
-      expect(all.pagination).toEqual({ page: 1, pageSize: 200, totalItems: 7, totalPages: 1, hasNext: false, hasPrev: false });
+      expect(all.pagination).toEqual({
+        page: 1,
+        pageSize: 200,
+        totalItems: 7,
+        totalPages: 1,
+        hasNext: false,
+        hasPrev: false,
+      });
       expect(all.nextCursor).toBeNull();
 
       const one = expectList(await plist({ limit: 1 }));
       expect(one.items.map((c) => c.id)).toEqual([order[0]]);
       expect(one.total).toBe(7);
-      expect(one.pagination).toEqual({ page: 1, pageSize: 1, totalItems: 7, totalPages: 7, hasNext: true, hasPrev: false });
+      expect(one.pagination).toEqual({
+        page: 1,
+        pageSize: 1,
+        totalItems: 7,
+        totalPages: 7,
+        hasNext: true,
+        hasPrev: false,
+      });
       expect(typeof one.nextCursor).toBe("string");
     });
 
@@ -453,7 +595,14 @@ describe("GET /public/v1/contacts", () => {
     it("offset pages: middle, last partial, exactly at the end, past the end", async () => {
       const mid = expectList(await plist({ offset: 2, limit: 2 }));
       expect(mid.items.map((c) => c.id)).toEqual(order.slice(2, 4));
-      expect(mid.pagination).toEqual({ page: 2, pageSize: 2, totalItems: 7, totalPages: 4, hasNext: true, hasPrev: true });
+      expect(mid.pagination).toEqual({
+        page: 2,
+        pageSize: 2,
+        totalItems: 7,
+        totalPages: 4,
+        hasNext: true,
+        hasPrev: true,
+      });
       expect(mid.nextCursor).not.toBeNull();
 
       const last = expectList(await plist({ offset: 6, limit: 2 }));
@@ -502,7 +651,13 @@ describe("GET /public/v1/contacts", () => {
 
     it("a malformed cursor → 422", async () => {
       const b64 = (s: string) => Buffer.from(s).toString("base64url");
-      for (const cursor of ["!!!", "abc", b64("2026-11-01T00:00:00.000Z|not-a-uuid"), b64(`yesterday|${randomUuid()}`), b64(`2026-13-01T00:00:00.000Z|${randomUuid()}`)]) {
+      for (const cursor of [
+        "!!!",
+        "abc",
+        b64("2026-11-01T00:00:00.000Z|not-a-uuid"),
+        b64(`yesterday|${randomUuid()}`),
+        b64(`2026-13-01T00:00:00.000Z|${randomUuid()}`),
+      ]) {
         expect422(await plist({ cursor }), "cursor");
       }
     });
@@ -535,7 +690,14 @@ describe("PATCH /public/v1/contacts/{contact_id}", () => {
     const r = await patch(id, {});
     expect(r.status).toBe(200);
     expectContact(r.body);
-    expect(r.body).toMatchObject({ id, fullName: "Pat Lee", phone: "+34600000010", email: "pat@example.test", origin: "import", createdAt: "2026-11-03T09:00:00.000Z" });
+    expect(r.body).toMatchObject({
+      id,
+      fullName: "Pat Lee",
+      phone: "+34600000010",
+      email: "pat@example.test",
+      origin: "import",
+      createdAt: "2026-11-03T09:00:00.000Z",
+    });
     expect(await snapshot(id)).toEqual(before);
   });
 
@@ -548,7 +710,14 @@ describe("PATCH /public/v1/contacts/{contact_id}", () => {
     app.setNow(undefined);
     expect(r.status).toBe(200);
     expectContact(r.body);
-    expect(r.body).toMatchObject({ id, fullName: "Patricia Lee", email: "Patricia@Example.test", phone: "+34600000010", marketingOptOut: false, createdAt: "2026-11-03T09:00:00.000Z" });
+    expect(r.body).toMatchObject({
+      id,
+      fullName: "Patricia Lee",
+      email: "Patricia@Example.test",
+      phone: "+34600000010",
+      marketingOptOut: false,
+      createdAt: "2026-11-03T09:00:00.000Z",
+    });
     const after = await snapshot(id);
     expect(after.updatedAt.getTime()).toBe(now.getTime());
     expect(after.updatedAt.getTime()).toBeGreaterThan(before.updatedAt.getTime());
@@ -592,7 +761,11 @@ describe("PATCH /public/v1/contacts/{contact_id}", () => {
     const id = acme.contacts.pat!;
     for (const email of ["BEA@example.test", "gone@EXAMPLE.test"]) {
       const before = await snapshot(id);
-      const b = expectEnvelope(await patch(id, { email, fullName: "Should Not Stick", marketingOptOut: true }), 409, "ALREADY_EXISTS");
+      const b = expectEnvelope(
+        await patch(id, { email, fullName: "Should Not Stick", marketingOptOut: true }),
+        409,
+        "ALREADY_EXISTS",
+      );
       expect(b.details.field).toBe("email");
       expect(await snapshot(id)).toEqual(before);
     }
@@ -623,8 +796,24 @@ describe("PATCH /public/v1/contacts/{contact_id}", () => {
     const id = acme.contacts.pat!;
     const before = await snapshot(id);
     const path = `/public/v1/contacts/${id}`;
-    expectEnvelope(await app.request("PATCH", path, { key: key(acme), raw: '{"fullName":', headers: { "Content-Type": "application/json" } }), 422, "VALIDATION_ERROR");
-    expectEnvelope(await app.request("PATCH", path, { key: key(acme), raw: '{"fullName":"X"}', headers: { "Content-Type": "text/plain" } }), 422, "VALIDATION_ERROR");
+    expectEnvelope(
+      await app.request("PATCH", path, {
+        key: key(acme),
+        raw: '{"fullName":',
+        headers: { "Content-Type": "application/json" },
+      }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    expectEnvelope(
+      await app.request("PATCH", path, {
+        key: key(acme),
+        raw: '{"fullName":"X"}',
+        headers: { "Content-Type": "text/plain" },
+      }),
+      422,
+      "VALIDATION_ERROR",
+    );
     expect(await snapshot(id)).toEqual(before);
   });
 

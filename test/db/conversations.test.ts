@@ -17,34 +17,98 @@ let bobKey: string;
 let readKey: string;
 let noneKey: string;
 
-const CONVERSATION_KEYS = ["assignedOperatorId", "channel", "channelId", "createdAt", "customer", "id", "lastMessageAt", "lastMessagePreview", "status", "subject"];
+const CONVERSATION_KEYS = [
+  "assignedOperatorId",
+  "channel",
+  "channelId",
+  "createdAt",
+  "customer",
+  "id",
+  "lastMessageAt",
+  "lastMessagePreview",
+  "status",
+  "subject",
+];
 
 beforeAll(async () => {
   app = await startApp();
   stub = await startProviderStub();
   const base = tenant("acme");
-  const ident = (externalId: string, contact: string | null, name: string | null = null, phone: string | null = null) => ({
-    externalId, name, phone, email: null, contact,
+  const ident = (
+    externalId: string,
+    contact: string | null,
+    name: string | null = null,
+    phone: string | null = null,
+  ) => ({
+    externalId,
+    name,
+    phone,
+    email: null,
+    contact,
   });
   const loaded = await app.load(
     fixture(
       tenant("acme", {
         apiKeys: [...base.apiKeys!, { ref: "read", owner: "ana", scopes: ["tenant:conversations.read"] }],
         channels: [
-          { ref: "wa", kind: "whatsapp", name: "WhatsApp", config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k" } },
-          { ref: "wa2", kind: "whatsapp", name: "WhatsApp 2", config: { baseUrl: stub.baseUrl, phoneNumberId: "2002", accessToken: "t0k" } },
-          { ref: "waOff", kind: "whatsapp", name: "WhatsApp (disconnected)", connected: false, config: { baseUrl: stub.baseUrl, phoneNumberId: "3003", accessToken: "t0k" } },
+          {
+            ref: "wa",
+            kind: "whatsapp",
+            name: "WhatsApp",
+            config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k" },
+          },
+          {
+            ref: "wa2",
+            kind: "whatsapp",
+            name: "WhatsApp 2",
+            config: { baseUrl: stub.baseUrl, phoneNumberId: "2002", accessToken: "t0k" },
+          },
+          {
+            ref: "waOff",
+            kind: "whatsapp",
+            name: "WhatsApp (disconnected)",
+            connected: false,
+            config: { baseUrl: stub.baseUrl, phoneNumberId: "3003", accessToken: "t0k" },
+          },
           { ref: "site", kind: "web", name: "Website chat" },
           { ref: "fb", kind: "messenger", name: "Messenger", config: { baseUrl: stub.baseUrl, accessToken: "fbtok" } },
         ],
         templates: [
-          { ref: "hello", channel: "wa", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true },
+          {
+            ref: "hello",
+            channel: "wa",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}, this is {{2}}",
+            approved: true,
+          },
           { ref: "plain", channel: "wa", name: "ping", language: "en", body: "Any news?", approved: true },
           { ref: "draft", channel: "wa", name: "draft", language: "en", body: "Draft {{1}}", approved: false },
           { ref: "only2", channel: "wa2", name: "only2", language: "en", body: "Only on wa2", approved: true },
-          { ref: "off", channel: "waOff", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true },
-          { ref: "webtpl", channel: "site", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true },
-          { ref: "fbtpl", channel: "fb", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true },
+          {
+            ref: "off",
+            channel: "waOff",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}, this is {{2}}",
+            approved: true,
+          },
+          {
+            ref: "webtpl",
+            channel: "site",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}, this is {{2}}",
+            approved: true,
+          },
+          {
+            ref: "fbtpl",
+            channel: "fb",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}, this is {{2}}",
+            approved: true,
+          },
         ],
         contacts: [
           { ref: "bea", fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test" },
@@ -53,15 +117,44 @@ beforeAll(async () => {
           { ref: "gone", fullName: "Gone Person", phone: "+34600000009", email: "gone@example.test", deleted: true },
         ],
         conversations: [
-          { ref: "c1", channel: "wa", status: "active", subject: "Flat in Gracia", identity: ident("34600000001", "bea", "Bea", "+34600000001"),
-            messages: [{ role: "user", content: "Hi!", createdAt: "2026-11-21T10:00:00Z" }] },
-          { ref: "c2", channel: "site", status: "escalated", identity: null, assignedTo: "bob",
-            messages: [{ role: "user", content: "Need help", createdAt: "2026-11-21T11:00:00Z" }] },
-          { ref: "c3", channel: "wa", status: "resolved", identity: ident("34600000003", "carl", "Carl"),
-            messages: [{ role: "user", content: "Thanks", createdAt: "2026-11-20T09:00:00Z" }] },
-          { ref: "c4", channel: "fb", status: "active", identity: ident("psid-1", "bea", "Bea S."),
-            messages: [{ role: "user", content: "Hola", createdAt: "2026-11-21T11:00:00Z" }] },
-          { ref: "c5", channel: "site", status: "active", identity: ident("visitor-1", null), messages: [], createdAt: "2026-11-19T00:00:00Z" },
+          {
+            ref: "c1",
+            channel: "wa",
+            status: "active",
+            subject: "Flat in Gracia",
+            identity: ident("34600000001", "bea", "Bea", "+34600000001"),
+            messages: [{ role: "user", content: "Hi!", createdAt: "2026-11-21T10:00:00Z" }],
+          },
+          {
+            ref: "c2",
+            channel: "site",
+            status: "escalated",
+            identity: null,
+            assignedTo: "bob",
+            messages: [{ role: "user", content: "Need help", createdAt: "2026-11-21T11:00:00Z" }],
+          },
+          {
+            ref: "c3",
+            channel: "wa",
+            status: "resolved",
+            identity: ident("34600000003", "carl", "Carl"),
+            messages: [{ role: "user", content: "Thanks", createdAt: "2026-11-20T09:00:00Z" }],
+          },
+          {
+            ref: "c4",
+            channel: "fb",
+            status: "active",
+            identity: ident("psid-1", "bea", "Bea S."),
+            messages: [{ role: "user", content: "Hola", createdAt: "2026-11-21T11:00:00Z" }],
+          },
+          {
+            ref: "c5",
+            channel: "site",
+            status: "active",
+            identity: ident("visitor-1", null),
+            messages: [],
+            createdAt: "2026-11-19T00:00:00Z",
+          },
         ],
         leads: [
           { ref: "l1", customerName: "Bea Soto", contact: "bea" },
@@ -70,7 +163,14 @@ beforeAll(async () => {
       }),
       tenant("other", {
         contacts: [{ ref: "zed", fullName: "Zed", phone: "+34600000001" }],
-        conversations: [{ ref: "theirs", channel: "wa", identity: ident("34600000001", "zed"), messages: [{ role: "user", content: "secret", createdAt: "2026-11-21T11:30:00Z" }] }],
+        conversations: [
+          {
+            ref: "theirs",
+            channel: "wa",
+            identity: ident("34600000001", "zed"),
+            messages: [{ role: "user", content: "secret", createdAt: "2026-11-21T11:30:00Z" }],
+          },
+        ],
         leads: [{ ref: "theirLead", customerName: "Zed" }],
       }),
     ),
@@ -92,8 +192,10 @@ beforeEach(() => {
 });
 
 const c = (ref: string) => acme.conversations[ref]!;
-const list = (query: Record<string, string | number | undefined> = {}, k = key) => app.request("GET", "/public/v1/conversations", { key: k, query });
-const start = (body: unknown, k = key, headers: Record<string, string> = {}) => app.request("POST", "/public/v1/conversations/start", { key: k, body, headers });
+const list = (query: Record<string, string | number | undefined> = {}, k = key) =>
+  app.request("GET", "/public/v1/conversations", { key: k, query });
+const start = (body: unknown, k = key, headers: Record<string, string> = {}) =>
+  app.request("POST", "/public/v1/conversations/start", { key: k, body, headers });
 
 async function counts() {
   const tenantId = acme.id;
@@ -132,14 +234,23 @@ describe("GET /conversations", () => {
       expect(Object.keys(item.customer).sort()).toEqual(["customerId", "email", "id", "name", "phone"]);
     }
     const c1 = r.body.items.find((i: any) => i.id === c("c1"));
-    const customer1 = await app.db.prisma.conversation.findFirstOrThrow({ where: { id: c("c1") }, select: { customerId: true } });
+    const customer1 = await app.db.prisma.conversation.findFirstOrThrow({
+      where: { id: c("c1") },
+      select: { customerId: true },
+    });
     expect(c1).toEqual({
       id: c("c1"),
       channel: "whatsapp",
       channelId: acme.channels.wa,
       status: "active",
       subject: "Flat in Gracia",
-      customer: { id: customer1.customerId, name: "Bea", email: null, phone: "+34600000001", customerId: acme.contacts.bea },
+      customer: {
+        id: customer1.customerId,
+        name: "Bea",
+        email: null,
+        phone: "+34600000001",
+        customerId: acme.contacts.bea,
+      },
       assignedOperatorId: null,
       lastMessagePreview: "Hi!",
       lastMessageAt: "2026-11-21T10:00:00.000Z",
@@ -147,11 +258,29 @@ describe("GET /conversations", () => {
     });
     // No identity: the customer object is still there, with empty details.
     const c2 = r.body.items.find((i: any) => i.id === c("c2"));
-    expect(c2).toMatchObject({ channel: "web", channelId: acme.channels.site, status: "escalated", subject: null, assignedOperatorId: acme.users.bob, lastMessagePreview: "Need help" });
+    expect(c2).toMatchObject({
+      channel: "web",
+      channelId: acme.channels.site,
+      status: "escalated",
+      subject: null,
+      assignedOperatorId: acme.users.bob,
+      lastMessagePreview: "Need help",
+    });
     expect(c2.customer).toEqual({ id: expect.any(String), name: null, email: null, phone: null, customerId: null });
     const c5 = r.body.items.find((i: any) => i.id === c("c5"));
-    expect(c5).toMatchObject({ lastMessagePreview: "", lastMessageAt: "2026-11-19T00:00:00.000Z", createdAt: "2026-11-19T00:00:00.000Z" });
-    expect(r.body.pagination).toEqual({ page: 1, pageSize: 50, totalItems: 5, totalPages: 1, hasNext: false, hasPrev: false });
+    expect(c5).toMatchObject({
+      lastMessagePreview: "",
+      lastMessageAt: "2026-11-19T00:00:00.000Z",
+      createdAt: "2026-11-19T00:00:00.000Z",
+    });
+    expect(r.body.pagination).toEqual({
+      page: 1,
+      pageSize: 50,
+      totalItems: 5,
+      totalPages: 1,
+      hasNext: false,
+      hasPrev: false,
+    });
   });
 
   const ids = async (query: Record<string, string | number>) => {
@@ -197,10 +326,20 @@ describe("GET /conversations", () => {
     const all = (await list()).body.items.map((i: any) => i.id);
     const p1 = await list({ limit: 2 });
     expect(p1.body.items.map((i: any) => i.id)).toEqual(all.slice(0, 2));
-    expect(p1.body).toMatchObject({ total: 5, pagination: { page: 1, pageSize: 2, totalItems: 5, totalPages: 3, hasNext: true, hasPrev: false } });
+    expect(p1.body).toMatchObject({
+      total: 5,
+      pagination: { page: 1, pageSize: 2, totalItems: 5, totalPages: 3, hasNext: true, hasPrev: false },
+    });
     const p3 = await list({ limit: 2, offset: 4 });
     expect(p3.body.items.map((i: any) => i.id)).toEqual(all.slice(4));
-    expect(p3.body.pagination).toEqual({ page: 3, pageSize: 2, totalItems: 5, totalPages: 3, hasNext: false, hasPrev: true });
+    expect(p3.body.pagination).toEqual({
+      page: 3,
+      pageSize: 2,
+      totalItems: 5,
+      totalPages: 3,
+      hasNext: false,
+      hasPrev: true,
+    });
     const beyond = await list({ offset: 10 });
     expect(beyond.body.items).toEqual([]);
     expect(beyond.body.total).toBe(5);
@@ -255,13 +394,21 @@ describe("POST /conversations/start", () => {
     await expectRejected(() => start({ ...valid(), channelId: randomUuid() }), 404, "NOT_FOUND");
     await expectRejected(() => start({ ...valid(), channelId: other.channels.wa! }), 404, "NOT_FOUND");
     // 404 before the template/phone checks.
-    await expectRejected(() => start({ ...valid(), channelId: other.channels.wa!, templateName: "nope", phone: "abc" }), 404, "NOT_FOUND");
+    await expectRejected(
+      () => start({ ...valid(), channelId: other.channels.wa!, templateName: "nope", phone: "abc" }),
+      404,
+      "NOT_FOUND",
+    );
   });
 
   it("an unknown or foreign leadId is 404, before any write or send and before the channel checks", async () => {
     await expectRejected(() => start({ ...valid(), leadId: randomUuid() }), 404, "NOT_FOUND");
     await expectRejected(() => start({ ...valid(), leadId: other.leads.theirLead! }), 404, "NOT_FOUND");
-    await expectRejected(() => start({ ...valid(), channelId: acme.channels.site!, leadId: other.leads.theirLead! }), 404, "NOT_FOUND");
+    await expectRejected(
+      () => start({ ...valid(), channelId: acme.channels.site!, leadId: other.leads.theirLead! }),
+      404,
+      "NOT_FOUND",
+    );
   });
 
   it("a channel that is not a connected WhatsApp channel is 422", async () => {
@@ -306,16 +453,31 @@ describe("POST /conversations/start", () => {
       lastMessageAt: T0.toISOString(),
       createdAt: T0.toISOString(),
     });
-    expect(await counts()).toEqual({ ...before, conversations: before.conversations + 1, identities: before.identities + 1, customers: before.customers + 1, messages: before.messages + 1 });
+    expect(await counts()).toEqual({
+      ...before,
+      conversations: before.conversations + 1,
+      identities: before.identities + 1,
+      customers: before.customers + 1,
+      messages: before.messages + 1,
+    });
     expect(stub.requests).toHaveLength(1);
     expect(stub.requests[0]!.body.to).toBe("34611222333");
-    const identity = await app.db.prisma.channelIdentity.findFirstOrThrow({ where: { tenantId: acme.id, channelId: acme.channels.wa, externalId: "34611222333" } });
+    const identity = await app.db.prisma.channelIdentity.findFirstOrThrow({
+      where: { tenantId: acme.id, channelId: acme.channels.wa, externalId: "34611222333" },
+    });
     const conv = await app.db.prisma.conversation.findFirstOrThrow({ where: { id: r.body.id } });
     expect(conv.identityId).toBe(identity.id);
     expect(conv.customerId).toBe(r.body.customer.id);
     const msgs = await app.request("GET", `/public/v1/conversations/${r.body.id}/messages`, { key });
     expect(msgs.body.items).toEqual([
-      { id: expect.any(String), conversationId: r.body.id, role: "operator", content: "Hello Bea, this is Ana", deliveryStatus: "sent", createdAt: T0.toISOString() },
+      {
+        id: expect.any(String),
+        conversationId: r.body.id,
+        role: "operator",
+        content: "Hello Bea, this is Ana",
+        deliveryStatus: "sent",
+        createdAt: T0.toISOString(),
+      },
     ]);
     // It leads the conversation list now.
     expect((await list()).body.items[0].id).toBe(r.body.id);
@@ -329,7 +491,13 @@ describe("POST /conversations/start", () => {
   it("a new identity is linked to a live contact with the same phone, never to a deleted one", async () => {
     const dana = await start({ ...valid(), phone: "+34 600 000 004" });
     expect(dana.status).toBe(201);
-    expect(dana.body.customer).toEqual({ id: expect.any(String), name: "Dana Gil", email: "dana@example.test", phone: "+34600000004", customerId: acme.contacts.dana });
+    expect(dana.body.customer).toEqual({
+      id: expect.any(String),
+      name: "Dana Gil",
+      email: "dana@example.test",
+      phone: "+34600000004",
+      customerId: acme.contacts.dana,
+    });
     expect((await list({ customerId: acme.contacts.dana! })).body.items.map((i: any) => i.id)).toEqual([dana.body.id]);
     const gone = await start({ ...valid(), phone: "+34600000009" });
     expect(gone.status).toBe(201);
@@ -370,7 +538,11 @@ describe("POST /conversations/start", () => {
     expect(fresh.customerId).toBe(c3.customerId);
     expect(c3.status).toBe("resolved");
     expect(r.body.customer.customerId).toBe(acme.contacts.carl);
-    expect(await counts()).toEqual({ ...before, conversations: before.conversations + 1, messages: before.messages + 1 });
+    expect(await counts()).toEqual({
+      ...before,
+      conversations: before.conversations + 1,
+      messages: before.messages + 1,
+    });
     // The next start resumes the new one.
     const again = await start({ ...valid(), phone: "+34600000003" });
     expect(again.body.id).toBe(r.body.id);
@@ -379,7 +551,9 @@ describe("POST /conversations/start", () => {
   it("links the lead when it has no conversation yet, and leaves a linked lead alone", async () => {
     const r = await start({ ...valid(), phone: "+34611000001", leadId: acme.leads.l1 });
     expect(r.status).toBe(201);
-    expect((await app.db.prisma.lead.findFirstOrThrow({ where: { id: acme.leads.l1 } })).conversationId).toBe(r.body.id);
+    expect((await app.db.prisma.lead.findFirstOrThrow({ where: { id: acme.leads.l1 } })).conversationId).toBe(
+      r.body.id,
+    );
     const r2 = await start({ ...valid(), phone: "+34611000002", leadId: acme.leads.l2 });
     expect(r2.status).toBe(201);
     expect((await app.db.prisma.lead.findFirstOrThrow({ where: { id: acme.leads.l2 } })).conversationId).toBe(c("c2"));
@@ -404,22 +578,42 @@ describe("POST /conversations/start", () => {
     expect(second.body).toEqual(first.body);
     expect(second.headers.get("idempotent-replayed")).toBe("true");
     expect(stub.requests).toHaveLength(1);
-    expect(await counts()).toEqual({ ...before, conversations: before.conversations + 1, identities: before.identities + 1, customers: before.customers + 1, messages: before.messages + 1 });
+    expect(await counts()).toEqual({
+      ...before,
+      conversations: before.conversations + 1,
+      identities: before.identities + 1,
+      customers: before.customers + 1,
+      messages: before.messages + 1,
+    });
     stub.reset();
-    await expectRejected(() => start({ ...body, variables: ["Other", "Body"] }, key, headers), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
+    await expectRejected(
+      () => start({ ...body, variables: ["Other", "Body"] }, key, headers),
+      422,
+      "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+    );
   });
 
   it("concurrent duplicates with one Idempotency-Key: exactly one template request", async () => {
     const headers = { "Idempotency-Key": "start-concurrent-1" };
     const body = { ...valid(), phone: "+34611000020" };
     const before = await counts();
-    const results = await Promise.all([start(body, key, headers), start(body, key, headers), start(body, key, headers)]);
+    const results = await Promise.all([
+      start(body, key, headers),
+      start(body, key, headers),
+      start(body, key, headers),
+    ]);
     for (const r of results) {
       expect(r.status).toBe(201);
       expect(r.body).toEqual(results[0]!.body);
     }
     expect(stub.requests).toHaveLength(1);
-    expect(await counts()).toEqual({ ...before, conversations: before.conversations + 1, identities: before.identities + 1, customers: before.customers + 1, messages: before.messages + 1 });
+    expect(await counts()).toEqual({
+      ...before,
+      conversations: before.conversations + 1,
+      identities: before.identities + 1,
+      customers: before.customers + 1,
+      messages: before.messages + 1,
+    });
   });
 
   it("concurrent starts to one new number without a key open one conversation", async () => {
@@ -429,7 +623,13 @@ describe("POST /conversations/start", () => {
     for (const r of results) expect(r.status).toBe(201);
     expect(results[0]!.body.id).toBe(results[1]!.body.id);
     expect(stub.requests).toHaveLength(2);
-    expect(await counts()).toEqual({ ...before, conversations: before.conversations + 1, identities: before.identities + 1, customers: before.customers + 1, messages: before.messages + 2 });
+    expect(await counts()).toEqual({
+      ...before,
+      conversations: before.conversations + 1,
+      identities: before.identities + 1,
+      customers: before.customers + 1,
+      messages: before.messages + 2,
+    });
   });
 
   it("needs tenant:conversations.manage", async () => {

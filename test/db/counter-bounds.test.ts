@@ -41,7 +41,12 @@ async function counterState(t: string) {
       WHERE "tenantId" = $1::uuid GROUP BY 1 ORDER BY 1`,
     t,
   );
-  return { rows: totals.rows, sum: totals.sum, zero: totals.zero, keys: Object.fromEntries(keys.map((r) => [r.k, r.n])) };
+  return {
+    rows: totals.rows,
+    sum: totals.sum,
+    zero: totals.zero,
+    keys: Object.fromEntries(keys.map((r) => [r.k, r.n])),
+  };
 }
 
 /**
@@ -79,7 +84,13 @@ const unlimited = { rateLimit: { perMinute: 1_000_000, perDay: 10_000_000 } };
 
 beforeAll(async () => {
   app = await startApp();
-  ids = await app.load(fixture(tenant("resched", { ...unlimited, appointments: appointments(3, 2026) }), tenant("sparse", unlimited), tenant("dense", unlimited)));
+  ids = await app.load(
+    fixture(
+      tenant("resched", { ...unlimited, appointments: appointments(3, 2026) }),
+      tenant("sparse", unlimited),
+      tenant("dense", unlimited),
+    ),
+  );
   A = ids.tenants.resched!.id;
   S = ids.tenants.sparse!.id;
   D = ids.tenants.dense!.id;
@@ -103,20 +114,31 @@ describe("counter rows follow the data", () => {
       const year = 2026 + k * 7; // 2033 … 2726: a new year, month and day every time
       const res = await app.request("PATCH", `/public/v1/appointments/${id}`, {
         key: keyA,
-        body: { startsAt: new Date(Date.UTC(year, 2, 3, 9)).toISOString(), endsAt: new Date(Date.UTC(year, 2, 3, 10)).toISOString() },
+        body: {
+          startsAt: new Date(Date.UTC(year, 2, 3, 9)).toISOString(),
+          endsAt: new Date(Date.UTC(year, 2, 3, 10)).toISOString(),
+        },
       });
       expect(res.status, res.text).toBe(200);
       first ??= await counterState(A);
       if (k % 10 === 0) {
         const now = await counterState(A);
-        expect({ k, rows: now.rows, sum: now.sum, zero: now.zero }).toEqual({ k, rows: first.rows, sum: before.sum, zero: 0 });
+        expect({ k, rows: now.rows, sum: now.sum, zero: now.zero }).toEqual({
+          k,
+          rows: first.rows,
+          sum: before.sum,
+          zero: 0,
+        });
       }
     }
     const moved = await counterState(A);
     expect(first!.rows).toBe(before.rows + 2);
     expect(moved.keys["Appointment/y/2726"]).toBe("1");
     expect(moved.keys["Appointment/y/2033"]).toBeUndefined();
-    expect(Object.keys(moved.keys).filter((k) => k.startsWith("Appointment/y/"))).toEqual(["Appointment/y/2026", "Appointment/y/2726"]);
+    expect(Object.keys(moved.keys).filter((k) => k.startsWith("Appointment/y/"))).toEqual([
+      "Appointment/y/2026",
+      "Appointment/y/2726",
+    ]);
     // And back: the very same keys and counts.
     const back = await app.request("PATCH", `/public/v1/appointments/${id}`, { key: keyA, body: { startsAt, endsAt } });
     expect(back.status, back.text).toBe(200);
@@ -133,17 +155,32 @@ describe("counter rows follow the data", () => {
     }
     expect(await counterState(A)).toEqual(before);
     // A bulk delete (one statement: a delta of -k per key) and the rows back in one insert.
-    const { saved } = await one<{ saved: string }>(`SELECT jsonb_agg(a)::text AS saved FROM "Appointment" a WHERE a."tenantId" = $1::uuid`, A);
+    const { saved } = await one<{ saved: string }>(
+      `SELECT jsonb_agg(a)::text AS saved FROM "Appointment" a WHERE a."tenantId" = $1::uuid`,
+      A,
+    );
     await exec(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid`, A);
-    expect((await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'`, A)).n).toBe(0);
-    await exec(`INSERT INTO "Appointment" SELECT * FROM jsonb_populate_recordset(NULL::"Appointment", $1::jsonb)`, saved);
+    expect(
+      (
+        await one<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'`,
+          A,
+        )
+      ).n,
+    ).toBe(0);
+    await exec(
+      `INSERT INTO "Appointment" SELECT * FROM jsonb_populate_recordset(NULL::"Appointment", $1::jsonb)`,
+      saved,
+    );
     expect(await counterState(A)).toEqual(before);
     expect(await appointmentMismatches(A)).toEqual([]);
   });
 
-  it("one statement over two tenants (\"ListCounter_add_all\": each tenant's keys in one batch, then the rest): both exact, and back to no rows", async () => {
+  it('one statement over two tenants ("ListCounter_add_all": each tenant\'s keys in one batch, then the rest): both exact, and back to no rows', async () => {
     const users = await rows<{ t: string; u: string }>(
-      `SELECT "tenantId"::text AS t, "id"::text AS u FROM "User" WHERE "tenantId" IN ($1::uuid, $2::uuid) AND "bookable"`, D, S,
+      `SELECT "tenantId"::text AS t, "id"::text AS u FROM "User" WHERE "tenantId" IN ($1::uuid, $2::uuid) AND "bookable"`,
+      D,
+      S,
     );
     const before = { D: await counterState(D), S: await counterState(S) };
     // 3 appointments of each tenant on one day (new keys for the batch to miss), one statement.
@@ -153,7 +190,8 @@ describe("counter rows follow the data", () => {
          SELECT u.t::uuid, u.u::uuid, 'Two ' || i, 'visit', timestamptz '2037-07-07 00:00:00+00' + ($2::int + i) * interval '1 hour',
                 timestamptz '2037-07-07 00:30:00+00' + ($2::int + i) * interval '1 hour'
            FROM jsonb_to_recordset($1::jsonb) u(t text, u text), generate_series(1, 3) i`,
-        JSON.stringify(users), hour,
+        JSON.stringify(users),
+        hour,
       );
     await insert(0);
     // Again: now every key has a row for the batch to take.
@@ -162,7 +200,8 @@ describe("counter rows follow the data", () => {
     const day = await rows<{ t: string; n: string }>(
       `SELECT "tenantId"::text AS t, sum("n")::text AS n FROM "ListCounter" WHERE "tenantId" IN ($1::uuid, $2::uuid)
           AND "entity" = 'Appointment' AND "dim" = 'd' AND "value" = '2037-07-07' GROUP BY 1 ORDER BY 1`,
-      D, S,
+      D,
+      S,
     );
     expect(day).toEqual([D, S].sort().map((t) => ({ t, n: "6" })));
     await exec(`DELETE FROM "Appointment" WHERE "tenantId" IN ($1::uuid, $2::uuid) AND "title" LIKE 'Two %'`, D, S);
@@ -173,12 +212,18 @@ describe("counter rows follow the data", () => {
     // Spread one day's key over three slots (as concurrent creates leave it), then delete all its rows at once.
     const day = "2031-05-05";
     const base = new Date(`${day}T08:00:00Z`).getTime();
-    const { ana } = await one<{ ana: string }>(`SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`, S);
+    const { ana } = await one<{ ana: string }>(
+      `SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`,
+      S,
+    );
     const insert = (i: number) =>
       exec(
         `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
          VALUES ($1::uuid, $2::uuid, 'Split ' || $3::int, 'visit', $4::timestamptz, $4::timestamptz + interval '10 minutes')`,
-        S, ana, i, new Date(base + i * 600_000).toISOString(),
+        S,
+        ana,
+        i,
+        new Date(base + i * 600_000).toISOString(),
       );
     for (let i = 0; i < 6; i++) await insert(i);
     // Move the day's (and the other keys') rows onto slots 0, 1, 2 with 2 each, as three writers would have.
@@ -188,23 +233,46 @@ describe("counter rows follow the data", () => {
        SELECT $1::uuid, 'Appointment', k."dim", k."value", s, k."n" / 3 FROM k, generate_series(0, 2) s`,
       S,
     );
-    expect((await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "value" = $2`, S, day)).n).toBe(3);
+    expect(
+      (
+        await one<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "value" = $2`,
+          S,
+          day,
+        )
+      ).n,
+    ).toBe(3);
     expect(await appointmentMismatches(S)).toEqual([]);
     // Four deleted in one statement: -4 takes one row to 0 (removed) and the next one to 0, leaving one row of 2.
-    await exec(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" IN ('Split 0', 'Split 1', 'Split 2', 'Split 3')`, S);
-    const left = await rows<{ n: string }>(`SELECT "n"::text AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "value" = $2`, S, day);
+    await exec(
+      `DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" IN ('Split 0', 'Split 1', 'Split 2', 'Split 3')`,
+      S,
+    );
+    const left = await rows<{ n: string }>(
+      `SELECT "n"::text AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "value" = $2`,
+      S,
+      day,
+    );
     expect(left).toEqual([{ n: "2" }]);
     await exec(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" LIKE 'Split %'`, S);
-    expect(await rows(`SELECT * FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'`, S)).toEqual([]);
+    expect(
+      await rows(`SELECT * FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'`, S),
+    ).toEqual([]);
   });
 
   it("rows of mixed signs left by racing writers are folded by the key's next write, whatever its sign", async () => {
-    const { ana } = await one<{ ana: string }>(`SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`, S);
+    const { ana } = await one<{ ana: string }>(
+      `SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`,
+      S,
+    );
     const insert = (title: string, at: string) =>
       exec(
         `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
          VALUES ($1::uuid, $2::uuid, $3, 'visit', $4::timestamptz, $4::timestamptz + interval '1 hour')`,
-        S, ana, title, at,
+        S,
+        ana,
+        title,
+        at,
       );
     const bucketRows = () =>
       rows<{ value: string; n: number }>(
@@ -223,14 +291,22 @@ describe("counter rows follow the data", () => {
       );
     await insert("Mixed 1", "2032-02-02T10:00:00Z");
     await split();
-    expect(await bucketRows()).toEqual(["2032", "2032-02", "2032-02-02"].flatMap((value) => [{ value, n: -1 }, { value, n: 2 }]));
+    expect(await bucketRows()).toEqual(
+      ["2032", "2032-02", "2032-02-02"].flatMap((value) => [
+        { value, n: -1 },
+        { value, n: 2 },
+      ]),
+    );
     expect(await appointmentMismatches(S)).toEqual([]);
     // A +1: it folds the −1 row into itself (both gone), the +2 row stays.
     await insert("Mixed 2", "2032-02-02T12:00:00Z");
     expect(await bucketRows()).toEqual(["2032", "2032-02", "2032-02-02"].map((value) => ({ value, n: 2 })));
     // A −1 (a move away): the −1 row folded, −2 taken from the +3 row.
     await split();
-    await exec(`UPDATE "Appointment" SET "startsAt" = '2033-03-03T10:00:00Z', "endsAt" = '2033-03-03T11:00:00Z' WHERE "tenantId" = $1::uuid AND "title" = 'Mixed 1'`, S);
+    await exec(
+      `UPDATE "Appointment" SET "startsAt" = '2033-03-03T10:00:00Z', "endsAt" = '2033-03-03T11:00:00Z' WHERE "tenantId" = $1::uuid AND "title" = 'Mixed 1'`,
+      S,
+    );
     expect(await bucketRows()).toEqual(["2032", "2032-02", "2032-02-02"].map((value) => ({ value, n: 1 })));
     expect(await appointmentMismatches(S)).toEqual([]);
     // The last one out, over a split key: the −1 folds the −1 row and takes the +2 row to 0: no rows.
@@ -239,7 +315,12 @@ describe("counter rows follow the data", () => {
     expect(await bucketRows()).toEqual([]);
     await exec(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" LIKE 'Mixed%'`, S);
     expect(await appointmentMismatches(S)).toEqual([]);
-    expect(await rows(`SELECT "dim", "value", "n"::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'`, S)).toEqual([]);
+    expect(
+      await rows(
+        `SELECT "dim", "value", "n"::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'`,
+        S,
+      ),
+    ).toEqual([]);
   });
 });
 
@@ -252,14 +333,22 @@ describe("deep offsets with sparse years", () => {
   beforeAll(async () => {
     // 130 appointments in each of the years (ties on one instant in every year), 910 in all; the
     // dense tenant has the same rows in seven adjacent years.
-    for (const [t, years] of [[S, YEARS], [D, DENSE]] as const) {
-      const { ana } = await one<{ ana: string }>(`SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`, t);
+    for (const [t, years] of [
+      [S, YEARS],
+      [D, DENSE],
+    ] as const) {
+      const { ana } = await one<{ ana: string }>(
+        `SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`,
+        t,
+      );
       await bulk(
         `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
          SELECT $1::uuid, $2::uuid, 'Sparse ' || y || '.' || i, 'visit', s, s + interval '10 minutes'
            FROM unnest($3::int[]) y, generate_series(1, 130) i,
                 LATERAL (SELECT make_timestamptz(y, 1 + i % 12, 1 + i % 28, i % 24, 0, 0, 'UTC') + CASE WHEN i % 10 = 0 THEN interval '0' ELSE i * interval '1 minute' END AS s) x`,
-        t, ana, years,
+        t,
+        ana,
+        years,
       );
     }
     await bulk(
@@ -267,16 +356,35 @@ describe("deep offsets with sparse years", () => {
        SELECT $1::uuid, 'Sparse lead ' || y || '.' || i, (SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1),
               make_timestamptz(y, 1 + i % 12, 1 + i % 28, 12, 0, 0, 'UTC') + i * interval '1 second'
          FROM unnest($2::int[]) y, generate_series(1, 100) i`,
-      S, YEARS,
+      S,
+      YEARS,
     );
-    plainAsc = (await rows<{ id: string }>(`SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid ORDER BY "startsAt", "id"`, S)).map((r) => r.id);
+    plainAsc = (
+      await rows<{ id: string }>(
+        `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid ORDER BY "startsAt", "id"`,
+        S,
+      )
+    ).map((r) => r.id);
   }, 60_000);
 
   it("a deep page is exactly plain OFFSET's rows, at every kind of position", async () => {
     const total = plainAsc.length;
     expect(total).toBe(YEARS.length * 130);
     expect(await appointmentMismatches(S)).toEqual([]);
-    const offsets = [DEEP_OFFSET, DEEP_OFFSET + 1, 519, 520, 649, 650, 779, 780, total - 51, total - 1, total, total + 3];
+    const offsets = [
+      DEEP_OFFSET,
+      DEEP_OFFSET + 1,
+      519,
+      520,
+      649,
+      650,
+      779,
+      780,
+      total - 51,
+      total - 1,
+      total,
+      total + 3,
+    ];
     for (let k = 0; k < 6; k++) offsets.push(DEEP_OFFSET + Math.floor(Math.random() * (total - DEEP_OFFSET)));
     for (const offset of offsets)
       for (const limit of [1, 50]) {
@@ -298,12 +406,17 @@ describe("deep offsets with sparse years", () => {
         await rows<{ id: string }>(
           `SELECT "id"::text AS id FROM "Lead" WHERE "tenantId" = $1::uuid AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz)
               AND ($3::timestamptz IS NULL OR "createdAt" < $3::timestamptz) ORDER BY "createdAt" DESC, "id" DESC`,
-          S, from ?? null, to ?? null,
+          S,
+          from ?? null,
+          to ?? null,
         )
       ).map((r) => r.id);
       expect(plain.length).toBeGreaterThan(DEEP_OFFSET + 50);
       for (const offset of [DEEP_OFFSET, DEEP_OFFSET + 17, plain.length - 20]) {
-        const res = await app.request("GET", "/public/v1/leads", { key: keyS, query: { dateFrom: from, dateTo: to, offset, limit: 20 } });
+        const res = await app.request("GET", "/public/v1/leads", {
+          key: keyS,
+          query: { dateFrom: from, dateTo: to, offset, limit: 20 },
+        });
         expect(res.status, res.text).toBe(200);
         expect(res.body.total).toBe(plain.length);
         expect(res.body.items.map((i: any) => i.id)).toEqual(plain.slice(offset, offset + 20));
@@ -315,7 +428,13 @@ describe("deep offsets with sparse years", () => {
     // Buffers read by one seek (its inner statements count in the function scan's buffers), at deep
     // positions of the widest ranges: flat in the years spanned. Before: one counter probe per year
     // between 0001 and 9999 (~20,000 buffers).
-    const buffers = async (t: string, offset: number, desc: boolean, lo: string | null = null, hi: string | null = null) => {
+    const buffers = async (
+      t: string,
+      offset: number,
+      desc: boolean,
+      lo: string | null = null,
+      hi: string | null = null,
+    ) => {
       const seek = `SELECT * FROM "ListCounter_seek"($1::uuid, 'Appointment', $2::timestamptz, $3::timestamptz, $4::bigint, $5::boolean)`;
       const params = [t, lo, hi, offset, desc];
       if (await onCitus()) {
@@ -345,7 +464,10 @@ describe("deep offsets with sparse years", () => {
           await c.end();
         }
       }
-      const plan = await rows<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) ${seek}`, ...params);
+      const plan = await rows<{ "QUERY PLAN": string }>(
+        `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) ${seek}`,
+        ...params,
+      );
       const text = plan.map((r) => r["QUERY PLAN"]).join("\n");
       return Number(/shared hit=(\d+)/.exec(text)?.[1] ?? 0) + Number(/read=(\d+)/.exec(text)?.[1] ?? 0);
     };
@@ -356,9 +478,14 @@ describe("deep offsets with sparse years", () => {
       [DEEP_OFFSET, false, null, null, null, null],
       [300, true, "0001-03-01T10:00:00Z", "9999-10-01T00:00:00Z", "2020-03-01T10:00:00Z", "2026-10-01T00:00:00Z"],
     ] as const)
-      measured[`${offset} ${desc ? "desc" : "asc"} ${lo ?? ""}`] = [await buffers(S, offset, desc, lo, hi), await buffers(D, offset, desc, dlo, dhi)];
+      measured[`${offset} ${desc ? "desc" : "asc"} ${lo ?? ""}`] = [
+        await buffers(S, offset, desc, lo, hi),
+        await buffers(D, offset, desc, dlo, dhi),
+      ];
     // Years 0001–9999 cost what seven adjacent years cost (± the few pages of the counters' index).
-    const far = Object.entries(measured).filter(([, [sparse, dense]]) => !(sparse > 0 && sparse <= dense + 40 && sparse < 1500));
+    const far = Object.entries(measured).filter(
+      ([, [sparse, dense]]) => !(sparse > 0 && sparse <= dense + 40 && sparse < 1500),
+    );
     expect(far, JSON.stringify(measured)).toEqual([]);
   });
 });
@@ -374,11 +501,14 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
   };
   const keyOf = { entity: "Appointment", dim: "d", value: "2040-04-04" };
   const keySum = async () =>
-    (await one<{ n: string | null; rows: number; zero: number }>(
+    await one<{ n: string | null; rows: number; zero: number }>(
       `SELECT sum("n")::text AS n, count(*)::int AS rows, count(*) FILTER (WHERE "n" = 0)::int AS zero FROM "ListCounter"
         WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`,
-      S, keyOf.entity, keyOf.dim, keyOf.value,
-    ));
+      S,
+      keyOf.entity,
+      keyOf.dim,
+      keyOf.value,
+    );
   /** Waits until session `pid` waits for a lock held by `holder` (on Citus: on a worker, test/helpers/cluster.ts). */
   const waitsFor = async (pid: number, holder: number) => {
     for (let i = 0; i < 200; i++) {
@@ -395,22 +525,56 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
   // whether T1 commits (the row is gone: T2 inserts anew) or rolls back (T2 adds to the restored row).
   for (const end of ["COMMIT", "ROLLBACK"] as const)
     it(`an upsert that waited for a row being deleted keeps its delta (the deleter's ${end})`, async () => {
-      await exec(`DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`, S, keyOf.entity, keyOf.dim, keyOf.value);
+      await exec(
+        `DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`,
+        S,
+        keyOf.entity,
+        keyOf.dim,
+        keyOf.value,
+      );
       await exec(
         `INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n") VALUES ($1::uuid, $2, $3, $4, 7, 1)`,
-        S, keyOf.entity, keyOf.dim, keyOf.value,
+        S,
+        keyOf.entity,
+        keyOf.dim,
+        keyOf.value,
       );
       const [t1, t2, marks] = [await client(), await client(), await client()];
       try {
-        const lockKey = (await one<{ k: number }>(`SELECT hashtext($1::text || '/' || $2 || '/' || $3 || '/' || $4) AS k`, S, keyOf.entity, keyOf.dim, keyOf.value)).k;
+        const lockKey = (
+          await one<{ k: number }>(
+            `SELECT hashtext($1::text || '/' || $2 || '/' || $3 || '/' || $4) AS k`,
+            S,
+            keyOf.entity,
+            keyOf.dim,
+            keyOf.value,
+          )
+        ).k;
         await marks.query(`SELECT pg_advisory_lock($1::int, s) FROM generate_series(0, 31) s WHERE s <> 7`, [lockKey]);
         await t1.query("BEGIN");
-        await t1.query(`SELECT "ListCounter_add"($1::uuid, $2, $3, $4, -1, 7)`, [S, keyOf.entity, keyOf.dim, keyOf.value]);
-        expect((await t1.query(`SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "value" = $2`, [S, keyOf.value])).rows[0].n).toBe(0);
+        await t1.query(`SELECT "ListCounter_add"($1::uuid, $2, $3, $4, -1, 7)`, [
+          S,
+          keyOf.entity,
+          keyOf.dim,
+          keyOf.value,
+        ]);
+        expect(
+          (
+            await t1.query(
+              `SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "value" = $2`,
+              [S, keyOf.value],
+            )
+          ).rows[0].n,
+        ).toBe(0);
         const t1pid = (await t1.query(`SELECT pg_backend_pid() AS p`)).rows[0].p;
         const t2pid = (await t2.query(`SELECT pg_backend_pid() AS p`)).rows[0].p;
         await t2.query("BEGIN");
-        const adding = t2.query(`SELECT "ListCounter_add"($1::uuid, $2, $3, $4, 1, 7)`, [S, keyOf.entity, keyOf.dim, keyOf.value]);
+        const adding = t2.query(`SELECT "ListCounter_add"($1::uuid, $2, $3, $4, 1, 7)`, [
+          S,
+          keyOf.entity,
+          keyOf.dim,
+          keyOf.value,
+        ]);
         await waitsFor(t2pid, t1pid);
         await t1.query(end);
         await adding;
@@ -419,17 +583,40 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
         expect(after).toEqual({ n: end === "COMMIT" ? "1" : "2", rows: 1, zero: 0 });
       } finally {
         for (const c of [t1, t2, marks]) await c.end().catch(() => {});
-        await exec(`DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`, S, keyOf.entity, keyOf.dim, keyOf.value);
+        await exec(
+          `DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`,
+          S,
+          keyOf.entity,
+          keyOf.dim,
+          keyOf.value,
+        );
       }
     });
 
   it("a writer that finds the key's row held by its deleter adds its delta to a new slot row", async () => {
-    await exec(`DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`, S, keyOf.entity, keyOf.dim, keyOf.value);
-    await exec(`INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n") VALUES ($1::uuid, $2, $3, $4, 7, 1)`, S, keyOf.entity, keyOf.dim, keyOf.value);
+    await exec(
+      `DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`,
+      S,
+      keyOf.entity,
+      keyOf.dim,
+      keyOf.value,
+    );
+    await exec(
+      `INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n") VALUES ($1::uuid, $2, $3, $4, 7, 1)`,
+      S,
+      keyOf.entity,
+      keyOf.dim,
+      keyOf.value,
+    );
     const [t1, t2] = [await client(), await client()];
     try {
       await t1.query("BEGIN");
-      await t1.query(`SELECT "ListCounter_add"($1::uuid, $2, $3, $4, -1, 7)`, [S, keyOf.entity, keyOf.dim, keyOf.value]);
+      await t1.query(`SELECT "ListCounter_add"($1::uuid, $2, $3, $4, -1, 7)`, [
+        S,
+        keyOf.entity,
+        keyOf.dim,
+        keyOf.value,
+      ]);
       await t2.query("BEGIN");
       await t2.query(`SET LOCAL lock_timeout = '2s'`); // it must not wait at all
       await t2.query(`SELECT "ListCounter_add"($1::uuid, $2, $3, $4, 1, 7)`, [S, keyOf.entity, keyOf.dim, keyOf.value]);
@@ -439,11 +626,20 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
     } finally {
       for (const c of [t1, t2]) await c.end().catch(() => {});
     }
-    await exec(`DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`, S, keyOf.entity, keyOf.dim, keyOf.value);
+    await exec(
+      `DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`,
+      S,
+      keyOf.entity,
+      keyOf.dim,
+      keyOf.value,
+    );
   });
 
   it("24 writers inserting, moving and deleting rows of the same keys at once: every count exact, no row at 0, rows bounded", async () => {
-    const { ana } = await one<{ ana: string }>(`SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`, S);
+    const { ana } = await one<{ ana: string }>(
+      `SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`,
+      S,
+    );
     const days = ["2045-01-01", "2045-01-02", "2046-07-07"];
     const writers = 24;
     const rounds = 30;
@@ -476,7 +672,11 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
                 [S, `Race ${w}.${r}.1`, other],
               );
               if (r > 0)
-                await c.query(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" IN ($2, $3)`, [S, `Race ${w}.${r - 1}.2`, `Race ${w}.${r - 1}.1`]);
+                await c.query(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" IN ($2, $3)`, [
+                  S,
+                  `Race ${w}.${r - 1}.2`,
+                  `Race ${w}.${r - 1}.1`,
+                ]);
               await c.query(r % 7 === 3 ? "ROLLBACK" : "COMMIT");
             } catch (e) {
               errors.push(`writer ${w} round ${r}: ${(e as Error).message}`);

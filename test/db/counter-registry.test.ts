@@ -29,45 +29,68 @@ async function fullRow(table: string): Promise<Record<string, unknown>> {
   const row: Record<string, unknown> = {};
   cols.forEach((c, i) => {
     row[c.name] =
-      c.type === "uuid" ? `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`
-      : c.type.startsWith("timestamp") ? `${2001 + i}-02-03T04:05:06.000Z`
-      : c.type === "integer" || c.type === "bigint" ? i
-      : c.type === "boolean" ? true
-      : c.type === "ARRAY" ? []
-      : c.type === "jsonb" ? {}
-      : `v${i}`;
+      c.type === "uuid"
+        ? `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`
+        : c.type.startsWith("timestamp")
+          ? `${2001 + i}-02-03T04:05:06.000Z`
+          : c.type === "integer" || c.type === "bigint"
+            ? i
+            : c.type === "boolean"
+              ? true
+              : c.type === "ARRAY"
+                ? []
+                : c.type === "jsonb"
+                  ? {}
+                  : `v${i}`;
   });
   return row;
 }
 
 async function keys(table: string, row: Record<string, unknown>) {
-  return t.db.sql.query<{ dim: string; value: string }>(`SELECT "dim", "value" FROM "ListCounter_keys"($1, $2::jsonb)`, [table, JSON.stringify(row)]);
+  return t.db.sql.query<{ dim: string; value: string }>(
+    `SELECT "dim", "value" FROM "ListCounter_keys"($1, $2::jsonb)`,
+    [table, JSON.stringify(row)],
+  );
 }
 
 describe("the counter registry and the database agree", () => {
-  it.each(lists)("%s: the keys function counts exactly the registered filters, from their columns, and buckets the registered order column", async (table, list) => {
-    const row = await fullRow(table);
-    if (table === "Contact") row.deletedAt = null; // counted while live
-    const got = await keys(table, row);
-    const filters = Object.entries(list.filters).filter(([, f]) => !f.via);
-    expect(Object.fromEntries(got.filter((k) => !BASE.has(k.dim)).map((k) => [k.dim, k.value]))).toEqual(
-      Object.fromEntries(filters.map(([dim, f]) => [dim, String(row[f.column])])),
-    );
-    expect(got.filter((k) => k.dim === "all")).toEqual([{ dim: "all", value: "" }]);
-    expect(got.find((k) => k.dim === "y")?.value).toBe(String(row[list.order]).slice(0, 4));
-    expect(got.find((k) => k.dim === "d")?.value).toBe(String(row[list.order]).slice(0, 10));
-  });
+  it.each(lists)(
+    "%s: the keys function counts exactly the registered filters, from their columns, and buckets the registered order column",
+    async (table, list) => {
+      const row = await fullRow(table);
+      if (table === "Contact") row.deletedAt = null; // counted while live
+      const got = await keys(table, row);
+      const filters = Object.entries(list.filters).filter(([, f]) => !f.via);
+      expect(Object.fromEntries(got.filter((k) => !BASE.has(k.dim)).map((k) => [k.dim, k.value]))).toEqual(
+        Object.fromEntries(filters.map(([dim, f]) => [dim, String(row[f.column])])),
+      );
+      expect(got.filter((k) => k.dim === "all")).toEqual([{ dim: "all", value: "" }]);
+      expect(got.find((k) => k.dim === "y")?.value).toBe(String(row[list.order]).slice(0, 4));
+      expect(got.find((k) => k.dim === "d")?.value).toBe(String(row[list.order]).slice(0, 10));
+    },
+  );
 
   it("a row with a filter column NULL has no key for it; a soft-deleted contact has none at all", async () => {
     const ticket = await fullRow("Ticket");
     ticket.assignedToId = null;
-    expect((await keys("Ticket", ticket)).map((k) => k.dim).sort()).toEqual(["all", "customerId", "d", "m", "status", "y"]);
+    expect((await keys("Ticket", ticket)).map((k) => k.dim).sort()).toEqual([
+      "all",
+      "customerId",
+      "d",
+      "m",
+      "status",
+      "y",
+    ]);
     const contact = await fullRow("Contact");
     expect(await keys("Contact", contact)).toEqual([]); // deletedAt set
   });
 
   it("the filters kept from another table are the memberships' list ids, kept by the trigger of ContactListMember", async () => {
-    const via = lists.flatMap(([table, l]) => Object.entries(l.filters).filter(([, f]) => f.via).map(([dim, f]) => `${table}.${dim} via ${f.via}`));
+    const via = lists.flatMap(([table, l]) =>
+      Object.entries(l.filters)
+        .filter(([, f]) => f.via)
+        .map(([dim, f]) => `${table}.${dim} via ${f.via}`),
+    );
     expect(via).toEqual(["Contact.listId via ContactListMember"]);
   });
 
@@ -83,11 +106,17 @@ describe("the counter registry and the database agree", () => {
       expect(update, table).toBeDefined();
       for (const [dim, f] of Object.entries(list.filters)) {
         if (f.via) continue;
-        expect(update!.def, `${table}.${dim}`).toMatch(new RegExp(`old\\.(?:"${f.column}"|${f.column.toLowerCase()}(?![A-Za-z0-9_"]))`));
+        expect(update!.def, `${table}.${dim}`).toMatch(
+          new RegExp(`old\\.(?:"${f.column}"|${f.column.toLowerCase()}(?![A-Za-z0-9_"]))`),
+        );
       }
-      expect(update!.def, `${table} order`).toMatch(new RegExp(`old\\.(?:"${list.order}"|${list.order.toLowerCase()}(?![A-Za-z0-9_"]))`));
+      expect(update!.def, `${table} order`).toMatch(
+        new RegExp(`old\\.(?:"${list.order}"|${list.order.toLowerCase()}(?![A-Za-z0-9_"]))`),
+      );
       for (const name of ["ListCounter_insert", "ListCounter_update", "ListCounter_delete"])
-        expect(triggers.find((x) => x.table === table && x.name === name)?.def, `${table} ${name}`).toContain(`"ListCounter_apply"('${table}')`);
+        expect(triggers.find((x) => x.table === table && x.name === name)?.def, `${table} ${name}`).toContain(
+          `"ListCounter_apply"('${table}')`,
+        );
     }
   });
 });
@@ -108,7 +137,9 @@ describe("an unregistered filter", () => {
       expect(reported).toEqual(["Lead.stageId(stageId)", "Ticket.status(statusText)"]);
       // A registered one is the counter.
       expect(eq(tenant, "Ticket", "status", "status", "open", "TicketStatus").counter).toBeInstanceOf(Prisma.Sql);
-      expect(exactTotal(tenant, "Ticket", [eq(tenant, "Ticket", "status", "status", "open", "TicketStatus")]).sql).toContain('"ListCounter"');
+      expect(
+        exactTotal(tenant, "Ticket", [eq(tenant, "Ticket", "status", "status", "open", "TicketStatus")]).sql,
+      ).toContain('"ListCounter"');
     } finally {
       setOnUncounted(previous);
     }

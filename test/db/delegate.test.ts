@@ -7,7 +7,16 @@
 // @topology pooler citus
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Prisma } from "../../generated/prisma/client.js";
-import { delegated, PREVIOUS, runForTenant, TENANT_EXEC, TENANT_EXEC_CALL, tenantDelegation, undelegated, useTenantDelegation } from "../../server/db/delegate.js";
+import {
+  delegated,
+  PREVIOUS,
+  runForTenant,
+  TENANT_EXEC,
+  TENANT_EXEC_CALL,
+  tenantDelegation,
+  undelegated,
+  useTenantDelegation,
+} from "../../server/db/delegate.js";
 import type { SqlRunner } from "../../server/db/client.js";
 import { readRaw } from "../../server/db/insert.js";
 import pg from "pg";
@@ -20,7 +29,9 @@ let tenantId: string;
 let key: string;
 let ana: string;
 let other: { tenantId: string; key: string };
-const onCitus = Boolean(process.env.DATABASE_URL) && (await citusCluster(process.env.DIRECT_DATABASE_URL || process.env.DATABASE_URL!)) !== null;
+const onCitus =
+  Boolean(process.env.DATABASE_URL) &&
+  (await citusCluster(process.env.DIRECT_DATABASE_URL || process.env.DATABASE_URL!)) !== null;
 
 beforeAll(async () => {
   // Its statements are watched on app.db: every request on the coordinator's pool, also with DATABASE_ROUTING=workers.
@@ -62,7 +73,15 @@ describe("tenant_exec", () => {
                            ${{ k: [1, "é"] }}::jsonb AS "doc", ${7}::int AS "n", ${true}::boolean AS "b", ${null}::uuid AS "none", ${tenantId}::uuid AS "t") x`;
     const [direct] = await readRaw(app.db)<{ result: unknown }>(q);
     expect(await runForTenant(app.db, tenantId, [q])).toEqual(direct!.result);
-    expect(direct!.result).toMatchObject({ s: "a'b\\c", tags: ["x", null, 'q"uote', "{}"], doc: { k: [1, "é"] }, n: 7, b: true, none: null, t: tenantId });
+    expect(direct!.result).toMatchObject({
+      s: "a'b\\c",
+      tags: ["x", null, 'q"uote', "{}"],
+      doc: { k: [1, "é"] },
+      n: 7,
+      b: true,
+      none: null,
+      t: tenantId,
+    });
   });
 
   it("each statement reads the previous one's value as $2; a statement without a row ends the call: nothing after it runs", async () => {
@@ -70,10 +89,18 @@ describe("tenant_exec", () => {
     // RETURNING names no function (Citus allows only immutable ones there): the value read, $2.
     const insert = Prisma.sql`INSERT INTO "ContactList" ("tenantId", "id", "name") VALUES (${tenantId}::uuid, (${PREVIOUS}->>'id')::uuid, ${PREVIOUS}->>'name') RETURNING ${PREVIOUS}`;
     const id = crypto.randomUUID();
-    const out = await runForTenant(app.db, tenantId, [Prisma.sql`SELECT jsonb_build_object('id', ${id}::uuid, 'name', ${name}::text)`, insert]);
+    const out = await runForTenant(app.db, tenantId, [
+      Prisma.sql`SELECT jsonb_build_object('id', ${id}::uuid, 'name', ${name}::text)`,
+      insert,
+    ]);
     expect(out).toEqual({ id, name });
-    expect(await app.db.prisma.contactList.findFirst({ where: { tenantId, id }, select: { name: true } })).toEqual({ name });
-    const refused = await runForTenant(app.db, tenantId, [Prisma.sql`SELECT jsonb_build_object('id', ${crypto.randomUUID()}::uuid, 'name', ${`${name}-2`}::text) WHERE false`, insert]);
+    expect(await app.db.prisma.contactList.findFirst({ where: { tenantId, id }, select: { name: true } })).toEqual({
+      name,
+    });
+    const refused = await runForTenant(app.db, tenantId, [
+      Prisma.sql`SELECT jsonb_build_object('id', ${crypto.randomUUID()}::uuid, 'name', ${`${name}-2`}::text) WHERE false`,
+      insert,
+    ]);
     expect(refused).toBeUndefined();
     expect(await app.db.prisma.contactList.count({ where: { tenantId, name: `${name}-2` } })).toBe(0);
   });
@@ -106,32 +133,75 @@ describe("tenant_exec", () => {
     });
 
     it("POST /leads: 201, the row and the stored response (resolved contact and stage); the replay returns it; a 404 writes nothing", async () => {
-      const body = { customerName: "Delegated Lead", customerPhone: "+34 600 111 222", zones: ["north", "sea view"], budget: { min: 100000, max: 250000 }, notes: 'it\'s \\ "quoted"' };
-      const r = await app.request("POST", "/public/v1/leads", { key, body, headers: { "Idempotency-Key": "delegated-lead-1" } });
+      const body = {
+        customerName: "Delegated Lead",
+        customerPhone: "+34 600 111 222",
+        zones: ["north", "sea view"],
+        budget: { min: 100000, max: 250000 },
+        notes: 'it\'s \\ "quoted"',
+      };
+      const r = await app.request("POST", "/public/v1/leads", {
+        key,
+        body,
+        headers: { "Idempotency-Key": "delegated-lead-1" },
+      });
       expect(r.status, r.text).toBe(201);
-      expect(r.body).toMatchObject({ customerName: "Delegated Lead", zones: ["north", "sea view"], notes: body.notes, source: "api" });
+      expect(r.body).toMatchObject({
+        customerName: "Delegated Lead",
+        zones: ["north", "sea view"],
+        notes: body.notes,
+        source: "api",
+      });
       expect(r.body.stageId).toEqual(expect.any(String));
       const got = await app.request("GET", `/public/v1/leads/${r.body.id}`, { key });
       expect(got.body).toEqual(r.body);
-      const again = await app.request("POST", "/public/v1/leads", { key, body, headers: { "Idempotency-Key": "delegated-lead-1" } });
+      const again = await app.request("POST", "/public/v1/leads", {
+        key,
+        body,
+        headers: { "Idempotency-Key": "delegated-lead-1" },
+      });
       expect(again.status).toBe(201);
       expect(again.headers.get("idempotent-replayed")).toBe("true");
       expect(again.body).toEqual(r.body);
       expect(await app.db.prisma.lead.count({ where: { tenantId, customerName: "Delegated Lead" } })).toBe(1);
       // Both tries went through a call of three statements (values, claim, row): the replay's found the key taken.
-      expect(calls.filter((c) => c.length === 3 && c[2]!.includes('INSERT INTO "Lead"') && c[1]!.includes('"IdempotencyRecord"'))).toHaveLength(2);
-      const missing = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Nowhere", stageId: crypto.randomUUID() }, headers: { "Idempotency-Key": "delegated-lead-2" } });
+      expect(
+        calls.filter(
+          (c) => c.length === 3 && c[2]!.includes('INSERT INTO "Lead"') && c[1]!.includes('"IdempotencyRecord"'),
+        ),
+      ).toHaveLength(2);
+      const missing = await app.request("POST", "/public/v1/leads", {
+        key,
+        body: { customerName: "Nowhere", stageId: crypto.randomUUID() },
+        headers: { "Idempotency-Key": "delegated-lead-2" },
+      });
       expectEnvelope(missing, 404, "NOT_FOUND");
       expect(await app.db.prisma.lead.count({ where: { tenantId, customerName: "Nowhere" } })).toBe(0);
       expect(await app.db.prisma.idempotencyRecord.count({ where: { tenantId, key: "delegated-lead-2" } })).toBe(0);
     });
 
     it("POST /appointments: 201 (calendar lock and checks in the call), then the overlap is a 409 with nothing written", async () => {
-      const slot = { assignedUserId: ana, title: "Delegated visit", appointmentType: "visit", startsAt: "2027-05-03T09:00:00Z", endsAt: "2027-05-03T10:00:00Z" };
-      const r = await app.request("POST", "/public/v1/appointments", { key, body: slot, headers: { "Idempotency-Key": "delegated-appt-1" } });
+      const slot = {
+        assignedUserId: ana,
+        title: "Delegated visit",
+        appointmentType: "visit",
+        startsAt: "2027-05-03T09:00:00Z",
+        endsAt: "2027-05-03T10:00:00Z",
+      };
+      const r = await app.request("POST", "/public/v1/appointments", {
+        key,
+        body: slot,
+        headers: { "Idempotency-Key": "delegated-appt-1" },
+      });
       expect(r.status, r.text).toBe(201);
-      expect(r.body).toMatchObject({ title: "Delegated visit", startsAt: "2027-05-03T09:00:00.000Z", status: "scheduled" });
-      expect(calls.some((c) => /pg_advisory_xact_lock/.test(c[0]!) && c.at(-1)!.includes('INSERT INTO "Appointment"'))).toBe(true);
+      expect(r.body).toMatchObject({
+        title: "Delegated visit",
+        startsAt: "2027-05-03T09:00:00.000Z",
+        status: "scheduled",
+      });
+      expect(
+        calls.some((c) => /pg_advisory_xact_lock/.test(c[0]!) && c.at(-1)!.includes('INSERT INTO "Appointment"')),
+      ).toBe(true);
       const clash = await app.request("POST", "/public/v1/appointments", { key, body: { ...slot, title: "Clash" } });
       expectEnvelope(clash, 409, "APPOINTMENT_OVERLAP");
       expect(await app.db.prisma.appointment.count({ where: { tenantId, title: "Clash" } })).toBe(0);
@@ -140,7 +210,9 @@ describe("tenant_exec", () => {
     it("each tenant's call writes that tenant's rows only", async () => {
       const r = await app.request("POST", "/public/v1/leads", { key: other.key, body: { customerName: "Beta Lead" } });
       expect(r.status).toBe(201);
-      expect(await app.db.prisma.lead.count({ where: { tenantId: other.tenantId, customerName: "Beta Lead" } })).toBe(1);
+      expect(await app.db.prisma.lead.count({ where: { tenantId: other.tenantId, customerName: "Beta Lead" } })).toBe(
+        1,
+      );
       expect(await app.db.prisma.lead.count({ where: { tenantId, customerName: "Beta Lead" } })).toBe(0);
     });
   });
@@ -150,15 +222,18 @@ describe("tenant_exec", () => {
     expect(await tenantDelegation(app.db)).toBe(onCitus);
   });
 
-  it.runIf(onCitus)("on Citus: distributed by db:distribute by its tenant argument, co-located with the tenant tables", async () => {
-    const [fn] = await app.db.sql.query<{ arg: number; colocated: boolean }>(
-      `SELECT o.distribution_argument_index AS arg,
+  it.runIf(onCitus)(
+    "on Citus: distributed by db:distribute by its tenant argument, co-located with the tenant tables",
+    async () => {
+      const [fn] = await app.db.sql.query<{ arg: number; colocated: boolean }>(
+        `SELECT o.distribution_argument_index AS arg,
               o.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = '"Lead"'::regclass) AS colocated
          FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = to_regprocedure($1)`,
-      [TENANT_EXEC],
-    );
-    expect(fn).toEqual({ arg: 0, colocated: true });
-  });
+        [TENANT_EXEC],
+      );
+      expect(fn).toEqual({ arg: 0, colocated: true });
+    },
+  );
 });
 
 // On Citus the call is delegated to the worker holding the tenant's shards (Citus's function call
@@ -178,7 +253,10 @@ describe.runIf(onCitus)("tenant_exec on the tenant's worker (Citus)", () => {
           [tenantId],
         )
       ).rows;
-      for (const [role, node] of [["holder", rows.find((r) => r.holds)], ["other", rows.find((r) => !r.holds)]] as const) {
+      for (const [role, node] of [
+        ["holder", rows.find((r) => r.holds)],
+        ["other", rows.find((r) => !r.holds)],
+      ] as const) {
         nodes[role] = new pg.Client({ connectionString: onSameDatabase(app.testDb.directUrl!, node!) });
         await nodes[role].connect();
       }
@@ -193,11 +271,15 @@ describe.runIf(onCitus)("tenant_exec on the tenant's worker (Citus)", () => {
   /** A call's result on `node`, and whether Citus ran its statement on a local shard there. */
   async function callOn(node: pg.Client, statement: string): Promise<{ result: unknown; local: boolean }> {
     let local = false;
-    const listen = (n: { message?: string }) => void (n.message?.startsWith("executing the command locally") && (local = true));
+    const listen = (n: { message?: string }) =>
+      void (n.message?.startsWith("executing the command locally") && (local = true));
     node.on("notice", listen);
     try {
       await node.query("SET citus.log_local_commands = on; SET client_min_messages = notice");
-      const { rows } = await node.query<{ result: unknown }>(`SELECT "tenant_exec"($1::uuid, ARRAY[$2::text], $3::text[]) AS "result"`, [tenantId, statement, [tenantId]]);
+      const { rows } = await node.query<{ result: unknown }>(
+        `SELECT "tenant_exec"($1::uuid, ARRAY[$2::text], $3::text[]) AS "result"`,
+        [tenantId, statement, [tenantId]],
+      );
       return { result: rows[0]!.result, local };
     } finally {
       await node.query("RESET citus.log_local_commands; RESET client_min_messages");
@@ -220,7 +302,17 @@ describe.runIf(onCitus)("tenant_exec on the tenant's worker (Citus)", () => {
   it("no function of the layer over Citus's shards is left (prisma/functions/retired.txt)", async () => {
     const { rows } = await nodes.holder.query<{ n: string }>(
       `SELECT proname AS n FROM pg_proc WHERE proname = ANY($1::text[])`,
-      [["tenant_exec_local", "tenant_exec_rename", "tenant_exec_names", "tenant_shards", "tenant_shard_here", "local_call", "local_call_limit"]],
+      [
+        [
+          "tenant_exec_local",
+          "tenant_exec_rename",
+          "tenant_exec_names",
+          "tenant_shards",
+          "tenant_shard_here",
+          "local_call",
+          "local_call_limit",
+        ],
+      ],
     );
     expect(rows).toEqual([]);
   });

@@ -13,7 +13,13 @@ import { distribute, parseRole } from "../../server/db/distribute.js";
 import { FUNCTIONS_DIR, migrate, MIGRATIONS_DIR } from "../../server/db/migrate.js";
 import { directBaseUrl, freshDatabase, withDatabase } from "../helpers/app.js";
 import pg from "pg";
-import { citusCluster, createClusterDatabase, dropClusterDatabase, nodeUrl, TEST_SHARD_COUNT } from "../helpers/cluster.js";
+import {
+  citusCluster,
+  createClusterDatabase,
+  dropClusterDatabase,
+  nodeUrl,
+  TEST_SHARD_COUNT,
+} from "../helpers/cluster.js";
 import { runNpm } from "../helpers/processes.js";
 
 const base = process.env.DATABASE_URL ? directBaseUrl()! : undefined;
@@ -21,7 +27,8 @@ const cluster = base ? await citusCluster(base) : null;
 
 beforeAll(() => ensureBuild(), 120_000); // `npm run db:distribute` would rebuild a stale dist/ and say so on stderr
 
-const cli = (args: string[], env: NodeJS.ProcessEnv) => runNpm(["run", "--silent", "db:distribute", "--", ...args], env);
+const cli = (args: string[], env: NodeJS.ProcessEnv) =>
+  runNpm(["run", "--silent", "db:distribute", "--", ...args], env);
 
 const envWith = (url: string | undefined) => {
   const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: "silent" };
@@ -45,7 +52,9 @@ describe("db:distribute refuses where it cannot run, changing nothing", () => {
     const r = await cli([], envWith(undefined));
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toBe("not a Citus coordinator: DATABASE_URL is unset (the embedded database cannot be distributed)\n");
+    expect(r.stderr).toBe(
+      "not a Citus coordinator: DATABASE_URL is unset (the embedded database cannot be distributed)\n",
+    );
   });
 
   it("a bad --shard-count: one line, exit 2", async () => {
@@ -54,20 +63,23 @@ describe("db:distribute refuses where it cannot run, changing nothing", () => {
     expect(r.stderr).toBe('--shard-count must be an integer from 1 to 64000, got "0"\n');
   });
 
-  it.skipIf(!base || cluster)("on plain PostgreSQL: 'not a Citus coordinator', exit 1, the catalog unchanged", async () => {
-    const t = await freshDatabase();
-    try {
-      const before = await foreignKeys(t.db);
-      const r = await cli([], envWith(t.directUrl));
-      expect(r.code).toBe(1);
-      expect(r.stdout).toBe("");
-      expect(r.stderr).toBe("not a Citus coordinator: the citus extension is not installed\n");
-      expect(await foreignKeys(t.db)).toEqual(before);
-      expect(before.size).toBeGreaterThan(30);
-    } finally {
-      await t.drop();
-    }
-  });
+  it.skipIf(!base || cluster)(
+    "on plain PostgreSQL: 'not a Citus coordinator', exit 1, the catalog unchanged",
+    async () => {
+      const t = await freshDatabase();
+      try {
+        const before = await foreignKeys(t.db);
+        const r = await cli([], envWith(t.directUrl));
+        expect(r.code).toBe(1);
+        expect(r.stdout).toBe("");
+        expect(r.stderr).toBe("not a Citus coordinator: the citus extension is not installed\n");
+        expect(await foreignKeys(t.db)).toEqual(before);
+        expect(before.size).toBeGreaterThan(30);
+      } finally {
+        await t.drop();
+      }
+    },
+  );
 });
 
 describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
@@ -104,7 +116,12 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout);
-    expect(out).toMatchObject({ changed: true, shardCount: TEST_SHARD_COUNT, workers: cluster!.workers.length, foreignKeys: before.size });
+    expect(out).toMatchObject({
+      changed: true,
+      shardCount: TEST_SHARD_COUNT,
+      workers: cluster!.workers.length,
+      foreignKeys: before.size,
+    });
     expect(out.reference.sort()).toEqual(["ApiKey", "PlanLimit", "Tenant", "User"]);
     // Every node commits synchronously (the CI cluster is set so: .ci/run): nothing to warn of.
     expect(out.warnings).toEqual([]);
@@ -114,7 +131,13 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
       `SELECT distribution_argument_index AS arg, colocationid AS colocation FROM pg_dist_object WHERE classid = 'pg_proc'::regclass AND objid = '"tenant_exec"(uuid, text[], text[])'::regprocedure`,
     );
 
-    const roles = await db.sql.query<{ name: string; comment: string | null; method: string | null; column: string | null; colocation: number | null }>(`
+    const roles = await db.sql.query<{
+      name: string;
+      comment: string | null;
+      method: string | null;
+      column: string | null;
+      colocation: number | null;
+    }>(`
       SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment, p.partmethod::text AS method,
              CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END AS column, p.colocationid AS colocation
         FROM pg_class c LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
@@ -134,12 +157,21 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
     expect(fn).toEqual({ arg: 0, colocation: [...colocations][0] });
     expect(out.distributed.length).toBe(roles.filter((t) => parseRole(t.comment)?.kind === "distributed").length);
     expect(await foreignKeys(db)).toEqual(before);
-    const [leads] = await db.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM "Lead" WHERE "tenantId" = $1`, [tenant]);
+    const [leads] = await db.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM "Lead" WHERE "tenantId" = $1`, [
+      tenant,
+    ]);
     expect(leads?.n).toBe(50);
 
     const again = await cli([], envWith(url));
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.stdout)).toMatchObject({ changed: false, reference: [], distributed: [], delegated: [], foreignKeys: 0, note: "already distributed: nothing to do" });
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      changed: false,
+      reference: [],
+      distributed: [],
+      delegated: [],
+      foreignKeys: 0,
+      note: "already distributed: nothing to do",
+    });
     expect(await foreignKeys(db)).toEqual(before);
   });
 
@@ -177,11 +209,14 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
         mkdirSync(path.join(dir, name));
         writeFileSync(path.join(dir, name, "migration.sql"), sql);
       };
-      add("29990101000000_after_distribution", `
+      add(
+        "29990101000000_after_distribution",
+        `
         ALTER TABLE "Lead" ADD COLUMN "zzMark" TEXT;
         CREATE FUNCTION "zz_mark"() RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'first' $$;
         CREATE FUNCTION "zz_lead_mark"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW."zzMark" := "zz_mark"(); RETURN NEW; END $$;
-        CREATE TRIGGER "zz_lead_mark" BEFORE INSERT ON "Lead" FOR EACH ROW EXECUTE FUNCTION "zz_lead_mark"();`);
+        CREATE TRIGGER "zz_lead_mark" BEFORE INSERT ON "Lead" FOR EACH ROW EXECUTE FUNCTION "zz_lead_mark"();`,
+      );
       expect(await migrate(db.sql, dir)).toEqual(["29990101000000_after_distribution"]);
       // Tenants whose rows land on different shards (and so on both workers).
       const tenants = Array.from({ length: 8 }, (_, i) => `5f0c0000-0000-4000-8000-00000000001${i}`);
@@ -193,18 +228,32 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
           SELECT t::uuid, gen_random_uuid(), 'x', '+34611' || lpad('${i}', 6, '0'), t::uuid, now() FROM unnest(ARRAY['${tenants.join("','")}']) t`);
       await insert(1);
       const marks = async () =>
-        (await db.sql.query<{ mark: string | null; n: number }>(`SELECT "zzMark" AS mark, count(*)::int AS n FROM "Lead" GROUP BY 1 ORDER BY 1`)).map((r) => [r.mark, r.n]);
+        (
+          await db.sql.query<{ mark: string | null; n: number }>(
+            `SELECT "zzMark" AS mark, count(*)::int AS n FROM "Lead" GROUP BY 1 ORDER BY 1`,
+          )
+        ).map((r) => [r.mark, r.n]);
       expect(await marks()).toEqual([["first", 8]]);
       const shards = await db.sql.query<{ nodes: number; shards: number; withColumn: number }>(`
         SELECT count(DISTINCT nodeport)::int AS nodes, count(*)::int AS shards, count(*) FILTER (WHERE result = '1')::int AS "withColumn"
           FROM run_command_on_shards('"Lead"', $$SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'zzMark' AND NOT attisdropped$$)
           JOIN pg_dist_shard_placement USING (shardid)`);
-      expect(shards[0]).toEqual({ nodes: cluster!.workers.length, shards: TEST_SHARD_COUNT, withColumn: TEST_SHARD_COUNT });
+      expect(shards[0]).toEqual({
+        nodes: cluster!.workers.length,
+        shards: TEST_SHARD_COUNT,
+        withColumn: TEST_SHARD_COUNT,
+      });
 
-      add("29990101000001_changed_function", `CREATE OR REPLACE FUNCTION "zz_mark"() RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'second' $$;`);
+      add(
+        "29990101000001_changed_function",
+        `CREATE OR REPLACE FUNCTION "zz_mark"() RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'second' $$;`,
+      );
       expect(await migrate(db.sql, dir)).toEqual(["29990101000001_changed_function"]);
       await insert(2);
-      expect(await marks()).toEqual([["first", 8], ["second", 8]]);
+      expect(await marks()).toEqual([
+        ["first", 8],
+        ["second", 8],
+      ]);
     } finally {
       rmSync(root, { recursive: true, force: true });
     }

@@ -300,7 +300,7 @@ describe("cache and sniffing headers on every /public/v1 and /trpc answer", () =
   });
 });
 
-describe("external ids \".\" and \"..\" are refused (a URL path cannot name them)", () => {
+describe('external ids "." and ".." are refused (a URL path cannot name them)', () => {
   it("create, batch item and list filter: 422 naming externalId, nothing written", async () => {
     const namingExternalId = expect.objectContaining({ field: "externalId" });
     for (const externalId of [".", ".."]) {
@@ -310,7 +310,12 @@ describe("external ids \".\" and \"..\" are refused (a URL path cannot name them
     }
     const batch = await app.request("POST", "/public/v1/contacts/batch/upsert", {
       key: KEY(),
-      body: { items: [{ externalId: "..", phone: "+34611000111" }, { externalId: "...", phone: "+34611000112" }] },
+      body: {
+        items: [
+          { externalId: "..", phone: "+34611000111" },
+          { externalId: "...", phone: "+34611000112" },
+        ],
+      },
     });
     expect(batch.status).toBe(200);
     expect(batch.body.results.map((x: any) => x.status)).toEqual(["failed", "created"]);

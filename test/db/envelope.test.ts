@@ -18,25 +18,53 @@ const leads = () => app.db.prisma.lead.count();
 describe("error envelope", () => {
   it("malformed JSON → 422 VALIDATION_ERROR, nothing persisted", async () => {
     const before = await leads();
-    const r = await app.request("POST", "/public/v1/leads", { key, raw: '{"customerName": "x",', headers: { "Content-Type": "application/json" } });
+    const r = await app.request("POST", "/public/v1/leads", {
+      key,
+      raw: '{"customerName": "x",',
+      headers: { "Content-Type": "application/json" },
+    });
     expectEnvelope(r, 422, "VALIDATION_ERROR");
     expect(await leads()).toBe(before);
   });
   it("a body that is not an object → 422", async () => {
     for (const raw of ["[]", '"text"', "42", "null", ""]) {
-      const r = await app.request("POST", "/public/v1/leads", { key, raw, headers: { "Content-Type": "application/json" } });
+      const r = await app.request("POST", "/public/v1/leads", {
+        key,
+        raw,
+        headers: { "Content-Type": "application/json" },
+      });
       expectEnvelope(r, 422, "VALIDATION_ERROR");
     }
   });
   it("missing or wrong Content-Type on a write → 422", async () => {
     const body = JSON.stringify({ customerName: "x" });
-    expectEnvelope(await app.request("POST", "/public/v1/leads", { key, raw: body, headers: { "Content-Type": "text/plain" } }), 422, "VALIDATION_ERROR");
-    expectEnvelope(await app.request("POST", "/public/v1/leads", { key, raw: body, headers: { "Content-Type": "application/x-www-form-urlencoded" } }), 422, "VALIDATION_ERROR");
-    const none = await fetch(`${app.url}/public/v1/leads`, { method: "POST", headers: { "X-API-Key": key }, body: new Uint8Array(Buffer.from(body)) });
+    expectEnvelope(
+      await app.request("POST", "/public/v1/leads", { key, raw: body, headers: { "Content-Type": "text/plain" } }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    expectEnvelope(
+      await app.request("POST", "/public/v1/leads", {
+        key,
+        raw: body,
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    const none = await fetch(`${app.url}/public/v1/leads`, {
+      method: "POST",
+      headers: { "X-API-Key": key },
+      body: new Uint8Array(Buffer.from(body)),
+    });
     expect(none.status).toBe(422);
   });
   it("application/json with a charset is fine", async () => {
-    const r = await app.request("POST", "/public/v1/leads", { key, raw: JSON.stringify({ customerName: "Charset" }), headers: { "Content-Type": "application/json; charset=utf-8" } });
+    const r = await app.request("POST", "/public/v1/leads", {
+      key,
+      raw: JSON.stringify({ customerName: "Charset" }),
+      headers: { "Content-Type": "application/json; charset=utf-8" },
+    });
     expect(r.status).toBe(201);
   });
   it("unknown fields → 422 with the field named in details", async () => {
@@ -55,7 +83,11 @@ describe("error envelope", () => {
     expectEnvelope(await app.request("GET", `/public/v1/leads/${randomUuid()}`, { key }), 404, "NOT_FOUND");
   });
   it("malformed UUID in a filter → 422; unknown UUID in a filter → empty list", async () => {
-    expectEnvelope(await app.request("GET", "/public/v1/leads", { key, query: { customerId: "nope" } }), 422, "VALIDATION_ERROR");
+    expectEnvelope(
+      await app.request("GET", "/public/v1/leads", { key, query: { customerId: "nope" } }),
+      422,
+      "VALIDATION_ERROR",
+    );
     const r = await app.request("GET", "/public/v1/leads", { key, query: { customerId: randomUuid() } });
     expect(r.status).toBe(200);
     expect(r.body.items).toEqual([]);
@@ -92,7 +124,10 @@ describe("error envelope", () => {
     }
   });
   it("bodies over the limit → 413 with the envelope", async () => {
-    const r = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "x", notes: "n".repeat(10_000) } });
+    const r = await app.request("POST", "/public/v1/leads", {
+      key,
+      body: { customerName: "x", notes: "n".repeat(10_000) },
+    });
     expectEnvelope(r, 413, "PAYLOAD_TOO_LARGE");
   });
   it("request ids: generated, echoed in X-Request-Id, or taken from a sane client header", async () => {
@@ -100,11 +135,14 @@ describe("error envelope", () => {
     expect(a.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
     const b = await app.request("GET", "/public/v1/nothing", { key, headers: { "X-Request-Id": "client-req-42" } });
     expect(b.body.request_id).toBe("client-req-42");
-    const c = await app.request("GET", "/public/v1/nothing", { key, headers: { "X-Request-Id": "bad id with spaces" } });
+    const c = await app.request("GET", "/public/v1/nothing", {
+      key,
+      headers: { "X-Request-Id": "bad id with spaces" },
+    });
     expect(c.body.request_id).not.toBe("bad id with spaces");
   });
   it("unexpected failures become 500 INTERNAL_ERROR without internals", () => {
-    const e = toAppError(new Error("relation \"secret_table\" does not exist at /srv/app.ts:12"));
+    const e = toAppError(new Error('relation "secret_table" does not exist at /srv/app.ts:12'));
     expect(e).toBeInstanceOf(AppError);
     expect(e.status).toBe(500);
     expect(e.code).toBe("INTERNAL_ERROR");
@@ -119,13 +157,26 @@ describe("error envelope", () => {
     // What a fast shutdown does to a query in flight, as Prisma 7 + adapter-pg report it.
     const adapter = Object.assign(new Error("terminating connection due to administrator command"), {
       name: "DriverAdapterError",
-      cause: { kind: "postgres", code: "57P01", originalCode: "57P01", originalMessage: "terminating connection due to administrator command" },
+      cause: {
+        kind: "postgres",
+        code: "57P01",
+        originalCode: "57P01",
+        originalMessage: "terminating connection due to administrator command",
+      },
     });
-    const prisma = Object.assign(new Error("Database error. Code: `57P01`."), { code: "P2039", meta: { driverAdapterError: adapter } });
+    const prisma = Object.assign(new Error("Database error. Code: `57P01`."), {
+      code: "P2039",
+      meta: { driverAdapterError: adapter },
+    });
     expect(toAppError(prisma).code).toBe("SERVICE_UNAVAILABLE");
-    const closed = Object.assign(new Error("x"), { code: "P2010", meta: { driverAdapterError: { name: "DriverAdapterError", cause: { kind: "ConnectionClosed" } } } });
+    const closed = Object.assign(new Error("x"), {
+      code: "P2010",
+      meta: { driverAdapterError: { name: "DriverAdapterError", cause: { kind: "ConnectionClosed" } } },
+    });
     expect(toAppError(closed).code).toBe("SERVICE_UNAVAILABLE");
-    expect(toAppError(Object.assign(new Error("the database system is starting up"), { code: "57P03" })).code).toBe("SERVICE_UNAVAILABLE");
+    expect(toAppError(Object.assign(new Error("the database system is starting up"), { code: "57P03" })).code).toBe(
+      "SERVICE_UNAVAILABLE",
+    );
   });
   it("NUL (U+0000) in a body string or a searched query value → 422, nothing persisted (issue 9)", async () => {
     const before = await leads();
@@ -133,7 +184,11 @@ describe("error envelope", () => {
     const b = expectEnvelope(r, 422, "VALIDATION_ERROR");
     expect(JSON.stringify(b.details)).toContain("customerName");
     expect(await leads()).toBe(before);
-    expectEnvelope(await app.request("GET", "/public/v1/contacts", { key, query: { search: "a\u0000" } }), 422, "VALIDATION_ERROR");
+    expectEnvelope(
+      await app.request("GET", "/public/v1/contacts", { key, query: { search: "a\u0000" } }),
+      422,
+      "VALIDATION_ERROR",
+    );
     expect((await app.request("GET", "/public/v1/leads", { key, query: { ignored: "\u0000" } })).status).toBe(200);
   });
   it("health endpoints need no key and are not rate-limited", async () => {

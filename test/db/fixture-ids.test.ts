@@ -15,10 +15,31 @@ function withIds(ref: string, base: number): FixtureInput {
   const f = fixture(
     tenant(ref, {
       contactLists: [{ ref: "vip", id: U(base + 1), name: "VIP" }],
-      contacts: [{ ref: "bea", id: U(base + 2).toUpperCase(), fullName: "Bea Soto", phone: "+34600000001", lists: ["vip"] }],
-      conversations: [{ ref: "c1", id: U(base + 3), channel: "wa", identity: { externalId: "34600000001", contact: "bea" }, messages: [{ role: "user", content: "Hi" }] }],
+      contacts: [
+        { ref: "bea", id: U(base + 2).toUpperCase(), fullName: "Bea Soto", phone: "+34600000001", lists: ["vip"] },
+      ],
+      conversations: [
+        {
+          ref: "c1",
+          id: U(base + 3),
+          channel: "wa",
+          identity: { externalId: "34600000001", contact: "bea" },
+          messages: [{ role: "user", content: "Hi" }],
+        },
+      ],
       leads: [{ ref: "l1", id: U(base + 4), customerName: "Bea Soto", contact: "bea", conversation: "c1" }],
-      appointments: [{ ref: "a1", id: U(base + 5), assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: "2027-03-02T09:00:00Z", endsAt: "2027-03-02T10:00:00Z", contact: "bea" }],
+      appointments: [
+        {
+          ref: "a1",
+          id: U(base + 5),
+          assignedTo: "ana",
+          title: "Viewing",
+          appointmentType: "visit",
+          startsAt: "2027-03-02T09:00:00Z",
+          endsAt: "2027-03-02T10:00:00Z",
+          contact: "bea",
+        },
+      ],
       tickets: [{ ref: "t1", id: U(base + 6), subject: "Broken link", createdBy: "ana", contact: "bea" }],
     }),
   );
@@ -71,15 +92,21 @@ describe("fixture objects with their own ids", () => {
     // The same document again: tenant "acme2" would reuse every id of "acme".
     const again = withIds("acme2", 100);
     await expect(app.load(again)).rejects.toThrow(FixtureError);
-    await expect(app.load(again)).rejects.toThrow(/tenant "acme2" user "ana": id 0b9d3c4e-5f61-4a72-8b93-000000000107 is already in use/);
+    await expect(app.load(again)).rejects.toThrow(
+      /tenant "acme2" user "ana": id 0b9d3c4e-5f61-4a72-8b93-000000000107 is already in use/,
+    );
     // One taken id among fresh ones, in a later kind: the contact's (given in upper case).
     const one = withIds("acme3", 200);
     one.tenants[0]!.contacts![0]!.id = U(102).toUpperCase();
-    await expect(app.load(one)).rejects.toThrow(/tenant "acme3" contact "bea": id 0b9d3c4e-5f61-4a72-8b93-000000000102 is already in use/);
+    await expect(app.load(one)).rejects.toThrow(
+      /tenant "acme3" contact "bea": id 0b9d3c4e-5f61-4a72-8b93-000000000102 is already in use/,
+    );
     // Twice within one kind of one document.
     const twice = withIds("acme4", 300);
     twice.tenants[0]!.leads!.push({ ref: "l2", id: U(304), customerName: "Carlos Gil" });
-    await expect(app.load(twice)).rejects.toThrow(/tenant "acme4" lead "l2": id 0b9d3c4e-5f61-4a72-8b93-000000000304 is already lead "l1"'s/);
+    await expect(app.load(twice)).rejects.toThrow(
+      /tenant "acme4" lead "l2": id 0b9d3c4e-5f61-4a72-8b93-000000000304 is already lead "l1"'s/,
+    );
     // Two tenants of one document with the same id: the second is refused, the first rolled back.
     const pair = withIds("acme5", 400);
     pair.tenants.push(withIds("acme6", 400).tenants[0]!);
@@ -102,7 +129,8 @@ describe("the demo fixture", () => {
     const db = fresh.db;
     try {
       const ids = (await loadFixture(db, demoFixture(new Date(), { fixedIds: true }))).tenants.demo!;
-      for (const kind of Object.keys(DEMO_IDS) as (keyof typeof DEMO_IDS)[]) expect(ids[kind], kind).toEqual(DEMO_IDS[kind]);
+      for (const kind of Object.keys(DEMO_IDS) as (keyof typeof DEMO_IDS)[])
+        expect(ids[kind], kind).toEqual(DEMO_IDS[kind]);
       const tenants = await db.prisma.tenant.count();
       await expect(loadFixture(db, demoFixture(new Date(), { fixedIds: true }))).rejects.toThrow(/is already in use/);
       expect(await db.prisma.tenant.count()).toBe(tenants);

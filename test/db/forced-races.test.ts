@@ -216,7 +216,12 @@ describe.skipIf(!onPostgres)("races forced by a held row lock (not on PGlite: on
 
     // The PATCH first: the comment checks the version on the ticket's row once it has locked it.
     const t1 = await newObject("tickets");
-    const [p1, c1] = await forced("Ticket", t1.id, () => patch(t1), () => comment(t1));
+    const [p1, c1] = await forced(
+      "Ticket",
+      t1.id,
+      () => patch(t1),
+      () => comment(t1),
+    );
     expect.soft(p1.status, p1.text).toBe(200);
     expect.soft(p1.body.version).toBe(t1.version + 1);
     lost(c1, t1.version + 1, "the comment after the PATCH");
@@ -224,7 +229,12 @@ describe.skipIf(!onPostgres)("races forced by a held row lock (not on PGlite: on
 
     // The comment first: the PATCH has passed its check and waits at its guarded write.
     const t2 = await newObject("tickets");
-    const [c2, p2] = await forced("Ticket", t2.id, () => comment(t2), () => patch(t2));
+    const [c2, p2] = await forced(
+      "Ticket",
+      t2.id,
+      () => comment(t2),
+      () => patch(t2),
+    );
     expect.soft(c2.status, c2.text).toBe(201);
     expect.soft(c2.body.version).toBe(t2.version + 1);
     lost(p2, t2.version + 1, "the PATCH after the comment");
@@ -243,7 +253,12 @@ describe.skipIf(!onPostgres)("races forced by a held row lock (not on PGlite: on
 
       // The batch first: its item updates; the PATCH's guarded write misses.
       const o1 = await newObject(r);
-      const [b1, p1] = await forced(TABLE[r], o1.id, () => batch(o1), () => patch(o1));
+      const [b1, p1] = await forced(
+        TABLE[r],
+        o1.id,
+        () => batch(o1),
+        () => patch(o1),
+      );
       expect.soft(b1.status, `${r}: ${b1.text}`).toBe(200);
       const updated = { status: "updated", id: o1.id, item: { ...y, version: o1.version + 1 }, error: null };
       expect.soft(b1.body.results?.[0], r).toMatchObject(updated);
@@ -252,7 +267,12 @@ describe.skipIf(!onPostgres)("races forced by a held row lock (not on PGlite: on
 
       // The PATCH first: the batch's item (in the key's transaction) misses and fails alone, with its 412.
       const o2 = await newObject(r);
-      const [p2, b2] = await forced(TABLE[r], o2.id, () => patch(o2), () => batch(o2, key()));
+      const [p2, b2] = await forced(
+        TABLE[r],
+        o2.id,
+        () => patch(o2),
+        () => batch(o2, key()),
+      );
       expect.soft(p2.status, `${r}: ${p2.text}`).toBe(200);
       expect.soft(p2.body.version, r).toBe(o2.version + 1);
       expect.soft(b2.status, `${r}: ${b2.text}`).toBe(200);

@@ -35,7 +35,14 @@ beforeAll(async () => {
         ],
         contacts: [{ ref: "bea", fullName: "Bea", phone: "+34600000001" }],
         leads: [{ ref: "l1", customerName: "Lead one", contact: "bea" }],
-        conversations: [{ ref: "web", channel: "site", identity: { externalId: "visitor-1" }, messages: [{ role: "user", content: "hi" }] }],
+        conversations: [
+          {
+            ref: "web",
+            channel: "site",
+            identity: { externalId: "visitor-1" },
+            messages: [{ role: "user", content: "hi" }],
+          },
+        ],
         tickets: [{ ref: "t1", subject: "Help", createdBy: "ana", contact: "bea" }],
       }),
       // West of UTC: midnight after 9999-12-31 is in year 10000 (UTC).
@@ -67,7 +74,10 @@ const counts = async () => ({
 async function withCapturedLogs<T>(run: (lines: any[]) => Promise<T>): Promise<T> {
   const lines: any[] = [];
   const original = app.services.logger;
-  app.services.logger = pino({ level: "debug" }, { write: (s: string) => lines.push(JSON.parse(s)) }) as unknown as Logger;
+  app.services.logger = pino(
+    { level: "debug" },
+    { write: (s: string) => lines.push(JSON.parse(s)) },
+  ) as unknown as Logger;
   try {
     return await run(lines);
   } finally {
@@ -88,30 +98,63 @@ describe("dates the database cannot store → 422 naming the field", () => {
       expect(b.details.fields).toEqual([expect.objectContaining({ field, code: "out_of_range" })]);
     }
     // The bounds themselves are fine.
-    const ok = await app.request("GET", "/public/v1/leads", { key: KEY, query: { dateFrom: "0001-01-01T00:00:00Z", dateTo: "9999-12-31T23:59:59.999Z" } });
+    const ok = await app.request("GET", "/public/v1/leads", {
+      key: KEY,
+      query: { dateFrom: "0001-01-01T00:00:00Z", dateTo: "9999-12-31T23:59:59.999Z" },
+    });
     expect(ok.status).toBe(200);
     expect(ok.body.total).toBe(1);
-    expect((await app.request("GET", "/public/v1/leads", { key: KEY, query: { dateFrom: "0001-01-01T00:00:00-14:00" } })).status).toBe(200);
+    expect(
+      (await app.request("GET", "/public/v1/leads", { key: KEY, query: { dateFrom: "0001-01-01T00:00:00-14:00" } }))
+        .status,
+    ).toBe(200);
   });
 
   it("GET /appointments: from/to outside the range", async () => {
-    const r = await app.request("GET", "/public/v1/appointments", { key: KEY, query: { from: "0000-01-01T00:00:00Z", to: "9999-12-31T12:00:00-12:00" } });
+    const r = await app.request("GET", "/public/v1/appointments", {
+      key: KEY,
+      query: { from: "0000-01-01T00:00:00Z", to: "9999-12-31T12:00:00-12:00" },
+    });
     expect(fieldsOf(expectEnvelope(r, 422, "VALIDATION_ERROR")).sort()).toEqual(["from", "to"]);
-    expect((await app.request("GET", "/public/v1/appointments", { key: KEY, query: { from: "0001-01-01T00:00:00Z", to: "9999-12-31T23:59:59Z" } })).status).toBe(200);
+    expect(
+      (
+        await app.request("GET", "/public/v1/appointments", {
+          key: KEY,
+          query: { from: "0001-01-01T00:00:00Z", to: "9999-12-31T23:59:59Z" },
+        })
+      ).status,
+    ).toBe(200);
   });
 
   it("GET /availability: year 0000 is 422; derived local midnights are clamped at both ends", async () => {
-    const r = await app.request("GET", "/public/v1/availability", { key: KEY, query: { from: "0000-01-01", to: "0000-01-01" } });
+    const r = await app.request("GET", "/public/v1/availability", {
+      key: KEY,
+      query: { from: "0000-01-01", to: "0000-01-01" },
+    });
     expect(fieldsOf(expectEnvelope(r, 422, "VALIDATION_ERROR")).sort()).toEqual(["from", "to"]);
     // Auckland: local midnight of 0001-01-01 is 0000-12-31T12:20:56Z (was a 500). All in the past: no slots.
-    const first = await app.request("GET", "/public/v1/availability", { key: auck.apiKeys.full!.key, query: { from: "0001-01-01", to: "0001-01-02" } });
+    const first = await app.request("GET", "/public/v1/availability", {
+      key: auck.apiKeys.full!.key,
+      query: { from: "0001-01-01", to: "0001-01-02" },
+    });
     expect(first.status).toBe(200);
     expect(first.body.slots).toEqual([]);
     // Pago Pago (UTC−11): 9999-12-31 (a Friday) 09:00–17:00 local is 20:00Z … 04:00Z in year 10000.
     // Only the slots that end by 9999-12-31T23:59:59.999Z exist.
-    const last = await app.request("GET", "/public/v1/availability", { key: pago.apiKeys.full!.key, query: { from: "9999-12-31", to: "9999-12-31" } });
+    const last = await app.request("GET", "/public/v1/availability", {
+      key: pago.apiKeys.full!.key,
+      query: { from: "9999-12-31", to: "9999-12-31" },
+    });
     expect(last.status).toBe(200);
-    expect(last.body.slots.map((s: { startsAt: string }) => s.startsAt.slice(11, 16))).toEqual(["20:00", "20:30", "21:00", "21:30", "22:00", "22:30", "23:00"]);
+    expect(last.body.slots.map((s: { startsAt: string }) => s.startsAt.slice(11, 16))).toEqual([
+      "20:00",
+      "20:30",
+      "21:00",
+      "21:30",
+      "22:00",
+      "22:30",
+      "23:00",
+    ]);
     expect(last.body.slots.at(-1).endsAt).toBe("9999-12-31T23:30:00.000Z");
   });
 
@@ -123,35 +166,76 @@ describe("dates the database cannot store → 422 naming the field", () => {
       [{ startsAt: "0001-01-01T00:00:00+14:00", endsAt: "0001-01-01T01:00:00Z" }, ["startsAt"]],
       [{ startsAt: "9999-12-31T20:00:00Z", endsAt: "9999-12-31T20:00:00-04:00" }, ["endsAt"]],
     ] as const) {
-      const r = await app.request("POST", "/public/v1/appointments", { key: KEY, body: { ...base, ...body }, headers: { "Idempotency-Key": `dates-${fields.join()}` } });
+      const r = await app.request("POST", "/public/v1/appointments", {
+        key: KEY,
+        body: { ...base, ...body },
+        headers: { "Idempotency-Key": `dates-${fields.join()}` },
+      });
       expect(fieldsOf(expectEnvelope(r, 422, "VALIDATION_ERROR")).sort()).toEqual(fields);
     }
     expect(await counts()).toEqual(before);
-    const edge = await app.request("POST", "/public/v1/appointments", { key: KEY, body: { ...base, startsAt: "9999-12-31T23:00:00Z", endsAt: "9999-12-31T23:59:59.999Z" } });
+    const edge = await app.request("POST", "/public/v1/appointments", {
+      key: KEY,
+      body: { ...base, startsAt: "9999-12-31T23:00:00Z", endsAt: "9999-12-31T23:59:59.999Z" },
+    });
     expect(edge.status).toBe(201);
     expect(edge.body.endsAt).toBe("9999-12-31T23:59:59.999Z");
     // PATCH: an overflowing endsAt is 422 and changes nothing.
-    const patch = await app.request("PATCH", `/public/v1/appointments/${edge.body.id}`, { key: KEY, body: { endsAt: "9999-12-31T23:30:00-01:00" } });
+    const patch = await app.request("PATCH", `/public/v1/appointments/${edge.body.id}`, {
+      key: KEY,
+      body: { endsAt: "9999-12-31T23:30:00-01:00" },
+    });
     expect(fieldsOf(expectEnvelope(patch, 422, "VALIDATION_ERROR"))).toEqual(["endsAt"]);
-    const again = await app.db.prisma.appointment.findUniqueOrThrow({ where: { tenantId_id: { tenantId: acme.id, id: edge.body.id } } });
+    const again = await app.db.prisma.appointment.findUniqueOrThrow({
+      where: { tenantId_id: { tenantId: acme.id, id: edge.body.id } },
+    });
     expect(again.endsAt.toISOString()).toBe("9999-12-31T23:59:59.999Z");
   });
 
   it("crafted cursors carrying year 0000 → 422, not a 500", async () => {
     const contacts = Buffer.from(`0000-01-01T00:00:00.000Z|${acme.contacts.bea}`).toString("base64url");
-    expectEnvelope(await app.request("GET", "/public/v1/contacts", { key: KEY, query: { cursor: contacts } }), 422, "VALIDATION_ERROR");
-    const messages = Buffer.from(JSON.stringify({ t: "0000-01-01T00:00:00.000Z", i: acme.contacts.bea })).toString("base64url");
-    const r = await app.request("GET", `/public/v1/conversations/${acme.conversations.web}/messages`, { key: KEY, query: { cursor: messages } });
+    expectEnvelope(
+      await app.request("GET", "/public/v1/contacts", { key: KEY, query: { cursor: contacts } }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    const messages = Buffer.from(JSON.stringify({ t: "0000-01-01T00:00:00.000Z", i: acme.contacts.bea })).toString(
+      "base64url",
+    );
+    const r = await app.request("GET", `/public/v1/conversations/${acme.conversations.web}/messages`, {
+      key: KEY,
+      query: { cursor: messages },
+    });
     expect(fieldsOf(expectEnvelope(r, 422, "VALIDATION_ERROR"))).toEqual(["cursor"]);
   });
 
   it("the fixture loader refuses such dates with a clear message and loads nothing", async () => {
     const tenants = await app.db.prisma.tenant.count();
-    await expect(app.load(fixture(tenant("bad-date", { leads: [{ ref: "x", customerName: "X", createdAt: "0000-01-01T00:00:00Z" }] })))).rejects.toThrow(
+    await expect(
+      app.load(
+        fixture(tenant("bad-date", { leads: [{ ref: "x", customerName: "X", createdAt: "0000-01-01T00:00:00Z" }] })),
+      ),
+    ).rejects.toThrow(
       /tenants\.0\.leads\.0\.createdAt: must be between 0001-01-01T00:00:00\.000Z and 9999-12-31T23:59:59\.999Z/,
     );
     await expect(
-      app.load(fixture(tenant("bad-date2", { users: [{ ref: "u" }], appointments: [{ ref: "a", assignedTo: "u", title: "t", appointmentType: "v", startsAt: "9999-12-31T23:00:00Z", endsAt: "9999-12-31T23:00:00-02:00" }] }))),
+      app.load(
+        fixture(
+          tenant("bad-date2", {
+            users: [{ ref: "u" }],
+            appointments: [
+              {
+                ref: "a",
+                assignedTo: "u",
+                title: "t",
+                appointmentType: "v",
+                startsAt: "9999-12-31T23:00:00Z",
+                endsAt: "9999-12-31T23:00:00-02:00",
+              },
+            ],
+          }),
+        ),
+      ),
     ).rejects.toThrow(/appointments\.0\.endsAt: must be between/);
     expect(await app.db.prisma.tenant.count()).toBe(tenants);
   });
@@ -177,22 +261,31 @@ describe("phone numbers longer than E.164's 15 digits → 422 before the databas
     const before = await counts();
     const r = await app.request("POST", "/public/v1/conversations/start", {
       key: KEY,
-      body: { channelId: acme.channels.wa, phone: "+49301234567890123", templateName: "welcome", templateLanguage: "en", variables: ["a", "b"] },
+      body: {
+        channelId: acme.channels.wa,
+        phone: "+49301234567890123",
+        templateName: "welcome",
+        templateLanguage: "en",
+        variables: ["a", "b"],
+      },
     });
     expect(fieldsOf(expectEnvelope(r, 422, "VALIDATION_ERROR"))).toEqual(["phone"]);
     expect(await counts()).toEqual(before);
   });
 
   it("POST /leads: an over-long customerPhone (free text, 1–20 characters) is stored as sent and matches no contact", async () => {
-    const r = await app.request("POST", "/public/v1/leads", { key: KEY, body: { customerName: "Long", customerPhone: "+3460000000123456" } });
+    const r = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      body: { customerName: "Long", customerPhone: "+3460000000123456" },
+    });
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ customerPhone: "+3460000000123456", customerId: null });
   });
 
   it("the fixture loader refuses an over-long contact phone with a clear message", async () => {
-    await expect(app.load(fixture(tenant("bad-phone", { contacts: [{ ref: "c", phone: "+49301234567890123" }] })))).rejects.toThrow(
-      /contact "c": invalid phone "\+49301234567890123" \(E\.164 allows at most 15 digits\)/,
-    );
+    await expect(
+      app.load(fixture(tenant("bad-phone", { contacts: [{ ref: "c", phone: "+49301234567890123" }] }))),
+    ).rejects.toThrow(/contact "c": invalid phone "\+49301234567890123" \(E\.164 allows at most 15 digits\)/);
   });
 });
 
@@ -207,7 +300,11 @@ describe("deeply nested bodies → 422 after the scope check", () => {
       `{"customerName":"x","budget":${'{"a":'.repeat(3000)}1${"}".repeat(3000)}}`,
       `{"customerName":"[[[[","notes":${nested(40, '"]]]]"')}}`,
     ]) {
-      const r = await app.request("POST", "/public/v1/leads", { key: KEY, raw, headers: { "Content-Type": "application/json", "Idempotency-Key": "deep" } });
+      const r = await app.request("POST", "/public/v1/leads", {
+        key: KEY,
+        raw,
+        headers: { "Content-Type": "application/json", "Idempotency-Key": "deep" },
+      });
       const b = expectEnvelope(r, 422, "VALIDATION_ERROR");
       expect(b.details.fields).toEqual([expect.objectContaining({ field: "(body)", code: "too_deep" })]);
     }
@@ -215,14 +312,27 @@ describe("deeply nested bodies → 422 after the scope check", () => {
   });
 
   it("32 levels are read (then refused by the schema as usual); brackets inside strings do not count", async () => {
-    const r = await app.request("POST", "/public/v1/leads", { key: KEY, raw: `{"customerName":"x","zz":${nested(31)}}`, headers: { "Content-Type": "application/json" } });
-    expect(expectEnvelope(r, 422, "VALIDATION_ERROR").details.fields).toEqual([expect.objectContaining({ field: "zz", code: "unknown_field" })]);
-    const s = await app.request("POST", "/public/v1/leads", { key: KEY, body: { customerName: "[".repeat(200), notes: "{".repeat(5000) } });
+    const r = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      raw: `{"customerName":"x","zz":${nested(31)}}`,
+      headers: { "Content-Type": "application/json" },
+    });
+    expect(expectEnvelope(r, 422, "VALIDATION_ERROR").details.fields).toEqual([
+      expect.objectContaining({ field: "zz", code: "unknown_field" }),
+    ]);
+    const s = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      body: { customerName: "[".repeat(200), notes: "{".repeat(5000) },
+    });
     expect(s.status).toBe(201);
   });
 
   it("a key without the scope gets 403 first", async () => {
-    const r = await app.request("POST", "/public/v1/leads", { key: acme.apiKeys.none!.key, raw: `{"x":${nested(5000)}}`, headers: { "Content-Type": "application/json" } });
+    const r = await app.request("POST", "/public/v1/leads", {
+      key: acme.apiKeys.none!.key,
+      raw: `{"x":${nested(5000)}}`,
+      headers: { "Content-Type": "application/json" },
+    });
     expectEnvelope(r, 403, "PERMISSION_DENIED");
   });
 
@@ -233,14 +343,27 @@ describe("deeply nested bodies → 422 after the scope check", () => {
       body: `{"customerName":"x","notes":${nested(5000)}}`,
     });
     expect(post.status).toBe(422);
-    expect((await json(post)).error.data.envelope).toMatchObject({ error: "VALIDATION_ERROR", details: { fields: [{ code: "too_deep" }] } });
-    const get = await fetch(`${app.url}/trpc/leads.list?input=${encodeURIComponent(nested(1000))}`, { headers: { "X-API-Key": KEY } });
+    expect((await json(post)).error.data.envelope).toMatchObject({
+      error: "VALIDATION_ERROR",
+      details: { fields: [{ code: "too_deep" }] },
+    });
+    const get = await fetch(`${app.url}/trpc/leads.list?input=${encodeURIComponent(nested(1000))}`, {
+      headers: { "X-API-Key": KEY },
+    });
     expect(get.status).toBe(422);
-    expect((await json(get)).error.data.envelope).toMatchObject({ error: "VALIDATION_ERROR", details: { fields: [{ field: "input", code: "too_deep" }] } });
+    expect((await json(get)).error.data.envelope).toMatchObject({
+      error: "VALIDATION_ERROR",
+      details: { fields: [{ field: "input", code: "too_deep" }] },
+    });
     // A deep input behind another one: two inputs are refused as such (tRPC would read only the first).
-    const twice = await fetch(`${app.url}/trpc/leads.list?input=%7B%7D&input=${encodeURIComponent(nested(1000))}`, { headers: { "X-API-Key": KEY } });
+    const twice = await fetch(`${app.url}/trpc/leads.list?input=%7B%7D&input=${encodeURIComponent(nested(1000))}`, {
+      headers: { "X-API-Key": KEY },
+    });
     expect(twice.status).toBe(422);
-    expect((await json(twice)).error.data.envelope).toMatchObject({ error: "VALIDATION_ERROR", details: { fields: [{ field: "input", code: "duplicate" }] } });
+    expect((await json(twice)).error.data.envelope).toMatchObject({
+      error: "VALIDATION_ERROR",
+      details: { fields: [{ field: "input", code: "duplicate" }] },
+    });
   });
 });
 
@@ -264,14 +387,18 @@ describe("backstop: data-class SQLSTATEs → 422, conflicts → 503, logged in o
   // Stand-ins for a value the schemas let through but the database refuses: a test-only CHECK and a
   // trigger raising a chosen SQLSTATE for a chosen customerName.
   beforeAll(async () => {
-    await app.db.prisma.$executeRawUnsafe(`ALTER TABLE "Lead" ADD CONSTRAINT "Lead_test_notes_check" CHECK ("notes" IS DISTINCT FROM 'forbidden')`);
+    await app.db.prisma.$executeRawUnsafe(
+      `ALTER TABLE "Lead" ADD CONSTRAINT "Lead_test_notes_check" CHECK ("notes" IS DISTINCT FROM 'forbidden')`,
+    );
     await app.db.prisma.$executeRawUnsafe(`
       CREATE FUNCTION test_raise() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
         IF NEW."customerName" LIKE 'raise-%' THEN RAISE EXCEPTION 'test' USING ERRCODE = substr(NEW."customerName", 7, 5); END IF;
         RETURN NEW;
       END $$`);
-    await app.db.prisma.$executeRawUnsafe(`CREATE TRIGGER test_raise BEFORE INSERT ON "Lead" FOR EACH ROW EXECUTE FUNCTION test_raise()`);
+    await app.db.prisma.$executeRawUnsafe(
+      `CREATE TRIGGER test_raise BEFORE INSERT ON "Lead" FOR EACH ROW EXECUTE FUNCTION test_raise()`,
+    );
   });
   afterAll(async () => {
     await app.db.prisma.$executeRawUnsafe(`DROP TRIGGER test_raise ON "Lead"`);
@@ -282,11 +409,19 @@ describe("backstop: data-class SQLSTATEs → 422, conflicts → 503, logged in o
   it("23514 check_violation and 22xxx data exceptions → 422 VALIDATION_ERROR, warn log with the request id, nothing persisted", async () => {
     await withCapturedLogs(async (lines) => {
       const before = await counts();
-      const check = await app.request("POST", "/public/v1/leads", { key: KEY, body: { customerName: "ok", notes: "forbidden" }, headers: { "Idempotency-Key": "backstop-1" } });
-      expect(expectEnvelope(check, 422, "VALIDATION_ERROR").details.fields).toEqual([expect.objectContaining({ code: "check_violation" })]);
+      const check = await app.request("POST", "/public/v1/leads", {
+        key: KEY,
+        body: { customerName: "ok", notes: "forbidden" },
+        headers: { "Idempotency-Key": "backstop-1" },
+      });
+      expect(expectEnvelope(check, 422, "VALIDATION_ERROR").details.fields).toEqual([
+        expect.objectContaining({ code: "check_violation" }),
+      ]);
       for (const state of ["22003", "22008", "22P02", "22001"]) {
         const r = await app.request("POST", "/public/v1/leads", { key: KEY, body: { customerName: `raise-${state}` } });
-        expect(expectEnvelope(r, 422, "VALIDATION_ERROR").details.fields).toEqual([expect.objectContaining({ code: "invalid_value" })]);
+        expect(expectEnvelope(r, 422, "VALIDATION_ERROR").details.fields).toEqual([
+          expect.objectContaining({ code: "invalid_value" }),
+        ]);
       }
       expect(await counts()).toEqual(before);
       const warned = lines.filter((l) => l.msg === "input refused by the database");
@@ -304,8 +439,13 @@ describe("backstop: data-class SQLSTATEs → 422, conflicts → 503, logged in o
         body: JSON.stringify({ customerName: "raise-22008" }),
       });
       expect(res.status).toBe(422);
-      expect((await json(res)).error.data.envelope).toMatchObject({ error: "VALIDATION_ERROR", request_id: "trpc-backstop-1" });
-      expect(lines.filter((l) => l.msg === "input refused by the database")).toEqual([expect.objectContaining({ reqId: "trpc-backstop-1", sqlState: "22008" })]);
+      expect((await json(res)).error.data.envelope).toMatchObject({
+        error: "VALIDATION_ERROR",
+        request_id: "trpc-backstop-1",
+      });
+      expect(lines.filter((l) => l.msg === "input refused by the database")).toEqual([
+        expect.objectContaining({ reqId: "trpc-backstop-1", sqlState: "22008" }),
+      ]);
     });
   });
 
@@ -323,7 +463,11 @@ describe("validation details are capped", () => {
   it("up to 1,000 fields are read: unknown keys are listed 50 at most, with the count of all problems", async () => {
     const body: Record<string, unknown> = { customerName: "x" };
     for (let i = 0; i < 999; i++) body[i.toString(36)] = i;
-    const r = await app.request("POST", "/public/v1/leads", { key: KEY, body, headers: { "Idempotency-Key": "many-keys" } });
+    const r = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      body,
+      headers: { "Idempotency-Key": "many-keys" },
+    });
     const b = expectEnvelope(r, 422, "VALIDATION_ERROR");
     expect(b.details.fields).toHaveLength(50);
     expect(b.details.fields[0]).toEqual({ field: "0", code: "unknown_field", message: "Unknown field" });
@@ -345,22 +489,41 @@ describe("validation details are capped", () => {
     while (raw.length < 1024 * 1024 - 32) raw += `,"${(n++).toString(36)}":1`;
     raw += "}";
     const started = performance.now();
-    const r = await app.request("POST", "/public/v1/leads", { key: KEY, raw, headers: { "Content-Type": "application/json", "Idempotency-Key": "many-keys-2" } });
+    const r = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      raw,
+      headers: { "Content-Type": "application/json", "Idempotency-Key": "many-keys-2" },
+    });
     const ms = performance.now() - started;
-    expect(expectEnvelope(r, 422, "VALIDATION_ERROR").details.fields).toEqual([expect.objectContaining({ field: "(body)", code: "too_many_fields" })]);
+    expect(expectEnvelope(r, 422, "VALIDATION_ERROR").details.fields).toEqual([
+      expect.objectContaining({ field: "(body)", code: "too_many_fields" }),
+    ]);
     expect(r.text.length).toBeLessThan(1_000);
     console.log(`1 MiB body of ${n} tiny keys: ${r.text.length} bytes of 422 in ${ms.toFixed(0)} ms (round trip)`);
     // 1,001 members in all (nested ones count too) is one too many.
-    const nested = JSON.stringify({ customerName: "x", budget: Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, i])) });
-    const over = await app.request("POST", "/public/v1/leads", { key: KEY, raw: nested, headers: { "Content-Type": "application/json" } });
-    expect(expectEnvelope(over, 422, "VALIDATION_ERROR").details.fields).toEqual([expect.objectContaining({ code: "too_many_fields" })]);
+    const nested = JSON.stringify({
+      customerName: "x",
+      budget: Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, i])),
+    });
+    const over = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      raw: nested,
+      headers: { "Content-Type": "application/json" },
+    });
+    expect(expectEnvelope(over, 422, "VALIDATION_ERROR").details.fields).toEqual([
+      expect.objectContaining({ code: "too_many_fields" }),
+    ]);
     expect(await counts()).toEqual(before);
   });
 
   it("the same cap over /trpc", async () => {
     const body: Record<string, number> = { customerName: 0 };
     for (let i = 0; i < 500; i++) body[`k${i}`] = i;
-    const res = await fetch(`${app.url}/trpc/leads.create`, { method: "POST", headers: { "X-API-Key": KEY, "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const res = await fetch(`${app.url}/trpc/leads.create`, {
+      method: "POST",
+      headers: { "X-API-Key": KEY, "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
     expect(res.status).toBe(422);
     const env = (await json(res)).error.data.envelope;
     expect(env.details.fields).toHaveLength(50);
@@ -375,26 +538,50 @@ describe("ids are normalised to lower case once, at the input schema", () => {
     const lead = await app.request("GET", `/public/v1/leads/${up(acme.leads.l1!)}`, { key: KEY });
     expect(lead.status).toBe(200);
     expect(lead.body.id).toBe(acme.leads.l1);
-    const filtered = await app.request("GET", "/public/v1/leads", { key: KEY, query: { customerId: up(acme.contacts.bea!) } });
+    const filtered = await app.request("GET", "/public/v1/leads", {
+      key: KEY,
+      query: { customerId: up(acme.contacts.bea!) },
+    });
     expect(filtered.body.items.map((l: { id: string }) => l.id)).toEqual([acme.leads.l1]);
-    const ticket = await app.request("PATCH", `/public/v1/tickets/${up(acme.tickets.t1!)}`, { key: KEY, body: { assignedTo: up(acme.users.ana!) } });
+    const ticket = await app.request("PATCH", `/public/v1/tickets/${up(acme.tickets.t1!)}`, {
+      key: KEY,
+      body: { assignedTo: up(acme.users.ana!) },
+    });
     expect(ticket.status).toBe(200);
     expect(ticket.body).toMatchObject({ id: acme.tickets.t1, assignedTo: acme.users.ana });
     const appt = await app.request("POST", "/public/v1/appointments", {
       key: KEY,
-      body: { assignedUserId: up(acme.users.ana!), customerId: up(acme.contacts.bea!), title: "Case", appointmentType: "visit", startsAt: "2031-03-03T10:00:00Z", endsAt: "2031-03-03T11:00:00Z" },
+      body: {
+        assignedUserId: up(acme.users.ana!),
+        customerId: up(acme.contacts.bea!),
+        title: "Case",
+        appointmentType: "visit",
+        startsAt: "2031-03-03T10:00:00Z",
+        endsAt: "2031-03-03T11:00:00Z",
+      },
     });
     expect(appt.status).toBe(201);
     expect(appt.body).toMatchObject({ assignedUserId: acme.users.ana, customerId: acme.contacts.bea });
-    const viaTrpc = await fetch(`${app.url}/trpc/leads.get?input=${encodeURIComponent(JSON.stringify({ lead_id: up(acme.leads.l1!) }))}`, { headers: { "X-API-Key": KEY } });
+    const viaTrpc = await fetch(
+      `${app.url}/trpc/leads.get?input=${encodeURIComponent(JSON.stringify({ lead_id: up(acme.leads.l1!) }))}`,
+      { headers: { "X-API-Key": KEY } },
+    );
     expect((await json(viaTrpc)).result.data.id).toBe(acme.leads.l1);
   });
 
   it("an Idempotency-Key retry that spells an id in another case is the same request (replayed)", async () => {
     const body = (stageId: string) => ({ customerName: "Case retry", stageId });
-    const first = await app.request("POST", "/public/v1/leads", { key: KEY, body: body(acme.stages.won!), headers: { "Idempotency-Key": "case-1" } });
+    const first = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      body: body(acme.stages.won!),
+      headers: { "Idempotency-Key": "case-1" },
+    });
     expect(first.status).toBe(201);
-    const retry = await app.request("POST", "/public/v1/leads", { key: KEY, body: body(up(acme.stages.won!)), headers: { "Idempotency-Key": "case-1" } });
+    const retry = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      body: body(up(acme.stages.won!)),
+      headers: { "Idempotency-Key": "case-1" },
+    });
     expect(retry.status).toBe(201);
     expect(retry.headers.get("idempotent-replayed")).toBe("true");
     expect(retry.body.id).toBe(first.body.id);
@@ -407,7 +594,13 @@ describe("ids are normalised to lower case once, at the input schema", () => {
     const create = app
       .request("POST", "/public/v1/appointments", {
         key: KEY,
-        body: { assignedUserId: up(acme.users.ana!), title: "Locked", appointmentType: "visit", startsAt: "2031-04-04T10:00:00Z", endsAt: "2031-04-04T11:00:00Z" },
+        body: {
+          assignedUserId: up(acme.users.ana!),
+          title: "Locked",
+          appointmentType: "visit",
+          startsAt: "2031-04-04T10:00:00Z",
+          endsAt: "2031-04-04T11:00:00Z",
+        },
       })
       .finally(() => (done = true));
     await waitForLockWaiters(app.testDb, 1, { locktype: "advisory" });
@@ -427,7 +620,11 @@ describe("GET /public/v1/openapi.json is public for GET and HEAD only", () => {
     for (const method of ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]) {
       for (const path of ["/public/v1/openapi.json", "/PUBLIC/V1/OpenAPI.json"]) {
         // A body over the limit would be 413 if it were read first.
-        const res = await fetch(`${app.url}${path}`, { method, headers: { "Content-Type": "application/json" }, body: method === "OPTIONS" ? undefined : "x".repeat(2 * 1024 * 1024) });
+        const res = await fetch(`${app.url}${path}`, {
+          method,
+          headers: { "Content-Type": "application/json" },
+          body: method === "OPTIONS" ? undefined : "x".repeat(2 * 1024 * 1024),
+        });
         expect(res.status, `${method} ${path}`).toBe(401);
         expect(res.headers.get("x-ratelimit-limit")).toMatch(/^\d+$/);
         expect((await json(res)).error).toBe("INVALID_CREDENTIALS");
@@ -439,13 +636,28 @@ describe("GET /public/v1/openapi.json is public for GET and HEAD only", () => {
 });
 
 describe("JSON media types are accepted consistently", () => {
-  const variants = ["application/vnd.api+json", "Application/JSON", "APPLICATION/JSON; charset=UTF-8", "application/json;charset=utf-8", "application/merge-patch+json", "application/problem+json ; x=y"];
+  const variants = [
+    "application/vnd.api+json",
+    "Application/JSON",
+    "APPLICATION/JSON; charset=UTF-8",
+    "application/json;charset=utf-8",
+    "application/merge-patch+json",
+    "application/problem+json ; x=y",
+  ];
 
   it("each variant with a valid body succeeds on POST and PATCH", async () => {
     for (const type of variants) {
-      const created = await app.request("POST", "/public/v1/leads", { key: KEY, raw: JSON.stringify({ customerName: `Type ${type}` }), headers: { "Content-Type": type } });
+      const created = await app.request("POST", "/public/v1/leads", {
+        key: KEY,
+        raw: JSON.stringify({ customerName: `Type ${type}` }),
+        headers: { "Content-Type": type },
+      });
       expect(created.status, type).toBe(201);
-      const patched = await app.request("PATCH", `/public/v1/leads/${created.body.id}`, { key: KEY, raw: JSON.stringify({ notes: type }), headers: { "Content-Type": type } });
+      const patched = await app.request("PATCH", `/public/v1/leads/${created.body.id}`, {
+        key: KEY,
+        raw: JSON.stringify({ notes: type }),
+        headers: { "Content-Type": type },
+      });
       expect(patched.status, type).toBe(200);
       expect(patched.body.notes).toBe(type);
     }
@@ -453,15 +665,30 @@ describe("JSON media types are accepted consistently", () => {
 
   it("a key without the scope gets 403 first, for each variant", async () => {
     for (const type of [...variants, "text/plain"]) {
-      const r = await app.request("POST", "/public/v1/leads", { key: acme.apiKeys.none!.key, raw: JSON.stringify({ customerName: "x" }), headers: { "Content-Type": type } });
+      const r = await app.request("POST", "/public/v1/leads", {
+        key: acme.apiKeys.none!.key,
+        raw: JSON.stringify({ customerName: "x" }),
+        headers: { "Content-Type": type },
+      });
       expectEnvelope(r, 403, "PERMISSION_DENIED");
     }
   });
 
   it("other media types stay 422 with the header named", async () => {
     const before = await counts();
-    for (const type of ["text/plain", "application/jsonx", "application/json-seq", "application/x-www-form-urlencoded", "json", "application/+json"]) {
-      const r = await app.request("POST", "/public/v1/leads", { key: KEY, raw: JSON.stringify({ customerName: "x" }), headers: { "Content-Type": type } });
+    for (const type of [
+      "text/plain",
+      "application/jsonx",
+      "application/json-seq",
+      "application/x-www-form-urlencoded",
+      "json",
+      "application/+json",
+    ]) {
+      const r = await app.request("POST", "/public/v1/leads", {
+        key: KEY,
+        raw: JSON.stringify({ customerName: "x" }),
+        headers: { "Content-Type": type },
+      });
       expect(fieldsOf(expectEnvelope(r, 422, "VALIDATION_ERROR")), type).toEqual(["Content-Type"]);
     }
     expect(await counts()).toEqual(before);
@@ -469,10 +696,18 @@ describe("JSON media types are accepted consistently", () => {
 
   it("/trpc accepts the same variants", async () => {
     for (const type of ["application/vnd.api+json", "Application/JSON"]) {
-      const res = await fetch(`${app.url}/trpc/leads.create`, { method: "POST", headers: { "X-API-Key": KEY, "Content-Type": type }, body: JSON.stringify({ customerName: `trpc ${type}` }) });
+      const res = await fetch(`${app.url}/trpc/leads.create`, {
+        method: "POST",
+        headers: { "X-API-Key": KEY, "Content-Type": type },
+        body: JSON.stringify({ customerName: `trpc ${type}` }),
+      });
       expect(res.status, type).toBe(200);
     }
-    const bad = await fetch(`${app.url}/trpc/leads.create`, { method: "POST", headers: { "X-API-Key": KEY, "Content-Type": "text/plain" }, body: JSON.stringify({ customerName: "x" }) });
+    const bad = await fetch(`${app.url}/trpc/leads.create`, {
+      method: "POST",
+      headers: { "X-API-Key": KEY, "Content-Type": "text/plain" },
+      body: JSON.stringify({ customerName: "x" }),
+    });
     expect(bad.status).toBe(422);
   });
 });
@@ -488,7 +723,9 @@ describe("case and spelling variants of the guarded prefixes", () => {
       expect((await json(anon)).error.data.envelope.error).toBe("INVALID_CREDENTIALS");
       const a = await fetch(`${app.url}${prefix}/${me}`, { headers: { "X-API-Key": KEY } });
       const b = await fetch(`${app.url}${prefix}/${me}`, { headers: { "X-API-Key": KEY } });
-      expect(Number(b.headers.get("x-ratelimit-remaining")), prefix).toBe(Number(a.headers.get("x-ratelimit-remaining")) - 1);
+      expect(Number(b.headers.get("x-ratelimit-remaining")), prefix).toBe(
+        Number(a.headers.get("x-ratelimit-remaining")) - 1,
+      );
     }
   });
 
@@ -513,7 +750,11 @@ describe("case and spelling variants of the guarded prefixes", () => {
 
   it("/trpc-admin in any case needs the internal token", async () => {
     for (const prefix of ["/TRPC-ADMIN", "/Trpc-Admin", "/trpc-admin/"]) {
-      const res = await fetch(`${app.url}${prefix}/setPlan`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ tenantId: acme.id, plan: "starter" }) });
+      const res = await fetch(`${app.url}${prefix}/setPlan`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ tenantId: acme.id, plan: "starter" }),
+      });
       expect(res.status, prefix).toBe(401);
     }
     expect((await app.db.prisma.tenant.findUniqueOrThrow({ where: { id: acme.id } })).plan).toBe("pro");
@@ -530,8 +771,12 @@ describe("DATABASE_URL without REDIS_URL", () => {
   };
 
   it("logs a warning at start; not with REDIS_URL, nor on the embedded database", async () => {
-    expect(await started({ DATABASE_URL: "postgresql://db.example/crm" })).toEqual([expect.stringContaining("without REDIS_URL")]);
-    expect(await started({ DATABASE_URL: "postgresql://db.example/crm", REDIS_URL: "redis://127.0.0.1:1" })).toEqual([]);
+    expect(await started({ DATABASE_URL: "postgresql://db.example/crm" })).toEqual([
+      expect.stringContaining("without REDIS_URL"),
+    ]);
+    expect(await started({ DATABASE_URL: "postgresql://db.example/crm", REDIS_URL: "redis://127.0.0.1:1" })).toEqual(
+      [],
+    );
     expect(await started({})).toEqual([]);
   });
 });

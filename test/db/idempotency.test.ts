@@ -3,7 +3,13 @@
 // @topology pooler
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AppError } from "../../server/errors.js";
-import { AfterCommit, fingerprint, purgeExpiredIdempotencyRecords, readIdempotencyKey, withIdempotency } from "../../server/idempotency.js";
+import {
+  AfterCommit,
+  fingerprint,
+  purgeExpiredIdempotencyRecords,
+  readIdempotencyKey,
+  withIdempotency,
+} from "../../server/idempotency.js";
 import { freshDatabase, type TestDb } from "../helpers/app.js";
 import { loadFixture } from "../../server/admin/fixture.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
@@ -20,7 +26,14 @@ beforeAll(async () => {
 });
 afterAll(() => t.drop());
 
-const claim = (key: string, body: unknown, ttlSeconds = 3600) => ({ tenantId, apiKeyId, endpoint: "test.create", key, fingerprint: fingerprint(body), ttlSeconds });
+const claim = (key: string, body: unknown, ttlSeconds = 3600) => ({
+  tenantId,
+  apiKeyId,
+  endpoint: "test.create",
+  key,
+  fingerprint: fingerprint(body),
+  ttlSeconds,
+});
 const countLists = async (name: string) => t.db.prisma.contactList.count({ where: { tenantId, name } });
 
 function createList(name: string) {
@@ -35,10 +48,13 @@ describe("Idempotency-Key", () => {
     expect(readIdempotencyKey(undefined)).toBeUndefined();
     expect(readIdempotencyKey("abc-123")).toBe("abc-123");
     expect(readIdempotencyKey("x".repeat(255))).toBe("x".repeat(255));
-    for (const bad of ["", "x".repeat(256), "has space", "tab\t", "ñ"]) expect(() => readIdempotencyKey(bad)).toThrow(AppError);
+    for (const bad of ["", "x".repeat(256), "has space", "tab\t", "ñ"])
+      expect(() => readIdempotencyKey(bad)).toThrow(AppError);
   });
   it("fingerprint ignores key order and undefined values", () => {
-    expect(fingerprint({ a: 1, b: { c: 2, d: [1, 2] } })).toBe(fingerprint({ b: { d: [1, 2], c: 2 }, a: 1, e: undefined }));
+    expect(fingerprint({ a: 1, b: { c: 2, d: [1, 2] } })).toBe(
+      fingerprint({ b: { d: [1, 2], c: 2 }, a: 1, e: undefined }),
+    );
     expect(fingerprint({ a: 1 })).not.toBe(fingerprint({ a: 2 }));
   });
   it("a repeat replays the stored body without a second write", async () => {
@@ -81,7 +97,11 @@ describe("Idempotency-Key", () => {
   });
   it("keys are scoped by endpoint: the same key on another endpoint is independent", async () => {
     await createList("scoped");
-    const other = await withIdempotency(t.db, { ...claim("k-scoped", { name: "scoped" }), endpoint: "test.other" }, async () => ({ other: true }));
+    const other = await withIdempotency(
+      t.db,
+      { ...claim("k-scoped", { name: "scoped" }), endpoint: "test.other" },
+      async () => ({ other: true }),
+    );
     expect(other).toEqual({ body: { other: true }, replayed: false });
   });
   it("expired records are taken over and purged", async () => {
@@ -100,16 +120,21 @@ describe("Idempotency-Key", () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const attempt = () =>
-      withIdempotency(t.db, claim("k-after", { a: 1 }), async (tx) => {
-        const row = await tx.contactList.create({ data: { tenantId, name: "after-commit" } });
-        return new AfterCommit({ id: row.id }, async (db) => {
-          finishes++;
-          // Committed before the finish: visible outside the transaction.
-          expect(await db.contactList.count({ where: { id: row.id } })).toBe(1);
-          await gate;
-          return { id: row.id, finished: true };
-        });
-      }, { staleAfterMs: 60_000, recover: async () => ({ recovered: true }) as any });
+      withIdempotency(
+        t.db,
+        claim("k-after", { a: 1 }),
+        async (tx) => {
+          const row = await tx.contactList.create({ data: { tenantId, name: "after-commit" } });
+          return new AfterCommit({ id: row.id }, async (db) => {
+            finishes++;
+            // Committed before the finish: visible outside the transaction.
+            expect(await db.contactList.count({ where: { id: row.id } })).toBe(1);
+            await gate;
+            return { id: row.id, finished: true };
+          });
+        },
+        { staleAfterMs: 60_000, recover: async () => ({ recovered: true }) as any },
+      );
     const first = attempt();
     // The first attempt has committed its claim and waits in its finish: poll for it (bounded).
     expect(await until(() => finishes === 1, 30_000, 10)).toBe(true);
@@ -131,7 +156,8 @@ describe("Idempotency-Key", () => {
     expect(r).toEqual({ body: { seen: 1 }, replayed: false });
   });
   it("an abandoned unfinished claim is finished by the next duplicate with recover(), once", async () => {
-    await t.db.prisma.$executeRaw`INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "createdAt", "expiresAt")
+    await t.db.prisma
+      .$executeRaw`INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "createdAt", "expiresAt")
       VALUES (${tenantId}::uuid, ${apiKeyId}::uuid, 'test.create', 'k-abandoned', ${fingerprint({ b: 1 })}, 0, '{"pending":{"n":7}}'::jsonb, now() - interval '1 minute', now() + interval '1 hour')`;
     const notes: unknown[] = [];
     const attempt = () =>

@@ -28,9 +28,21 @@ beforeAll(async () => {
     fixture(
       tenant("acme", {
         rateLimit: BIG,
-        contacts: twins("c").map((ref, i) => ({ ref, fullName: "Twin", phone: `+3460000000${i + 1}`, externalId: `ext-${ref}` })),
+        contacts: twins("c").map((ref, i) => ({
+          ref,
+          fullName: "Twin",
+          phone: `+3460000000${i + 1}`,
+          externalId: `ext-${ref}`,
+        })),
         leads: twins("l").map((ref) => ({ ref, customerName: "Twin lead", externalId: `ext-${ref}` })),
-        tickets: twins("t").map((ref, i) => ({ ref, subject: "Twin", createdBy: "ana", contact: `c${"AB"[i]}`, externalId: `ext-${ref}`, comments: [{ author: "ana", body: "hi" }] })),
+        tickets: twins("t").map((ref, i) => ({
+          ref,
+          subject: "Twin",
+          createdBy: "ana",
+          contact: `c${"AB"[i]}`,
+          externalId: `ext-${ref}`,
+          comments: [{ author: "ana", body: "hi" }],
+        })),
         appointments: twins("a").map((ref, i) => ({
           ref,
           assignedTo: "ana",
@@ -67,7 +79,8 @@ interface Sample {
 const VOLATILE_KEYS = new Set(["request_id", "nextSince"]);
 function masked(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(masked);
-  if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, VOLATILE_KEYS.has(k) ? "<volatile>" : masked(x)]));
+  if (v && typeof v === "object")
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, VOLATILE_KEYS.has(k) ? "<volatile>" : masked(x)]));
   if (typeof v === "string") {
     if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v)) return "<uuid>";
     if (/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v)) return "<instant>";
@@ -79,7 +92,8 @@ function masked(v: unknown): unknown {
 function differing(a: unknown, b: unknown, out = new Map<string, string>()): Map<string, string> {
   if (typeof a === "string" && typeof b === "string" && a !== b) out.set(b, a);
   else if (a && b && typeof a === "object" && typeof b === "object")
-    for (const k of Object.keys(a)) differing((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], out);
+    for (const k of Object.keys(a))
+      differing((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], out);
   return out;
 }
 function renamed(v: unknown, names: Map<string, string>): unknown {
@@ -89,7 +103,10 @@ function renamed(v: unknown, names: Map<string, string>): unknown {
 }
 
 /** The REST request a tRPC input makes: path parameters in the path, the rest as query (GET) or body. */
-function restRequest(meta: Meta, input: Input): { method: string; path: string; query?: Record<string, string>; body?: unknown } {
+function restRequest(
+  meta: Meta,
+  input: Input,
+): { method: string; path: string; query?: Record<string, string>; body?: unknown } {
   const o = meta.openapi!;
   const rest = { ...input };
   const path = o.path.replace(/\{(\w+)\}/g, (_, name: string) => {
@@ -97,7 +114,8 @@ function restRequest(meta: Meta, input: Input): { method: string; path: string; 
     delete rest[name];
     return encodeURIComponent(String(v));
   });
-  if (o.method === "GET") return { method: o.method, path, query: Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, String(v)])) };
+  if (o.method === "GET")
+    return { method: o.method, path, query: Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, String(v)])) };
   return { method: o.method, path, body: rest };
 }
 
@@ -111,8 +129,20 @@ async function overRest(s: Sample, input: Input): Promise<Answer> {
   const r = restRequest(metaOf.get(s.op)!, input);
   const headers: Record<string, string> = {};
   if (s.opts?.idempotencyKey) headers["Idempotency-Key"] = s.opts.idempotencyKey;
-  if (s.opts?.ifMatch !== undefined) headers["If-Match"] = s.opts.ifMatch === "*" ? "*" : [s.opts.ifMatch].flat().map((v) => `"${v}"`).join(", ");
-  const res = await app.request(r.method, r.path, { key: acme().apiKeys[s.key ?? "full"]!.key, query: r.query, body: r.body, headers });
+  if (s.opts?.ifMatch !== undefined)
+    headers["If-Match"] =
+      s.opts.ifMatch === "*"
+        ? "*"
+        : [s.opts.ifMatch]
+            .flat()
+            .map((v) => `"${v}"`)
+            .join(", ");
+  const res = await app.request(r.method, r.path, {
+    key: acme().apiKeys[s.key ?? "full"]!.key,
+    query: r.query,
+    body: r.body,
+    headers,
+  });
   return { status: res.status, body: res.body, replayed: res.headers.get("idempotent-replayed") === "true" };
 }
 
@@ -157,24 +187,52 @@ function samples(): Sample[] {
     { op: "leads.update", input: both((i) => ({ lead_id: lead(i), notes: "patched" })) },
     { op: "leads.update", input: both((i) => ({ lead_id: lead(i), notes: "stale" })), opts: { ifMatch: 99 } },
     { op: "leads.upsert", input: both((i) => ({ externalId: `new-l${i}`, customerName: "Up" })) },
-    { op: "leads.upsert", input: both((i) => ({ externalId: `ext-l${"AB"[i]}`, customerName: "Twin lead", notes: "via put" })) },
-    { op: "leads.batchUpsert", input: both((i) => ({ items: [{ externalId: `ext-l${"AB"[i]}`, customerName: "Twin lead" }, { externalId: "x" }] })) },
+    {
+      op: "leads.upsert",
+      input: both((i) => ({ externalId: `ext-l${"AB"[i]}`, customerName: "Twin lead", notes: "via put" })),
+    },
+    {
+      op: "leads.batchUpsert",
+      input: both((i) => ({
+        items: [{ externalId: `ext-l${"AB"[i]}`, customerName: "Twin lead" }, { externalId: "x" }],
+      })),
+    },
     { op: "contacts.list", input: { limit: 5 } },
     { op: "contacts.get", input: both((i) => ({ contact_id: contact(i) })) },
     { op: "contacts.create", input: both((i) => ({ phone: `+3461111111${i}`, fullName: "C" })) },
     { op: "contacts.create", input: { phone: "not a phone" } },
     { op: "contacts.update", input: both((i) => ({ contact_id: contact(i), fullName: "Renamed" })) },
-    { op: "contacts.upsert", input: both((i) => ({ externalId: `ext-c${"AB"[i]}`, phone: `+3460000000${i + 1}`, fullName: "Again" })) },
-    { op: "contacts.batchUpsert", input: both((i) => ({ items: [{ externalId: `bc-${i}`, phone: `+3462222222${i}` }] })) },
+    {
+      op: "contacts.upsert",
+      input: both((i) => ({ externalId: `ext-c${"AB"[i]}`, phone: `+3460000000${i + 1}`, fullName: "Again" })),
+    },
+    {
+      op: "contacts.batchUpsert",
+      input: both((i) => ({ items: [{ externalId: `bc-${i}`, phone: `+3462222222${i}` }] })),
+    },
     { op: "conversations.list", input: { limit: 5 } },
-    { op: "conversations.start", input: { channelId: acme().channels.site!, phone: "+34600000001", templateName: "welcome", templateLanguage: "en" } },
+    {
+      op: "conversations.start",
+      input: {
+        channelId: acme().channels.site!,
+        phone: "+34600000001",
+        templateName: "welcome",
+        templateLanguage: "en",
+      },
+    },
     { op: "conversations.messages.list", input: both((i) => ({ id: conv(i), limit: 5 })) },
     { op: "conversations.messages.send", input: both((i) => ({ id: conv(i), content: "hello back" })) },
     { op: "appointments.list", input: { limit: 5 } },
     { op: "appointments.get", input: both((i) => ({ appointment_id: appt(i) })) },
     {
       op: "appointments.create",
-      input: both((i) => ({ assignedUserId: user, title: "T", appointmentType: "visit", startsAt: `2030-02-0${i + 3}T09:00:00Z`, endsAt: `2030-02-0${i + 3}T09:30:00Z` })),
+      input: both((i) => ({
+        assignedUserId: user,
+        title: "T",
+        appointmentType: "visit",
+        startsAt: `2030-02-0${i + 3}T09:00:00Z`,
+        endsAt: `2030-02-0${i + 3}T09:30:00Z`,
+      })),
     },
     { op: "appointments.update", input: both((i) => ({ appointment_id: appt(i), title: "Moved" })) },
     { op: "availability.get", input: { from: "2030-03-04", to: "2030-03-05", userId: user } },
@@ -182,8 +240,16 @@ function samples(): Sample[] {
     { op: "tickets.get", input: both((i) => ({ ticket_id: ticket(i) })) },
     { op: "tickets.create", input: both((i) => ({ subject: "S", customerId: contact(i), comment: "first" })) },
     { op: "tickets.update", input: both((i) => ({ ticket_id: ticket(i), status: "pending" })) },
-    { op: "tickets.upsert", input: both((i) => ({ externalId: `ext-t${"AB"[i]}`, subject: "Twin", customerId: contact(i) })) },
-    { op: "tickets.batchUpsert", input: both((i) => ({ items: [{ externalId: `ext-t${"AB"[i]}`, subject: "Twin", customerId: contact(i), ifMatch: 1 }] })) },
+    {
+      op: "tickets.upsert",
+      input: both((i) => ({ externalId: `ext-t${"AB"[i]}`, subject: "Twin", customerId: contact(i) })),
+    },
+    {
+      op: "tickets.batchUpsert",
+      input: both((i) => ({
+        items: [{ externalId: `ext-t${"AB"[i]}`, subject: "Twin", customerId: contact(i), ifMatch: 1 }],
+      })),
+    },
     { op: "tickets.comment", input: both((i) => ({ ticket_id: ticket(i), body: "a comment" })) },
     { op: "changes.list", input: { limit: 3, types: "lead" } },
     // A key without scopes: each operation's refusal (403), /me aside.
@@ -193,8 +259,16 @@ function samples(): Sample[] {
 
 describe("REST and the in-process caller answer alike", () => {
   it("every operation has a sample here", () => {
-    const covered = new Set(samples().filter((s) => s.key !== "none").map((s) => s.op));
-    expect(operations(appRouter).map((o) => o.path).filter((p) => !covered.has(p))).toEqual([]);
+    const covered = new Set(
+      samples()
+        .filter((s) => s.key !== "none")
+        .map((s) => s.op),
+    );
+    expect(
+      operations(appRouter)
+        .map((o) => o.path)
+        .filter((p) => !covered.has(p)),
+    ).toEqual([]);
   });
 
   it("the same body, status and failure for a sample of every operation", async () => {
@@ -203,9 +277,14 @@ describe("REST and the in-process caller answer alike", () => {
       const rest = await overRest(s, a);
       const local = await inProcess(s, b);
       const what = `${s.op} ${JSON.stringify(a).slice(0, 120)}${s.key === "none" ? " (no scopes)" : ""}`;
-      expect({ status: local.status, replayed: local.replayed }, what).toEqual({ status: rest.status, replayed: rest.replayed });
+      expect({ status: local.status, replayed: local.replayed }, what).toEqual({
+        status: rest.status,
+        replayed: rest.replayed,
+      });
       // Twin B's own names said as twin A's (one request for both: nothing to rename).
-      const twins = new Map(["c", "l", "t"].map((r) => [`ext-${r}B`, `ext-${r}A`])).set("web-vB", "web-vA").set("+34600000002", "+34600000001");
+      const twins = new Map(["c", "l", "t"].map((r) => [`ext-${r}B`, `ext-${r}A`]))
+        .set("web-vB", "web-vA")
+        .set("+34600000002", "+34600000001");
       const names = Array.isArray(s.input) ? differing(a, b, twins) : new Map<string, string>();
       expect(masked(renamed(local.body, names)), what).toEqual(masked(rest.body));
     }
@@ -213,14 +292,22 @@ describe("REST and the in-process caller answer alike", () => {
 
   it("an Idempotency-Key: the first call created (201), the same key again is replayed in both, within one namespace", async () => {
     const key = `cmp-keyed-${Date.now()}`;
-    const s: Sample = { op: "contacts.create", input: { phone: "+34633333331", fullName: "Keyed" }, opts: { idempotencyKey: key } };
+    const s: Sample = {
+      op: "contacts.create",
+      input: { phone: "+34633333331", fullName: "Keyed" },
+      opts: { idempotencyKey: key },
+    };
     const first = await overRest(s, s.input as Input);
     expect(first).toMatchObject({ status: 201, replayed: false });
     // The same key through the core replays REST's answer (one namespace per key and operation).
     const again = await inProcess(s, s.input as Input);
     expect(again).toMatchObject({ status: 201, replayed: true });
     expect(again.body).toEqual(first.body);
-    const put = { op: "leads.upsert", input: { externalId: `keyed-put-${Date.now()}`, customerName: "P" }, opts: { idempotencyKey: `${key}-put` } };
+    const put = {
+      op: "leads.upsert",
+      input: { externalId: `keyed-put-${Date.now()}`, customerName: "P" },
+      opts: { idempotencyKey: `${key}-put` },
+    };
     const created = await inProcess(put, put.input);
     expect(created).toMatchObject({ status: 201, replayed: false });
     expect(await overRest(put, put.input)).toMatchObject({ status: 201, replayed: true, body: created.body });

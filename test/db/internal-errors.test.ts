@@ -25,12 +25,33 @@ import { fixture, tenant } from "../helpers/fixtures.js";
 const brokenRouter = router({
   broken: router({
     list: scoped("tenant:leads.read")
-      .meta({ openapi: { method: "GET", path: "/public/v1/broken", tags: ["test"], summary: "A read whose output breaks its schema", protect: true } })
+      .meta({
+        openapi: {
+          method: "GET",
+          path: "/public/v1/broken",
+          tags: ["test"],
+          summary: "A read whose output breaks its schema",
+          protect: true,
+        },
+      })
       .input(z.object({ ok: z.string().optional() }))
       .output(z.object({ items: z.array(z.object({ name: z.string() })), total: z.number().int() }))
-      .query(({ input }) => (input.ok ? { items: [{ name: "fine" }], total: 1 } : ({ items: [{ name: "a" }, { name: 42 }], total: "1" } as any))),
+      .query(({ input }) =>
+        input.ok
+          ? { items: [{ name: "fine" }], total: 1 }
+          : ({ items: [{ name: "a" }, { name: 42 }], total: "1" } as any),
+      ),
     create: scoped("tenant:leads.manage")
-      .meta({ openapi: { method: "POST", path: "/public/v1/broken", tags: ["test"], summary: "A write whose output breaks its schema", protect: true }, successStatus: 201 })
+      .meta({
+        openapi: {
+          method: "POST",
+          path: "/public/v1/broken",
+          tags: ["test"],
+          summary: "A write whose output breaks its schema",
+          protect: true,
+        },
+        successStatus: 201,
+      })
       .input(z.object({ name: Text(20) }).strict())
       .output(z.object({ id: z.uuid(), name: z.string() }))
       .mutation(({ input }) => ({ id: "not-a-uuid", name: input.name })),
@@ -98,7 +119,12 @@ function expectOneLogLine(errors: any[][], requestId: string, procedure: string,
   expect(errors).toHaveLength(1);
   const [fields, msg] = errors[0]!;
   expect(msg).toBe("request failed");
-  expect(fields).toMatchObject({ reqId: requestId, procedure, failure: "output validation", outputIssueCount: paths.length });
+  expect(fields).toMatchObject({
+    reqId: requestId,
+    procedure,
+    failure: "output validation",
+    outputIssueCount: paths.length,
+  });
   expect(fields.outputIssues.map((i: { path: string }) => i.path).sort()).toEqual([...paths].sort());
   expect(fields.err).toBeDefined();
 }
@@ -130,13 +156,22 @@ describe("an output that fails its own schema → 500 INTERNAL_ERROR, logged onc
   });
   it("over /trpc: a query and a mutation; tRPC's shape with the envelope", async () => {
     for (const [method, path, body, procedure, paths] of [
-      ["GET", `/trpc/broken.list?input=${encodeURIComponent("{}")}`, undefined, "broken.list", ["items.1.name", "total"]],
+      [
+        "GET",
+        `/trpc/broken.list?input=${encodeURIComponent("{}")}`,
+        undefined,
+        "broken.list",
+        ["items.1.name", "total"],
+      ],
       ["POST", "/trpc/broken.create", { name: "x" }, "broken.create", ["id"]],
     ] as const) {
       const { result: r, errors } = await logged(() => call(method, path, body));
       expect(r.status).toBe(500);
       const id = r.headers.get("x-request-id");
-      expect(r.body.error).toMatchObject({ message: "Internal server error", data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500, path: procedure } });
+      expect(r.body.error).toMatchObject({
+        message: "Internal server error",
+        data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500, path: procedure },
+      });
       expect(r.body.error.data.envelope).toEqual({ ...INTERNAL, request_id: id });
       expect(JSON.stringify(r.body)).not.toContain("items.1.name");
       expectOneLogLine(errors, id!, procedure, [...paths]);
@@ -150,12 +185,18 @@ describe("toAppError on tRPC's own signal", () => {
     return r.success ? undefined : r.error;
   })()!;
   it("TRPCError INTERNAL_SERVER_ERROR 'Output validation failed' with a zod cause → INTERNAL_ERROR, the paths kept for the log only", () => {
-    const app = toAppError(new TRPCError({ code: "INTERNAL_SERVER_ERROR", message: "Output validation failed", cause: zodError }));
+    const app = toAppError(
+      new TRPCError({ code: "INTERNAL_SERVER_ERROR", message: "Output validation failed", cause: zodError }),
+    );
     expect(app).toBeInstanceOf(AppError);
     expect(app.status).toBe(500);
     expect(app.code).toBe("INTERNAL_ERROR");
     expect(app.details).toEqual({});
-    expect(app.logFields).toMatchObject({ failure: "output validation", outputIssues: [{ path: "a", code: "invalid_type" }], outputIssueCount: 1 });
+    expect(app.logFields).toMatchObject({
+      failure: "output validation",
+      outputIssues: [{ path: "a", code: "invalid_type" }],
+      outputIssueCount: 1,
+    });
   });
   it("the input's zod error (BAD_REQUEST) is still the client's 422", () => {
     const app = toAppError(new TRPCError({ code: "BAD_REQUEST", message: "Input validation failed", cause: zodError }));

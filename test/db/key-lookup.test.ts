@@ -13,8 +13,20 @@ import { fixture, tenant } from "../helpers/fixtures.js";
 
 const KEY = "crm_ABCDEFGHabcd_0123456789abcdefghijklmnopqrstuvwxyzABCD";
 const row = {
-  id: "k1", keyHash: hashKey(KEY), expiresAt: null, revokedAt: null, scopes: ["tenant:leads.read"], tenantId: "t1", ownerId: "u1",
-  apiGrant: ["tenant:leads.read"], plan: "pro", timezone: "UTC", defaultCountry: null, slotMinutes: 30, perMinute: 60, perDay: 1000,
+  id: "k1",
+  keyHash: hashKey(KEY),
+  expiresAt: null,
+  revokedAt: null,
+  scopes: ["tenant:leads.read"],
+  tenantId: "t1",
+  ownerId: "u1",
+  apiGrant: ["tenant:leads.read"],
+  plan: "pro",
+  timezone: "UTC",
+  defaultCountry: null,
+  slotMinutes: 30,
+  perMinute: 60,
+  perDay: 1000,
 };
 
 describe("the key lookup's form", () => {
@@ -33,7 +45,9 @@ describe("the key lookup's form", () => {
       },
     } as unknown as Database;
     for (let i = 0; i < 3; i++) expect((await authenticate(db, KEY)).tenantId).toBe("t1");
-    expect(sent).toEqual(Array.from({ length: 3 }, () => ({ sql: LOOKUP, opts: { prepare: { unnamed: LOOKUP_CALL } } })));
+    expect(sent).toEqual(
+      Array.from({ length: 3 }, () => ({ sql: LOOKUP, opts: { prepare: { unnamed: LOOKUP_CALL } } })),
+    );
     expect(isKeyLookup(LOOKUP) && isKeyLookup(LOOKUP_CALL)).toBe(true);
     expect(LOOKUP).not.toMatch(/_\d{6,}"/);
     fail = true;
@@ -47,7 +61,16 @@ describe("over HTTP, on every database backend", () => {
   let ids: Awaited<ReturnType<TestApp["load"]>>["tenants"][string];
   beforeAll(async () => {
     app = await startApp({ db: await freshDatabase({ observe: (sql) => void seen.push(sql) }) });
-    ids = (await app.load(fixture(tenant("acme", { users: [{ ref: "ana", name: "Ana", email: "ana@acme.test" }], apiKeys: [{ ref: "full", owner: "ana", scopes: "all" }] })))).tenants.acme!;
+    ids = (
+      await app.load(
+        fixture(
+          tenant("acme", {
+            users: [{ ref: "ana", name: "Ana", email: "ana@acme.test" }],
+            apiKeys: [{ ref: "full", owner: "ana", scopes: "all" }],
+          }),
+        ),
+      )
+    ).tenants.acme!;
   }, 120_000);
   afterAll(() => app?.close());
 

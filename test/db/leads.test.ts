@@ -6,8 +6,25 @@ import { expectEnvelope, randomUuid, startApp, type TestApp } from "../helpers/a
 import { fixture, tenant } from "../helpers/fixtures.js";
 
 const LEAD_KEYS = [
-  "assignedOperatorId", "budget", "conversationId", "createdAt", "customerEmail", "customerId", "customerName",
-  "customerPhone", "externalId", "id", "intent", "notes", "quality", "rooms", "source", "stageId", "updatedAt", "version", "zones",
+  "assignedOperatorId",
+  "budget",
+  "conversationId",
+  "createdAt",
+  "customerEmail",
+  "customerId",
+  "customerName",
+  "customerPhone",
+  "externalId",
+  "id",
+  "intent",
+  "notes",
+  "quality",
+  "rooms",
+  "source",
+  "stageId",
+  "updatedAt",
+  "version",
+  "zones",
 ].sort();
 const PAGINATION_KEYS = ["hasNext", "hasPrev", "page", "pageSize", "totalItems", "totalPages"].sort();
 
@@ -27,7 +44,8 @@ function acmeTenant() {
     ],
     conversations: [
       {
-        ref: "c1", channel: "wa",
+        ref: "c1",
+        channel: "wa",
         identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" },
         messages: [{ role: "user", content: "Hi", createdAt: "2026-01-01T10:00:00Z" }],
       },
@@ -37,9 +55,21 @@ function acmeTenant() {
     ],
     leads: [
       {
-        ref: "l1", customerName: "Bea Soto", customerEmail: "bea@example.test", customerPhone: "+34600000001",
-        contact: "bea", conversation: "c1", stage: "new", intent: "buy", quality: "hot", assignedTo: "ana",
-        notes: "first", budget: { min: 100, max: 200 }, zones: ["north"], rooms: 2, createdAt: "2026-01-01T08:00:00Z",
+        ref: "l1",
+        customerName: "Bea Soto",
+        customerEmail: "bea@example.test",
+        customerPhone: "+34600000001",
+        contact: "bea",
+        conversation: "c1",
+        stage: "new",
+        intent: "buy",
+        quality: "hot",
+        assignedTo: "ana",
+        notes: "first",
+        budget: { min: 100, max: 200 },
+        zones: ["north"],
+        rooms: 2,
+        createdAt: "2026-01-01T08:00:00Z",
       },
     ],
   });
@@ -114,9 +144,22 @@ describe("POST /leads: defaults and shape", () => {
     expect(res.status).toBe(201);
     expect(Object.keys(res.body).sort()).toEqual(LEAD_KEYS);
     expect(res.body).toMatchObject({
-      customerName: "Minimal", customerId: null, conversationId: null, customerEmail: null, customerPhone: null,
-      intent: "unknown", quality: "unknown", stageId: acme.stages.new, budget: null, zones: [], rooms: null,
-      assignedOperatorId: null, source: "api", notes: null, createdAt: now.toISOString(), updatedAt: now.toISOString(),
+      customerName: "Minimal",
+      customerId: null,
+      conversationId: null,
+      customerEmail: null,
+      customerPhone: null,
+      intent: "unknown",
+      quality: "unknown",
+      stageId: acme.stages.new,
+      budget: null,
+      zones: [],
+      rooms: null,
+      assignedOperatorId: null,
+      source: "api",
+      notes: null,
+      createdAt: now.toISOString(),
+      updatedAt: now.toISOString(),
     });
     expect(res.body.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(await leadCount()).toBe(before + 1);
@@ -127,15 +170,32 @@ describe("POST /leads: defaults and shape", () => {
 
   it("stores every given field and returns it; GET returns the same object", async () => {
     const res = await post({
-      customerName: "Full Lead", customerEmail: "full@example.test", customerPhone: "+1 555 0100",
-      intent: "rent", quality: "warm", stageId: acme.stages.won, budget: { min: 1000, max: 2000 },
-      zones: ["centre", "beach"], rooms: 3, assignedOperatorId: acme.users.ana, notes: "call after 6",
+      customerName: "Full Lead",
+      customerEmail: "full@example.test",
+      customerPhone: "+1 555 0100",
+      intent: "rent",
+      quality: "warm",
+      stageId: acme.stages.won,
+      budget: { min: 1000, max: 2000 },
+      zones: ["centre", "beach"],
+      rooms: 3,
+      assignedOperatorId: acme.users.ana,
+      notes: "call after 6",
     });
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({
-      customerName: "Full Lead", customerEmail: "full@example.test", customerPhone: "+1 555 0100", intent: "rent",
-      quality: "warm", stageId: acme.stages.won, budget: { min: 1000, max: 2000 }, zones: ["centre", "beach"], rooms: 3,
-      assignedOperatorId: acme.users.ana, notes: "call after 6", source: "api",
+      customerName: "Full Lead",
+      customerEmail: "full@example.test",
+      customerPhone: "+1 555 0100",
+      intent: "rent",
+      quality: "warm",
+      stageId: acme.stages.won,
+      budget: { min: 1000, max: 2000 },
+      zones: ["centre", "beach"],
+      rooms: 3,
+      assignedOperatorId: acme.users.ana,
+      notes: "call after 6",
+      source: "api",
     });
     const got = await getLead(res.body.id);
     expect(got.status).toBe(200);
@@ -144,9 +204,15 @@ describe("POST /leads: defaults and shape", () => {
 
   it("accepts boundary values", async () => {
     const res = await post({
-      customerName: "x".repeat(255), customerPhone: "1".repeat(20), customerEmail: `${"e".repeat(307)}@example.test`,
-      intent: "i".repeat(50), quality: "q".repeat(50), budget: { min: 5, max: 5 }, zones: Array.from({ length: 50 }, (_, i) => `z${i}`),
-      rooms: 0, notes: "n".repeat(10_000),
+      customerName: "x".repeat(255),
+      customerPhone: "1".repeat(20),
+      customerEmail: `${"e".repeat(307)}@example.test`,
+      intent: "i".repeat(50),
+      quality: "q".repeat(50),
+      budget: { min: 5, max: 5 },
+      zones: Array.from({ length: 50 }, (_, i) => `z${i}`),
+      rooms: 0,
+      notes: "n".repeat(10_000),
     });
     expect(res.status).toBe(201);
     expect(res.body.budget).toEqual({ min: 5, max: 5 });
@@ -155,7 +221,10 @@ describe("POST /leads: defaults and shape", () => {
   });
 
   it("budget: either bound may be null or omitted; {} and null give budget null", async () => {
-    expect((await post({ customerName: "B1", budget: { min: null, max: 300 } })).body.budget).toEqual({ min: null, max: 300 });
+    expect((await post({ customerName: "B1", budget: { min: null, max: 300 } })).body.budget).toEqual({
+      min: null,
+      max: 300,
+    });
     expect((await post({ customerName: "B2", budget: { min: 300 } })).body.budget).toEqual({ min: 300, max: null });
     expect((await post({ customerName: "B3", budget: {} })).body.budget).toBeNull();
     expect((await post({ customerName: "B4", budget: null })).body.budget).toBeNull();
@@ -163,11 +232,23 @@ describe("POST /leads: defaults and shape", () => {
 
   it("nullable optional fields accept null as absent", async () => {
     const res = await post({
-      customerName: "Nulls", customerEmail: null, customerPhone: null, rooms: null, notes: null,
-      assignedOperatorId: null, conversationId: null,
+      customerName: "Nulls",
+      customerEmail: null,
+      customerPhone: null,
+      rooms: null,
+      notes: null,
+      assignedOperatorId: null,
+      conversationId: null,
     });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ customerEmail: null, customerPhone: null, rooms: null, notes: null, assignedOperatorId: null, conversationId: null });
+    expect(res.body).toMatchObject({
+      customerEmail: null,
+      customerPhone: null,
+      rooms: null,
+      notes: null,
+      assignedOperatorId: null,
+      conversationId: null,
+    });
   });
 
   it("any user of the tenant can be the operator (assignable or not)", async () => {
@@ -203,7 +284,11 @@ describe("POST /leads: customer linking", () => {
   });
 
   it("falls back to the email when the phone matches nobody", async () => {
-    const res = await post({ customerName: "Email only", customerPhone: "699 999 999", customerEmail: "carl@EXAMPLE.test" });
+    const res = await post({
+      customerName: "Email only",
+      customerPhone: "699 999 999",
+      customerEmail: "carl@EXAMPLE.test",
+    });
     expect(res.body.customerId).toBe(acme.contacts.carl);
   });
 
@@ -217,7 +302,11 @@ describe("POST /leads: customer linking", () => {
 
   it("no match → customerId null and no contact is created", async () => {
     const contacts = await contactCount();
-    const res = await post({ customerName: "Stranger", customerPhone: "+44 20 7946 0000", customerEmail: "nobody@example.test" });
+    const res = await post({
+      customerName: "Stranger",
+      customerPhone: "+44 20 7946 0000",
+      customerEmail: "nobody@example.test",
+    });
     expect(res.status).toBe(201);
     expect(res.body.customerId).toBeNull();
     expect(await contactCount()).toBe(contacts);
@@ -242,9 +331,17 @@ describe("POST /leads: customer linking", () => {
   });
 
   it("with conversationId, phone/email are not used for linking", async () => {
-    const res = await post({ customerName: "Chat+phone", conversationId: acme.conversations.c1, customerPhone: "600000002" });
+    const res = await post({
+      customerName: "Chat+phone",
+      conversationId: acme.conversations.c1,
+      customerPhone: "600000002",
+    });
     expect(res.body.customerId).toBe(acme.contacts.bea);
-    const anon = await post({ customerName: "Anon", conversationId: acme.conversations.anon, customerPhone: "600000002" });
+    const anon = await post({
+      customerName: "Anon",
+      conversationId: acme.conversations.anon,
+      customerPhone: "600000002",
+    });
     expect(anon.status).toBe(201);
     expect(anon.body.conversationId).toBe(acme.conversations.anon);
     expect(anon.body.customerId).toBeNull();
@@ -271,14 +368,25 @@ describe("POST /leads: 404 for ids outside the tenant, nothing persisted", () =>
     ["unknown assignedOperatorId", () => ({ assignedOperatorId: randomUuid() })],
   ])("%s → 404", async (_name, extra) => {
     const contacts = await contactCount();
-    await expectRejected(() => post({ customerName: "Nope", customerPhone: "600000001", ...extra() }), 404, "NOT_FOUND");
+    await expectRejected(
+      () => post({ customerName: "Nope", customerPhone: "600000001", ...extra() }),
+      404,
+      "NOT_FOUND",
+    );
     expect(await contactCount()).toBe(contacts);
   });
 
   it("one bad id among good ones still persists nothing", async () => {
     await expectRejected(
-      () => post({ customerName: "Mixed", conversationId: acme.conversations.c1, stageId: acme.stages.won, assignedOperatorId: other.users.ana }),
-      404, "NOT_FOUND",
+      () =>
+        post({
+          customerName: "Mixed",
+          conversationId: acme.conversations.c1,
+          stageId: acme.stages.won,
+          assignedOperatorId: other.users.ana,
+        }),
+      404,
+      "NOT_FOUND",
     );
   });
 });
@@ -343,29 +451,46 @@ describe("POST /leads: validation → 422, nothing persisted", () => {
 
   it("malformed JSON body", async () => {
     await expectRejected(
-      () => app.request("POST", "/public/v1/leads", { key: KEY, raw: '{"customerName": "A",', headers: { "Content-Type": "application/json" } }),
-      422, "VALIDATION_ERROR",
+      () =>
+        app.request("POST", "/public/v1/leads", {
+          key: KEY,
+          raw: '{"customerName": "A",',
+          headers: { "Content-Type": "application/json" },
+        }),
+      422,
+      "VALIDATION_ERROR",
     );
   });
 
   it("a JSON array or scalar body", async () => {
     for (const raw of ['[{"customerName":"A"}]', '"A"', "null"])
       await expectRejected(
-        () => app.request("POST", "/public/v1/leads", { key: KEY, raw, headers: { "Content-Type": "application/json" } }),
-        422, "VALIDATION_ERROR",
+        () =>
+          app.request("POST", "/public/v1/leads", { key: KEY, raw, headers: { "Content-Type": "application/json" } }),
+        422,
+        "VALIDATION_ERROR",
       );
   });
 
   it("wrong or missing Content-Type", async () => {
-    for (const headers of [{ "Content-Type": "text/plain" }, { "Content-Type": "application/x-www-form-urlencoded" }, {} as Record<string, string>])
+    for (const headers of [
+      { "Content-Type": "text/plain" },
+      { "Content-Type": "application/x-www-form-urlencoded" },
+      {} as Record<string, string>,
+    ])
       await expectRejected(
         () => app.request("POST", "/public/v1/leads", { key: KEY, raw: '{"customerName":"A"}', headers }),
-        422, "VALIDATION_ERROR",
+        422,
+        "VALIDATION_ERROR",
       );
   });
 
   it("validation comes before 404 (malformed field + foreign stage → 422)", async () => {
-    await expectRejected(() => post({ customerName: "A", stageId: other.stages.new, rooms: 1.5 }), 422, "VALIDATION_ERROR");
+    await expectRejected(
+      () => post({ customerName: "A", stageId: other.stages.new, rooms: 1.5 }),
+      422,
+      "VALIDATION_ERROR",
+    );
   });
 });
 
@@ -385,8 +510,14 @@ describe("scopes", () => {
     const none = acme.apiKeys.none!.key;
     await expectRejected(() => post({ source: "web" }, { key: none }), 403, "PERMISSION_DENIED");
     await expectRejected(
-      () => app.request("POST", "/public/v1/leads", { key: none, raw: "{bad", headers: { "Content-Type": "application/json" } }),
-      403, "PERMISSION_DENIED",
+      () =>
+        app.request("POST", "/public/v1/leads", {
+          key: none,
+          raw: "{bad",
+          headers: { "Content-Type": "application/json" },
+        }),
+      403,
+      "PERMISSION_DENIED",
     );
     expectEnvelope(await getLead("not-a-uuid", none), 403, "PERMISSION_DENIED");
     expectEnvelope(await patch(randomUuid(), { quality: "x" }, none), 403, "PERMISSION_DENIED");
@@ -420,7 +551,10 @@ describe("idempotency", () => {
     const before = await leadCount();
     const first = await post(body, { headers: { "Idempotency-Key": key } });
     expect(first.status).toBe(201);
-    const second = await post({ zones: ["a"], customerPhone: "600000001", customerName: "Idem" }, { headers: { "Idempotency-Key": key } });
+    const second = await post(
+      { zones: ["a"], customerPhone: "600000001", customerName: "Idem" },
+      { headers: { "Idempotency-Key": key } },
+    );
     expect(second.status).toBe(201);
     expect(second.body).toEqual(first.body);
     expect(second.headers.get("idempotent-replayed")).toBe("true");
@@ -430,13 +564,25 @@ describe("idempotency", () => {
   it("the same key with a different body → 422 IDEMPOTENCY_KEY_REUSE_MISMATCH, nothing persisted", async () => {
     const key = `lead-${randomUuid()}`;
     expect((await post({ customerName: "One" }, { headers: { "Idempotency-Key": key } })).status).toBe(201);
-    await expectRejected(() => post({ customerName: "Two" }, { headers: { "Idempotency-Key": key } }), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
+    await expectRejected(
+      () => post({ customerName: "Two" }, { headers: { "Idempotency-Key": key } }),
+      422,
+      "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+    );
   });
 
   it("a failed create is not cached: the key stays usable", async () => {
     const key = `lead-${randomUuid()}`;
-    await expectRejected(() => post({ customerName: "F", stageId: other.stages.new }, { headers: { "Idempotency-Key": key } }), 404, "NOT_FOUND");
-    await expectRejected(() => post({ customerName: "F", stageId: other.stages.new }, { headers: { "Idempotency-Key": key } }), 404, "NOT_FOUND");
+    await expectRejected(
+      () => post({ customerName: "F", stageId: other.stages.new }, { headers: { "Idempotency-Key": key } }),
+      404,
+      "NOT_FOUND",
+    );
+    await expectRejected(
+      () => post({ customerName: "F", stageId: other.stages.new }, { headers: { "Idempotency-Key": key } }),
+      404,
+      "NOT_FOUND",
+    );
     const ok = await post({ customerName: "F" }, { headers: { "Idempotency-Key": key } });
     expect(ok.status).toBe(201);
   });
@@ -444,7 +590,9 @@ describe("idempotency", () => {
   it("10 concurrent duplicates → exactly one row, all 201 with the same id", async () => {
     const key = `lead-${randomUuid()}`;
     const name = `Concurrent ${key}`;
-    const results = await Promise.all(Array.from({ length: 10 }, () => post({ customerName: name }, { headers: { "Idempotency-Key": key } })));
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => post({ customerName: name }, { headers: { "Idempotency-Key": key } })),
+    );
     for (const r of results) expect(r.status, r.text).toBe(201);
     expect(new Set(results.map((r) => r.body.id)).size).toBe(1);
     expect(await app.db.prisma.lead.count({ where: { tenantId: acme.id, customerName: name } })).toBe(1);
@@ -453,7 +601,10 @@ describe("idempotency", () => {
   it("keys are per API key: the same Idempotency-Key on another key creates its own lead", async () => {
     const key = `lead-${randomUuid()}`;
     const a = await post({ customerName: "Per key" }, { headers: { "Idempotency-Key": key } });
-    const b = await post({ customerName: "Per key" }, { key: acme.apiKeys.bobkey!.key, headers: { "Idempotency-Key": key } });
+    const b = await post(
+      { customerName: "Per key" },
+      { key: acme.apiKeys.bobkey!.key, headers: { "Idempotency-Key": key } },
+    );
     expect(a.status).toBe(201);
     expect(b.status).toBe(201);
     expect(b.body.id).not.toBe(a.body.id);
@@ -466,11 +617,25 @@ describe("GET /leads/{lead_id}", () => {
     const res = await getLead(acme.leads.l1!);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      id: acme.leads.l1, customerId: acme.contacts.bea, conversationId: acme.conversations.c1, customerName: "Bea Soto",
-      customerEmail: "bea@example.test", customerPhone: "+34600000001", intent: "buy", quality: "hot", stageId: acme.stages.new,
-      budget: { min: 100, max: 200 }, zones: ["north"], rooms: 2, assignedOperatorId: acme.users.ana, source: "import",
-      notes: "first", createdAt: "2026-01-01T08:00:00.000Z", updatedAt: "2026-01-01T08:00:00.000Z",
-      externalId: null, version: 1,
+      id: acme.leads.l1,
+      customerId: acme.contacts.bea,
+      conversationId: acme.conversations.c1,
+      customerName: "Bea Soto",
+      customerEmail: "bea@example.test",
+      customerPhone: "+34600000001",
+      intent: "buy",
+      quality: "hot",
+      stageId: acme.stages.new,
+      budget: { min: 100, max: 200 },
+      zones: ["north"],
+      rooms: 2,
+      assignedOperatorId: acme.users.ana,
+      source: "import",
+      notes: "first",
+      createdAt: "2026-01-01T08:00:00.000Z",
+      updatedAt: "2026-01-01T08:00:00.000Z",
+      externalId: null,
+      version: 1,
     });
   });
 
@@ -486,7 +651,13 @@ describe("GET /leads/{lead_id}", () => {
 describe("PATCH /leads/{lead_id}", () => {
   async function freshLead(extra: Record<string, unknown> = {}) {
     app.setNow(new Date("2030-01-01T00:00:00.000Z"));
-    const res = await post({ customerName: "Patchable", quality: "warm", notes: "n", assignedOperatorId: acme.users.ana, ...extra });
+    const res = await post({
+      customerName: "Patchable",
+      quality: "warm",
+      notes: "n",
+      assignedOperatorId: acme.users.ana,
+      ...extra,
+    });
     expect(res.status).toBe(201);
     app.setNow(new Date("2030-01-02T00:00:00.000Z"));
     return res.body;
@@ -494,12 +665,22 @@ describe("PATCH /leads/{lead_id}", () => {
 
   it("changes stage, quality, operator and notes; updatedAt advances; the rest is untouched", async () => {
     const lead = await freshLead({ budget: { min: 1, max: 2 }, zones: ["z"], rooms: 1 });
-    const res = await patch(lead.id, { stageId: acme.stages.won, quality: "hot", assignedOperatorId: acme.users.bob, notes: "updated" });
+    const res = await patch(lead.id, {
+      stageId: acme.stages.won,
+      quality: "hot",
+      assignedOperatorId: acme.users.bob,
+      notes: "updated",
+    });
     expect(res.status).toBe(200);
     expect(lead).toMatchObject({ externalId: null, version: 1 });
     expect(res.body).toEqual({
-      ...lead, stageId: acme.stages.won, quality: "hot", assignedOperatorId: acme.users.bob, notes: "updated",
-      updatedAt: "2030-01-02T00:00:00.000Z", version: 2,
+      ...lead,
+      stageId: acme.stages.won,
+      quality: "hot",
+      assignedOperatorId: acme.users.bob,
+      notes: "updated",
+      updatedAt: "2030-01-02T00:00:00.000Z",
+      version: 2,
     });
     expect((await getLead(lead.id)).body).toEqual(res.body);
   });
@@ -521,7 +702,12 @@ describe("PATCH /leads/{lead_id}", () => {
 
   it("values equal to the current ones are not a change (updatedAt stays)", async () => {
     const lead = await freshLead();
-    const res = await patch(lead.id, { quality: "warm", notes: "n", stageId: lead.stageId, assignedOperatorId: lead.assignedOperatorId.toUpperCase() });
+    const res = await patch(lead.id, {
+      quality: "warm",
+      notes: "n",
+      stageId: lead.stageId,
+      assignedOperatorId: lead.assignedOperatorId.toUpperCase(),
+    });
     expect(res.status).toBe(200);
     expect(res.body).toEqual(lead);
   });
@@ -571,8 +757,24 @@ describe("PATCH /leads/{lead_id}", () => {
   it("malformed JSON and wrong Content-Type → 422, no change", async () => {
     const id = acme.leads.l1!;
     const before = await leadRow(id);
-    expectEnvelope(await app.request("PATCH", `/public/v1/leads/${id}`, { key: KEY, raw: "{", headers: { "Content-Type": "application/json" } }), 422, "VALIDATION_ERROR");
-    expectEnvelope(await app.request("PATCH", `/public/v1/leads/${id}`, { key: KEY, raw: '{"quality":"x"}', headers: { "Content-Type": "text/plain" } }), 422, "VALIDATION_ERROR");
+    expectEnvelope(
+      await app.request("PATCH", `/public/v1/leads/${id}`, {
+        key: KEY,
+        raw: "{",
+        headers: { "Content-Type": "application/json" },
+      }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    expectEnvelope(
+      await app.request("PATCH", `/public/v1/leads/${id}`, {
+        key: KEY,
+        raw: '{"quality":"x"}',
+        headers: { "Content-Type": "text/plain" },
+      }),
+      422,
+      "VALIDATION_ERROR",
+    );
     expect(await leadRow(id)).toEqual(before);
   });
 });
@@ -590,7 +792,14 @@ describe("GET /leads", () => {
     expect(res.body.total).toBe(5);
     expect(res.body.cursor).toBe("2026-03-05T00:00:00.500Z");
     expect(Object.keys(res.body.pagination).sort()).toEqual(PAGINATION_KEYS);
-    expect(res.body.pagination).toEqual({ page: 1, pageSize: 50, totalItems: 5, totalPages: 1, hasNext: false, hasPrev: false });
+    expect(res.body.pagination).toEqual({
+      page: 1,
+      pageSize: 50,
+      totalItems: 5,
+      totalPages: 1,
+      hasNext: false,
+      hasPrev: false,
+    });
     for (const item of res.body.items) expect(Object.keys(item).sort()).toEqual(LEAD_KEYS);
   });
 
@@ -602,10 +811,24 @@ describe("GET /leads", () => {
   it("pages: limit 2 over 5", async () => {
     const p1 = await listLeads({ limit: 2 });
     expect(idsOf(p1)).toEqual([L().e, L().d]);
-    expect(p1.body.pagination).toEqual({ page: 1, pageSize: 2, totalItems: 5, totalPages: 3, hasNext: true, hasPrev: false });
+    expect(p1.body.pagination).toEqual({
+      page: 1,
+      pageSize: 2,
+      totalItems: 5,
+      totalPages: 3,
+      hasNext: true,
+      hasPrev: false,
+    });
     const p2 = await listLeads({ limit: 2, offset: 2 });
     expect(idsOf(p2)).toEqual([L().c, L().b]);
-    expect(p2.body.pagination).toEqual({ page: 2, pageSize: 2, totalItems: 5, totalPages: 3, hasNext: true, hasPrev: true });
+    expect(p2.body.pagination).toEqual({
+      page: 2,
+      pageSize: 2,
+      totalItems: 5,
+      totalPages: 3,
+      hasNext: true,
+      hasPrev: true,
+    });
     const p3 = await listLeads({ limit: 2, offset: 4 });
     expect(idsOf(p3)).toEqual([L().a]);
     expect(p3.body.pagination).toMatchObject({ page: 3, hasNext: false, hasPrev: true });
@@ -652,7 +875,11 @@ describe("GET /leads", () => {
   });
 
   it("a repeated query parameter → 422", async () => {
-    expectEnvelope(await app.request("GET", "/public/v1/leads?limit=1&limit=2", { key: list.apiKeys.full!.key }), 422, "VALIDATION_ERROR");
+    expectEnvelope(
+      await app.request("GET", "/public/v1/leads?limit=1&limit=2", { key: list.apiKeys.full!.key }),
+      422,
+      "VALIDATION_ERROR",
+    );
   });
 
   it("unknown query parameters are ignored", async () => {
@@ -675,7 +902,9 @@ describe("GET /leads", () => {
     expect(idsOf(await listLeads({ dateFrom: "2026-03-05T00:00:00.500Z" }))).toEqual([L().e]);
     expect(idsOf(await listLeads({ dateFrom: "2026-03-05T00:00:00.501Z" }))).toEqual([]);
     expect(idsOf(await listLeads({ dateFrom: "2026-03-05T01:00:00.500+01:00" }))).toEqual([L().e]);
-    expect(idsOf(await listLeads({ dateTo: "2026-03-05T00:00:00.500Z", dateFrom: "2026-03-04T00:00:00Z" }))).toEqual([L().d]);
+    expect(idsOf(await listLeads({ dateTo: "2026-03-05T00:00:00.500Z", dateFrom: "2026-03-04T00:00:00Z" }))).toEqual([
+      L().d,
+    ]);
   });
 
   it("the cursor is the next dateFrom: the newest lead comes back once, nothing is lost", async () => {
@@ -690,7 +919,9 @@ describe("GET /leads", () => {
     const none = await listLeads({ dateFrom: "2027-01-01T00:00:00Z" });
     expect(none.status).toBe(200);
     expect(none.body).toEqual({
-      items: [], total: 0, cursor: null,
+      items: [],
+      total: 0,
+      cursor: null,
       pagination: { page: 1, pageSize: 50, totalItems: 0, totalPages: 0, hasNext: false, hasPrev: false },
     });
     const equal = await listLeads({ dateFrom: "2026-03-02T00:00:00Z", dateTo: "2026-03-02T00:00:00Z" });

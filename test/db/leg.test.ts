@@ -118,31 +118,41 @@ describe.runIf(legName)(`CI leg ${legName}`, () => {
     }
     // The port the server itself listens on, as seen through the service's own pool: behind a pooler
     // it is not the port of DATABASE_URL.
-    const [{ port }] = (await app.db.sql.query<{ port: number }>("SELECT inet_server_port() AS port")) as [{ port: number }];
+    const [{ port }] = (await app.db.sql.query<{ port: number }>("SELECT inet_server_port() AS port")) as [
+      { port: number },
+    ];
     const urlPort = Number(new URL(app.testDb.url!).port || 5432);
     if (c.database.startsWith("pgbouncer")) {
       expect(port, "DATABASE_URL must reach PostgreSQL through PgBouncer").not.toBe(urlPort);
       expect(process.env.DIRECT_DATABASE_URL).toBeTruthy();
       await poolsByTransaction();
     } else expect(port).toBe(urlPort);
-    const [{ citus }] = (await direct<{ citus: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus`)) as [{ citus: boolean }];
+    const [{ citus }] = (await direct<{ citus: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus`,
+    )) as [{ citus: boolean }];
     expect(citus).toBe(c.database === "citus");
   });
 
-  it.runIf(claim?.database === "citus")("Citus: two workers registered, every table of the schema distributed or reference (the migrations' ledger local)", async () => {
-    const workers = await direct<{ n: number }>(`SELECT count(*)::int AS n FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' AND isactive`);
-    expect(workers[0]!.n).toBe(2);
-    const tables = await direct<{ name: string; method: string | null }>(
-      `SELECT t.tablename AS name, p.partmethod::text AS method FROM pg_tables t
+  it.runIf(claim?.database === "citus")(
+    "Citus: two workers registered, every table of the schema distributed or reference (the migrations' ledger local)",
+    async () => {
+      const workers = await direct<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' AND isactive`,
+      );
+      expect(workers[0]!.n).toBe(2);
+      const tables = await direct<{ name: string; method: string | null }>(
+        `SELECT t.tablename AS name, p.partmethod::text AS method FROM pg_tables t
          LEFT JOIN pg_dist_partition p ON p.logicalrelid = format('%I.%I', t.schemaname, t.tablename)::regclass
         WHERE t.schemaname = 'public' ORDER BY 1`,
-    );
-    const by = Object.fromEntries(tables.map((t) => [t.name, t.method]));
-    expect(by._app_migrations ?? null).toBeNull();
-    for (const t of ["Lead", "Contact", "Conversation", "Message", "Appointment", "Ticket", "ChangeLog"]) expect(by[t], t).toBe("h");
-    expect(by.Tenant).toBe("n");
-    expect(tables.filter((t) => t.name !== "_app_migrations" && t.method === null).map((t) => t.name)).toEqual([]);
-  });
+      );
+      const by = Object.fromEntries(tables.map((t) => [t.name, t.method]));
+      expect(by._app_migrations ?? null).toBeNull();
+      for (const t of ["Lead", "Contact", "Conversation", "Message", "Appointment", "Ticket", "ChangeLog"])
+        expect(by[t], t).toBe("h");
+      expect(by.Tenant).toBe("n");
+      expect(tables.filter((t) => t.name !== "_app_migrations" && t.method === null).map((t) => t.name)).toEqual([]);
+    },
+  );
 
   it("the statement timeout takes the leg's route, never none (the production default on every backend)", async () => {
     expect((await app.request("GET", "/public/v1/leads", { key })).status).toBe(200);
@@ -178,7 +188,9 @@ describe.runIf(legName)(`CI leg ${legName}`, () => {
     expect(ignored.includes("statement_timeout")).toBe(c.database === "pgbouncer");
     const setting = (b: pg.Client) => b.query<{ ms: number }>(SETTING).then((r) => r.rows[0]!.ms);
     expect(await pooled(setting)).toBe(c.database === "pgbouncer" ? expected : 0);
-    const withParameter = await pooled(setting, { statement_timeout: expected + 1 }).catch((e: { code?: string }) => e.code);
+    const withParameter = await pooled(setting, { statement_timeout: expected + 1 }).catch(
+      (e: { code?: string }) => e.code,
+    );
     expect(withParameter).toBe(c.database === "pgbouncer" ? expected : "08P01");
   });
 
@@ -186,7 +198,9 @@ describe.runIf(legName)(`CI leg ${legName}`, () => {
     const first = await app.request("GET", "/public/v1/me", { key });
     const second = await app.request("GET", "/public/v1/me", { key });
     expect([first.status, second.status]).toEqual([200, 200]);
-    expect(Number(second.headers.get("x-ratelimit-remaining"))).toBe(Number(first.headers.get("x-ratelimit-remaining")) - 1);
+    expect(Number(second.headers.get("x-ratelimit-remaining"))).toBe(
+      Number(first.headers.get("x-ratelimit-remaining")) - 1,
+    );
     const redis = app.services.redis;
     const quotas = app.services.quotas;
     if (claim!.redis === "in-process") {
@@ -203,7 +217,9 @@ describe.runIf(legName)(`CI leg ${legName}`, () => {
       expect(info).toMatch(/cluster_state:ok/);
       expect(Number(/cluster_size:(\d+)/.exec(info)?.[1])).toBeGreaterThanOrEqual(3);
     } else {
-      expect(String(await (redis as unknown as { info(s: string): Promise<string> }).info("cluster"))).toMatch(/cluster_enabled:0/);
+      expect(String(await (redis as unknown as { info(s: string): Promise<string> }).info("cluster"))).toMatch(
+        /cluster_enabled:0/,
+      );
     }
   });
 
@@ -217,7 +233,9 @@ describe.runIf(legName)(`CI leg ${legName}`, () => {
     expect((await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Routed" } })).status).toBe(201);
     const routed = await routes!.forTenant(tenantId);
     expect(routed).not.toBe(app.db);
-    const [{ port }] = (await routed.sql.query<{ port: number }>("SELECT inet_server_port() AS port")) as [{ port: number }];
+    const [{ port }] = (await routed.sql.query<{ port: number }>("SELECT inet_server_port() AS port")) as [
+      { port: number },
+    ];
     const [placement] = await direct<{ port: number }>(
       `SELECT n.nodeport AS port FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
         WHERE p.shardid = get_shard_id_for_distribution_column('"Lead"', $1::uuid)`,

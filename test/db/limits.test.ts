@@ -56,7 +56,8 @@ describe("rate-limit headers", () => {
       await app.request("GET", "/public/v1/nope", { key }),
       await app.request("POST", "/public/v1/leads", { key, raw: "{", headers: { "Content-Type": "application/json" } }),
     ]) {
-      for (const h of ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"]) expect(r.headers.get(h)).toMatch(/^\d+$/);
+      for (const h of ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"])
+        expect(r.headers.get(h)).toMatch(/^\d+$/);
       expect(headers(r).reset).toBeGreaterThan(now);
       expect(headers(r).reset).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 61);
     }
@@ -116,12 +117,18 @@ describe("minute window", () => {
   });
   it("X-Forwarded-For gives no extra quota", async () => {
     const key = ids.apiKeys.k4!.key;
-    for (let i = 0; i < 5; i++) await app.request("GET", "/public/v1/me", { key, headers: { "X-Forwarded-For": `10.0.0.${i}` } });
-    expectEnvelope(await app.request("GET", "/public/v1/me", { key, headers: { "X-Forwarded-For": "10.9.9.9" } }), 429, "RATE_LIMIT_EXCEEDED");
+    for (let i = 0; i < 5; i++)
+      await app.request("GET", "/public/v1/me", { key, headers: { "X-Forwarded-For": `10.0.0.${i}` } });
+    expectEnvelope(
+      await app.request("GET", "/public/v1/me", { key, headers: { "X-Forwarded-For": "10.9.9.9" } }),
+      429,
+      "RATE_LIMIT_EXCEEDED",
+    );
   });
   it("429 comes before the scope check (order 401 → 403 plan → 429 → 403 scope)", async () => {
     const key = ids.apiKeys.k6!.key; // no scopes
-    for (let i = 0; i < 5; i++) expectEnvelope(await app.request("GET", "/public/v1/leads", { key }), 403, "PERMISSION_DENIED");
+    for (let i = 0; i < 5; i++)
+      expectEnvelope(await app.request("GET", "/public/v1/leads", { key }), 403, "PERMISSION_DENIED");
     expectEnvelope(await app.request("GET", "/public/v1/leads", { key }), 429, "RATE_LIMIT_EXCEEDED");
   });
 });
@@ -196,7 +203,8 @@ describe.skipIf(!process.env.REDIS_URL && !process.env.REDIS_CLUSTER_NODES)("two
       const loaded = await app.load(fixture(tenant("shared", { rateLimit: { perMinute: 6, perDay: 1000 } })));
       const key = loaded.tenants.shared!.apiKeys.full!.key;
       const statuses: number[] = [];
-      for (let i = 0; i < 8; i++) statuses.push((await (i % 2 ? second : app).request("GET", "/public/v1/me", { key })).status);
+      for (let i = 0; i < 8; i++)
+        statuses.push((await (i % 2 ? second : app).request("GET", "/public/v1/me", { key })).status);
       expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 429, 429]);
     } finally {
       await second.close();
@@ -208,58 +216,67 @@ describe.skipIf(!process.env.REDIS_URL && !process.env.REDIS_CLUSTER_NODES)("two
 // instance is in flight, and after the lookup otherwise; both must leave Redis in the same state.
 // Every request of these tests is sequential (the early path); `busy` raises the instance's in-flight
 // count so that the guard takes the other path.
-describe.skipIf(!process.env.REDIS_URL && !process.env.REDIS_CLUSTER_NODES)("what a request leaves in the Redis windows", () => {
-  const windows = async (key: string) => {
-    const [m, d] = redisQuotaKeys(app.quotaNamespace, hashKey(key));
-    const redis = app.services.redis!;
-    return { minute: await redis.get(m), day: await redis.get(d), minuteTtl: await redis.pttl(m), dayTtl: await redis.pttl(d) };
-  };
-  for (const busy of [false, true]) {
-    const path = busy ? "a busy instance (counted after the lookup)" : "an idle instance (counted beside the lookup)";
-    const withLoad = async <T>(fn: () => Promise<T>): Promise<T> => {
-      if (busy) app.services.metrics.inFlight += 5;
-      try {
-        return await fn();
-      } finally {
-        if (busy) app.services.metrics.inFlight -= 5;
-      }
+describe.skipIf(!process.env.REDIS_URL && !process.env.REDIS_CLUSTER_NODES)(
+  "what a request leaves in the Redis windows",
+  () => {
+    const windows = async (key: string) => {
+      const [m, d] = redisQuotaKeys(app.quotaNamespace, hashKey(key));
+      const redis = app.services.redis!;
+      return {
+        minute: await redis.get(m),
+        day: await redis.get(d),
+        minuteTtl: await redis.pttl(m),
+        dayTtl: await redis.pttl(d),
+      };
     };
-    it(`${path}: a well-formed key that does not authenticate counts in neither window`, async () => {
-      const unknown = `crm_${"Z".repeat(12)}_${busy ? "B" : "I"}${"x".repeat(39)}`;
-      const wrongSecret = ids.apiKeys.k6!.key.slice(0, -1) + (ids.apiKeys.k6!.key.endsWith("a") ? "b" : "a"); // right prefix, wrong secret
-      for (const key of [unknown, wrongSecret]) {
-        for (let i = 0; i < 3; i++) {
-          const r = await withLoad(() => app.request("GET", "/public/v1/me", { key }));
-          expectEnvelope(r, 401, "INVALID_CREDENTIALS");
-          expect(headers(r)).toMatchObject({ limit: 60, remaining: 60 });
+    for (const busy of [false, true]) {
+      const path = busy ? "a busy instance (counted after the lookup)" : "an idle instance (counted beside the lookup)";
+      const withLoad = async <T>(fn: () => Promise<T>): Promise<T> => {
+        if (busy) app.services.metrics.inFlight += 5;
+        try {
+          return await fn();
+        } finally {
+          if (busy) app.services.metrics.inFlight -= 5;
         }
-        expect(await windows(key)).toEqual({ minute: null, day: null, minuteTtl: -2, dayTtl: -2 });
-      }
-    });
-    it(`${path}: a key of a plan without API access counts in neither window`, async () => {
-      const loaded = await app.load(fixture(tenant(`starter${busy ? "b" : "i"}`, { plan: "starter" })));
-      const key = loaded.tenants[`starter${busy ? "b" : "i"}`]!.apiKeys.full!.key;
-      const r = await withLoad(() => app.request("GET", "/public/v1/me", { key }));
-      expectEnvelope(r, 403, "PLAN_NOT_ELIGIBLE");
-      expect(headers(r)).toMatchObject({ limit: 60, remaining: 60 });
-      expect(await windows(key)).toMatchObject({ minute: null, day: null });
-    });
-    it(`${path}: both windows count an admitted request, with the windows' TTLs; over the minute ceiling, the day window does not count`, async () => {
-      const ref = `tight${busy ? "b" : "i"}`;
-      const loaded = await app.load(fixture(tenant(ref, { rateLimit: { perMinute: 2, perDay: 1000 } })));
-      const key = loaded.tenants[ref]!.apiKeys.full!.key;
-      const statuses: number[] = [];
-      for (let i = 0; i < 5; i++) statuses.push((await withLoad(() => app.request("GET", "/public/v1/me", { key }))).status);
-      expect(statuses).toEqual([200, 200, 429, 429, 429]);
-      const w = await windows(key);
-      expect(w).toMatchObject({ minute: "5", day: "2" });
-      expect(w.minuteTtl).toBeGreaterThan(50_000);
-      expect(w.minuteTtl).toBeLessThanOrEqual(60_000);
-      expect(w.dayTtl).toBeGreaterThan(86_300_000);
-      expect(w.dayTtl).toBeLessThanOrEqual(86_400_000);
-    });
-  }
-});
+      };
+      it(`${path}: a well-formed key that does not authenticate counts in neither window`, async () => {
+        const unknown = `crm_${"Z".repeat(12)}_${busy ? "B" : "I"}${"x".repeat(39)}`;
+        const wrongSecret = ids.apiKeys.k6!.key.slice(0, -1) + (ids.apiKeys.k6!.key.endsWith("a") ? "b" : "a"); // right prefix, wrong secret
+        for (const key of [unknown, wrongSecret]) {
+          for (let i = 0; i < 3; i++) {
+            const r = await withLoad(() => app.request("GET", "/public/v1/me", { key }));
+            expectEnvelope(r, 401, "INVALID_CREDENTIALS");
+            expect(headers(r)).toMatchObject({ limit: 60, remaining: 60 });
+          }
+          expect(await windows(key)).toEqual({ minute: null, day: null, minuteTtl: -2, dayTtl: -2 });
+        }
+      });
+      it(`${path}: a key of a plan without API access counts in neither window`, async () => {
+        const loaded = await app.load(fixture(tenant(`starter${busy ? "b" : "i"}`, { plan: "starter" })));
+        const key = loaded.tenants[`starter${busy ? "b" : "i"}`]!.apiKeys.full!.key;
+        const r = await withLoad(() => app.request("GET", "/public/v1/me", { key }));
+        expectEnvelope(r, 403, "PLAN_NOT_ELIGIBLE");
+        expect(headers(r)).toMatchObject({ limit: 60, remaining: 60 });
+        expect(await windows(key)).toMatchObject({ minute: null, day: null });
+      });
+      it(`${path}: both windows count an admitted request, with the windows' TTLs; over the minute ceiling, the day window does not count`, async () => {
+        const ref = `tight${busy ? "b" : "i"}`;
+        const loaded = await app.load(fixture(tenant(ref, { rateLimit: { perMinute: 2, perDay: 1000 } })));
+        const key = loaded.tenants[ref]!.apiKeys.full!.key;
+        const statuses: number[] = [];
+        for (let i = 0; i < 5; i++)
+          statuses.push((await withLoad(() => app.request("GET", "/public/v1/me", { key }))).status);
+        expect(statuses).toEqual([200, 200, 429, 429, 429]);
+        const w = await windows(key);
+        expect(w).toMatchObject({ minute: "5", day: "2" });
+        expect(w.minuteTtl).toBeGreaterThan(50_000);
+        expect(w.minuteTtl).toBeLessThanOrEqual(60_000);
+        expect(w.dayTtl).toBeGreaterThan(86_300_000);
+        expect(w.dayTtl).toBeLessThanOrEqual(86_400_000);
+      });
+    }
+  },
+);
 
 describe("a count given back when Redis stops answering (process memory)", () => {
   // A Redis client whose scripts all fail: count() falls back to the in-process windows, and what it
@@ -308,8 +325,8 @@ describe("Quotas.admit(): one decision per request", () => {
       crmGiveBackQuotas: (_n: number, ...keys: string[]) =>
         keys.flatMap((k) => {
           const n = (store.get(k) ?? 0) - 1;
-          if (n <= 0) return store.delete(k), [0, -2];
-          return store.set(k, n), [n, 59_000];
+          if (n <= 0) return (store.delete(k), [0, -2]);
+          return (store.set(k, n), [n, 59_000]);
         }),
     };
     const client = {
@@ -322,14 +339,23 @@ describe("Quotas.admit(): one decision per request", () => {
           pttl: () => chain,
           exec: async () => {
             log.push(`Read ${key}`);
-            return store.has(key) ? [[null, String(store.get(key))], [null, 59_000]] : [[null, null], [null, -2]];
+            return store.has(key)
+              ? [
+                  [null, String(store.get(key))],
+                  [null, 59_000],
+                ]
+              : [
+                  [null, null],
+                  [null, -2],
+                ];
           },
         };
         return chain;
       },
       defineCommand(this: Record<string, unknown>, name: string) {
         this[name] = (...args: unknown[]) => {
-          if (scripts[name]) log.push(`${name.replace(/^crm|Quotas$/g, "")} ${args.filter((a) => typeof a === "string").join(" ")}`);
+          if (scripts[name])
+            log.push(`${name.replace(/^crm|Quotas$/g, "")} ${args.filter((a) => typeof a === "string").join(" ")}`);
           return scripts[name] ? Promise.resolve(scripts[name]!(...args)) : Promise.reject(new Error("not scripted"));
         };
       },
@@ -337,7 +363,15 @@ describe("Quotas.admit(): one decision per request", () => {
     return client;
   }
   /** The guard's admission, with a lookup that logs when it starts and answers, and resolves with `limits` (or throws `refusal`). */
-  function admission(log: string[], o: { limits?: { perMinute: number; perDay: number }; refusal?: unknown; inFlight?: number; gate?: Promise<void> } = {}) {
+  function admission(
+    log: string[],
+    o: {
+      limits?: { perMinute: number; perDay: number };
+      refusal?: unknown;
+      inFlight?: number;
+      gate?: Promise<void>;
+    } = {},
+  ) {
     const seen: Array<[string | undefined, string | undefined]> = [];
     return {
       seen,
@@ -366,11 +400,19 @@ describe("Quotas.admit(): one decision per request", () => {
       const how = admission([], { limits: { perMinute: 2, perDay: 3 } });
       const admit = () => quotas.admit(key, hash, how);
       const first = await admit();
-      expect(first).toEqual({ admitted: true, caller: { keyHash: hash, limits: { perMinute: 2, perDay: 3 }, tag: "caller" }, quota: { limit: 2, remaining: 1, reset: Math.ceil((t0 + 60_000) / 1000) } });
+      expect(first).toEqual({
+        admitted: true,
+        caller: { keyHash: hash, limits: { perMinute: 2, perDay: 3 }, tag: "caller" },
+        quota: { limit: 2, remaining: 1, reset: Math.ceil((t0 + 60_000) / 1000) },
+      });
       expect(how.seen).toEqual([[key, hash]]);
       expect(await admit()).toMatchObject({ admitted: true, quota: { remaining: 0 } });
       const minute = await admit();
-      expect(minute).toMatchObject({ admitted: false, caller: { tag: "caller" }, quota: { limit: 2, remaining: 0, retryAfter: 60, window: "minute" } });
+      expect(minute).toMatchObject({
+        admitted: false,
+        caller: { tag: "caller" },
+        quota: { limit: 2, remaining: 0, retryAfter: 60, window: "minute" },
+      });
       const refusal = (minute as { refusal: AppError }).refusal;
       expect(refusal).toBeInstanceOf(AppError);
       expect(refusal).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", status: 429, details: { retryAfter: 60 } });
@@ -381,7 +423,10 @@ describe("Quotas.admit(): one decision per request", () => {
       expect(day).toMatchObject({ admitted: false, quota: { remaining: 0, window: "day" } });
       expect(day.quota.retryAfter).toBe(86_400 - 60);
       expect(day.quota.reset).toBe(Math.ceil((t0 + 86_400_000) / 1000));
-      expect((day as { refusal: AppError }).refusal).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", details: { retryAfter: 86_400 - 60 } });
+      expect((day as { refusal: AppError }).refusal).toMatchObject({
+        code: "RATE_LIMIT_EXCEEDED",
+        details: { retryAfter: 86_400 - 60 },
+      });
       expect(how.seen).toHaveLength(5);
     } finally {
       vi.useRealTimers();
@@ -398,13 +443,24 @@ describe("Quotas.admit(): one decision per request", () => {
         const thrown = new AppError("INVALID_CREDENTIALS", "Invalid API key");
         for (let i = 0; i < 3; i++) {
           const d = await quotas.admit(key, hash, admission([], { refusal: thrown, inFlight }));
-          expect(d).toEqual({ admitted: false, refusal: thrown, quota: { limit: 60, remaining: 60, reset: expect.any(Number) } });
+          expect(d).toEqual({
+            admitted: false,
+            refusal: thrown,
+            quota: { limit: 60, remaining: 60, reset: expect.any(Number) },
+          });
         }
         if (redis) expect(redis.store.size).toBe(0);
         // Nothing was counted: the key's first admitted request has its ceiling less one left.
-        expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({ admitted: true, quota: { remaining: 1 } });
+        expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({
+          admitted: true,
+          quota: { remaining: 1 },
+        });
         const outage = new Error("connection terminated");
-        expect(await quotas.admit(key, hash, admission([], { refusal: outage, inFlight }))).toMatchObject({ admitted: false, refusal: outage, quota: { limit: 60, remaining: 59 } });
+        expect(await quotas.admit(key, hash, admission([], { refusal: outage, inFlight }))).toMatchObject({
+          admitted: false,
+          refusal: outage,
+          quota: { limit: 60, remaining: 59 },
+        });
       }
     }
   });
@@ -420,16 +476,33 @@ describe("Quotas.admit(): one decision per request", () => {
       log.length = 0;
       let open!: () => void;
       const gate = new Promise<void>((r) => (open = r));
-      const pending = quotas.admit(key, hash, admission(log, { inFlight, gate, limits: { perMinute: 10, perDay: 100 } }));
+      const pending = quotas.admit(
+        key,
+        hash,
+        admission(log, { inFlight, gate, limits: { perMinute: 10, perDay: 100 } }),
+      );
       await new Promise((r) => setImmediate(r));
       expect(log).toEqual(inFlight === 1 ? [`Count ${m} ${d}`, "lookup"] : ["lookup"]);
       open();
       expect(await pending).toMatchObject({ admitted: true, quota: { remaining: inFlight === 1 ? 9 : 8 } });
-      expect(log).toEqual(inFlight === 1 ? [`Count ${m} ${d}`, "lookup", "lookup answered"] : ["lookup", "lookup answered", `Consume ${m} ${d} 10`]);
+      expect(log).toEqual(
+        inFlight === 1
+          ? [`Count ${m} ${d}`, "lookup", "lookup answered"]
+          : ["lookup", "lookup answered", `Consume ${m} ${d} 10`],
+      );
     }
-    expect(redis.store).toEqual(new Map([[m, 2], [d, 2]]));
+    expect(redis.store).toEqual(
+      new Map([
+        [m, 2],
+        [d, 2],
+      ]),
+    );
     log.length = 0;
-    const malformed = await quotas.admit("crm_short", undefined, admission(log, { refusal: new AppError("INVALID_CREDENTIALS", "Invalid API key") }));
+    const malformed = await quotas.admit(
+      "crm_short",
+      undefined,
+      admission(log, { refusal: new AppError("INVALID_CREDENTIALS", "Invalid API key") }),
+    );
     expect(malformed).toMatchObject({ admitted: false, quota: { limit: 60, remaining: 60 } });
     expect(log).toEqual(["lookup", "lookup answered"]);
   });
@@ -441,7 +514,11 @@ describe("Quotas.admit(): one decision per request", () => {
     const key = wellFormed("e");
     const hash = hashKey(key);
     const [m, d] = redisQuotaKeys("rl", hash);
-    const refused = await quotas.admit(key, hash, admission(log, { refusal: new AppError("PLAN_NOT_ELIGIBLE", "no API access") }));
+    const refused = await quotas.admit(
+      key,
+      hash,
+      admission(log, { refusal: new AppError("PLAN_NOT_ELIGIBLE", "no API access") }),
+    );
     expect(refused).toMatchObject({ admitted: false, quota: { limit: 60, remaining: 60 } });
     expect(log).toEqual([`Count ${m} ${d}`, "lookup", "lookup answered", `GiveBack ${m} ${d}`]);
     expect(redis.store.size).toBe(0);
@@ -452,7 +529,12 @@ describe("Quotas.admit(): one decision per request", () => {
     }
     expect(statuses).toEqual([true, "minute", "minute"]);
     expect(log.filter((l) => l.startsWith("GiveBack")).slice(1)).toEqual([`GiveBack ${d}`, `GiveBack ${d}`]);
-    expect(redis.store).toEqual(new Map([[m, 3], [d, 1]]));
+    expect(redis.store).toEqual(
+      new Map([
+        [m, 3],
+        [d, 1],
+      ]),
+    );
   });
 
   it("Redis not answering: admit() counts in process memory, and gives back there, on both paths", async () => {
@@ -465,14 +547,29 @@ describe("Quotas.admit(): one decision per request", () => {
       const quotas = new Quotas(failing as any, ns());
       const key = wellFormed("f");
       const hash = hashKey(key);
-      expect(await quotas.admit(key, hash, admission([], { refusal: new AppError("INVALID_CREDENTIALS", "Invalid API key"), inFlight }))).toMatchObject({
+      expect(
+        await quotas.admit(
+          key,
+          hash,
+          admission([], { refusal: new AppError("INVALID_CREDENTIALS", "Invalid API key"), inFlight }),
+        ),
+      ).toMatchObject({
         admitted: false,
         quota: { remaining: 60 },
       });
       const before = quotas.fallbackCount;
-      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({ admitted: true, quota: { remaining: 1 } });
-      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({ admitted: true, quota: { remaining: 0 } });
-      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({ admitted: false, quota: { window: "minute" } });
+      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({
+        admitted: true,
+        quota: { remaining: 1 },
+      });
+      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({
+        admitted: true,
+        quota: { remaining: 0 },
+      });
+      expect(await quotas.admit(key, hash, admission([], { inFlight }))).toMatchObject({
+        admitted: false,
+        quota: { window: "minute" },
+      });
       expect(quotas.fallback).toBe(true);
       expect(quotas.fallbackCount - before).toBe(3);
     }

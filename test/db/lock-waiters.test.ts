@@ -45,16 +45,25 @@ describe("waitForLockWaiters", () => {
       await holder.query("BEGIN");
       await holder.query(`SELECT 1 FROM "Lead" ${row} FOR UPDATE`, [tenantId, leadId]);
       // None waits yet: the deadline passes and the error says what every backend was doing.
-      await expect(waitForLockWaiters(app.testDb, 1, { timeoutMs: 300 })).rejects.toThrow(/fewer than 1 backends waiting.*"state"/);
+      await expect(waitForLockWaiters(app.testDb, 1, { timeoutMs: 300 })).rejects.toThrow(
+        /fewer than 1 backends waiting.*"state"/,
+      );
       const update = `UPDATE "Lead" SET "notes" = 'waited' ${row}`;
-      const writes = [await session(), await session()].map((c) => c.query(update, [tenantId, leadId]).then(() => "done", () => "failed"));
+      const writes = [await session(), await session()].map((c) =>
+        c.query(update, [tenantId, leadId]).then(
+          () => "done",
+          () => "failed",
+        ),
+      );
       const waiters = await waitForLockWaiters(app.testDb, 2);
       expect(waiters.length).toBeGreaterThanOrEqual(2);
       // Theirs (on a Citus worker: the statement on the tenant's shard, "Lead_<shard id>").
       for (const w of waiters) expect(w.query, JSON.stringify(w)).toMatch(/^UPDATE (public\.)?"?Lead(_\d+)?"? /);
       expect(waiters.every((w) => w.locktype !== null)).toBe(true);
       // Row locks, not advisory ones: asked for those, it finds none.
-      await expect(waitForLockWaiters(app.testDb, 1, { locktype: "advisory", timeoutMs: 300 })).rejects.toThrow(/advisory lock/);
+      await expect(waitForLockWaiters(app.testDb, 1, { locktype: "advisory", timeoutMs: 300 })).rejects.toThrow(
+        /advisory lock/,
+      );
       const cluster = await citusCluster(directBaseUrl()!);
       if (cluster) {
         const workers = cluster.workers.map((w) => `${w.host}:${w.port}`);

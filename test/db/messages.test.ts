@@ -26,7 +26,11 @@ beforeAll(async () => {
   app = await startApp();
   stub = await startProviderStub();
   const base = tenant("acme");
-  const wa = (ext: string, messages: { role: "user" | "operator"; content: string; createdAt: string }[], extra: object = {}) => ({
+  const wa = (
+    ext: string,
+    messages: { role: "user" | "operator"; content: string; createdAt: string }[],
+    extra: object = {},
+  ) => ({
     channel: "wa",
     identity: { externalId: ext, name: null, phone: `+${ext}`, email: null, contact: null },
     messages,
@@ -43,35 +47,87 @@ beforeAll(async () => {
       tenant("acme", {
         apiKeys: [...base.apiKeys!, { ref: "read", owner: "ana", scopes: ["tenant:conversations.read"] }],
         channels: [
-          { ref: "wa", kind: "whatsapp", name: "WhatsApp", config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k" } },
-          { ref: "wa2", kind: "whatsapp", name: "WhatsApp 2", config: { baseUrl: stub.baseUrl, phoneNumberId: "2002", accessToken: "t0k2" } },
+          {
+            ref: "wa",
+            kind: "whatsapp",
+            name: "WhatsApp",
+            config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k" },
+          },
+          {
+            ref: "wa2",
+            kind: "whatsapp",
+            name: "WhatsApp 2",
+            config: { baseUrl: stub.baseUrl, phoneNumberId: "2002", accessToken: "t0k2" },
+          },
           { ref: "site", kind: "web", name: "Website chat" },
           { ref: "fb", kind: "messenger", name: "Messenger", config: { baseUrl: stub.baseUrl, accessToken: "fbtok" } },
         ],
         contacts: [{ ref: "bea", fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test" }],
         conversations: [
-          { ref: "open", ...wa("34600000001", [{ role: "user", content: "Hi!", createdAt: ago(2 * H) }]), identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", email: null, contact: "bea" } },
-          { ref: "stale", ...wa("34600000003", [{ role: "user", content: "old", createdAt: ago(25 * H) }, { role: "operator", content: "reply", createdAt: ago(24.5 * H) }]) },
+          {
+            ref: "open",
+            ...wa("34600000001", [{ role: "user", content: "Hi!", createdAt: ago(2 * H) }]),
+            identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", email: null, contact: "bea" },
+          },
+          {
+            ref: "stale",
+            ...wa("34600000003", [
+              { role: "user", content: "old", createdAt: ago(25 * H) },
+              { role: "operator", content: "reply", createdAt: ago(24.5 * H) },
+            ]),
+          },
           { ref: "stale2", ...wa("34600000007", [{ role: "user", content: "old", createdAt: ago(30 * H) }]) },
           { ref: "exact", ...wa("34600000004", [{ role: "user", content: "edge", createdAt: ago(24 * H) }]) },
           { ref: "justin", ...wa("34600000005", [{ role: "user", content: "edge", createdAt: ago(24 * H - 1) }]) },
           // Same identity (channel + externalId) in two conversations: the window is the identity's.
-          { ref: "sharedA", ...wa("34600000006", [{ role: "user", content: "recent", createdAt: ago(1 * H) }], { status: "resolved" }) },
+          {
+            ref: "sharedA",
+            ...wa("34600000006", [{ role: "user", content: "recent", createdAt: ago(1 * H) }], { status: "resolved" }),
+          },
           { ref: "sharedB", ...wa("34600000006", [{ role: "operator", content: "old", createdAt: ago(40 * H) }]) },
           // Recent operator messages do not open the window; only the customer's do.
           { ref: "opOnly", ...wa("34600000008", [{ role: "operator", content: "ping", createdAt: ago(1 * H) }]) },
           // The same number on another WhatsApp channel is another identity: its message does not count.
-          { ref: "otherChan", channel: "wa2", identity: { externalId: "34600000003", name: null, phone: null, email: null, contact: null }, messages: [{ role: "user", content: "hey", createdAt: ago(1 * H) }] },
-          { ref: "anon", channel: "wa", identity: null, messages: [{ role: "user", content: "no identity", createdAt: ago(1 * H) }] },
-          { ref: "web", channel: "site", identity: { externalId: "visitor-1", name: "Visitor", phone: null, email: null, contact: null }, messages: [] , createdAt: ago(50 * H) },
+          {
+            ref: "otherChan",
+            channel: "wa2",
+            identity: { externalId: "34600000003", name: null, phone: null, email: null, contact: null },
+            messages: [{ role: "user", content: "hey", createdAt: ago(1 * H) }],
+          },
+          {
+            ref: "anon",
+            channel: "wa",
+            identity: null,
+            messages: [{ role: "user", content: "no identity", createdAt: ago(1 * H) }],
+          },
+          {
+            ref: "web",
+            channel: "site",
+            identity: { externalId: "visitor-1", name: "Visitor", phone: null, email: null, contact: null },
+            messages: [],
+            createdAt: ago(50 * H),
+          },
           { ref: "webanon", channel: "site", identity: null, messages: [], createdAt: ago(50 * H) },
-          { ref: "fbconv", channel: "fb", identity: { externalId: "psid-1", name: null, phone: null, email: null, contact: null }, messages: [], createdAt: ago(50 * H) },
+          {
+            ref: "fbconv",
+            channel: "fb",
+            identity: { externalId: "psid-1", name: null, phone: null, email: null, contact: null },
+            messages: [],
+            createdAt: ago(50 * H),
+          },
           { ref: "pages", channel: "site", identity: null, messages: pageMessages },
           { ref: "empty", channel: "site", identity: null, messages: [], createdAt: ago(50 * H) },
         ],
       }),
       tenant("other", {
-        conversations: [{ ref: "theirs", channel: "site", identity: null, messages: [{ role: "user", content: "secret", createdAt: ago(1 * H) }] }],
+        conversations: [
+          {
+            ref: "theirs",
+            channel: "site",
+            identity: null,
+            messages: [{ role: "user", content: "secret", createdAt: ago(1 * H) }],
+          },
+        ],
       }),
     ),
   );
@@ -116,7 +172,12 @@ describe("GET /conversations/{id}/messages", () => {
     expect(Object.keys(r.body).sort()).toEqual(["items", "pagination"]);
     expect(r.body.items.map((m: any) => m.content)).toEqual(["reply", "old"]);
     for (const m of r.body.items) expect(Object.keys(m).sort()).toEqual(MESSAGE_KEYS);
-    expect(r.body.items[0]).toMatchObject({ conversationId: conv("stale"), role: "operator", deliveryStatus: "sent", createdAt: ago(24.5 * H) });
+    expect(r.body.items[0]).toMatchObject({
+      conversationId: conv("stale"),
+      role: "operator",
+      deliveryStatus: "sent",
+      createdAt: ago(24.5 * H),
+    });
     expect(r.body.items[1]).toMatchObject({ role: "user", deliveryStatus: "received", createdAt: ago(25 * H) });
     expect(r.body.pagination).toEqual({ nextCursor: null, prevCursor: null, hasMore: false });
   });
@@ -158,7 +219,10 @@ describe("GET /conversations/{id}/messages", () => {
     for (let i = 1; i < all.length; i++) {
       const a = byId.get(all[i - 1])!;
       const b = byId.get(all[i])!;
-      expect(a.createdAt.getTime() > b.createdAt.getTime() || (a.createdAt.getTime() === b.createdAt.getTime() && a.id > b.id)).toBe(true);
+      expect(
+        a.createdAt.getTime() > b.createdAt.getTime() ||
+          (a.createdAt.getTime() === b.createdAt.getTime() && a.id > b.id),
+      ).toBe(true);
     }
     // The new messages come first on a fresh first page.
     const fresh = await list(conv("pages"), { limit: 3 });
@@ -174,13 +238,15 @@ describe("GET /conversations/{id}/messages", () => {
   });
 
   it("limit defaults to 50 and is bounded 1–200", async () => {
-    for (let i = 0; i < 55; i++) await inboundMessage(app.db, conv("empty"), `n${i}`, new Date(T0.getTime() - i * 1000));
+    for (let i = 0; i < 55; i++)
+      await inboundMessage(app.db, conv("empty"), `n${i}`, new Date(T0.getTime() - i * 1000));
     const r = await list(conv("empty"));
     expect(r.body.items).toHaveLength(50);
     expect(r.body.pagination.hasMore).toBe(true);
     expect((await list(conv("empty"), { limit: 200 })).body.items).toHaveLength(55);
     expect((await list(conv("empty"), { limit: 1 })).body.items).toHaveLength(1);
-    for (const limit of ["0", "201", "-1", "1.5", "abc", "1e2"]) expectEnvelope(await list(conv("empty"), { limit }), 422, "VALIDATION_ERROR");
+    for (const limit of ["0", "201", "-1", "1.5", "abc", "1e2"])
+      expectEnvelope(await list(conv("empty"), { limit }), 422, "VALIDATION_ERROR");
   });
 
   it("a malformed cursor is 422", async () => {
@@ -220,7 +286,13 @@ describe("POST /conversations/{id}/messages", () => {
     const r = await send(conv("web"), { content: "Hello from the API" });
     expect(r.status).toBe(201);
     expect(Object.keys(r.body).sort()).toEqual(MESSAGE_KEYS);
-    expect(r.body).toMatchObject({ conversationId: conv("web"), role: "operator", content: "Hello from the API", deliveryStatus: "sent", createdAt: T0.toISOString() });
+    expect(r.body).toMatchObject({
+      conversationId: conv("web"),
+      role: "operator",
+      content: "Hello from the API",
+      deliveryStatus: "sent",
+      createdAt: T0.toISOString(),
+    });
     expect(stub.requests).toHaveLength(0);
     expect(await messageCount()).toBe(before + 1);
     const row = await app.db.prisma.message.findFirstOrThrow({ where: { id: r.body.id } });
@@ -264,7 +336,12 @@ describe("POST /conversations/{id}/messages", () => {
     expect(req.method).toBe("POST");
     expect(req.path).toBe("/1001/messages");
     expect(req.headers.authorization).toBe("Bearer t0k");
-    expect(req.body).toEqual({ messaging_product: "whatsapp", to: "34600000001", type: "text", text: { body: "Your viewing is confirmed" } });
+    expect(req.body).toEqual({
+      messaging_product: "whatsapp",
+      to: "34600000001",
+      type: "text",
+      text: { body: "Your viewing is confirmed" },
+    });
     const row = await app.db.prisma.message.findFirstOrThrow({ where: { id: r.body.id } });
     expect(row.providerMessageId).toMatch(/^wamid\./);
     expect(r.text).not.toContain("t0k");
@@ -321,7 +398,13 @@ describe("POST /conversations/{id}/messages", () => {
   it("an inbound message (admin inbound-message) reopens the window", async () => {
     await expectRejected(() => send(conv("stale"), { content: "x" }), 409, "MESSAGING_SESSION_WINDOW_CLOSED");
     const inbound = await inboundMessage(app.db, conv("stale"), "I'm back", app.services.now());
-    expect(inbound).toMatchObject({ conversationId: conv("stale"), role: "user", content: "I'm back", deliveryStatus: "received", createdAt: T0.toISOString() });
+    expect(inbound).toMatchObject({
+      conversationId: conv("stale"),
+      role: "user",
+      content: "I'm back",
+      deliveryStatus: "received",
+      createdAt: T0.toISOString(),
+    });
     expect(Object.keys(inbound).sort()).toEqual(MESSAGE_KEYS);
     const c = await conversationRow(conv("stale"));
     expect(c.lastMessagePreview).toBe("I'm back");
@@ -332,8 +415,16 @@ describe("POST /conversations/{id}/messages", () => {
 
   it("the 409 is not cached under an Idempotency-Key: a retry re-checks the window", async () => {
     const headers = { "Idempotency-Key": "retry-after-window-1" };
-    await expectRejected(() => send(conv("stale2"), { content: "hello" }, key, headers), 409, "MESSAGING_SESSION_WINDOW_CLOSED");
-    await expectRejected(() => send(conv("stale2"), { content: "hello" }, key, headers), 409, "MESSAGING_SESSION_WINDOW_CLOSED");
+    await expectRejected(
+      () => send(conv("stale2"), { content: "hello" }, key, headers),
+      409,
+      "MESSAGING_SESSION_WINDOW_CLOSED",
+    );
+    await expectRejected(
+      () => send(conv("stale2"), { content: "hello" }, key, headers),
+      409,
+      "MESSAGING_SESSION_WINDOW_CLOSED",
+    );
     await inboundMessage(app.db, conv("stale2"), "hi again", T0);
     const before = await messageCount();
     const r = await send(conv("stale2"), { content: "hello" }, key, headers);
@@ -348,7 +439,11 @@ describe("POST /conversations/{id}/messages", () => {
     expect(await messageCount()).toBe(before + 1);
     // Same key, different body.
     stub.reset();
-    await expectRejected(() => send(conv("stale2"), { content: "other" }, key, headers), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
+    await expectRejected(
+      () => send(conv("stale2"), { content: "other" }, key, headers),
+      422,
+      "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+    );
   });
 
   it("without an Idempotency-Key each request sends", async () => {
@@ -370,7 +465,16 @@ describe("POST /conversations/{id}/messages", () => {
       { text: "hi" },
     ])
       await expectRejected(() => send(conv("web"), body), 422, "VALIDATION_ERROR");
-    await expectRejected(() => app.request("POST", `/public/v1/conversations/${conv("web")}/messages`, { key, raw: "{oops", headers: { "Content-Type": "application/json" } }), 422, "VALIDATION_ERROR");
+    await expectRejected(
+      () =>
+        app.request("POST", `/public/v1/conversations/${conv("web")}/messages`, {
+          key,
+          raw: "{oops",
+          headers: { "Content-Type": "application/json" },
+        }),
+      422,
+      "VALIDATION_ERROR",
+    );
   });
 
   it("a foreign, unknown or malformed conversation id", async () => {
@@ -378,7 +482,9 @@ describe("POST /conversations/{id}/messages", () => {
     await expectRejected(() => send(other.conversations.theirs!, { content: "x" }), 404, "NOT_FOUND");
     await expectRejected(() => send(randomUuid(), { content: "x" }), 404, "NOT_FOUND");
     await expectRejected(() => send("nope", { content: "x" }), 422, "VALIDATION_ERROR");
-    expect(await app.db.prisma.message.count({ where: { conversationId: other.conversations.theirs! } })).toBe(theirsBefore);
+    expect(await app.db.prisma.message.count({ where: { conversationId: other.conversations.theirs! } })).toBe(
+      theirsBefore,
+    );
   });
 
   it("needs tenant:conversations.manage", async () => {

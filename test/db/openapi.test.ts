@@ -92,7 +92,8 @@ describe("OpenAPI document", () => {
         const success = Object.keys(op.responses).filter((s) => s.startsWith("2"));
         // A create answers 201; a batch upsert 200 (its items' statuses in the body); a PUT by
         // external id 201 when it created, 200 when it updated or found nothing to change.
-        const expected = method === "put" ? ["200", "201"] : method === "post" && !path.endsWith("/batch/upsert") ? ["201"] : ["200"];
+        const expected =
+          method === "put" ? ["200", "201"] : method === "post" && !path.endsWith("/batch/upsert") ? ["201"] : ["200"];
         expect(success, `${method} ${path}`).toEqual(expected);
         const hasIdem = (op.parameters ?? []).some((p: any) => p.$ref === "#/components/parameters/IdempotencyKey");
         expect(hasIdem).toBe(method === "post" || method === "put");
@@ -115,8 +116,17 @@ describe("OpenAPI document", () => {
   });
   it("query bounds are documented as integers", () => {
     const params = doc().paths["/public/v1/leads"].get.parameters;
-    expect(params.find((p: any) => p.name === "limit").schema).toEqual({ type: "integer", minimum: 1, maximum: 200, default: 50 });
-    expect(params.find((p: any) => p.name === "offset").schema).toMatchObject({ type: "integer", minimum: 0, default: 0 });
+    expect(params.find((p: any) => p.name === "limit").schema).toEqual({
+      type: "integer",
+      minimum: 1,
+      maximum: 200,
+      default: 50,
+    });
+    expect(params.find((p: any) => p.name === "offset").schema).toMatchObject({
+      type: "integer",
+      minimum: 0,
+      default: 0,
+    });
   });
   it("is served at /public/v1/openapi.json without a key and without rate limiting", async () => {
     const r = await fetch(`${app.url}/public/v1/openapi.json`);
@@ -136,7 +146,12 @@ describe("conformance hook", () => {
     expect(checked.responses).toBe(before + 1);
   });
   it("fails an undocumented status", () => {
-    const h = new Headers({ "X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "1", "X-Request-Id": "x" });
+    const h = new Headers({
+      "X-RateLimit-Limit": "1",
+      "X-RateLimit-Remaining": "1",
+      "X-RateLimit-Reset": "1",
+      "X-Request-Id": "x",
+    });
     expect(() => assertConforms("GET", "http://x/public/v1/leads", 404, h, {})).toThrow(/does not list/);
   });
   it("fails a body that does not match", () => {
@@ -148,10 +163,24 @@ describe("conformance hook", () => {
       ...API_CACHE_HEADERS,
     });
     expect(() => assertConforms("GET", "http://x/public/v1/me", 200, h, { tenantId: 1 })).toThrow(/does not match/);
-    expect(() => assertConforms("GET", "http://x/public/v1/me", 401, h, { error: "NOT_FOUND", message: "", request_id: "x", details: {} })).toThrow(/does not match/);
+    expect(() =>
+      assertConforms("GET", "http://x/public/v1/me", 401, h, {
+        error: "NOT_FOUND",
+        message: "",
+        request_id: "x",
+        details: {},
+      }),
+    ).toThrow(/does not match/);
   });
   it("fails missing rate-limit headers", () => {
-    expect(() => assertConforms("GET", "http://x/public/v1/me", 401, new Headers(), { error: "INVALID_CREDENTIALS", message: "", request_id: "x", details: {} })).toThrow(/lacks header/);
+    expect(() =>
+      assertConforms("GET", "http://x/public/v1/me", 401, new Headers(), {
+        error: "INVALID_CREDENTIALS",
+        message: "",
+        request_id: "x",
+        details: {},
+      }),
+    ).toThrow(/lacks header/);
   });
 });
 
@@ -163,7 +192,9 @@ function operationsOf(d: Json) {
   const out: { method: string; path: string; key: string; op: Json; params: Json[] }[] = [];
   for (const [p, item] of Object.entries<Json>(d.paths))
     for (const [method, op] of Object.entries<Json>(item)) {
-      const params = (op.parameters ?? []).map((x: Json) => (x.$ref ? d.components.parameters[x.$ref.split("/").pop()] : x));
+      const params = (op.parameters ?? []).map((x: Json) =>
+        x.$ref ? d.components.parameters[x.$ref.split("/").pop()] : x,
+      );
       out.push({ method, path: p, key: `${method.toUpperCase()} ${p}`, op, params });
     }
   return out;
@@ -175,8 +206,14 @@ function exampleRequest(key: string, change: Record<string, string | undefined> 
   const value = (name: string) => params.find((p) => p.name === name)?.example;
   const url = template.replace(/\{([^}]+)\}/g, (_, n: string) => String(value(n)));
   const query: Record<string, string | undefined> = {};
-  for (const p of params.filter((x) => x.in === "query")) if (p.example !== undefined) query[p.name] = String(p.example);
-  return { method: method.toUpperCase(), url, query: { ...query, ...change }, body: op.requestBody?.content["application/json"].examples.demo.value };
+  for (const p of params.filter((x) => x.in === "query"))
+    if (p.example !== undefined) query[p.name] = String(p.example);
+  return {
+    method: method.toUpperCase(),
+    url,
+    query: { ...query, ...change },
+    body: op.requestBody?.content["application/json"].examples.demo.value,
+  };
 }
 
 /** Every operation, the reads first (a write changes what their filters find), then the writes in document order. */
@@ -199,7 +236,8 @@ describe("the document as tools read it", () => {
     // the comments path it fits); none is off, and there is no other rule setting.
     const redocly = readFileSync(path.join(ROOT, "redocly.yaml"), "utf8");
     expect(redocly.match(/^ {2}[\w-]+: \w+$/gm) ?? []).toEqual(["  no-ambiguous-paths: warn"]);
-    for (const name of ["@stoplight/spectral-cli", "@redocly/cli"]) expect(pkg.devDependencies[name], name).toMatch(/^\d+\.\d+\.\d+$/);
+    for (const name of ["@stoplight/spectral-cli", "@redocly/cli"])
+      expect(pkg.devDependencies[name], name).toMatch(/^\d+\.\d+\.\d+$/);
     expect(readFileSync(path.join(ROOT, ".ci/run"), "utf8")).toContain("npm run --silent lint:openapi");
   });
 
@@ -214,7 +252,10 @@ describe("the document as tools read it", () => {
     expect(d.info.contact.name).toBeTruthy();
     // package.json is private with no license: the document says proprietary, in SPDX's LicenseRef form.
     expect(JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")).private).toBe(true);
-    expect(d.info.license).toEqual({ name: expect.stringMatching(/Proprietary/), identifier: "LicenseRef-Proprietary" });
+    expect(d.info.license).toEqual({
+      name: expect.stringMatching(/Proprietary/),
+      identifier: "LicenseRef-Proprietary",
+    });
   });
 
   it("every operation has a request example: its body and every parameter but the opaque ones; no example names a missing operation or parameter", () => {
@@ -227,7 +268,11 @@ describe("the document as tools read it", () => {
         if (p.name in UNEXAMPLED_PARAMETERS) expect(p.example, `${key} ${p.name}`).toBeUndefined();
         else expect(p.example, `${key} ${p.name}`).toBeDefined();
       }
-      for (const name of Object.keys(ex.parameters ?? {})) expect(params.map((p) => p.name), `${key}: example of an unknown parameter`).toContain(name);
+      for (const name of Object.keys(ex.parameters ?? {}))
+        expect(
+          params.map((p) => p.name),
+          `${key}: example of an unknown parameter`,
+        ).toContain(name);
       const media = op.requestBody?.content?.["application/json"];
       expect(Boolean(media), key).toBe(ex.body !== undefined);
       if (media) expect(media.examples.demo).toEqual({ summary: ex.summary, value: ex.body });
@@ -256,9 +301,11 @@ describe("the document as tools read it", () => {
         // The 404 names what was not found; the 403 names the operation's own scope.
         if (media.examples.NOT_FOUND) expect(media.examples.NOT_FOUND.value.message, key).not.toMatch(/^Resource/);
         const denied = media.examples.PERMISSION_DENIED?.value;
-        if (denied) expect(op.description, key).toContain(denied.details.requiredScope ?? denied.details.requiredScopes[0]);
+        if (denied)
+          expect(op.description, key).toContain(denied.details.requiredScope ?? denied.details.requiredScopes[0]);
         // A validation error names the failing field, as the service's do.
-        if (media.examples.VALIDATION_ERROR) expect(media.examples.VALIDATION_ERROR.value.details.fields[0].field, key).toBeTruthy();
+        if (media.examples.VALIDATION_ERROR)
+          expect(media.examples.VALIDATION_ERROR.value.details.fields[0].field, key).toBeTruthy();
       }
     }
     expect(count).toBeGreaterThan(150);
@@ -297,7 +344,8 @@ describe("the examples and parameters against the demo tenant (what Try it out s
   }, 120_000);
   afterAll(() => demo?.close());
 
-  const send = (r: ReturnType<typeof exampleRequest>) => demo.request(r.method, r.url, { key: demoKey, query: r.query, body: r.body });
+  const send = (r: ReturnType<typeof exampleRequest>) =>
+    demo.request(r.method, r.url, { key: demoKey, query: r.query, body: r.body });
   const gets = () => operationsOf(doc()).filter((o) => o.method === "get");
 
   it("GET /contacts?search= (empty) answers 200 with what no search answers, as the document says", async () => {
@@ -339,7 +387,11 @@ describe("the examples and parameters against the demo tenant (what Try it out s
         const at = async (value: string, status: number) => {
           const r = await send(exampleRequest(key, { [p.name]: value }));
           expect(r.status, `${key} ${p.name}=${value.slice(0, 20)}…`).toBe(status);
-          if (status === 422) expect(r.body.details.fields.map((f: Json) => f.field), `${key} ${p.name}`).toContain(p.name);
+          if (status === 422)
+            expect(
+              r.body.details.fields.map((f: Json) => f.field),
+              `${key} ${p.name}`,
+            ).toContain(p.name);
           checks.push(`${key} ${p.name}`);
         };
         if (s.type === "integer") {
@@ -370,7 +422,10 @@ describe("the examples and parameters against the demo tenant (what Try it out s
     // What the writes did is there: the lead moved, the contact renamed, the ticket handed to Luis.
     const lead = await demo.request("GET", `/public/v1/leads/${DEMO_IDS.leads.l1}`, { key: demoKey });
     expect(lead.body.stageId).toBe(DEMO_IDS.stages.qualified);
-    const tickets = await demo.request("GET", "/public/v1/tickets", { key: demoKey, query: { assignedTo: DEMO_IDS.users.luis, limit: 200 } });
+    const tickets = await demo.request("GET", "/public/v1/tickets", {
+      key: demoKey,
+      query: { assignedTo: DEMO_IDS.users.luis, limit: 200 },
+    });
     expect(tickets.body.items.map((t: Json) => t.id)).toContain(DEMO_IDS.tickets.t1);
     // A second try of the contact create is the 409 its example documents (the phone is taken now).
     const again = await send(exampleRequest("POST /public/v1/contacts"));
@@ -393,36 +448,52 @@ describe("the first npm start on an empty embedded database (the demo as a newco
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it.skipIf(skip)("holds the objects the examples name: every example, with the key the start printed, answers its success status", { timeout: 180_000 }, async () => {
-    await ensureBuild();
-    const port = await freePort();
-    const env: NodeJS.ProcessEnv = { ...baseEnv(), PGLITE_DATA_DIR: path.join(dir, "data"), PORT: String(port), LOG_LEVEL: "warn" };
-    delete env.NODE_OPTIONS;
-    const { command, args } = serviceCommand();
-    child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-    child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
-    const exited = new Promise<void>((r) => child!.once("exit", () => r()));
-    const spawned = { child, out: () => out, err: () => "", exited: exited.then(() => ({ code: null, signal: null, at: Date.now() })) };
-    expect(await waitReady(`http://127.0.0.1:${port}/healthz`, spawned, 90_000), out).toBe(true);
-    const key = /API key \(shown once\): (\S+)/.exec(out)?.[1];
-    expect(key, out).toBeDefined();
-    const base = `http://127.0.0.1:${port}`;
-    const statuses: Record<string, number> = {};
-    for (const { key: op, success } of readsThenWrites()) {
-      const r = exampleRequest(op);
-      const qs = new URLSearchParams(Object.entries(r.query).filter((e): e is [string, string] => e[1] !== undefined)).toString();
-      const res = await fetch(`${base}${r.url}${qs ? `?${qs}` : ""}`, {
-        method: r.method,
-        headers: { "X-API-Key": key!, ...(r.body ? { "Content-Type": "application/json" } : {}) },
-        body: r.body ? JSON.stringify(r.body) : undefined,
-      });
-      const body = (await res.json()) as { items?: unknown[] };
-      statuses[op] = res.status;
-      expect(res.status, `${op}: ${JSON.stringify(body).slice(0, 300)}`).toBe(success);
-      if (Array.isArray(body.items)) expect(body.items.length, `${op} finds nothing`).toBeGreaterThan(0);
-    }
-    expect(Object.keys(statuses)).toHaveLength(30);
-  });
+  it.skipIf(skip)(
+    "holds the objects the examples name: every example, with the key the start printed, answers its success status",
+    { timeout: 180_000 },
+    async () => {
+      await ensureBuild();
+      const port = await freePort();
+      const env: NodeJS.ProcessEnv = {
+        ...baseEnv(),
+        PGLITE_DATA_DIR: path.join(dir, "data"),
+        PORT: String(port),
+        LOG_LEVEL: "warn",
+      };
+      delete env.NODE_OPTIONS;
+      const { command, args } = serviceCommand();
+      child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+      let out = "";
+      child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+      child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+      const exited = new Promise<void>((r) => child!.once("exit", () => r()));
+      const spawned = {
+        child,
+        out: () => out,
+        err: () => "",
+        exited: exited.then(() => ({ code: null, signal: null, at: Date.now() })),
+      };
+      expect(await waitReady(`http://127.0.0.1:${port}/healthz`, spawned, 90_000), out).toBe(true);
+      const key = /API key \(shown once\): (\S+)/.exec(out)?.[1];
+      expect(key, out).toBeDefined();
+      const base = `http://127.0.0.1:${port}`;
+      const statuses: Record<string, number> = {};
+      for (const { key: op, success } of readsThenWrites()) {
+        const r = exampleRequest(op);
+        const qs = new URLSearchParams(
+          Object.entries(r.query).filter((e): e is [string, string] => e[1] !== undefined),
+        ).toString();
+        const res = await fetch(`${base}${r.url}${qs ? `?${qs}` : ""}`, {
+          method: r.method,
+          headers: { "X-API-Key": key!, ...(r.body ? { "Content-Type": "application/json" } : {}) },
+          body: r.body ? JSON.stringify(r.body) : undefined,
+        });
+        const body = (await res.json()) as { items?: unknown[] };
+        statuses[op] = res.status;
+        expect(res.status, `${op}: ${JSON.stringify(body).slice(0, 300)}`).toBe(success);
+        if (Array.isArray(body.items)) expect(body.items.length, `${op} finds nothing`).toBeGreaterThan(0);
+      }
+      expect(Object.keys(statuses)).toHaveLength(30);
+    },
+  );
 });

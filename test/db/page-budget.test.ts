@@ -42,11 +42,25 @@ beforeAll(async () => {
     fixture(
       tenant("acme", {
         rateLimit: { perMinute: 1_000_000, perDay: 100_000_000 },
-        contacts: CONTACTS.map((ref, i) => ({ ref, fullName: `Contact ${ref}`, phone: `+346000000${String(i + 10).padStart(2, "0")}` })),
+        contacts: CONTACTS.map((ref, i) => ({
+          ref,
+          fullName: `Contact ${ref}`,
+          phone: `+346000000${String(i + 10).padStart(2, "0")}`,
+        })),
         contactLists: [{ ref: "big", name: "Big names" }],
         conversations: [
-          { ref: "talk", channel: "site", identity: { externalId: "web-talk", name: "Talker", contact: "convs" }, messages: [] },
-          { ref: "sizes", channel: "site", identity: { externalId: "web-sizes", name: "Sizer", contact: "sizes" }, messages: [] },
+          {
+            ref: "talk",
+            channel: "site",
+            identity: { externalId: "web-talk", name: "Talker", contact: "convs" },
+            messages: [],
+          },
+          {
+            ref: "sizes",
+            channel: "site",
+            identity: { externalId: "web-sizes", name: "Sizer", contact: "sizes" },
+            messages: [],
+          },
         ],
       }),
       tenant("beta", {
@@ -106,7 +120,13 @@ async function walk(path: string, query: Record<string, string | number> = {}, l
   for (let offset = 0; out.pages.length < 1000; ) {
     const r = await app.request("GET", path, { key: key(), query: { ...query, offset, limit } });
     expect(r.status, r.text.slice(0, 200)).toBe(200);
-    out.pages.push({ count: r.body.items.length, bytes: Buffer.byteLength(r.text), hasNext: r.body.pagination.hasNext, total: r.body.total, pageSize: r.body.pagination.pageSize });
+    out.pages.push({
+      count: r.body.items.length,
+      bytes: Buffer.byteLength(r.text),
+      hasNext: r.body.pagination.hasNext,
+      total: r.body.total,
+      pageSize: r.body.pagination.pageSize,
+    });
     out.items.push(...r.body.items);
     offset += r.body.items.length;
     if (!r.body.pagination.hasNext) return out;
@@ -140,10 +160,12 @@ async function loadedBytes<T>(which: RegExp, fn: () => Promise<T>): Promise<{ re
   const query = runner.query;
   let bytes = 0;
   // A value's bytes: a string as it is (a json column may come unparsed), anything else as JSON.
-  const size = (v: unknown) => (typeof v === "string" ? Buffer.byteLength(v) : Buffer.byteLength(JSON.stringify(v) ?? ""));
+  const size = (v: unknown) =>
+    typeof v === "string" ? Buffer.byteLength(v) : Buffer.byteLength(JSON.stringify(v) ?? "");
   runner.query = async function (this: SqlRunner, text: string, params?: unknown[], opts?: unknown) {
     const rows = await query.call(this, text, params, opts as never);
-    if (which.test(text)) for (const r of rows as Record<string, unknown>[]) for (const v of Object.values(r)) bytes += size(v);
+    if (which.test(text))
+      for (const r of rows as Record<string, unknown>[]) for (const v of Object.values(r)) bytes += size(v);
     return rows;
   } as SqlRunner["query"];
   try {
@@ -163,7 +185,9 @@ describe("tickets with threads past the budget", () => {
     await worstThreads(worst);
     await fill(small, 2, "a short comment");
 
-    const { result: w, bytes } = await loadedBytes(/"Ticket"/, () => walk("/public/v1/tickets", { customerId: contact }));
+    const { result: w, bytes } = await loadedBytes(/"Ticket"/, () =>
+      walk("/public/v1/tickets", { customerId: contact }),
+    );
     expectBudgetPages(w, 15);
     // A worst-case ticket is ~980 KB of JSON: four fit in a page, five do not.
     expect(w.pages.map((p) => p.count)).toEqual([4, 4, 4 + 3]);
@@ -195,10 +219,27 @@ describe("tickets with threads past the budget", () => {
     expect(r.status).toBe(200);
     expect(r.body.items).toHaveLength(2);
     expect(r.body.total).toBe(3);
-    expect(r.body.pagination).toEqual({ page: 1, pageSize: 2, totalItems: 3, totalPages: 2, hasNext: true, hasPrev: false });
-    const last = await app.request("GET", "/public/v1/tickets", { key: key(), query: { customerId: contact, limit: 2, offset: 2 } });
+    expect(r.body.pagination).toEqual({
+      page: 1,
+      pageSize: 2,
+      totalItems: 3,
+      totalPages: 2,
+      hasNext: true,
+      hasPrev: false,
+    });
+    const last = await app.request("GET", "/public/v1/tickets", {
+      key: key(),
+      query: { customerId: contact, limit: 2, offset: 2 },
+    });
     expect(last.body.items).toHaveLength(1);
-    expect(last.body.pagination).toEqual({ page: 2, pageSize: 2, totalItems: 3, totalPages: 2, hasNext: false, hasPrev: true });
+    expect(last.body.pagination).toEqual({
+      page: 2,
+      pageSize: 2,
+      totalItems: 3,
+      totalPages: 2,
+      hasNext: false,
+      hasPrev: true,
+    });
   });
 });
 
@@ -210,7 +251,10 @@ describe("the changes feed", () => {
   async function drain(since?: string) {
     const pages: { bytes: number; items: any[]; hasMore: boolean }[] = [];
     for (; pages.length < 1000; ) {
-      const r = await app.request("GET", "/public/v1/changes", { key: key(), query: { limit: 500, types: "ticket,lead", ...(since ? { since } : {}) } });
+      const r = await app.request("GET", "/public/v1/changes", {
+        key: key(),
+        query: { limit: 500, types: "ticket,lead", ...(since ? { since } : {}) },
+      });
       expect(r.status, r.text.slice(0, 200)).toBe(200);
       pages.push({ bytes: Buffer.byteLength(r.text), items: r.body.items, hasMore: r.body.hasMore });
       since = r.body.nextSince;
@@ -239,7 +283,9 @@ describe("the changes feed", () => {
     const keys = r.items.map((i) => `${i.type}:${i.id}`);
     expect(new Set(keys).size).toBe(keys.length);
     expect(new Set(keys)).toEqual(new Set([...worst.map((id) => `ticket:${id}`), ...leads.map((l) => `lead:${l.id}`)]));
-    expect(r.items.filter((i) => i.type === "ticket").every((i) => i.data.comments.length === TICKET_COMMENTS_MAX)).toBe(true);
+    expect(
+      r.items.filter((i) => i.type === "ticket").every((i) => i.data.comments.length === TICKET_COMMENTS_MAX),
+    ).toBe(true);
     // The objects loaded are the objects returned (sized before loading).
     const sent = r.pages.reduce((s, p) => s + p.bytes, 0);
     expect(bytes).toBeLessThan(sent * 1.25);
@@ -267,7 +313,11 @@ describe("the changes feed", () => {
     runner.query = async function (this: SqlRunner, text: string, params?: unknown[], opts?: unknown) {
       if (!grown && FEED_LOAD.test(text)) {
         grown = true;
-        await query.call(this, `UPDATE "Lead" SET "notes" = repeat('z', 5000000) WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [acme().id, ids[1]]);
+        await query.call(
+          this,
+          `UPDATE "Lead" SET "notes" = repeat('z', 5000000) WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+          [acme().id, ids[1]],
+        );
       }
       return query.call(this, text, params, opts as never);
     } as SqlRunner["query"];
@@ -304,7 +354,10 @@ describe("the other lists", () => {
     const counts: number[] = [];
     let cursor: string | undefined;
     for (;;) {
-      const r = await app.request("GET", `/public/v1/conversations/${conversation}/messages`, { key: key(), query: { limit: 200, ...(cursor ? { cursor } : {}) } });
+      const r = await app.request("GET", `/public/v1/conversations/${conversation}/messages`, {
+        key: key(),
+        query: { limit: 200, ...(cursor ? { cursor } : {}) },
+      });
       expect(r.status).toBe(200);
       expect(Buffer.byteLength(r.text)).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
       counts.push(r.body.items.length);
@@ -335,13 +388,17 @@ describe("the other lists", () => {
   it("a /trpc batch of 20 list calls answers within one page budget: each call a share (fewer items, hasNext), every lead still reachable", async () => {
     const contact = acme().contacts.leads!; // the 120 leads of ~60 KB above
     const calls = 20;
-    const input = Object.fromEntries(Array.from({ length: calls }, (_, i) => [String(i), { limit: 100, customerId: contact }]));
+    const input = Object.fromEntries(
+      Array.from({ length: calls }, (_, i) => [String(i), { limit: 100, customerId: contact }]),
+    );
     const url = `${app.url}/trpc/${Array(calls).fill("leads.list").join(",")}?batch=1&input=${encodeURIComponent(JSON.stringify(input))}`;
     const res = await fetch(url, { headers: { "X-API-Key": key() } });
     const text = await res.text();
     expect(res.status, text.slice(0, 300)).toBe(200);
     expect(Buffer.byteLength(text)).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
-    const results = JSON.parse(text) as { result: { data: { items: { id: string }[]; pagination: { hasNext: boolean }; total: number } } }[];
+    const results = JSON.parse(text) as {
+      result: { data: { items: { id: string }[]; pagination: { hasNext: boolean }; total: number } };
+    }[];
     expect(results).toHaveLength(calls);
     for (const r of results) {
       expect(r.result.data.items.length).toBeGreaterThanOrEqual(1);
@@ -350,8 +407,13 @@ describe("the other lists", () => {
       expect(r.result.data.total).toBe(120);
     }
     // The same call alone has the whole budget.
-    const alone = await fetch(`${app.url}/trpc/leads.list?input=${encodeURIComponent(JSON.stringify({ limit: 100, customerId: contact }))}`, { headers: { "X-API-Key": key() } });
-    expect(((await alone.json()) as { result: { data: { items: unknown[] } } }).result.data.items.length).toBeGreaterThan(60);
+    const alone = await fetch(
+      `${app.url}/trpc/leads.list?input=${encodeURIComponent(JSON.stringify({ limit: 100, customerId: contact }))}`,
+      { headers: { "X-API-Key": key() } },
+    );
+    expect(
+      ((await alone.json()) as { result: { data: { items: unknown[] } } }).result.data.items.length,
+    ).toBeGreaterThan(60);
   }, 60_000);
 
   it("a /trpc batch answers one item larger than a call's share, for one call: the others answer none, with a continuation; alone each answers it", async () => {
@@ -372,9 +434,12 @@ describe("the other lists", () => {
     const trpc = async (paths: string[], inputs: unknown[]) => {
       const input = Object.fromEntries(inputs.map((v, i) => [String(i), v]));
       const batched = paths.length > 1 ? "batch=1&" : "";
-      const res = await fetch(`${app.url}/trpc/${paths.join(",")}?${batched}input=${encodeURIComponent(JSON.stringify(paths.length > 1 ? input : inputs[0]))}`, {
-        headers: { "X-API-Key": betaKey },
-      });
+      const res = await fetch(
+        `${app.url}/trpc/${paths.join(",")}?${batched}input=${encodeURIComponent(JSON.stringify(paths.length > 1 ? input : inputs[0]))}`,
+        {
+          headers: { "X-API-Key": betaKey },
+        },
+      );
       const text = await res.text();
       expect(res.status, text.replace(/"items":\[[^\]]*\]/g, "…").slice(0, 2000)).toBe(200);
       return { bytes: Buffer.byteLength(text), body: JSON.parse(text) };
@@ -384,7 +449,13 @@ describe("the other lists", () => {
     const paths = [...Array(10).fill("tickets.list"), ...Array(10).fill("changes.list")];
     const inputs = [...Array(10).fill(list), ...Array(10).fill(feed)];
     const { bytes, body } = await trpc(paths, inputs);
-    const pages = (body as { result: { data: { items: unknown[]; pagination?: { hasNext: boolean }; hasMore?: boolean; nextSince?: string } } }[]).map((r) => r.result.data);
+    const pages = (
+      body as {
+        result: {
+          data: { items: unknown[]; pagination?: { hasNext: boolean }; hasMore?: boolean; nextSince?: string };
+        };
+      }[]
+    ).map((r) => r.result.data);
     // One call of the batch answered its ~900 KB ticket; the batch's answer is one budget plus that one item.
     expect(pages.filter((p) => p.items.length === 1)).toHaveLength(1);
     expect(bytes).toBeLessThanOrEqual(PAGE_BUDGET_BYTES + 1_000_000);
@@ -448,7 +519,10 @@ describe("the other lists", () => {
     const seen: string[] = [];
     let cursor: string | undefined;
     for (let n = 0; n < 100; n++) {
-      const r = await app.request("GET", "/public/v1/contacts", { key: key(), query: { listId: list, limit: 200, ...(cursor ? { cursor } : {}) } });
+      const r = await app.request("GET", "/public/v1/contacts", {
+        key: key(),
+        query: { listId: list, limit: 200, ...(cursor ? { cursor } : {}) },
+      });
       expect(r.status).toBe(200);
       expect(Buffer.byteLength(r.text)).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
       seen.push(...r.body.items.map((c: any) => c.id));
@@ -480,7 +554,11 @@ describe("the other lists", () => {
     );
     const w = await walk("/public/v1/leads", { customerId: contact });
     expect(w.items.map((l) => l.customerName)).toEqual(["Newest", "Huge", "Oldest"]);
-    expect(w.pages.map((p) => [p.count, p.hasNext])).toEqual([[1, true], [1, true], [1, false]]);
+    expect(w.pages.map((p) => [p.count, p.hasNext])).toEqual([
+      [1, true],
+      [1, true],
+      [1, false],
+    ]);
     expect(w.pages[1]!.bytes).toBeGreaterThan(PAGE_BUDGET_BYTES);
   }, 60_000);
 });
@@ -488,7 +566,15 @@ describe("the other lists", () => {
 // ---- the sizes in SQL -------------------------------------------------------------------------------
 
 describe("the sizes computed in SQL bound each item's JSON", () => {
-  const EDGE = ["plain", 'quote " and backslash \\', "new\nline\ttab\r\b\f", C + "\u001f", "émoji 😀 ✓", "\u007f\u2028", ""];
+  const EDGE = [
+    "plain",
+    'quote " and backslash \\',
+    "new\nline\ttab\r\b\f",
+    C + "\u001f",
+    "émoji 😀 ✓",
+    "\u007f\u2028",
+    "",
+  ];
 
   /** JSON + 1 (its comma) ≤ exact ≤ ub, and exact within a few nullable fields of the JSON. */
   async function check(page: Prisma.Sql, size: ItemSize, items: any[]) {
@@ -522,18 +608,26 @@ describe("the sizes computed in SQL bound each item's JSON", () => {
                  timestamptz '2028-01-01' + $5::int * interval '1 hour' + interval '1 minute', 'completed', CASE WHEN $5::int % 2 = 1 THEN $4 END)`,
         [t.id, t.users.ana, contact, s, i],
       );
-      await sql(`INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus") VALUES ($1::uuid, $2::uuid, 'user', $3 || 'm', 'received')`, [
-        t.id,
-        conversation,
-        s,
-      ]);
+      await sql(
+        `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus") VALUES ($1::uuid, $2::uuid, 'user', $3 || 'm', 'received')`,
+        [t.id, conversation, s],
+      );
       const [ticket] = await tickets("sizes", 1, s + "s");
       if (i % 2 === 0) await fill([ticket!], 3, s + "c");
     }
-    await sql(`UPDATE "Contact" SET "fullName" = $2, "email" = NULL WHERE "tenantId" = $1::uuid AND "id" = $3::uuid`, [t.id, EDGE.join("|"), contact]);
-    await sql(`UPDATE "Conversation" SET "subject" = $2 WHERE "tenantId" = $1::uuid AND "id" = $3::uuid`, [t.id, EDGE.join("~"), conversation]);
+    await sql(`UPDATE "Contact" SET "fullName" = $2, "email" = NULL WHERE "tenantId" = $1::uuid AND "id" = $3::uuid`, [
+      t.id,
+      EDGE.join("|"),
+      contact,
+    ]);
+    await sql(`UPDATE "Conversation" SET "subject" = $2 WHERE "tenantId" = $1::uuid AND "id" = $3::uuid`, [
+      t.id,
+      EDGE.join("~"),
+      conversation,
+    ]);
 
-    const list = async (path: string, query: Record<string, string>) => (await app.request("GET", path, { key: key(), query: { ...query, limit: 200 } })).body.items as any[];
+    const list = async (path: string, query: Record<string, string>) =>
+      (await app.request("GET", path, { key: key(), query: { ...query, limit: 200 } })).body.items as any[];
     await check(
       Prisma.sql`SELECT * FROM "Lead" WHERE "tenantId" = ${t.id}::uuid AND "customerId" = ${contact}::uuid`,
       leadSize(),
@@ -558,7 +652,9 @@ describe("the sizes computed in SQL bound each item's JSON", () => {
       Prisma.sql`SELECT * FROM "Contact" WHERE "tenantId" = ${t.id}::uuid AND "id" = ${contact}::uuid`,
       contactSize(),
       // Found by its phone (other tests' large contacts fill the first pages).
-      (await list("/public/v1/contacts", { search: `+346000000${CONTACTS.indexOf("sizes") + 10}` })).filter((c) => c.id === contact),
+      (await list("/public/v1/contacts", { search: `+346000000${CONTACTS.indexOf("sizes") + 10}` })).filter(
+        (c) => c.id === contact,
+      ),
     );
     await check(
       Prisma.sql`SELECT v.*, cu."name" AS "customerName", cu."email" AS "customerEmail", cu."phone" AS "customerPhone"

@@ -19,7 +19,15 @@ import { refusesStartupTimeout, SetLocalClient, TimeoutPool } from "../../server
 import { sqlStates, toAppError } from "../../server/errors.js";
 import type { Logger } from "../../server/logger.js";
 import type { Services } from "../../server/services.js";
-import { directBaseUrl, expectEnvelope, freshDatabase, onServer, startApp, withDatabase, type TestApp } from "../helpers/app.js";
+import {
+  directBaseUrl,
+  expectEnvelope,
+  freshDatabase,
+  onServer,
+  startApp,
+  withDatabase,
+  type TestApp,
+} from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 
 const onPostgres = Boolean(process.env.DATABASE_URL);
@@ -89,7 +97,14 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
     // The service's own start (server/bootstrap.ts): migrations through DIRECT_DATABASE_URL, then the
     // pooled statement that reports the timeout — the first connection through PgBouncer.
     const logger = pino({ level: "info" }, { write: (s: string) => lines.push(JSON.parse(s)) }) as unknown as Logger;
-    const config = { ...loadConfig(), databaseUrl: url, directDatabaseUrl: directUrl, databaseStatementTimeoutMs: TIMEOUT_MS, logLevel: "info", databaseRouting: "coordinator" as const };
+    const config = {
+      ...loadConfig(),
+      databaseUrl: url,
+      directDatabaseUrl: directUrl,
+      databaseStatementTimeoutMs: TIMEOUT_MS,
+      logLevel: "info",
+      databaseRouting: "coordinator" as const,
+    };
     services = await createServices(config, { logger });
     scope.defer("close services", () => closeServices(services));
     app = await startApp({ db: { db: services.db, url, directUrl, drop: async () => {} } });
@@ -107,7 +122,8 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
   });
 
   const timeoutWarnings = () => lines.filter((l) => l.level === 40 && /statement_timeout/.test(l.msg));
-  const probeCount = async () => Number((await services.db.sql.query<{ n: string }>(`SELECT count(*) AS n FROM "pt_probe"`))[0]!.n);
+  const probeCount = async () =>
+    Number((await services.db.sql.query<{ n: string }>(`SELECT count(*) AS n FROM "pt_probe"`))[0]!.n);
   const setting = (rows: { st: string }[]) => rows[0]!.st;
   const CURRENT = `current_setting('statement_timeout') AS st, pg_backend_pid() AS pid`;
 
@@ -130,12 +146,23 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
     const list = await app.request("GET", "/public/v1/leads", { key: KEY });
     expect(list.status).toBe(200);
     expect(list.body.items.map((l: any) => l.customerName)).toEqual(["Bea Soto"]);
-    const created = await app.request("POST", "/public/v1/leads", { key: KEY, body: { customerName: "Carl Ortiz" }, headers: { "Idempotency-Key": "pt-1" } });
+    const created = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      body: { customerName: "Carl Ortiz" },
+      headers: { "Idempotency-Key": "pt-1" },
+    });
     expect(created.status).toBe(201);
-    const replay = await app.request("POST", "/public/v1/leads", { key: KEY, body: { customerName: "Carl Ortiz" }, headers: { "Idempotency-Key": "pt-1" } });
+    const replay = await app.request("POST", "/public/v1/leads", {
+      key: KEY,
+      body: { customerName: "Carl Ortiz" },
+      headers: { "Idempotency-Key": "pt-1" },
+    });
     expect(replay.status).toBe(201);
     expect(replay.body.id).toBe(created.body.id);
-    const patched = await app.request("PATCH", `/public/v1/leads/${created.body.id}`, { key: KEY, body: { notes: "called" } });
+    const patched = await app.request("PATCH", `/public/v1/leads/${created.body.id}`, {
+      key: KEY,
+      body: { notes: "called" },
+    });
     expect(patched.status).toBe(200);
     expect(patched.body.notes).toBe("called");
     expect(await services.db.prisma.lead.count({ where: { tenantId: acme.id } })).toBe(2);
@@ -146,7 +173,9 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
     const want = "1s";
     expect(setting(await sql.query(`SELECT ${CURRENT}, $1::int AS x`, [1])), "raw, parameters").toBe(want);
     expect(setting(await sql.query(`SELECT ${CURRENT}`)), "raw, no parameters").toBe(want);
-    expect(setting(await sql.query(`SELECT ${CURRENT}, $1::int AS x`, [2], { prepare: true })), "raw, prepare").toBe(want);
+    expect(setting(await sql.query(`SELECT ${CURRENT}, $1::int AS x`, [2], { prepare: true })), "raw, prepare").toBe(
+      want,
+    );
     expect(
       setting(
         await sql.session(async (s) => {
@@ -160,11 +189,24 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
       ),
       "raw session transaction",
     ).toBe(want);
-    expect(setting(await prisma.$queryRawUnsafe(`SELECT ${CURRENT}, $1::int AS x`, 4)), "Prisma, one statement").toBe(want);
-    expect(setting(await prisma.$transaction((tx) => tx.$queryRawUnsafe(`SELECT ${CURRENT}, $1::int AS x`, 5))), "Prisma interactive transaction").toBe(want);
-    const [batch] = await prisma.$transaction([prisma.$queryRawUnsafe<{ st: string; pid: number }[]>(`SELECT ${CURRENT}, $1::int AS x`, 6)]);
+    expect(setting(await prisma.$queryRawUnsafe(`SELECT ${CURRENT}, $1::int AS x`, 4)), "Prisma, one statement").toBe(
+      want,
+    );
+    expect(
+      setting(await prisma.$transaction((tx) => tx.$queryRawUnsafe(`SELECT ${CURRENT}, $1::int AS x`, 5))),
+      "Prisma interactive transaction",
+    ).toBe(want);
+    const [batch] = await prisma.$transaction([
+      prisma.$queryRawUnsafe<{ st: string; pid: number }[]>(`SELECT ${CURRENT}, $1::int AS x`, 6),
+    ]);
     expect(setting(batch), "Prisma batch transaction").toBe(want);
-    const iso = await prisma.$transaction((tx) => tx.$queryRawUnsafe<{ st: string; iso: string }[]>(`SELECT current_setting('statement_timeout') AS st, current_setting('transaction_isolation') AS iso`), { isolationLevel: "Serializable" });
+    const iso = await prisma.$transaction(
+      (tx) =>
+        tx.$queryRawUnsafe<{ st: string; iso: string }[]>(
+          `SELECT current_setting('statement_timeout') AS st, current_setting('transaction_isolation') AS iso`,
+        ),
+      { isolationLevel: "Serializable" },
+    );
     expect(iso, "Prisma transaction with an isolation level").toEqual([{ st: want, iso: "serializable" }]);
   });
 
@@ -172,7 +214,14 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
     const { sql, prisma } = services.db;
     const write = `WITH w AS (INSERT INTO "pt_probe" ("n") VALUES (1) RETURNING "n") SELECT pg_sleep(${SLOW_S}) FROM w`;
     const routes: [string, () => Promise<unknown>][] = [
-      ["raw, parameters", () => sql.query(`WITH w AS (INSERT INTO "pt_probe" ("n") VALUES ($1) RETURNING "n") SELECT pg_sleep($2) FROM w`, [1, SLOW_S])],
+      [
+        "raw, parameters",
+        () =>
+          sql.query(`WITH w AS (INSERT INTO "pt_probe" ("n") VALUES ($1) RETURNING "n") SELECT pg_sleep($2) FROM w`, [
+            1,
+            SLOW_S,
+          ]),
+      ],
       ["raw, no parameters", () => sql.query(write)],
       [
         "raw session transaction",
@@ -189,7 +238,15 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
             }
           }),
       ],
-      ["Prisma, one statement", () => prisma.$executeRawUnsafe(`WITH w AS (INSERT INTO "pt_probe" ("n") VALUES ($1) RETURNING "n") SELECT pg_sleep($2) FROM w`, 1, SLOW_S)],
+      [
+        "Prisma, one statement",
+        () =>
+          prisma.$executeRawUnsafe(
+            `WITH w AS (INSERT INTO "pt_probe" ("n") VALUES ($1) RETURNING "n") SELECT pg_sleep($2) FROM w`,
+            1,
+            SLOW_S,
+          ),
+      ],
       [
         "Prisma interactive transaction",
         () =>
@@ -250,8 +307,17 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
     // then statements outside one.
     const pair = <T>(f: () => Promise<T>) => Promise.all([f(), f()]);
     const ours = [
-      ...(await pair(() => prisma.$transaction(async (tx) => (await tx.$queryRawUnsafe<{ st: string; pid: number }[]>(`SELECT ${CURRENT} FROM pg_sleep(0.3)`))[0]!))),
-      ...(await pair(async () => (await sql.query<{ st: string; pid: number }>(`SELECT ${CURRENT} FROM pg_sleep($1)`, [0.3]))[0]!)),
+      ...(await pair(() =>
+        prisma.$transaction(
+          async (tx) =>
+            (
+              await tx.$queryRawUnsafe<{ st: string; pid: number }[]>(`SELECT ${CURRENT} FROM pg_sleep(0.3)`)
+            )[0]!,
+        ),
+      )),
+      ...(await pair(
+        async () => (await sql.query<{ st: string; pid: number }>(`SELECT ${CURRENT} FROM pg_sleep($1)`, [0.3]))[0]!,
+      )),
     ];
     expect(ours.map((r) => r.st)).toEqual(["1s", "1s", "1s", "1s"]);
     const used = new Set(ours.map((r) => Number(r.pid)));
@@ -354,17 +420,21 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
 
     it("many first connections refused at once: every checkout made again, one fallback", async () => {
       const reasons: string[] = [];
-      const pool = new TimeoutPool({ connectionString: url, max: 4, statement_timeout: TIMEOUT_MS }, (r) => reasons.push(r));
+      const pool = new TimeoutPool({ connectionString: url, max: 4, statement_timeout: TIMEOUT_MS }, (r) =>
+        reasons.push(r),
+      );
       try {
         const rows = await Promise.all(
           Array.from({ length: 8 }, (_, i) =>
-            i % 2 ? pool.query<{ st: string }>("SELECT current_setting('statement_timeout') AS st, $1::int AS i", [i]) : pool.connect().then(async (c) => {
-              try {
-                return await c.query<{ st: string }>("SELECT current_setting('statement_timeout') AS st");
-              } finally {
-                c.release();
-              }
-            }),
+            i % 2
+              ? pool.query<{ st: string }>("SELECT current_setting('statement_timeout') AS st, $1::int AS i", [i])
+              : pool.connect().then(async (c) => {
+                  try {
+                    return await c.query<{ st: string }>("SELECT current_setting('statement_timeout') AS st");
+                  } finally {
+                    c.release();
+                  }
+                }),
           ),
         );
         expect(rows.map((r) => r.rows[0]!.st)).toEqual(Array(8).fill("1s"));

@@ -49,12 +49,25 @@ describe("PreparedStatements", () => {
     expect(p.refusedBy(Object.assign(new Error("not supported"), { code: "0A000" }))).toBe(false);
     expect(p.refusedBy(new Error("connection reset"))).toBe(false);
     expect(p.state().named).toBe(true);
-    expect(p.refusedBy(Object.assign(new Error('prepared statement "crm_x" does not exist'), { code: "26000" }))).toBe(true);
+    expect(p.refusedBy(Object.assign(new Error('prepared statement "crm_x" does not exist'), { code: "26000" }))).toBe(
+      true,
+    );
     expect(p.state().named).toBe(false);
     expect(p.nameOf("SELECT 1")).toBeUndefined();
-    expect(p.refusedBy(Object.assign(new Error('prepared statement "crm_x" already exists'), { code: "42P05" }))).toBe(true);
-    expect(p.refusedBy(Object.assign(new Error("cached plan must not change result type"), { code: "0A000" }))).toBe(true);
-    expect(p.refusedBy(Object.assign(new Error("le plan en cache ne doit pas modifier le type en résultat"), { code: "0A000", routine: "RevalidateCachedQuery" }))).toBe(true);
+    expect(p.refusedBy(Object.assign(new Error('prepared statement "crm_x" already exists'), { code: "42P05" }))).toBe(
+      true,
+    );
+    expect(p.refusedBy(Object.assign(new Error("cached plan must not change result type"), { code: "0A000" }))).toBe(
+      true,
+    );
+    expect(
+      p.refusedBy(
+        Object.assign(new Error("le plan en cache ne doit pas modifier le type en résultat"), {
+          code: "0A000",
+          routine: "RevalidateCachedQuery",
+        }),
+      ),
+    ).toBe(true);
     expect(reasons).toEqual([`26000: prepared statement "crm_x" does not exist`]);
     expect(new PreparedStatements(false).nameOf("SELECT 1")).toBeUndefined();
   });
@@ -71,7 +84,11 @@ describe.runIf(onPostgres)("prepared statements on PostgreSQL", () => {
     return db;
   };
   const kept = async (db: Database) =>
-    (await db.sql.query<{ name: string }>(`SELECT name FROM pg_prepared_statements WHERE name LIKE 'crm\\_%' ORDER BY name`)).map((r) => r.name);
+    (
+      await db.sql.query<{ name: string }>(
+        `SELECT name FROM pg_prepared_statements WHERE name LIKE 'crm\\_%' ORDER BY name`,
+      )
+    ).map((r) => r.name);
   const TEXT = `SELECT $1::int + 1 AS "n", 'prepared' AS "how"`;
 
   beforeAll(async () => {
@@ -152,7 +169,9 @@ describe.runIf(onPostgres)("prepared statements on PostgreSQL", () => {
 
   it("an error of the statement itself is the statement's, not a refusal", async () => {
     const db = await pool();
-    await expect(db.sql.query(`SELECT 1 / $1::int AS "x"`, [0], { prepare: true })).rejects.toMatchObject({ code: "22012" });
+    await expect(db.sql.query(`SELECT 1 / $1::int AS "x"`, [0], { prepare: true })).rejects.toMatchObject({
+      code: "22012",
+    });
     expect(db.prepared!().named).toBe(true);
     expect(await db.sql.query(`SELECT 1 / $1::int AS "x"`, [1], { prepare: true })).toEqual([{ x: 1 }]);
   });
@@ -160,7 +179,11 @@ describe.runIf(onPostgres)("prepared statements on PostgreSQL", () => {
 
 // The CI leg through PgBouncer 1.18 in transaction mode (DATABASE_URL → PgBouncer, DIRECT_DATABASE_URL
 // → PostgreSQL): a pool not told it is pooled finds out from the refusals, and no query fails.
-const throughPooler = Boolean(process.env.DATABASE_URL && process.env.DIRECT_DATABASE_URL && process.env.DIRECT_DATABASE_URL !== process.env.DATABASE_URL);
+const throughPooler = Boolean(
+  process.env.DATABASE_URL &&
+    process.env.DIRECT_DATABASE_URL &&
+    process.env.DIRECT_DATABASE_URL !== process.env.DATABASE_URL,
+);
 describe.runIf(throughPooler)("prepared statements through a transaction pooler", () => {
   it("200 concurrent named statements on 4 connections: every one answers (issue 8 measured 130 failures without the fallback)", async () => {
     const t = await freshDatabase();
@@ -168,7 +191,9 @@ describe.runIf(throughPooler)("prepared statements through a transaction pooler"
     const db = await openPostgres(t.url!, { max: 4, onUnnamed: (r) => reasons.push(r) });
     try {
       const answers = await Promise.all(
-        Array.from({ length: 200 }, (_, i) => db.sql.query<{ n: number }>(`SELECT $1::int + 1 AS "n", pg_backend_pid() AS "pid"`, [i], { prepare: true })),
+        Array.from({ length: 200 }, (_, i) =>
+          db.sql.query<{ n: number }>(`SELECT $1::int + 1 AS "n", pg_backend_pid() AS "pid"`, [i], { prepare: true }),
+        ),
       );
       expect(answers.map((r) => r[0]!.n)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
       // Which statements met a refusal depends on PgBouncer's choice of server connections; when one

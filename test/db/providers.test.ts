@@ -23,7 +23,11 @@ beforeAll(async () => {
   app = await startApp();
   stub = await startProviderStub();
   refused = await closedPortUrl();
-  const channel = (ref: string, kind: "whatsapp" | "messenger" | "instagram" | "telegram" | "web", config: Record<string, unknown> = {}) => ({ ref, kind, name: ref, config });
+  const channel = (
+    ref: string,
+    kind: "whatsapp" | "messenger" | "instagram" | "telegram" | "web",
+    config: Record<string, unknown> = {},
+  ) => ({ ref, kind, name: ref, config });
   const wa = { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "wa-secret-token" };
   const conversation = (ref: string, ch: string, externalId: string) => ({
     ref,
@@ -50,10 +54,31 @@ beforeAll(async () => {
           channel("site", "web"),
         ],
         templates: [
-          { ref: "hello", channel: "wa", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true },
+          {
+            ref: "hello",
+            channel: "wa",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}, this is {{2}}",
+            approved: true,
+          },
           { ref: "plain", channel: "wa", name: "ping", language: "en_US", body: "Hi there, any news?", approved: true },
-          { ref: "helloNoToken", channel: "waNoToken", name: "welcome", language: "en", body: "Hello {{1}}", approved: true },
-          { ref: "helloRefused", channel: "waRefused", name: "welcome", language: "en", body: "Hello {{1}}", approved: true },
+          {
+            ref: "helloNoToken",
+            channel: "waNoToken",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}",
+            approved: true,
+          },
+          {
+            ref: "helloRefused",
+            channel: "waRefused",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}",
+            approved: true,
+          },
         ],
         conversations: [
           conversation("wa", "wa", "34600000001"),
@@ -89,7 +114,10 @@ beforeEach(() => {
 const SECRETS = ["wa-secret-token", "fb-secret-token", "ig-secret-token", "tg-secret-token"];
 
 async function send(ref: string, content: string) {
-  const res = await app.request("POST", `/public/v1/conversations/${acme.conversations[ref]}/messages`, { key, body: { content } });
+  const res = await app.request("POST", `/public/v1/conversations/${acme.conversations[ref]}/messages`, {
+    key,
+    body: { content },
+  });
   expect(res.status).toBe(201);
   for (const s of SECRETS) expect(res.text).not.toContain(s);
   const row = await app.db.prisma.message.findFirstOrThrow({ where: { id: res.body.id } });
@@ -103,7 +131,10 @@ async function start(body: Record<string, unknown>) {
   const res = await app.request("POST", "/public/v1/conversations/start", { key, body });
   expect(res.status).toBe(201);
   for (const s of SECRETS) expect(res.text).not.toContain(s);
-  const row = await app.db.prisma.message.findFirstOrThrow({ where: { conversationId: res.body.id }, orderBy: [{ createdAt: "desc" }, { id: "desc" }] });
+  const row = await app.db.prisma.message.findFirstOrThrow({
+    where: { conversationId: res.body.id },
+    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+  });
   return { res, row };
 }
 
@@ -117,7 +148,12 @@ describe("text sends: the exact provider request per kind", () => {
     expect(r.query).toEqual({});
     expect(r.headers.authorization).toBe("Bearer wa-secret-token");
     expect(r.headers["content-type"]).toMatch(/^application\/json/);
-    expect(r.body).toEqual({ messaging_product: "whatsapp", to: "34600000001", type: "text", text: { body: "Hello from the API" } });
+    expect(r.body).toEqual({
+      messaging_product: "whatsapp",
+      to: "34600000001",
+      type: "text",
+      text: { body: "Hello from the API" },
+    });
     expect(row.deliveryStatus).toBe("sent");
     expect(row.providerMessageId).toMatch(/^wamid\./);
   });
@@ -171,7 +207,11 @@ describe("text sends: the exact provider request per kind", () => {
 describe("template sends (POST /conversations/start)", () => {
   it("with variables: one body component with the variables in order", async () => {
     const { res, row } = await start({
-      channelId: acme.channels.wa, phone: "+34 611 222 333", templateName: "welcome", templateLanguage: "en", variables: ["Bea", "Ana from Acme"],
+      channelId: acme.channels.wa,
+      phone: "+34 611 222 333",
+      templateName: "welcome",
+      templateLanguage: "en",
+      variables: ["Bea", "Ana from Acme"],
     });
     expect(stub.requests).toHaveLength(1);
     const r = stub.requests[0]!;
@@ -185,38 +225,75 @@ describe("template sends (POST /conversations/start)", () => {
       template: {
         name: "welcome",
         language: { code: "en" },
-        components: [{ type: "body", parameters: [{ type: "text", text: "Bea" }, { type: "text", text: "Ana from Acme" }] }],
+        components: [
+          {
+            type: "body",
+            parameters: [
+              { type: "text", text: "Bea" },
+              { type: "text", text: "Ana from Acme" },
+            ],
+          },
+        ],
       },
     });
-    expect(row).toMatchObject({ role: "operator", content: "Hello Bea, this is Ana from Acme", deliveryStatus: "sent" });
+    expect(row).toMatchObject({
+      role: "operator",
+      content: "Hello Bea, this is Ana from Acme",
+      deliveryStatus: "sent",
+    });
     expect(row.providerMessageId).toMatch(/^wamid\./);
     expect(res.body.lastMessagePreview).toBe("Hello Bea, this is Ana from Acme");
   });
 
   it("without variables: no components", async () => {
-    const { row } = await start({ channelId: acme.channels.wa, phone: "+34611222444", templateName: "ping", templateLanguage: "en_US" });
+    const { row } = await start({
+      channelId: acme.channels.wa,
+      phone: "+34611222444",
+      templateName: "ping",
+      templateLanguage: "en_US",
+    });
     expect(stub.requests).toHaveLength(1);
     expect(stub.requests[0]!.body).toEqual({
-      messaging_product: "whatsapp", to: "34611222444", type: "template", template: { name: "ping", language: { code: "en_US" } },
+      messaging_product: "whatsapp",
+      to: "34611222444",
+      type: "template",
+      template: { name: "ping", language: { code: "en_US" } },
     });
     expect(row).toMatchObject({ content: "Hi there, any news?", deliveryStatus: "sent" });
   });
 
   it("a failed template send still starts the conversation: 201, message failed", async () => {
-    const { res, row } = await start({ channelId: acme.channels.waNoToken, phone: "+34611222555", templateName: "welcome", templateLanguage: "en", variables: ["Bea"] });
+    const { res, row } = await start({
+      channelId: acme.channels.waNoToken,
+      phone: "+34611222555",
+      templateName: "welcome",
+      templateLanguage: "en",
+      variables: ["Bea"],
+    });
     expect(stub.requests).toHaveLength(0);
     expect(row).toMatchObject({ content: "Hello Bea", deliveryStatus: "failed", providerMessageId: null });
     expect(res.body.lastMessagePreview).toBe("Hello Bea");
   });
 
   it("a refused connection on a template send: 201, message failed", async () => {
-    const { row } = await start({ channelId: acme.channels.waRefused, phone: "+34611222666", templateName: "welcome", templateLanguage: "en", variables: ["Bea"] });
+    const { row } = await start({
+      channelId: acme.channels.waRefused,
+      phone: "+34611222666",
+      templateName: "welcome",
+      templateLanguage: "en",
+      variables: ["Bea"],
+    });
     expect(row.deliveryStatus).toBe("failed");
   });
 
   it("a provider 401 on a template send: 201, message failed", async () => {
     stub.respond({ status: 401, body: { error: { message: "Invalid OAuth access token", code: 190 } } });
-    const { row } = await start({ channelId: acme.channels.wa, phone: "+34611222777", templateName: "ping", templateLanguage: "en_US" });
+    const { row } = await start({
+      channelId: acme.channels.wa,
+      phone: "+34611222777",
+      templateName: "ping",
+      templateLanguage: "en_US",
+    });
     expect(stub.requests).toHaveLength(1);
     expect(row.deliveryStatus).toBe("failed");
   });
@@ -285,7 +362,10 @@ describe("failed delivery: stored with deliveryStatus failed, still 201", () => 
   it("the failed message is listed like any other", async () => {
     app.setNow(new Date(T0.getTime() + 60_000));
     const { res } = await send("waNoToken", "listed");
-    const list = await app.request("GET", `/public/v1/conversations/${acme.conversations.waNoToken}/messages`, { key, query: { limit: 1 } });
+    const list = await app.request("GET", `/public/v1/conversations/${acme.conversations.waNoToken}/messages`, {
+      key,
+      query: { limit: 1 },
+    });
     expect(list.body.items[0]).toEqual(res.body);
     expect(list.body.items[0].deliveryStatus).toBe("failed");
   });
@@ -307,14 +387,29 @@ describe("adapters (unit)", () => {
     const calls: string[] = [];
     const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (url: any) => {
       calls.push(String(url));
-      return new Response(JSON.stringify({ messages: [{ id: "wamid.1" }], message_id: "m1", result: { message_id: 1 } }), { status: 200 });
+      return new Response(
+        JSON.stringify({ messages: [{ id: "wamid.1" }], message_id: "m1", result: { message_id: 1 } }),
+        { status: 200 },
+      );
     });
     try {
       const p = createProviders({ timeoutMs: 1000, logger: capture().logger });
-      expect(await p.send({ kind: "whatsapp", config: { phoneNumberId: "1001", accessToken: "a" } }, "+34 600", { kind: "text", text: "x" })).toEqual({ ok: true, providerMessageId: "wamid.1" });
-      expect(await p.send({ kind: "messenger", config: { accessToken: "b c" } }, "psid", { kind: "text", text: "x" })).toEqual({ ok: true, providerMessageId: "m1" });
-      expect(await p.send({ kind: "instagram", config: { accessToken: "d" } }, "igsid", { kind: "text", text: "x" })).toEqual({ ok: true, providerMessageId: "m1" });
-      expect(await p.send({ kind: "telegram", config: { token: "1:t" } }, "42", { kind: "text", text: "x" })).toEqual({ ok: true, providerMessageId: "1" });
+      expect(
+        await p.send({ kind: "whatsapp", config: { phoneNumberId: "1001", accessToken: "a" } }, "+34 600", {
+          kind: "text",
+          text: "x",
+        }),
+      ).toEqual({ ok: true, providerMessageId: "wamid.1" });
+      expect(
+        await p.send({ kind: "messenger", config: { accessToken: "b c" } }, "psid", { kind: "text", text: "x" }),
+      ).toEqual({ ok: true, providerMessageId: "m1" });
+      expect(
+        await p.send({ kind: "instagram", config: { accessToken: "d" } }, "igsid", { kind: "text", text: "x" }),
+      ).toEqual({ ok: true, providerMessageId: "m1" });
+      expect(await p.send({ kind: "telegram", config: { token: "1:t" } }, "42", { kind: "text", text: "x" })).toEqual({
+        ok: true,
+        providerMessageId: "1",
+      });
       expect(await p.send({ kind: "web", config: {} }, "", { kind: "text", text: "x" })).toEqual({ ok: true });
       expect(calls).toEqual([
         "https://graph.facebook.com/v21.0/1001/messages",
@@ -331,17 +426,41 @@ describe("adapters (unit)", () => {
     const { lines, logger } = capture();
     const p = createProviders({ timeoutMs: 300, logger });
     const results = [
-      await p.send({ kind: "whatsapp", config: { baseUrl: refused, phoneNumberId: "1", accessToken: "wa-secret-token" } }, "34600", { kind: "text", text: "x" }),
-      await p.send({ kind: "messenger", config: { baseUrl: refused, accessToken: "fb-secret-token" } }, "psid", { kind: "text", text: "x" }),
-      await p.send({ kind: "telegram", config: { baseUrl: refused, token: "tg-secret-token" } }, "1", { kind: "text", text: "x" }),
+      await p.send(
+        { kind: "whatsapp", config: { baseUrl: refused, phoneNumberId: "1", accessToken: "wa-secret-token" } },
+        "34600",
+        { kind: "text", text: "x" },
+      ),
+      await p.send({ kind: "messenger", config: { baseUrl: refused, accessToken: "fb-secret-token" } }, "psid", {
+        kind: "text",
+        text: "x",
+      }),
+      await p.send({ kind: "telegram", config: { baseUrl: refused, token: "tg-secret-token" } }, "1", {
+        kind: "text",
+        text: "x",
+      }),
     ];
     stub.respond("hang");
-    results.push(await p.send({ kind: "telegram", config: { baseUrl: stub.baseUrl, token: "tg-secret-token" } }, "1", { kind: "text", text: "x" }));
+    results.push(
+      await p.send({ kind: "telegram", config: { baseUrl: stub.baseUrl, token: "tg-secret-token" } }, "1", {
+        kind: "text",
+        text: "x",
+      }),
+    );
     stub.respond({ status: 401, body: { error: "tg-secret-token is wrong" } });
-    results.push(await p.send({ kind: "instagram", config: { baseUrl: stub.baseUrl, accessToken: "ig-secret-token" } }, "1", { kind: "text", text: "x" }));
+    results.push(
+      await p.send({ kind: "instagram", config: { baseUrl: stub.baseUrl, accessToken: "ig-secret-token" } }, "1", {
+        kind: "text",
+        text: "x",
+      }),
+    );
     for (const r of results) expect(r.ok).toBe(false);
     expect(results.map((r) => r.reason)).toEqual([
-      "connection refused", "connection refused", "connection refused", "provider timed out", "provider answered HTTP 401",
+      "connection refused",
+      "connection refused",
+      "connection refused",
+      "provider timed out",
+      "provider answered HTTP 401",
     ]);
     const text = lines.join("\n") + JSON.stringify(results);
     expect(lines.length).toBe(5);
@@ -350,7 +469,12 @@ describe("adapters (unit)", () => {
 
   it("templates are WhatsApp-only", async () => {
     const p = createProviders({ timeoutMs: 300, logger: capture().logger });
-    const r = await p.send({ kind: "telegram", config: { baseUrl: stub.baseUrl, token: "t" } }, "1", { kind: "template", name: "n", language: "en", variables: [] });
+    const r = await p.send({ kind: "telegram", config: { baseUrl: stub.baseUrl, token: "t" } }, "1", {
+      kind: "template",
+      name: "n",
+      language: "en",
+      variables: [],
+    });
     expect(r.ok).toBe(false);
     expect(stub.requests).toHaveLength(0);
   });

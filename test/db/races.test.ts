@@ -38,7 +38,10 @@ const key = () => acme().apiKeys.full!.key;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function newTicket() {
-  const r = await app.request("POST", "/public/v1/tickets", { key: key(), body: { subject: "Race", customerId: acme().contacts.bea } });
+  const r = await app.request("POST", "/public/v1/tickets", {
+    key: key(),
+    body: { subject: "Race", customerId: acme().contacts.bea },
+  });
   expect(r.status).toBe(201);
   return r.body.id as string;
 }
@@ -46,7 +49,10 @@ const comment = (id: string, body: string, headers: Record<string, string> = {})
   app.request("POST", `/public/v1/tickets/${id}/comments`, { key: key(), body: { body }, headers });
 const commentCount = async (ticketId: string) => app.db.prisma.ticketComment.count({ where: { ticketId } });
 const expire = (k: string) =>
-  app.db.sql.query(`UPDATE "IdempotencyRecord" SET "expiresAt" = now() - interval '1 hour' WHERE "tenantId" = $1 AND "key" = $2`, [acme().id, k]);
+  app.db.sql.query(
+    `UPDATE "IdempotencyRecord" SET "expiresAt" = now() - interval '1 hour' WHERE "tenantId" = $1 AND "key" = $2`,
+    [acme().id, k],
+  );
 
 /** A connection of the test's own (the other party of a race), to the service's database or to `url`. */
 async function other(url = app.testDb.url): Promise<pg.Client> {
@@ -83,7 +89,9 @@ describe("Idempotency-Key records under races", () => {
     await app.db.sql.exec(`
       CREATE FUNCTION test_purge() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN DELETE FROM "IdempotencyRecord" WHERE "tenantId" = '${acme().id}' AND "expiresAt" <= now(); RETURN NULL; END $$`);
-    await app.db.sql.exec(`CREATE TRIGGER test_purge AFTER INSERT ON "IdempotencyRecord" FOR EACH STATEMENT EXECUTE FUNCTION test_purge()`);
+    await app.db.sql.exec(
+      `CREATE TRIGGER test_purge AFTER INSERT ON "IdempotencyRecord" FOR EACH STATEMENT EXECUTE FUNCTION test_purge()`,
+    );
     try {
       const again = await comment(id, "purged", { "Idempotency-Key": "purge-race" });
       expect(again.status).toBe(201);
@@ -110,7 +118,10 @@ describe("Idempotency-Key records under races", () => {
     const locker = await other();
     try {
       await locker.query("BEGIN");
-      await locker.query(`SELECT 1 FROM "IdempotencyRecord" WHERE "tenantId" = $1 AND "key" = 'takeover-race' FOR UPDATE`, [acme().id]);
+      await locker.query(
+        `SELECT 1 FROM "IdempotencyRecord" WHERE "tenantId" = $1 AND "key" = 'takeover-race' FOR UPDATE`,
+        [acme().id],
+      );
       const both = Promise.all([1, 2].map(() => comment(id, "take-over", { "Idempotency-Key": "takeover-race" })));
       await lockWaiters(2);
       await locker.query("COMMIT");
@@ -148,7 +159,10 @@ describe.runIf(onPostgres)(`deadlocks ${NOT_PGLITE}`, () => {
       const request = comment(id, "deadlocked");
       expect(await lockWaiters(1)).toEqual([[await pidOf(tenantLock)]]);
       // userLock now waits for the ticket row the request holds …
-      const ticketUpdate = userLock.query(`UPDATE ${at.table.Ticket} SET "subject" = "subject" WHERE "tenantId" = $1 AND "id" = $2`, [acme().id, id]);
+      const ticketUpdate = userLock.query(
+        `UPDATE ${at.table.Ticket} SET "subject" = "subject" WHERE "tenantId" = $1 AND "id" = $2`,
+        [acme().id, id],
+      );
       await lockWaiters(2);
       // … and once the tenant is released the request waits for the author userLock holds: a cycle,
       // which the request's backend detects after deadlock_timeout (40P01) — then it is run again.
@@ -190,9 +204,15 @@ describe("a one-statement create chosen as a deadlock victim", () => {
     await sequence(`CREATE SEQUENCE "test_victim_once"`);
     await sql(`CREATE FUNCTION "test_victim_once"() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN IF nextval('"test_victim_once"') = 1 THEN RAISE EXCEPTION 'deadlock detected (test)' USING ERRCODE = '40P01'; END IF; RETURN NULL; END $$`);
-    await sql(`CREATE TRIGGER "test_victim_once" AFTER INSERT ON "Lead" FOR EACH ROW WHEN (NEW."customerName" = 'Victim') EXECUTE FUNCTION "test_victim_once"()`);
+    await sql(
+      `CREATE TRIGGER "test_victim_once" AFTER INSERT ON "Lead" FOR EACH ROW WHEN (NEW."customerName" = 'Victim') EXECUTE FUNCTION "test_victim_once"()`,
+    );
     try {
-      const r = await app.request("POST", "/public/v1/leads", { key: key(), body: { customerName: "Victim" }, headers: { "Idempotency-Key": "victim-1" } });
+      const r = await app.request("POST", "/public/v1/leads", {
+        key: key(),
+        body: { customerName: "Victim" },
+        headers: { "Idempotency-Key": "victim-1" },
+      });
       expect(r.status, r.text).toBe(201);
       expect(r.body.customerName).toBe("Victim");
       const [row] = await app.db.sql.query<{ leads: number; records: number }>(
@@ -209,7 +229,11 @@ describe("a one-statement create chosen as a deadlock victim", () => {
         : (await app.db.sql.query<{ n: string }>(used)).map((x) => Number(x.n));
       expect(attempts.reduce((a, b) => a + b, 0)).toBe(2);
       // The key answers the stored response.
-      const again = await app.request("POST", "/public/v1/leads", { key: key(), body: { customerName: "Victim" }, headers: { "Idempotency-Key": "victim-1" } });
+      const again = await app.request("POST", "/public/v1/leads", {
+        key: key(),
+        body: { customerName: "Victim" },
+        headers: { "Idempotency-Key": "victim-1" },
+      });
       expect(again.status).toBe(201);
       expect(again.body.id).toBe(r.body.id);
     } finally {
@@ -242,7 +266,9 @@ describe.runIf(onPostgres)(`statement_timeout ${NOT_PGLITE}`, () => {
       expectEnvelope(r, 503, "SERVICE_UNAVAILABLE");
       expect(Date.now() - started).toBeLessThan(15_000); // cut by the 400 ms timeout, well before the lock is released
       await locker.query("ROLLBACK");
-      const lead = await app.db.prisma.lead.findUniqueOrThrow({ where: { tenantId_id: { tenantId: acme().id, id: leadId } } });
+      const lead = await app.db.prisma.lead.findUniqueOrThrow({
+        where: { tenantId_id: { tenantId: acme().id, id: leadId } },
+      });
       expect(lead.notes).toBeNull();
       // The pool is fine afterwards.
       expect((await slow.request("GET", `/public/v1/leads/${leadId}`, { key: key() })).status).toBe(200);
@@ -267,8 +293,14 @@ describe("abandoned-send sweep", () => {
     const [fresh] = await insert("operator", "pending", 1);
     const [user] = await insert("user", "received", 600);
     expect(await failAbandonedDeliveries(app.db.prisma, 60_000)).toBe(1);
-    const status = async (id: string) => (await app.db.prisma.message.findUniqueOrThrow({ where: { tenantId_id: { tenantId: acme().id, id } } })).deliveryStatus;
-    expect([await status(stale!.id), await status(fresh!.id), await status(user!.id)]).toEqual(["failed", "pending", "received"]);
+    const status = async (id: string) =>
+      (await app.db.prisma.message.findUniqueOrThrow({ where: { tenantId_id: { tenantId: acme().id, id } } }))
+        .deliveryStatus;
+    expect([await status(stale!.id), await status(fresh!.id), await status(user!.id)]).toEqual([
+      "failed",
+      "pending",
+      "received",
+    ]);
 
     // The sweep's statement can use the partial index (its predicate matches the index's).
     const plan = await app.db.sql.session(async (s) => {

@@ -21,13 +21,19 @@ const onCitus = Boolean(process.env.DATABASE_URL) && (await citusCluster(directB
 describe("DATABASE_ROUTING", () => {
   it("coordinator by default; workers (inert on the embedded database); anything else refused with its name", () => {
     expect(loadConfig({}).databaseRouting).toBe("coordinator");
-    expect(loadConfig({ DATABASE_URL: "postgresql://u@h/d", DATABASE_ROUTING: "workers" }).databaseRouting).toBe("workers");
+    expect(loadConfig({ DATABASE_URL: "postgresql://u@h/d", DATABASE_ROUTING: "workers" }).databaseRouting).toBe(
+      "workers",
+    );
     expect(() => loadConfig({ DATABASE_ROUTING: "Workers" })).toThrow(ConfigError);
-    expect(() => loadConfig({ DATABASE_URL: "postgresql://u@h/d", DATABASE_ROUTING: "worker" })).toThrow(/DATABASE_ROUTING must be "coordinator" or "workers", got "worker"/);
+    expect(() => loadConfig({ DATABASE_URL: "postgresql://u@h/d", DATABASE_ROUTING: "worker" })).toThrow(
+      /DATABASE_ROUTING must be "coordinator" or "workers", got "worker"/,
+    );
   });
 
   it("a node's URL keeps everything of the coordinator's but the host and port", () => {
-    expect(nodeUrl("postgresql://app:s3cret@coord:5432/crm?sslmode=require", "10.0.0.7", 6432)).toBe("postgresql://app:s3cret@10.0.0.7:6432/crm?sslmode=require");
+    expect(nodeUrl("postgresql://app:s3cret@coord:5432/crm?sslmode=require", "10.0.0.7", 6432)).toBe(
+      "postgresql://app:s3cret@10.0.0.7:6432/crm?sslmode=require",
+    );
     expect(nodeUrl("postgresql://app@coord/crm", "fe80::1", 5433)).toBe("postgresql://app@[fe80::1]:5433/crm");
   });
 });
@@ -49,10 +55,14 @@ function fakeCoordinator(answer: () => Promise<unknown[]>) {
 
 describe("the routing table", () => {
   it("a placement that cannot be read sends the tenant to the coordinator, told once per kind of failure", async () => {
-    const c = fakeCoordinator(() => Promise.reject(Object.assign(new Error('relation "pg_dist_placement" does not exist'), { code: "42P01" })));
+    const c = fakeCoordinator(() =>
+      Promise.reject(Object.assign(new Error('relation "pg_dist_placement" does not exist'), { code: "42P01" })),
+    );
     const told: string[] = [];
     const opened: string[] = [];
-    const routes = tenantRoutes(c.db, "postgresql://u@coord:5432/d", async (url) => (opened.push(url), c.db), { onError: (_e, t) => told.push(t) });
+    const routes = tenantRoutes(c.db, "postgresql://u@coord:5432/d", async (url) => (opened.push(url), c.db), {
+      onError: (_e, t) => told.push(t),
+    });
     expect(await routes.forTenant("t1")).toBe(c.db);
     expect(await routes.forTenant("t2")).toBe(c.db);
     expect(told).toEqual(["t1"]);
@@ -67,7 +77,12 @@ describe("the routing table", () => {
       c.db,
       "postgresql://u@coord:5432/d",
       async (url) => {
-        const db = { kind: "postgres", url, close: async () => {}, poolStats: () => ({ total: 3, idle: 1, waiting: 2 }) } as unknown as Database;
+        const db = {
+          kind: "postgres",
+          url,
+          close: async () => {},
+          poolStats: () => ({ total: 3, idle: 1, waiting: 2 }),
+        } as unknown as Database;
         pools.set(url, db);
         return db;
       },
@@ -103,7 +118,10 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
   let admin: pg.Client;
   const seen: { sql: string; params: readonly unknown[] }[] = [];
   beforeAll(async () => {
-    app = await startApp({ db: await freshDatabase({ observe: (sql, params) => void seen.push({ sql, params }) }), config: { databaseRouting: "workers" } });
+    app = await startApp({
+      db: await freshDatabase({ observe: (sql, params) => void seen.push({ sql, params }) }),
+      config: { databaseRouting: "workers" },
+    });
     const ids = await app.load(fixture(tenant("acme")));
     tenantId = ids.tenants.acme!.id;
     key = ids.tenants.acme!.apiKeys.full!.key;
@@ -124,10 +142,14 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
       )
     ).rows[0]!;
   /** The node a worker pool's connection is on (what the server says of itself). */
-  const serverOf = async (db: Database) => (await db.sql.query<{ port: number }>("SELECT current_setting('port')::int AS port"))[0]!.port;
+  const serverOf = async (db: Database) =>
+    (await db.sql.query<{ port: number }>("SELECT current_setting('port')::int AS port"))[0]!.port;
 
   it("a list read goes to the worker with the tenant written into its text (server/db/literal.ts), names no shard, and answers as through the coordinator", async () => {
-    const created = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Literal", customerPhone: "+34600111299" } });
+    const created = await app.request("POST", "/public/v1/leads", {
+      key,
+      body: { customerName: "Literal", customerPhone: "+34600111299" },
+    });
     expect(created.status).toBe(201);
     seen.length = 0;
     const list = await app.request("GET", "/public/v1/leads", { key, query: { limit: 1 } });
@@ -146,27 +168,54 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     const routed = await app.services.routes!.forTenant(tenantId);
     expect(routed).not.toBe(app.services.db);
     expect(await serverOf(routed)).toBe(before.port);
-    const created = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Routed", customerPhone: "+34600111222" } });
+    const created = await app.request("POST", "/public/v1/leads", {
+      key,
+      body: { customerName: "Routed", customerPhone: "+34600111222" },
+    });
     expect(created.status).toBe(201);
     expect(app.services.routes!.nodes()).toContain(`${before.host}:${before.port}`);
     expect((await app.request("GET", "/public/v1/leads", { key, query: { limit: 50 } })).status).toBe(200);
 
     // Move the tenant's shard group to another worker (block_writes: no replication set-up needed).
-    const [other] = (await admin.query<{ host: string; port: number }>(`SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> $1 AND noderole = 'primary' ORDER BY nodeid LIMIT 1`, [before.port])).rows;
-    await admin.query(`SELECT citus_move_shard_placement($1::bigint, $2, $3, $4, $5, shard_transfer_mode => 'block_writes')`, [before.shard, before.host, before.port, other!.host, other!.port]);
+    const [other] = (
+      await admin.query<{ host: string; port: number }>(
+        `SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> $1 AND noderole = 'primary' ORDER BY nodeid LIMIT 1`,
+        [before.port],
+      )
+    ).rows;
+    await admin.query(
+      `SELECT citus_move_shard_placement($1::bigint, $2, $3, $4, $5, shard_transfer_mode => 'block_writes')`,
+      [before.shard, before.host, before.port, other!.host, other!.port],
+    );
     expect((await placement()).port).toBe(other!.port);
 
     // The route is stale now: the old worker sends the statements on (Citus routes them). Writes and reads still answer.
-    const afterMove = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "After move", customerPhone: "+34600111223" } });
+    const afterMove = await app.request("POST", "/public/v1/leads", {
+      key,
+      body: { customerName: "After move", customerPhone: "+34600111223" },
+    });
     expect(afterMove.status).toBe(201);
     const list = await app.request("GET", "/public/v1/leads", { key, query: { limit: 50 } });
     expect(list.status).toBe(200);
-    expect(list.body.items.map((l: { customerName: string }) => l.customerName)).toEqual(expect.arrayContaining(["Routed", "After move"]));
-    const stored = (await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "Lead" WHERE "tenantId" = $1 AND "customerName" IN ('Routed', 'After move')`, [tenantId])).rows[0];
+    expect(list.body.items.map((l: { customerName: string }) => l.customerName)).toEqual(
+      expect.arrayContaining(["Routed", "After move"]),
+    );
+    const stored = (
+      await admin.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "Lead" WHERE "tenantId" = $1 AND "customerName" IN ('Routed', 'After move')`,
+        [tenantId],
+      )
+    ).rows[0];
     expect(stored?.n).toBe(2);
 
     // Once the entry has expired (5 s) and been read again in the background, the tenant's pool is
     // the new worker's: polled for, bounded well past the expiry.
-    expect(await until(async () => (await serverOf(await app.services.routes!.forTenant(tenantId))) === other!.port, 60_000, 100)).toBe(true);
+    expect(
+      await until(
+        async () => (await serverOf(await app.services.routes!.forTenant(tenantId))) === other!.port,
+        60_000,
+        100,
+      ),
+    ).toBe(true);
   }, 60_000);
 });

@@ -10,7 +10,15 @@ import { loadConfig, parseClusterNodes } from "../../server/config.js";
 import { openPostgres } from "../../server/db/client.js";
 import { appliedBy, migrateDirect, readFunctions, readMigrations } from "../../server/db/migrate.js";
 import { redisQuotaKeys } from "../../server/limits/quotas.js";
-import { directBaseUrl, expectEnvelope, onServer, randomUuid, startApp, withDatabase, type TestApp } from "../helpers/app.js";
+import {
+  directBaseUrl,
+  expectEnvelope,
+  onServer,
+  randomUuid,
+  startApp,
+  withDatabase,
+  type TestApp,
+} from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 import { startProviderStub, type ProviderStub } from "../helpers/provider-stub.js";
 
@@ -41,7 +49,9 @@ async function scrape(a: TestApp = app) {
   const text = await res.text();
   const samples = parse(text);
   const value = (name: string, labels: Record<string, string> = {}) =>
-    samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((n, s) => n + s.value, 0);
+    samples
+      .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+      .reduce((n, s) => n + s.value, 0);
   return { text, samples, value };
 }
 
@@ -53,14 +63,29 @@ beforeAll(async () => {
     fixture(
       tenant("acme", {
         channels: [
-          { ref: "wa", kind: "whatsapp", name: "WhatsApp", config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k-scale" } },
+          {
+            ref: "wa",
+            kind: "whatsapp",
+            name: "WhatsApp",
+            config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k-scale" },
+          },
           { ref: "site", kind: "web", name: "Website chat" },
         ],
         conversations: [
-          { ref: "cw", channel: "site", status: "active", identity: { externalId: "visitor-1", name: "Visitor" },
-            messages: [{ role: "user", content: "Hi from the web", createdAt: new Date(Date.now() - H).toISOString() }] },
-          { ref: "cwa", channel: "wa", status: "active", identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001" },
-            messages: [{ role: "user", content: "Hi!", createdAt: new Date(Date.now() - H).toISOString() }] },
+          {
+            ref: "cw",
+            channel: "site",
+            status: "active",
+            identity: { externalId: "visitor-1", name: "Visitor" },
+            messages: [{ role: "user", content: "Hi from the web", createdAt: new Date(Date.now() - H).toISOString() }],
+          },
+          {
+            ref: "cwa",
+            channel: "wa",
+            status: "active",
+            identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001" },
+            messages: [{ role: "user", content: "Hi!", createdAt: new Date(Date.now() - H).toISOString() }],
+          },
         ],
       }),
       tenant("tight", { rateLimit: { perMinute: 2, perDay: 1000 } }),
@@ -97,18 +122,32 @@ describe("GET /metrics", () => {
     expect((await app.request("GET", "/public/v1/me", { key })).status).toBe(200);
     expectEnvelope(await app.request("GET", `/public/v1/nothing/${ids[0]}`, { key }), 404, "NOT_FOUND");
     const after = await scrape();
-    const delta = (name: string, labels: Record<string, string>) => after.value(name, labels) - before.value(name, labels);
-    expect(delta("crm_http_requests_total", { method: "GET", route: "/public/v1/leads/{lead_id}", status: "404" })).toBe(2);
+    const delta = (name: string, labels: Record<string, string>) =>
+      after.value(name, labels) - before.value(name, labels);
+    expect(
+      delta("crm_http_requests_total", { method: "GET", route: "/public/v1/leads/{lead_id}", status: "404" }),
+    ).toBe(2);
     expect(delta("crm_http_requests_total", { method: "GET", route: "/public/v1/me", status: "200" })).toBe(1);
     expect(delta("crm_http_requests_total", { method: "GET", route: "/public/v1/unmatched", status: "404" })).toBe(1);
-    expect(delta("crm_http_request_duration_seconds_count", { method: "GET", route: "/public/v1/leads/{lead_id}", status: "404" })).toBe(2);
-    expect(after.value("crm_http_request_duration_seconds_bucket", { route: "/public/v1/me", status: "200", le: "+Inf" })).toBe(
-      after.value("crm_http_requests_total", { route: "/public/v1/me", status: "200" }),
-    );
+    expect(
+      delta("crm_http_request_duration_seconds_count", {
+        method: "GET",
+        route: "/public/v1/leads/{lead_id}",
+        status: "404",
+      }),
+    ).toBe(2);
+    expect(
+      after.value("crm_http_request_duration_seconds_bucket", { route: "/public/v1/me", status: "200", le: "+Inf" }),
+    ).toBe(after.value("crm_http_requests_total", { route: "/public/v1/me", status: "200" }));
     for (const id of ids) expect(after.text).not.toContain(id);
     // Every route label is a template, a fixed path or "unmatched".
-    const routes = new Set(after.samples.filter((s) => s.name === "crm_http_requests_total").map((s) => s.labels.route!));
-    for (const r of routes) expect(r).toMatch(/^(\/public\/v1\/[a-z/{}_.]+|\/healthz|\/readyz|\/docs|\/trpc\/[a-zA-Z.]+|\/trpc-admin|unmatched)$/);
+    const routes = new Set(
+      after.samples.filter((s) => s.name === "crm_http_requests_total").map((s) => s.labels.route!),
+    );
+    for (const r of routes)
+      expect(r).toMatch(
+        /^(\/public\/v1\/[a-z/{}_.]+|\/healthz|\/readyz|\/docs|\/trpc\/[a-zA-Z.]+|\/trpc-admin|unmatched)$/,
+      );
   });
 
   it("shows the requests in flight: one while a response is held open, none once every response closed (an abandoned one too)", async () => {
@@ -117,7 +156,10 @@ describe("GET /metrics", () => {
     expect(await inFlight()).toBe(0);
     // A request whose body never comes is in flight until its client goes away.
     const { request } = await import("node:http");
-    const held = request(`${app.url}/public/v1/leads`, { method: "POST", headers: { "X-API-Key": key, "Content-Type": "application/json", "Content-Length": "100" } });
+    const held = request(`${app.url}/public/v1/leads`, {
+      method: "POST",
+      headers: { "X-API-Key": key, "Content-Type": "application/json", "Content-Length": "100" },
+    });
     held.on("error", () => {});
     held.write("{");
     await expect.poll(inFlight).toBe(1);
@@ -132,10 +174,18 @@ describe("GET /metrics", () => {
     const before = await scrape();
     const input = `?input=${encodeURIComponent("{}")}`;
     expect((await fetch(`${app.url}/trpc/me.get${input}`, { headers: { "X-API-Key": key } })).status).toBe(200);
-    expect((await fetch(`${app.url}/trpc/no.such${randomUuid()}${input}`, { headers: { "X-API-Key": key } })).status).toBe(404);
+    expect(
+      (await fetch(`${app.url}/trpc/no.such${randomUuid()}${input}`, { headers: { "X-API-Key": key } })).status,
+    ).toBe(404);
     const after = await scrape();
-    expect(after.value("crm_http_requests_total", { route: "/trpc/me.get", status: "200" }) - before.value("crm_http_requests_total", { route: "/trpc/me.get", status: "200" })).toBe(1);
-    expect(after.value("crm_http_requests_total", { route: "/trpc/unmatched" }) - before.value("crm_http_requests_total", { route: "/trpc/unmatched" })).toBe(1);
+    expect(
+      after.value("crm_http_requests_total", { route: "/trpc/me.get", status: "200" }) -
+        before.value("crm_http_requests_total", { route: "/trpc/me.get", status: "200" }),
+    ).toBe(1);
+    expect(
+      after.value("crm_http_requests_total", { route: "/trpc/unmatched" }) -
+        before.value("crm_http_requests_total", { route: "/trpc/unmatched" }),
+    ).toBe(1);
   });
 
   it("counts rate-limit rejections by window", async () => {
@@ -145,35 +195,62 @@ describe("GET /metrics", () => {
     for (let i = 0; i < 4; i++) statuses.push((await app.request("GET", "/public/v1/me", { key })).status);
     expect(statuses).toEqual([200, 200, 429, 429]);
     const after = await scrape();
-    expect(after.value("crm_rate_limit_rejections_total", { window: "minute" }) - before.value("crm_rate_limit_rejections_total", { window: "minute" })).toBe(2);
-    expect(after.value("crm_http_requests_total", { route: "/public/v1/me", status: "429" }) - before.value("crm_http_requests_total", { route: "/public/v1/me", status: "429" })).toBe(2);
+    expect(
+      after.value("crm_rate_limit_rejections_total", { window: "minute" }) -
+        before.value("crm_rate_limit_rejections_total", { window: "minute" }),
+    ).toBe(2);
+    expect(
+      after.value("crm_http_requests_total", { route: "/public/v1/me", status: "429" }) -
+        before.value("crm_http_requests_total", { route: "/public/v1/me", status: "429" }),
+    ).toBe(2);
   });
 
   it("counts idempotent replays by route", async () => {
     const key = acme.apiKeys.full!.key;
     const before = await scrape();
     const body = { customerName: "Metric Lead", customerPhone: "+34600777000" };
-    const first = await app.request("POST", "/public/v1/leads", { key, body, headers: { "Idempotency-Key": "metrics-1" } });
-    const again = await app.request("POST", "/public/v1/leads", { key, body, headers: { "Idempotency-Key": "metrics-1" } });
+    const first = await app.request("POST", "/public/v1/leads", {
+      key,
+      body,
+      headers: { "Idempotency-Key": "metrics-1" },
+    });
+    const again = await app.request("POST", "/public/v1/leads", {
+      key,
+      body,
+      headers: { "Idempotency-Key": "metrics-1" },
+    });
     expect([first.status, again.status]).toEqual([201, 201]);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     const after = await scrape();
-    expect(after.value("crm_idempotent_replays_total", { route: "/public/v1/leads" }) - before.value("crm_idempotent_replays_total", { route: "/public/v1/leads" })).toBe(1);
+    expect(
+      after.value("crm_idempotent_replays_total", { route: "/public/v1/leads" }) -
+        before.value("crm_idempotent_replays_total", { route: "/public/v1/leads" }),
+    ).toBe(1);
   });
 
   it("counts provider sends by channel and outcome", async () => {
     const key = acme.apiKeys.full!.key;
     const before = await scrape();
     stub.respond({ status: 200, body: { messages: [{ id: "wamid.1" }] } });
-    const sent = await app.request("POST", `/public/v1/conversations/${acme.conversations.cwa}/messages`, { key, body: { content: "hello" } });
+    const sent = await app.request("POST", `/public/v1/conversations/${acme.conversations.cwa}/messages`, {
+      key,
+      body: { content: "hello" },
+    });
     expect([sent.status, sent.body.deliveryStatus]).toEqual([201, "sent"]);
     stub.respond({ status: 500, body: { error: "down" } });
-    const failed = await app.request("POST", `/public/v1/conversations/${acme.conversations.cwa}/messages`, { key, body: { content: "again" } });
+    const failed = await app.request("POST", `/public/v1/conversations/${acme.conversations.cwa}/messages`, {
+      key,
+      body: { content: "again" },
+    });
     expect([failed.status, failed.body.deliveryStatus]).toEqual([201, "failed"]);
-    const web = await app.request("POST", `/public/v1/conversations/${acme.conversations.cw}/messages`, { key, body: { content: "web" } });
+    const web = await app.request("POST", `/public/v1/conversations/${acme.conversations.cw}/messages`, {
+      key,
+      body: { content: "web" },
+    });
     expect([web.status, web.body.deliveryStatus]).toEqual([201, "sent"]);
     const after = await scrape();
-    const delta = (labels: Record<string, string>) => after.value("crm_provider_sends_total", labels) - before.value("crm_provider_sends_total", labels);
+    const delta = (labels: Record<string, string>) =>
+      after.value("crm_provider_sends_total", labels) - before.value("crm_provider_sends_total", labels);
     expect(delta({ channel: "whatsapp", outcome: "sent" })).toBe(1);
     expect(delta({ channel: "whatsapp", outcome: "failed" })).toBe(1);
     expect(delta({ channel: "web", outcome: "sent" })).toBe(1);
@@ -181,7 +258,8 @@ describe("GET /metrics", () => {
 
   it("reports the database pool and the Redis fallback state", async () => {
     const m = await scrape();
-    for (const state of ["in_use", "idle"]) expect(m.samples.some((s) => s.name === "crm_db_pool_connections" && s.labels.state === state)).toBe(true);
+    for (const state of ["in_use", "idle"])
+      expect(m.samples.some((s) => s.name === "crm_db_pool_connections" && s.labels.state === state)).toBe(true);
     expect(m.samples.some((s) => s.name === "crm_db_pool_waiting")).toBe(true);
     if (app.db.kind === "postgres") expect(m.value("crm_db_pool_connections")).toBeGreaterThan(0);
     expect(m.value("crm_redis_configured")).toBe(redisConfigured ? 1 : 0);
@@ -194,7 +272,11 @@ describe("GET /metrics", () => {
 
 describe("Redis unreachable", () => {
   it("requests are served, counted in memory, and /metrics says so", async () => {
-    const lost = await startApp({ db: app.testDb, redisReadyMs: 300, config: { metricsPort: 0, redisUrl: "redis://127.0.0.1:1", redisClusterNodes: undefined } });
+    const lost = await startApp({
+      db: app.testDb,
+      redisReadyMs: 300,
+      config: { metricsPort: 0, redisUrl: "redis://127.0.0.1:1", redisClusterNodes: undefined },
+    });
     try {
       const key = acme.apiKeys.full!.key;
       for (let i = 0; i < 3; i++) expect((await lost.request("GET", "/public/v1/me", { key })).status).toBe(200);
@@ -254,15 +336,25 @@ describe("configuration", () => {
       { host: "redis-b", port: 7001 },
       { host: "::1", port: 7002 },
     ]);
-    for (const bad of ["redis-a", "redis-a:0", "redis-a:70000", "redis://a:1", ","]) expect(() => parseClusterNodes(bad)).toThrow(/REDIS_CLUSTER_NODES/);
-    expect(() => loadConfig({ REDIS_URL: "redis://127.0.0.1:6379", REDIS_CLUSTER_NODES: "127.0.0.1:7000" })).toThrow(/not both/);
-    expect(loadConfig({ REDIS_CLUSTER_NODES: "127.0.0.1:7000" }).redisClusterNodes).toEqual([{ host: "127.0.0.1", port: 7000 }]);
+    for (const bad of ["redis-a", "redis-a:0", "redis-a:70000", "redis://a:1", ","])
+      expect(() => parseClusterNodes(bad)).toThrow(/REDIS_CLUSTER_NODES/);
+    expect(() => loadConfig({ REDIS_URL: "redis://127.0.0.1:6379", REDIS_CLUSTER_NODES: "127.0.0.1:7000" })).toThrow(
+      /not both/,
+    );
+    expect(loadConfig({ REDIS_CLUSTER_NODES: "127.0.0.1:7000" }).redisClusterNodes).toEqual([
+      { host: "127.0.0.1", port: 7000 },
+    ]);
   });
   it("DIRECT_DATABASE_URL defaults to DATABASE_URL; METRICS_PORT is off when unset", () => {
     expect(loadConfig({ DATABASE_URL: "postgresql://a/b" }).directDatabaseUrl).toBe("postgresql://a/b");
-    expect(loadConfig({ DATABASE_URL: "postgresql://a/b", DIRECT_DATABASE_URL: "postgresql://c/b" }).directDatabaseUrl).toBe("postgresql://c/b");
+    expect(
+      loadConfig({ DATABASE_URL: "postgresql://a/b", DIRECT_DATABASE_URL: "postgresql://c/b" }).directDatabaseUrl,
+    ).toBe("postgresql://c/b");
     expect(loadConfig({}).metricsPort).toBeUndefined();
-    expect(loadConfig({ METRICS_PORT: "9464", HOST: "0.0.0.0" })).toMatchObject({ metricsPort: 9464, metricsHost: "0.0.0.0" });
+    expect(loadConfig({ METRICS_PORT: "9464", HOST: "0.0.0.0" })).toMatchObject({
+      metricsPort: 9464,
+      metricsHost: "0.0.0.0",
+    });
     expect(loadConfig({ METRICS_PORT: "9464", METRICS_HOST: "10.0.0.5" }).metricsHost).toBe("10.0.0.5");
     expect(() => loadConfig({ METRICS_PORT: "x" })).toThrow(/METRICS_PORT/);
   });
@@ -288,8 +380,12 @@ describe.skipIf(!process.env.DATABASE_URL)("migrations through DIRECT_DATABASE_U
       // the migrator reports under the migration's name only.
       const { files } = await readFunctions();
       const migrations = (await readMigrations()).filter((m) => applied.includes(m.name));
-      const byMigration = new Set(migrations.flatMap((m) => appliedBy(m, files).map((f) => f.name)).filter((f) => !applied.includes(f)));
-      expect((rows[0] as { n: number }).n).toBe(applied.filter((a) => !a.startsWith("dropped ")).length + byMigration.size);
+      const byMigration = new Set(
+        migrations.flatMap((m) => appliedBy(m, files).map((f) => f.name)).filter((f) => !applied.includes(f)),
+      );
+      expect((rows[0] as { n: number }).n).toBe(
+        applied.filter((a) => !a.startsWith("dropped ")).length + byMigration.size,
+      );
     } finally {
       await pooled.close();
       await onServer(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);

@@ -29,9 +29,14 @@ interface DmmfModel {
   dbName: string | null;
   fields: DmmfField[];
 }
-const dmmf = JSON.parse(wasm.get_dmmf(JSON.stringify({ prismaSchema: readFileSync("prisma/schema.prisma", "utf8") }))).datamodel as {
+const dmmf = JSON.parse(wasm.get_dmmf(JSON.stringify({ prismaSchema: readFileSync("prisma/schema.prisma", "utf8") })))
+  .datamodel as {
   models: DmmfModel[];
-  indexes: { model: string; type: "id" | "unique" | "normal" | "fulltext"; fields: { name: string; sortOrder?: "asc" | "desc" }[] }[];
+  indexes: {
+    model: string;
+    type: "id" | "unique" | "normal" | "fulltext";
+    fields: { name: string; sortOrder?: "asc" | "desc" }[];
+  }[];
 };
 
 /** Indexes the migration holds that Prisma's schema language cannot describe (expression / partial). */
@@ -49,20 +54,38 @@ function expectedUdt(f: DmmfField): string {
   if (f.kind === "enum") return f.type;
   const native = f.nativeType?.[0];
   const base =
-    f.type === "String" ? (native === "Uuid" ? "uuid" : native === "Char" ? "bpchar" : "text")
-    : f.type === "Int" ? "int4"
-    : f.type === "Boolean" ? "bool"
-    : f.type === "DateTime" ? (native === "Timestamp" ? "timestamp" : "timestamptz")
-    : f.type === "Json" ? "jsonb"
-    : f.type === "BigInt" ? "int8"
-    : f.type === "Float" ? "float8"
-    : `?${f.type}`;
+    f.type === "String"
+      ? native === "Uuid"
+        ? "uuid"
+        : native === "Char"
+          ? "bpchar"
+          : "text"
+      : f.type === "Int"
+        ? "int4"
+        : f.type === "Boolean"
+          ? "bool"
+          : f.type === "DateTime"
+            ? native === "Timestamp"
+              ? "timestamp"
+              : "timestamptz"
+            : f.type === "Json"
+              ? "jsonb"
+              : f.type === "BigInt"
+                ? "int8"
+                : f.type === "Float"
+                  ? "float8"
+                  : `?${f.type}`;
   return f.isList ? `_${base}` : base;
 }
 
 describe("schema drift", () => {
   it("every model is a table with exactly its columns, types and nullability", async () => {
-    const cols = await t.db.sql.query<{ table_name: string; column_name: string; is_nullable: string; udt_name: string }>(
+    const cols = await t.db.sql.query<{
+      table_name: string;
+      column_name: string;
+      is_nullable: string;
+      udt_name: string;
+    }>(
       // Not the relations an extension owns (on a Citus coordinator: its views citus_tables, citus_schemas).
       `SELECT c.table_name, c.column_name, c.is_nullable, c.udt_name FROM information_schema.columns c
         WHERE c.table_schema = 'public'
@@ -103,12 +126,14 @@ describe("schema drift", () => {
         if (!a) problems.push(`${table}.${u.name} missing`);
         else {
           if (a.udt !== u.type) problems.push(`${table}.${u.name} is ${a.udt}, schema says ${u.type}`);
-          if (a.nullable !== u.optional) problems.push(`${table}.${u.name} nullable=${a.nullable}, schema says ${u.optional}`);
+          if (a.nullable !== u.optional)
+            problems.push(`${table}.${u.name} nullable=${a.nullable}, schema says ${u.optional}`);
         }
       }
       for (const col of columns.keys()) if (!expected.has(col)) problems.push(`${table}.${col} not in schema.prisma`);
     }
-    for (const table of actual.keys()) if (!tables.has(table) && table !== "_app_migrations") problems.push(`table ${table} not in schema.prisma`);
+    for (const table of actual.keys())
+      if (!tables.has(table) && table !== "_app_migrations") problems.push(`table ${table} not in schema.prisma`);
     expect(problems).toEqual([]);
   });
 
@@ -116,7 +141,13 @@ describe("schema drift", () => {
   // directions are the list's ORDER BY (an index ending in "id" ascending under an ORDER BY … "id" DESC
   // sorts every page again: migration 20261202000000_conversation_order).
   it("unique and plain indexes match, column by column and in their sort directions", async () => {
-    const rows = await t.db.sql.query<{ table: string; index: string; unique: boolean; columns: string | null; partial: boolean }>(`
+    const rows = await t.db.sql.query<{
+      table: string;
+      index: string;
+      unique: boolean;
+      columns: string | null;
+      partial: boolean;
+    }>(`
       SELECT tc.relname AS "table", ic.relname AS "index", ix.indisunique AS "unique", ix.indpred IS NOT NULL AS "partial",
              (SELECT string_agg(a.attname || CASE WHEN ix.indoption[k.ord - 1] & 1 = 1 THEN ' desc' ELSE '' END, ',' ORDER BY k.ord)
                 FROM unnest(ix.indkey) WITH ORDINALITY k(attnum, ord)
@@ -136,7 +167,10 @@ describe("schema drift", () => {
     };
     const expected = dmmf.indexes
       .filter((i) => i.type !== "fulltext")
-      .map((i) => `${byModel.get(i.model)!.dbName ?? i.model}(${i.fields.map((f) => col(i.model, f.name) + (f.sortOrder === "desc" ? " desc" : "")).join(",")})${i.type === "normal" ? "" : " unique"}`)
+      .map(
+        (i) =>
+          `${byModel.get(i.model)!.dbName ?? i.model}(${i.fields.map((f) => col(i.model, f.name) + (f.sortOrder === "desc" ? " desc" : "")).join(",")})${i.type === "normal" ? "" : " unique"}`,
+      )
       .sort();
     expect(actual).toEqual(expected);
     // The SQL-only ones exist too.
@@ -154,7 +188,9 @@ describe("migrator", () => {
     expect(await migrate(t.db.sql)).toEqual([]);
     const rows = await t.db.sql.query<{ name: string }>(`SELECT "name" FROM "_app_migrations" ORDER BY "name"`);
     const { files } = await readFunctions();
-    expect(rows.map((r) => r.name)).toEqual([...(await readMigrations()).map((m) => m.name), ...files.map((f) => f.name)].sort());
+    expect(rows.map((r) => r.name)).toEqual(
+      [...(await readMigrations()).map((m) => m.name), ...files.map((f) => f.name)].sort(),
+    );
   });
 
   it("concurrent runs on a fresh database apply each migration exactly once", async () => {
@@ -171,7 +207,12 @@ describe("migrator", () => {
       expect(applied.filter((a) => !a.startsWith("dropped ")).sort()).toEqual(
         [...migrations.map((m) => m.name), ...files.filter((f) => !byMigration.has(f.name)).map((f) => f.name)].sort(),
       );
-      expect(applied.filter((a) => a.startsWith("dropped ")).map((a) => a.replace(/^dropped "?([A-Za-z_]+)"?\(.*$/, "$1")).sort()).toEqual([...retired].sort());
+      expect(
+        applied
+          .filter((a) => a.startsWith("dropped "))
+          .map((a) => a.replace(/^dropped "?([A-Za-z_]+)"?\(.*$/, "$1"))
+          .sort(),
+      ).toEqual([...retired].sort());
       const rows = await fresh.a.query(`SELECT count(*)::int AS n FROM "_app_migrations"`);
       expect((rows[0] as any).n).toBe((await readMigrations()).length + files.length);
     } finally {
@@ -219,7 +260,8 @@ describe("database functions: one current source each (prisma/functions/)", () =
     expect(fn.replace, `${file.name}: CREATE OR REPLACE`).toBe(true);
     expect(stmts.filter((x) => x.CreateFunctionStmt)).toHaveLength(1);
     const name = fn.funcname.at(-1).String.sval as string;
-    const body = fn.options.find((o: any) => o.DefElem.defname === "as").DefElem.arg.List.items[0].String.sval as string;
+    const body = fn.options.find((o: any) => o.DefElem.defname === "as").DefElem.arg.List.items[0].String
+      .sval as string;
     return { name, body };
   }
 
@@ -248,11 +290,22 @@ describe("database functions: one current source each (prisma/functions/)", () =
         await migrate(db.sql, path.join(dir, "migrations"));
         const file = path.join(dir, "functions", "ListCounter_slots.sql");
         writeFileSync(file, readFileSync(file, "utf8").replace(/SELECT 32\b/, "SELECT 32 /* changed */"));
-        writeFileSync(path.join(dir, "functions", "zz_extra.sql"), `CREATE OR REPLACE FUNCTION "zz_extra"() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 1 $$;`);
-        expect(await migrate(db.sql, path.join(dir, "migrations"))).toEqual(["functions/ListCounter_slots.sql", "functions/zz_extra.sql"]);
-        const [slots] = await db.sql.query<{ body: string }>(`SELECT prosrc AS body FROM pg_proc WHERE proname = 'ListCounter_slots'`);
+        writeFileSync(
+          path.join(dir, "functions", "zz_extra.sql"),
+          `CREATE OR REPLACE FUNCTION "zz_extra"() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 1 $$;`,
+        );
+        expect(await migrate(db.sql, path.join(dir, "migrations"))).toEqual([
+          "functions/ListCounter_slots.sql",
+          "functions/zz_extra.sql",
+        ]);
+        const [slots] = await db.sql.query<{ body: string }>(
+          `SELECT prosrc AS body FROM pg_proc WHERE proname = 'ListCounter_slots'`,
+        );
         expect(slots!.body).toContain("changed");
-        writeFileSync(path.join(dir, "functions", "retired.txt"), `${readFileSync(path.join(dir, "functions", "retired.txt"), "utf8")}\nzz_extra\n`);
+        writeFileSync(
+          path.join(dir, "functions", "retired.txt"),
+          `${readFileSync(path.join(dir, "functions", "retired.txt"), "utf8")}\nzz_extra\n`,
+        );
         rmSync(path.join(dir, "functions", "zz_extra.sql"));
         expect(await migrate(db.sql, path.join(dir, "migrations"))).toEqual(["dropped zz_extra()"]);
         expect(await migrate(db.sql, path.join(dir, "migrations"))).toEqual([]);
@@ -269,5 +322,9 @@ describe("database functions: one current source each (prisma/functions/)", () =
 function unsupportedFields(model: string): { name: string; type: string; optional: boolean }[] {
   const text = readFileSync("prisma/schema.prisma", "utf8");
   const body = new RegExp(`^model ${model} \\{([\\s\\S]*?)^\\}`, "m").exec(text)?.[1] ?? "";
-  return [...body.matchAll(/^\s+(\w+)\s+Unsupported\("(\w+)"\)(\?)?/gm)].map((m) => ({ name: m[1]!, type: m[2]!, optional: m[3] === "?" }));
+  return [...body.matchAll(/^\s+(\w+)\s+Unsupported\("(\w+)"\)(\?)?/gm)].map((m) => ({
+    name: m[1]!,
+    type: m[2]!,
+    optional: m[3] === "?",
+  }));
 }

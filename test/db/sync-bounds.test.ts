@@ -51,14 +51,18 @@ beforeAll(async () => {
 afterAll(() => app?.close());
 
 const bea = () => ids.tenants.acme!.contacts.bea!;
-const batchItems = (count = TICKETS) => Array.from({ length: count }, (_, i) => ({ externalId: hd(i), subject: `Ticket ${i}`, customerId: bea() }));
+const batchItems = (count = TICKETS) =>
+  Array.from({ length: count }, (_, i) => ({ externalId: hd(i), subject: `Ticket ${i}`, customerId: bea() }));
 
 /** Runs `fn` and returns what it returned and the bytes JSON.stringify produced meanwhile (the whole process: the service's serialization). */
 async function serialized<T>(fn: () => Promise<T>): Promise<{ result: T; bytes: number }> {
   const spy = vi.spyOn(JSON, "stringify");
   try {
     const result = await fn();
-    const bytes = spy.mock.results.reduce((n, r) => n + (r.type === "return" && typeof r.value === "string" ? r.value.length : 0), 0);
+    const bytes = spy.mock.results.reduce(
+      (n, r) => n + (r.type === "return" && typeof r.value === "string" ? r.value.length : 0),
+      0,
+    );
     return { result, bytes };
   } finally {
     spy.mockRestore();
@@ -68,7 +72,9 @@ async function serialized<T>(fn: () => Promise<T>): Promise<{ result: T; bytes: 
 describe("a ticket batch over long threads", () => {
   it("decides on the tickets' columns, reads the threads of the results it sends in one statement, and serializes about what it sends", async () => {
     statements.length = 0;
-    const { result: r, bytes } = await serialized(() => req("POST", "/tickets/batch/upsert", { body: { items: batchItems() } }));
+    const { result: r, bytes } = await serialized(() =>
+      req("POST", "/tickets/batch/upsert", { body: { items: batchItems() } }),
+    );
     expect(r.status).toBe(200);
     const results = r.body.results as { status: string; id: string; item: { comments: unknown[] } | null }[];
     expect(results.map((x) => x.status)).toEqual(Array(TICKETS).fill("unchanged"));
@@ -87,7 +93,9 @@ describe("a ticket batch over long threads", () => {
 
   it("a PUT reads the ticket's thread once, for its answer", async () => {
     statements.length = 0;
-    const r = await req("PUT", `/tickets/by-external-id/${hd(5)}`, { body: { subject: "Ticket 5", customerId: bea() } });
+    const r = await req("PUT", `/tickets/by-external-id/${hd(5)}`, {
+      body: { subject: "Ticket 5", customerId: bea() },
+    });
     expect(r.status).toBe(200);
     expect(r.body.comments).toHaveLength(COMMENTS);
     expect(threadReads()).toBe(1);
@@ -101,18 +109,29 @@ describe("a ticket batch over long threads", () => {
 
 describe("stored replays are small and replay the first answer", () => {
   const recordBytes = async (k: string) =>
-    (await sql<{ n: number }>(`SELECT octet_length("responseBody"::text)::int AS n FROM "IdempotencyRecord" WHERE "key" = $1`, [k]))[0]!.n;
+    (
+      await sql<{ n: number }>(
+        `SELECT octet_length("responseBody"::text)::int AS n FROM "IdempotencyRecord" WHERE "key" = $1`,
+        [k],
+      )
+    )[0]!.n;
 
   it("a ticket PUT: its record keeps the ticket's columns and thread length; the replay after later writes is identical", async () => {
     const k = `put-${randomBytes(4).toString("hex")}`;
-    const first = await req("PUT", `/tickets/by-external-id/${hd(7)}`, { body: { subject: "Ticket 7 renamed", customerId: bea() }, headers: { "Idempotency-Key": k } });
+    const first = await req("PUT", `/tickets/by-external-id/${hd(7)}`, {
+      body: { subject: "Ticket 7 renamed", customerId: bea() },
+      headers: { "Idempotency-Key": k },
+    });
     expect(first.status).toBe(200);
     expect(Buffer.byteLength(first.text)).toBeGreaterThan(40_000);
     expect(await recordBytes(k)).toBeLessThan(4_096);
     // Later writes: the ticket renamed again and commented on.
     expect((await req("PATCH", `/tickets/${first.body.id}`, { body: { subject: "Later" } })).status).toBe(200);
     expect((await req("POST", `/tickets/${first.body.id}/comments`, { body: { body: "after" } })).status).toBe(201);
-    const again = await req("PUT", `/tickets/by-external-id/${hd(7)}`, { body: { subject: "Ticket 7 renamed", customerId: bea() }, headers: { "Idempotency-Key": k } });
+    const again = await req("PUT", `/tickets/by-external-id/${hd(7)}`, {
+      body: { subject: "Ticket 7 renamed", customerId: bea() },
+      headers: { "Idempotency-Key": k },
+    });
     expect(again.status).toBe(200);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(again.text).toBe(first.text);
@@ -124,7 +143,11 @@ describe("stored replays are small and replay the first answer", () => {
     const first = await req("POST", "/tickets/batch/upsert", { body: { items }, headers: { "Idempotency-Key": k } });
     expect(first.status).toBe(200);
     expect(Buffer.byteLength(first.text)).toBeGreaterThan(3 * 1024 * 1024);
-    expect(first.body.results.filter((x: { index: number }) => x.index % 10 === 0).every((x: { status: string }) => x.status === "updated")).toBe(true);
+    expect(
+      first.body.results
+        .filter((x: { index: number }) => x.index % 10 === 0)
+        .every((x: { status: string }) => x.status === "updated"),
+    ).toBe(true);
     expect(await recordBytes(k)).toBeLessThanOrEqual(RECORD_MAX_BYTES);
     const some = first.body.results.slice(0, 5).map((x: { id: string }) => x.id);
     for (const id of some) {
@@ -138,7 +161,11 @@ describe("stored replays are small and replay the first answer", () => {
 
   it("a small keyed batch with failed items replays byte for byte (an item's details in the order its stored record keeps)", async () => {
     const k = `small-${randomBytes(4).toString("hex")}`;
-    const items = [{ externalId: "small-1", customerName: "A" }, { externalId: "small-2", customerName: "B", rooms: "x", zones: 3 }, { externalId: "small-1" }];
+    const items = [
+      { externalId: "small-1", customerName: "A" },
+      { externalId: "small-2", customerName: "B", rooms: "x", zones: 3 },
+      { externalId: "small-1" },
+    ];
     const first = await req("POST", "/leads/batch/upsert", { body: { items }, headers: { "Idempotency-Key": k } });
     expect(first.body.results.map((r: { status: string }) => r.status)).toEqual(["created", "failed", "failed"]);
     expect(first.body.results[1].error.details.fields.length).toBeGreaterThan(1);
@@ -161,27 +188,44 @@ describe("stored replays are small and replay the first answer", () => {
       notes,
     });
     const k = `leads-${randomBytes(4).toString("hex")}`;
-    const full = await req("POST", "/leads/batch/upsert", { body: { items: Array.from({ length: 100 }, (_, i) => lead(i, `Notes ${i}`)) }, headers: { "Idempotency-Key": k } });
+    const full = await req("POST", "/leads/batch/upsert", {
+      body: { items: Array.from({ length: 100 }, (_, i) => lead(i, `Notes ${i}`)) },
+      headers: { "Idempotency-Key": k },
+    });
     expect(full.status).toBe(200);
-    expect(full.body.results.every((x: { status: string; item: unknown }) => x.status === "created" && x.item !== null)).toBe(true);
+    expect(
+      full.body.results.every((x: { status: string; item: unknown }) => x.status === "created" && x.item !== null),
+    ).toBe(true);
     expect(await recordBytes(k)).toBeLessThanOrEqual(RECORD_MAX_BYTES);
 
     // 20 leads of 9,000 incompressible characters of notes: ~180 KB of answer, more than one record holds.
     const k2 = `leads-big-${randomBytes(4).toString("hex")}`;
     const big = Array.from({ length: 20 }, (_, i) => lead(1000 + i, text(9_000)));
-    const first = await req("POST", "/leads/batch/upsert", { body: { items: big }, headers: { "Idempotency-Key": k2 } });
+    const first = await req("POST", "/leads/batch/upsert", {
+      body: { items: big },
+      headers: { "Idempotency-Key": k2 },
+    });
     expect(first.status).toBe(200);
     const kept = first.body.results.filter((x: { item: unknown }) => x.item !== null).length;
     expect(kept).toBeGreaterThan(0);
     expect(kept).toBeLessThan(20);
-    expect(first.body.results.slice(kept).every((x: { status: string; id: string; item: unknown }) => x.status === "created" && x.id && x.item === null)).toBe(true);
+    expect(
+      first.body.results
+        .slice(kept)
+        .every((x: { status: string; id: string; item: unknown }) => x.status === "created" && x.id && x.item === null),
+    ).toBe(true);
     expect(await recordBytes(k2)).toBeLessThanOrEqual(RECORD_MAX_BYTES);
-    const again = await req("POST", "/leads/batch/upsert", { body: { items: big }, headers: { "Idempotency-Key": k2 } });
+    const again = await req("POST", "/leads/batch/upsert", {
+      body: { items: big },
+      headers: { "Idempotency-Key": k2 },
+    });
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(again.text).toBe(first.text);
     // Without a key nothing is stored: the whole answer comes.
     const bare = await req("POST", "/leads/batch/upsert", { body: { items: big } });
-    expect(bare.body.results.every((x: { status: string; item: unknown }) => x.status === "unchanged" && x.item !== null)).toBe(true);
+    expect(
+      bare.body.results.every((x: { status: string; item: unknown }) => x.status === "unchanged" && x.item !== null),
+    ).toBe(true);
   });
 });
 
@@ -203,7 +247,11 @@ describe("preconditions in batches", () => {
     expect(a).toMatchObject({ status: "updated", error: null, item: { subject: "matched", version: v + 1 } });
     expect(b).toMatchObject({ status: "failed", id: null, item: null, error: { error: "PRECONDITION_FAILED" } });
     expect(b.error.details.currentVersion).toEqual(expect.any(Number));
-    expect(c).toMatchObject({ status: "failed", item: null, error: { error: "PRECONDITION_FAILED", details: { currentVersion: null } } });
+    expect(c).toMatchObject({
+      status: "failed",
+      item: null,
+      error: { error: "PRECONDITION_FAILED", details: { currentVersion: null } },
+    });
     const [stale] = await sql<{ subject: string }>(`SELECT "subject" FROM "Ticket" WHERE "externalId" = $1`, [hd(21)]);
     expect(stale!.subject).toBe("Ticket 21");
     expect(await sql(`SELECT 1 FROM "Ticket" WHERE "externalId" = 'hd-new-ifmatch'`)).toHaveLength(0);
@@ -211,19 +259,32 @@ describe("preconditions in batches", () => {
 
   it("an item with ifMatch is never created by a contact batch's bulk insert", async () => {
     const r = await req("POST", "/contacts/batch/upsert", {
-      body: { items: [{ externalId: "c-if-1", phone: "+34611100001", ifMatch: 1 }, { externalId: "c-if-2", phone: "+34611100002" }] },
+      body: {
+        items: [
+          { externalId: "c-if-1", phone: "+34611100001", ifMatch: 1 },
+          { externalId: "c-if-2", phone: "+34611100002" },
+        ],
+      },
     });
     expect(r.status).toBe(200);
-    expect(r.body.results[0]).toMatchObject({ status: "failed", error: { error: "PRECONDITION_FAILED", details: { currentVersion: null } } });
+    expect(r.body.results[0]).toMatchObject({
+      status: "failed",
+      error: { error: "PRECONDITION_FAILED", details: { currentVersion: null } },
+    });
     expect(r.body.results[1]).toMatchObject({ status: "created" });
     expect(await sql(`SELECT 1 FROM "Contact" WHERE "externalId" = 'c-if-1'`)).toHaveLength(0);
-    const bad = await req("POST", "/contacts/batch/upsert", { body: { items: [{ externalId: "c-if-3", phone: "+34611100003", ifMatch: "1" }] } });
+    const bad = await req("POST", "/contacts/batch/upsert", {
+      body: { items: [{ externalId: "c-if-3", phone: "+34611100003", ifMatch: "1" }] },
+    });
     expect(bad.body.results[0]).toMatchObject({ status: "failed", error: { error: "VALIDATION_ERROR" } });
   });
 
   it("an If-Match or If-None-Match header on a batch is a 422 naming it, with nothing written", async () => {
     for (const header of ["If-Match", "If-None-Match"]) {
-      const r = await req("POST", "/leads/batch/upsert", { body: { items: [{ externalId: `hdr-${header}`, customerName: "X" }] }, headers: { [header]: '"999"' } });
+      const r = await req("POST", "/leads/batch/upsert", {
+        body: { items: [{ externalId: `hdr-${header}`, customerName: "X" }] },
+        headers: { [header]: '"999"' },
+      });
       const b = expectEnvelope(r, 422, "VALIDATION_ERROR");
       expect(b.details.fields[0]).toMatchObject({ field: header, code: "invalid_header" });
       expect(await sql(`SELECT 1 FROM "Lead" WHERE "externalId" = $1`, [`hdr-${header}`])).toHaveLength(0);

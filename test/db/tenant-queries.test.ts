@@ -33,22 +33,58 @@ const data = (ref: string) =>
   tenant(ref, {
     contactLists: [{ ref: "vip", name: "VIP" }],
     contacts: [
-      { ref: "bea", fullName: "Bea Soto", phone: ref === "acme" ? "+34600000001" : "+34600000002", email: `bea@${ref}.test`, lists: ["vip"], externalId: "ext-bea" },
+      {
+        ref: "bea",
+        fullName: "Bea Soto",
+        phone: ref === "acme" ? "+34600000001" : "+34600000002",
+        email: `bea@${ref}.test`,
+        lists: ["vip"],
+        externalId: "ext-bea",
+      },
       { ref: "carl", fullName: "Carl Ruiz", phone: ref === "acme" ? "+34600000011" : "+34600000012" },
     ],
     conversations: [
       {
-        ref: "c1", channel: "wa", status: "active", assignedTo: "ana",
-        identity: { externalId: ref === "acme" ? "34600000001" : "34600000002", name: "Bea", phone: null, email: null, contact: "bea" },
+        ref: "c1",
+        channel: "wa",
+        status: "active",
+        assignedTo: "ana",
+        identity: {
+          externalId: ref === "acme" ? "34600000001" : "34600000002",
+          name: "Bea",
+          phone: null,
+          email: null,
+          contact: "bea",
+        },
         messages: [{ role: "user", content: "Hi!" }],
       },
     ],
-    leads: [{ ref: "l1", customerName: "Bea Soto", stage: "new", contact: "bea", conversation: "c1", externalId: "ext-l1" }],
+    leads: [
+      { ref: "l1", customerName: "Bea Soto", stage: "new", contact: "bea", conversation: "c1", externalId: "ext-l1" },
+    ],
     appointments: [
-      { ref: "a1", assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: "2030-03-04T10:00:00Z", endsAt: "2030-03-04T11:00:00Z", contact: "bea" },
+      {
+        ref: "a1",
+        assignedTo: "ana",
+        title: "Viewing",
+        appointmentType: "visit",
+        startsAt: "2030-03-04T10:00:00Z",
+        endsAt: "2030-03-04T11:00:00Z",
+        contact: "bea",
+      },
     ],
     // The same external ids in both tenants: an upsert or a filter by one must find its own tenant's object only.
-    tickets: [{ ref: "t1", subject: "Broken link", createdBy: "ana", assignedTo: "ana", contact: "bea", comments: [{ author: "ana", body: "On it" }], externalId: "ext-t1" }],
+    tickets: [
+      {
+        ref: "t1",
+        subject: "Broken link",
+        createdBy: "ana",
+        assignedTo: "ana",
+        contact: "bea",
+        comments: [{ author: "ana", body: "On it" }],
+        externalId: "ext-t1",
+      },
+    ],
   } as any);
 
 let db: TestDb | undefined;
@@ -80,7 +116,12 @@ interface Call {
   /** A batch upsert's per-item statuses, in order (that each path of the batch ran). */
   results?: string[];
 }
-const call = (op: string, status: number, path: () => string, extra: Partial<Call> = {}): Call => ({ op, status, path, ...extra });
+const call = (op: string, status: number, path: () => string, extra: Partial<Call> = {}): Call => ({
+  op,
+  status,
+  path,
+  ...extra,
+});
 
 const ME = "GET /public/v1/me";
 const LEADS = "GET /public/v1/leads";
@@ -121,39 +162,88 @@ const calls: Call[] = [
   call(ME, 401, () => "/public/v1/me", { key: () => "crm_AAAAAAAAAAAA_" + "B".repeat(40) }),
 
   call(LEADS, 200, () => "/public/v1/leads"),
-  call(LEADS, 200, () => "/public/v1/leads", { query: () => ({ customerId: A().contacts.bea!, dateFrom: "2020-01-01T00:00:00Z", limit: "5", offset: "1" }) }),
+  call(LEADS, 200, () => "/public/v1/leads", {
+    query: () => ({ customerId: A().contacts.bea!, dateFrom: "2020-01-01T00:00:00Z", limit: "5", offset: "1" }),
+  }),
   call(LEADS, 200, () => "/public/v1/leads", { query: () => ({ customerId: G().contacts.bea! }) }),
   call(LEAD_CREATE, 201, () => "/public/v1/leads", {
-    body: () => ({ customerName: "New Lead", customerPhone: "+34600000011", stageId: A().stages.won, assignedOperatorId: A().users.ana }),
+    body: () => ({
+      customerName: "New Lead",
+      customerPhone: "+34600000011",
+      stageId: A().stages.won,
+      assignedOperatorId: A().users.ana,
+    }),
   }),
-  call(LEAD_CREATE, 201, () => "/public/v1/leads", { body: () => ({ customerName: "Mail Lead", customerEmail: "BEA@acme.test" }) }),
-  call(LEAD_CREATE, 201, () => "/public/v1/leads", { body: () => ({ customerName: "From chat", conversationId: A().conversations.c1 }), headers: { "Idempotency-Key": replayKey } }),
-  call(LEAD_CREATE, 201, () => "/public/v1/leads", { body: () => ({ customerName: "From chat", conversationId: A().conversations.c1 }), headers: { "Idempotency-Key": replayKey } }),
+  call(LEAD_CREATE, 201, () => "/public/v1/leads", {
+    body: () => ({ customerName: "Mail Lead", customerEmail: "BEA@acme.test" }),
+  }),
+  call(LEAD_CREATE, 201, () => "/public/v1/leads", {
+    body: () => ({ customerName: "From chat", conversationId: A().conversations.c1 }),
+    headers: { "Idempotency-Key": replayKey },
+  }),
+  call(LEAD_CREATE, 201, () => "/public/v1/leads", {
+    body: () => ({ customerName: "From chat", conversationId: A().conversations.c1 }),
+    headers: { "Idempotency-Key": replayKey },
+  }),
   call(LEAD_CREATE, 404, () => "/public/v1/leads", { body: () => ({ customerName: "X", stageId: G().stages.new }) }),
-  call(LEAD_CREATE, 404, () => "/public/v1/leads", { body: () => ({ customerName: "X", conversationId: G().conversations.c1 }) }),
-  call(LEAD_CREATE, 404, () => "/public/v1/leads", { body: () => ({ customerName: "X", assignedOperatorId: G().users.ana }) }),
+  call(LEAD_CREATE, 404, () => "/public/v1/leads", {
+    body: () => ({ customerName: "X", conversationId: G().conversations.c1 }),
+  }),
+  call(LEAD_CREATE, 404, () => "/public/v1/leads", {
+    body: () => ({ customerName: "X", assignedOperatorId: G().users.ana }),
+  }),
   call(LEAD_GET, 200, () => `/public/v1/leads/${A().leads.l1}`),
   call(LEAD_GET, 404, () => `/public/v1/leads/${G().leads.l1}`),
-  call(LEAD_PATCH, 200, () => `/public/v1/leads/${A().leads.l1}`, { body: () => ({ quality: "hot", stageId: A().stages.won, assignedOperatorId: A().users.ana }) }),
+  call(LEAD_PATCH, 200, () => `/public/v1/leads/${A().leads.l1}`, {
+    body: () => ({ quality: "hot", stageId: A().stages.won, assignedOperatorId: A().users.ana }),
+  }),
   call(LEAD_PATCH, 404, () => `/public/v1/leads/${G().leads.l1}`, { body: () => ({ quality: "hot" }) }),
   call(LEAD_PATCH, 404, () => `/public/v1/leads/${A().leads.l1}`, { body: () => ({ stageId: G().stages.won }) }),
   // If-Match: the guarded write, and a stale version's 412 (the current version read back).
-  call(LEAD_PATCH, 200, () => `/public/v1/leads/${A().leads.l1}`, { body: () => ({ notes: "matched" }), headers: { "If-Match": "*" } }),
-  call(LEAD_PATCH, 412, () => `/public/v1/leads/${A().leads.l1}`, { body: () => ({ notes: "stale" }), headers: { "If-Match": '"999999"' } }),
+  call(LEAD_PATCH, 200, () => `/public/v1/leads/${A().leads.l1}`, {
+    body: () => ({ notes: "matched" }),
+    headers: { "If-Match": "*" },
+  }),
+  call(LEAD_PATCH, 412, () => `/public/v1/leads/${A().leads.l1}`, {
+    body: () => ({ notes: "stale" }),
+    headers: { "If-Match": '"999999"' },
+  }),
   call(LEAD_GET, 304, () => `/public/v1/leads/${A().leads.l1}`, { headers: { "If-None-Match": "*" } }),
   call(LEADS, 200, () => "/public/v1/leads", { query: () => ({ externalId: "ext-l1" }) }),
   // Upsert by external id: created, updated (the fixture's ext-l1, which the other tenant holds too), unchanged, inside an Idempotency-Key's transaction.
-  call(LEAD_PUT, 201, () => "/public/v1/leads/by-external-id/ext-l-new", { body: () => ({ customerName: "Synced", customerPhone: "+34600000041", stageId: A().stages.new }) }),
-  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", { body: () => ({ customerName: "Bea Soto", quality: "warm", stageId: A().stages.new, assignedOperatorId: A().users.ana }) }),
-  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", { body: () => ({ customerName: "Bea Soto", quality: "warm" }), headers: { "If-Match": "*" } }),
-  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", { body: () => ({ customerName: "Bea Soto", notes: "keyed" }), headers: { "Idempotency-Key": `lp-${replayKey}` } }),
-  call(LEAD_PUT, 404, () => "/public/v1/leads/by-external-id/ext-l-x", { body: () => ({ customerName: "X", stageId: G().stages.new }) }),
+  call(LEAD_PUT, 201, () => "/public/v1/leads/by-external-id/ext-l-new", {
+    body: () => ({ customerName: "Synced", customerPhone: "+34600000041", stageId: A().stages.new }),
+  }),
+  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", {
+    body: () => ({
+      customerName: "Bea Soto",
+      quality: "warm",
+      stageId: A().stages.new,
+      assignedOperatorId: A().users.ana,
+    }),
+  }),
+  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", {
+    body: () => ({ customerName: "Bea Soto", quality: "warm" }),
+    headers: { "If-Match": "*" },
+  }),
+  call(LEAD_PUT, 200, () => "/public/v1/leads/by-external-id/ext-l1", {
+    body: () => ({ customerName: "Bea Soto", notes: "keyed" }),
+    headers: { "Idempotency-Key": `lp-${replayKey}` },
+  }),
+  call(LEAD_PUT, 404, () => "/public/v1/leads/by-external-id/ext-l-x", {
+    body: () => ({ customerName: "X", stageId: G().stages.new }),
+  }),
   call(LEAD_BATCH, 200, () => "/public/v1/leads/batch/upsert", {
     body: () => ({
       items: [
         { externalId: "ext-l1", customerName: "Bea Soto", quality: "cold" },
         { externalId: "ext-l-new", customerName: "Synced" },
-        { externalId: "ext-l-b", customerName: "Batch lead", customerEmail: "bea@acme.test", assignedOperatorId: A().users.ana },
+        {
+          externalId: "ext-l-b",
+          customerName: "Batch lead",
+          customerEmail: "bea@acme.test",
+          assignedOperatorId: A().users.ana,
+        },
         { externalId: "ext-l-c", customerName: "X", stageId: G().stages.new },
         { externalId: "ext-l-d", customerName: "X", conversationId: G().conversations.c1 },
       ],
@@ -165,27 +255,59 @@ const calls: Call[] = [
   call(CONTACTS, 200, () => "/public/v1/contacts", { query: () => ({ search: "bea", listId: A().contactLists.vip! }) }),
   call(CONTACTS, 200, () => "/public/v1/contacts", { query: () => ({ search: "600 000", limit: "1" }) }),
   call(CONTACTS, 200, () => "/public/v1/contacts", { query: () => ({ listId: G().contactLists.vip! }) }),
-  call(CONTACTS, 200, () => "/public/v1/contacts", { query: () => ({ cursor: contactCursor({ createdAt: new Date(), id: A().contacts.bea! }) }) }),
-  call(CONTACTS, 200, () => "/public/v1/contacts", { query: () => ({ search: "a", cursor: contactCursor({ createdAt: new Date(), id: A().contacts.bea! }) }) }),
-  call(CONTACT_CREATE, 201, () => "/public/v1/contacts", { body: () => ({ fullName: "Dan", phone: "+34600000021", email: "dan@acme.test" }) }),
+  call(CONTACTS, 200, () => "/public/v1/contacts", {
+    query: () => ({ cursor: contactCursor({ createdAt: new Date(), id: A().contacts.bea! }) }),
+  }),
+  call(CONTACTS, 200, () => "/public/v1/contacts", {
+    query: () => ({ search: "a", cursor: contactCursor({ createdAt: new Date(), id: A().contacts.bea! }) }),
+  }),
+  call(CONTACT_CREATE, 201, () => "/public/v1/contacts", {
+    body: () => ({ fullName: "Dan", phone: "+34600000021", email: "dan@acme.test" }),
+  }),
   call(CONTACT_CREATE, 409, () => "/public/v1/contacts", { body: () => ({ fullName: "Dup", phone: "+34600000001" }) }),
-  call(CONTACT_PATCH, 200, () => `/public/v1/contacts/${A().contacts.carl}`, { body: () => ({ fullName: "Carl R.", marketingOptOut: true }) }),
+  call(CONTACT_PATCH, 200, () => `/public/v1/contacts/${A().contacts.carl}`, {
+    body: () => ({ fullName: "Carl R.", marketingOptOut: true }),
+  }),
   call(CONTACT_PATCH, 404, () => `/public/v1/contacts/${G().contacts.carl}`, { body: () => ({ fullName: "X" }) }),
-  call(CONTACT_PATCH, 200, () => `/public/v1/contacts/${A().contacts.carl}`, { body: () => ({ externalId: "ext-carl" }), headers: { "If-Match": "*" } }),
+  call(CONTACT_PATCH, 200, () => `/public/v1/contacts/${A().contacts.carl}`, {
+    body: () => ({ externalId: "ext-carl" }),
+    headers: { "If-Match": "*" },
+  }),
   // An external id another contact holds: 409 naming it (the holder read after the refusal).
-  call(CONTACT_PATCH, 409, () => `/public/v1/contacts/${A().contacts.carl}`, { body: () => ({ externalId: "ext-bea" }) }),
-  call(CONTACT_CREATE, 409, () => "/public/v1/contacts", { body: () => ({ phone: "+34600000022", externalId: "ext-bea" }) }),
+  call(CONTACT_PATCH, 409, () => `/public/v1/contacts/${A().contacts.carl}`, {
+    body: () => ({ externalId: "ext-bea" }),
+  }),
+  call(CONTACT_CREATE, 409, () => "/public/v1/contacts", {
+    body: () => ({ phone: "+34600000022", externalId: "ext-bea" }),
+  }),
   call(CONTACTS, 200, () => "/public/v1/contacts", { query: () => ({ externalId: "ext-bea" }) }),
   call(CONTACT_GET, 200, () => `/public/v1/contacts/${A().contacts.bea}`),
-  call(CONTACT_GET, 304, () => `/public/v1/contacts/${A().contacts.bea}`, { headers: { "If-None-Match": '"1", "2", "3"' } }),
+  call(CONTACT_GET, 304, () => `/public/v1/contacts/${A().contacts.bea}`, {
+    headers: { "If-None-Match": '"1", "2", "3"' },
+  }),
   call(CONTACT_GET, 404, () => `/public/v1/contacts/${G().contacts.bea}`),
-  call(CONTACT_PUT, 201, () => "/public/v1/contacts/by-external-id/ext-eve", { body: () => ({ fullName: "Eve", phone: "+34600000051", email: "eve@acme.test" }) }),
-  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", { body: () => ({ phone: "+34600000001", fullName: "Bea S." }) }),
-  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", { body: () => ({ phone: "+34600000001", email: "bea.s@acme.test" }), headers: { "Idempotency-Key": `cp-${replayKey}` } }),
-  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", { body: () => ({ phone: "+34600000001", email: "bea.s@acme.test" }), headers: { "Idempotency-Key": `cp-${replayKey}` } }),
-  call(CONTACT_PUT, 412, () => "/public/v1/contacts/by-external-id/ext-bea", { body: () => ({ phone: "+34600000001", fullName: "Stale" }), headers: { "If-Match": '"999999"' } }),
+  call(CONTACT_PUT, 201, () => "/public/v1/contacts/by-external-id/ext-eve", {
+    body: () => ({ fullName: "Eve", phone: "+34600000051", email: "eve@acme.test" }),
+  }),
+  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", {
+    body: () => ({ phone: "+34600000001", fullName: "Bea S." }),
+  }),
+  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", {
+    body: () => ({ phone: "+34600000001", email: "bea.s@acme.test" }),
+    headers: { "Idempotency-Key": `cp-${replayKey}` },
+  }),
+  call(CONTACT_PUT, 200, () => "/public/v1/contacts/by-external-id/ext-bea", {
+    body: () => ({ phone: "+34600000001", email: "bea.s@acme.test" }),
+    headers: { "Idempotency-Key": `cp-${replayKey}` },
+  }),
+  call(CONTACT_PUT, 412, () => "/public/v1/contacts/by-external-id/ext-bea", {
+    body: () => ({ phone: "+34600000001", fullName: "Stale" }),
+    headers: { "If-Match": '"999999"' },
+  }),
   // A phone another contact of the tenant holds: 409 naming it.
-  call(CONTACT_PUT, 409, () => "/public/v1/contacts/by-external-id/ext-dup", { body: () => ({ phone: "+34600000001" }) }),
+  call(CONTACT_PUT, 409, () => "/public/v1/contacts/by-external-id/ext-dup", {
+    body: () => ({ phone: "+34600000001" }),
+  }),
   call(CONTACT_BATCH, 200, () => "/public/v1/contacts/batch/upsert", {
     body: () => ({
       items: [
@@ -201,86 +323,204 @@ const calls: Call[] = [
     results: ["updated", "unchanged", "created", "ALREADY_EXISTS", "ALREADY_EXISTS", "VALIDATION_ERROR"],
   }),
 
-  call(CONVERSATIONS, 200, () => "/public/v1/conversations", { query: () => ({ status: "active", channel: "whatsapp", customerId: A().contacts.bea! }) }),
+  call(CONVERSATIONS, 200, () => "/public/v1/conversations", {
+    query: () => ({ status: "active", channel: "whatsapp", customerId: A().contacts.bea! }),
+  }),
   call(CONVERSATIONS, 200, () => "/public/v1/conversations", { query: () => ({ customerId: G().contacts.bea! }) }),
   call(START, 201, () => "/public/v1/conversations/start", {
-    body: () => ({ channelId: A().channels.wa, phone: "+34600000031", templateName: "welcome", templateLanguage: "en", variables: ["Bea", "Ana"], leadId: A().leads.l1 }),
+    body: () => ({
+      channelId: A().channels.wa,
+      phone: "+34600000031",
+      templateName: "welcome",
+      templateLanguage: "en",
+      variables: ["Bea", "Ana"],
+      leadId: A().leads.l1,
+    }),
   }),
   call(START, 201, () => "/public/v1/conversations/start", {
-    body: () => ({ channelId: A().channels.wa, phone: "+34600000031", templateName: "welcome", templateLanguage: "en", variables: ["Bea", "Ana"] }),
+    body: () => ({
+      channelId: A().channels.wa,
+      phone: "+34600000031",
+      templateName: "welcome",
+      templateLanguage: "en",
+      variables: ["Bea", "Ana"],
+    }),
   }),
   call(START, 404, () => "/public/v1/conversations/start", {
-    body: () => ({ channelId: G().channels.wa, phone: "+34600000031", templateName: "welcome", templateLanguage: "en", variables: ["a", "b"] }),
+    body: () => ({
+      channelId: G().channels.wa,
+      phone: "+34600000031",
+      templateName: "welcome",
+      templateLanguage: "en",
+      variables: ["a", "b"],
+    }),
   }),
   call(START, 404, () => "/public/v1/conversations/start", {
-    body: () => ({ channelId: A().channels.wa, phone: "+34600000031", templateName: "welcome", templateLanguage: "en", variables: ["a", "b"], leadId: G().leads.l1 }),
+    body: () => ({
+      channelId: A().channels.wa,
+      phone: "+34600000031",
+      templateName: "welcome",
+      templateLanguage: "en",
+      variables: ["a", "b"],
+      leadId: G().leads.l1,
+    }),
   }),
-  call(MESSAGES, 200, () => `/public/v1/conversations/${A().conversations.c1}/messages`, { query: () => ({ limit: "1" }) }),
+  call(MESSAGES, 200, () => `/public/v1/conversations/${A().conversations.c1}/messages`, {
+    query: () => ({ limit: "1" }),
+  }),
   call(MESSAGES, 200, () => `/public/v1/conversations/${A().conversations.c1}/messages`, {
     query: () => ({ cursor: messageCursor({ createdAt: new Date(), id: randomUuid() }) }),
   }),
   call(MESSAGES, 404, () => `/public/v1/conversations/${G().conversations.c1}/messages`),
-  call(SEND, 201, () => `/public/v1/conversations/${A().conversations.c1}/messages`, { body: () => ({ content: "Hello" }) }),
-  call(SEND, 404, () => `/public/v1/conversations/${G().conversations.c1}/messages`, { body: () => ({ content: "Hello" }) }),
+  call(SEND, 201, () => `/public/v1/conversations/${A().conversations.c1}/messages`, {
+    body: () => ({ content: "Hello" }),
+  }),
+  call(SEND, 404, () => `/public/v1/conversations/${G().conversations.c1}/messages`, {
+    body: () => ({ content: "Hello" }),
+  }),
 
   call(APPOINTMENTS, 200, () => "/public/v1/appointments", {
-    query: () => ({ userId: A().users.ana!, customerId: A().contacts.bea!, status: "scheduled", from: "2030-03-01T00:00:00Z", to: "2030-04-01T00:00:00Z" }),
+    query: () => ({
+      userId: A().users.ana!,
+      customerId: A().contacts.bea!,
+      status: "scheduled",
+      from: "2030-03-01T00:00:00Z",
+      to: "2030-04-01T00:00:00Z",
+    }),
   }),
-  call(APPOINTMENTS, 200, () => "/public/v1/appointments", { query: () => ({ userId: G().users.ana!, leadId: G().leads.l1! }) }),
+  call(APPOINTMENTS, 200, () => "/public/v1/appointments", {
+    query: () => ({ userId: G().users.ana!, leadId: G().leads.l1! }),
+  }),
   call(APPOINTMENT_CREATE, 201, () => "/public/v1/appointments", {
     body: () => ({
-      assignedUserId: A().users.ana, title: "Call", appointmentType: "call", startsAt: "2030-03-05T10:00:00Z", endsAt: "2030-03-05T10:30:00Z",
-      customerId: A().contacts.bea, conversationId: A().conversations.c1, leadId: A().leads.l1,
+      assignedUserId: A().users.ana,
+      title: "Call",
+      appointmentType: "call",
+      startsAt: "2030-03-05T10:00:00Z",
+      endsAt: "2030-03-05T10:30:00Z",
+      customerId: A().contacts.bea,
+      conversationId: A().conversations.c1,
+      leadId: A().leads.l1,
     }),
   }),
   call(APPOINTMENT_CREATE, 409, () => "/public/v1/appointments", {
-    body: () => ({ assignedUserId: A().users.ana, title: "Clash", appointmentType: "call", startsAt: "2030-03-04T10:30:00Z", endsAt: "2030-03-04T11:30:00Z" }),
-  }),
-  call(APPOINTMENT_CREATE, 404, () => "/public/v1/appointments", {
-    body: () => ({ assignedUserId: G().users.ana, title: "X", appointmentType: "call", startsAt: "2030-03-06T10:00:00Z", endsAt: "2030-03-06T10:30:00Z" }),
+    body: () => ({
+      assignedUserId: A().users.ana,
+      title: "Clash",
+      appointmentType: "call",
+      startsAt: "2030-03-04T10:30:00Z",
+      endsAt: "2030-03-04T11:30:00Z",
+    }),
   }),
   call(APPOINTMENT_CREATE, 404, () => "/public/v1/appointments", {
     body: () => ({
-      assignedUserId: A().users.ana, title: "X", appointmentType: "call", startsAt: "2030-03-06T10:00:00Z", endsAt: "2030-03-06T10:30:00Z", leadId: G().leads.l1,
+      assignedUserId: G().users.ana,
+      title: "X",
+      appointmentType: "call",
+      startsAt: "2030-03-06T10:00:00Z",
+      endsAt: "2030-03-06T10:30:00Z",
     }),
   }),
-  call(APPOINTMENT_PATCH, 200, () => `/public/v1/appointments/${A().appointments.a1}`, { body: () => ({ startsAt: "2030-03-04T12:00:00Z", endsAt: "2030-03-04T13:00:00Z", notes: "moved" }) }),
-  call(APPOINTMENT_PATCH, 404, () => `/public/v1/appointments/${G().appointments.a1}`, { body: () => ({ notes: "x" }) }),
-  call(APPOINTMENT_PATCH, 200, () => `/public/v1/appointments/${A().appointments.a1}`, { body: () => ({ notes: "matched" }), headers: { "If-Match": "*" } }),
-  call(APPOINTMENT_PATCH, 412, () => `/public/v1/appointments/${A().appointments.a1}`, { body: () => ({ notes: "stale" }), headers: { "If-Match": '"999999"' } }),
+  call(APPOINTMENT_CREATE, 404, () => "/public/v1/appointments", {
+    body: () => ({
+      assignedUserId: A().users.ana,
+      title: "X",
+      appointmentType: "call",
+      startsAt: "2030-03-06T10:00:00Z",
+      endsAt: "2030-03-06T10:30:00Z",
+      leadId: G().leads.l1,
+    }),
+  }),
+  call(APPOINTMENT_PATCH, 200, () => `/public/v1/appointments/${A().appointments.a1}`, {
+    body: () => ({ startsAt: "2030-03-04T12:00:00Z", endsAt: "2030-03-04T13:00:00Z", notes: "moved" }),
+  }),
+  call(APPOINTMENT_PATCH, 404, () => `/public/v1/appointments/${G().appointments.a1}`, {
+    body: () => ({ notes: "x" }),
+  }),
+  call(APPOINTMENT_PATCH, 200, () => `/public/v1/appointments/${A().appointments.a1}`, {
+    body: () => ({ notes: "matched" }),
+    headers: { "If-Match": "*" },
+  }),
+  call(APPOINTMENT_PATCH, 412, () => `/public/v1/appointments/${A().appointments.a1}`, {
+    body: () => ({ notes: "stale" }),
+    headers: { "If-Match": '"999999"' },
+  }),
   call(APPOINTMENT_GET, 200, () => `/public/v1/appointments/${A().appointments.a1}`),
-  call(APPOINTMENT_GET, 304, () => `/public/v1/appointments/${A().appointments.a1}`, { headers: { "If-None-Match": "*" } }),
+  call(APPOINTMENT_GET, 304, () => `/public/v1/appointments/${A().appointments.a1}`, {
+    headers: { "If-None-Match": "*" },
+  }),
   call(APPOINTMENT_GET, 404, () => `/public/v1/appointments/${G().appointments.a1}`),
   call(AVAILABILITY, 200, () => "/public/v1/availability", { query: () => ({ from: "2030-03-04", to: "2030-03-05" }) }),
-  call(AVAILABILITY, 200, () => "/public/v1/availability", { query: () => ({ from: "2030-03-04", to: "2030-03-05", userId: A().users.ana! }) }),
-  call(AVAILABILITY, 404, () => "/public/v1/availability", { query: () => ({ from: "2030-03-04", to: "2030-03-05", userId: G().users.ana! }) }),
+  call(AVAILABILITY, 200, () => "/public/v1/availability", {
+    query: () => ({ from: "2030-03-04", to: "2030-03-05", userId: A().users.ana! }),
+  }),
+  call(AVAILABILITY, 404, () => "/public/v1/availability", {
+    query: () => ({ from: "2030-03-04", to: "2030-03-05", userId: G().users.ana! }),
+  }),
 
-  call(TICKETS, 200, () => "/public/v1/tickets", { query: () => ({ status: "open", assignedTo: A().users.ana!, customerId: A().contacts.bea! }) }),
+  call(TICKETS, 200, () => "/public/v1/tickets", {
+    query: () => ({ status: "open", assignedTo: A().users.ana!, customerId: A().contacts.bea! }),
+  }),
   call(TICKETS, 200, () => "/public/v1/tickets", { query: () => ({ assignedTo: G().users.ana! }) }),
   call(TICKET_CREATE, 201, () => "/public/v1/tickets", {
-    body: () => ({ subject: "Help", customerId: A().contacts.bea, leadId: A().leads.l1, conversationId: A().conversations.c1, assignedTo: A().users.ana, comment: "First" }),
+    body: () => ({
+      subject: "Help",
+      customerId: A().contacts.bea,
+      leadId: A().leads.l1,
+      conversationId: A().conversations.c1,
+      assignedTo: A().users.ana,
+      comment: "First",
+    }),
   }),
-  call(TICKET_CREATE, 404, () => "/public/v1/tickets", { body: () => ({ subject: "Help", customerId: G().contacts.bea }) }),
-  call(TICKET_CREATE, 404, () => "/public/v1/tickets", { body: () => ({ subject: "Help", customerId: A().contacts.bea, assignedTo: G().users.ana }) }),
-  call(TICKET_PATCH, 200, () => `/public/v1/tickets/${A().tickets.t1}`, { body: () => ({ status: "pending", assignedTo: A().users.ana }) }),
+  call(TICKET_CREATE, 404, () => "/public/v1/tickets", {
+    body: () => ({ subject: "Help", customerId: G().contacts.bea }),
+  }),
+  call(TICKET_CREATE, 404, () => "/public/v1/tickets", {
+    body: () => ({ subject: "Help", customerId: A().contacts.bea, assignedTo: G().users.ana }),
+  }),
+  call(TICKET_PATCH, 200, () => `/public/v1/tickets/${A().tickets.t1}`, {
+    body: () => ({ status: "pending", assignedTo: A().users.ana }),
+  }),
   call(TICKET_PATCH, 404, () => `/public/v1/tickets/${G().tickets.t1}`, { body: () => ({ status: "pending" }) }),
-  call(TICKET_PATCH, 200, () => `/public/v1/tickets/${A().tickets.t1}`, { body: () => ({ status: "open" }), headers: { "If-Match": "*" } }),
-  call(TICKET_PATCH, 412, () => `/public/v1/tickets/${A().tickets.t1}`, { body: () => ({ status: "closed" }), headers: { "If-Match": '"999999"' } }),
+  call(TICKET_PATCH, 200, () => `/public/v1/tickets/${A().tickets.t1}`, {
+    body: () => ({ status: "open" }),
+    headers: { "If-Match": "*" },
+  }),
+  call(TICKET_PATCH, 412, () => `/public/v1/tickets/${A().tickets.t1}`, {
+    body: () => ({ status: "closed" }),
+    headers: { "If-Match": '"999999"' },
+  }),
   call(TICKETS, 200, () => "/public/v1/tickets", { query: () => ({ externalId: "ext-t1" }) }),
   call(TICKET_GET, 200, () => `/public/v1/tickets/${A().tickets.t1}`),
   call(TICKET_GET, 304, () => `/public/v1/tickets/${A().tickets.t1}`, { headers: { "If-None-Match": "*" } }),
   call(TICKET_GET, 404, () => `/public/v1/tickets/${G().tickets.t1}`),
-  call(TICKET_PUT, 201, () => "/public/v1/tickets/by-external-id/ext-t-new", { body: () => ({ subject: "Synced", customerId: A().contacts.bea, leadId: A().leads.l1, assignedTo: A().users.ana }) }),
-  call(TICKET_PUT, 200, () => "/public/v1/tickets/by-external-id/ext-t1", { body: () => ({ subject: "Broken link (synced)", customerId: A().contacts.bea, assignedTo: null }) }),
-  call(TICKET_PUT, 200, () => "/public/v1/tickets/by-external-id/ext-t1", { body: () => ({ subject: "Broken link", customerId: A().contacts.bea, assignedTo: A().users.ana }), headers: { "Idempotency-Key": `tp-${replayKey}` } }),
-  call(TICKET_PUT, 404, () => "/public/v1/tickets/by-external-id/ext-t-x", { body: () => ({ subject: "X", customerId: G().contacts.bea }) }),
-  call(TICKET_PUT, 404, () => "/public/v1/tickets/by-external-id/ext-t1", { body: () => ({ subject: "X", customerId: A().contacts.bea, assignedTo: G().users.ana }) }),
+  call(TICKET_PUT, 201, () => "/public/v1/tickets/by-external-id/ext-t-new", {
+    body: () => ({ subject: "Synced", customerId: A().contacts.bea, leadId: A().leads.l1, assignedTo: A().users.ana }),
+  }),
+  call(TICKET_PUT, 200, () => "/public/v1/tickets/by-external-id/ext-t1", {
+    body: () => ({ subject: "Broken link (synced)", customerId: A().contacts.bea, assignedTo: null }),
+  }),
+  call(TICKET_PUT, 200, () => "/public/v1/tickets/by-external-id/ext-t1", {
+    body: () => ({ subject: "Broken link", customerId: A().contacts.bea, assignedTo: A().users.ana }),
+    headers: { "Idempotency-Key": `tp-${replayKey}` },
+  }),
+  call(TICKET_PUT, 404, () => "/public/v1/tickets/by-external-id/ext-t-x", {
+    body: () => ({ subject: "X", customerId: G().contacts.bea }),
+  }),
+  call(TICKET_PUT, 404, () => "/public/v1/tickets/by-external-id/ext-t1", {
+    body: () => ({ subject: "X", customerId: A().contacts.bea, assignedTo: G().users.ana }),
+  }),
   call(TICKET_BATCH, 200, () => "/public/v1/tickets/batch/upsert", {
     body: () => ({
       items: [
         { externalId: "ext-t1", subject: "Broken link (batch)", customerId: A().contacts.bea },
         { externalId: "ext-t-new", subject: "Synced", customerId: A().contacts.bea },
-        { externalId: "ext-t-b", subject: "From the helpdesk", leadId: A().leads.l1, conversationId: A().conversations.c1 },
+        {
+          externalId: "ext-t-b",
+          subject: "From the helpdesk",
+          leadId: A().leads.l1,
+          conversationId: A().conversations.c1,
+        },
         { externalId: "ext-t-c", subject: "X", customerId: G().contacts.bea },
         { externalId: "ext-t-d", subject: "X", customerId: A().contacts.bea, assignedTo: G().users.ana },
       ],
@@ -289,13 +529,28 @@ const calls: Call[] = [
   }),
   call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Done" }) }),
   // A comment's Idempotency-Key record rebuilds the thread on replay (issue 12): that read is scoped too.
-  call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Again" }), headers: { "Idempotency-Key": `c-${replayKey}` } }),
-  call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Again" }), headers: { "Idempotency-Key": `c-${replayKey}` } }),
+  call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, {
+    body: () => ({ body: "Again" }),
+    headers: { "Idempotency-Key": `c-${replayKey}` },
+  }),
+  call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, {
+    body: () => ({ body: "Again" }),
+    headers: { "Idempotency-Key": `c-${replayKey}` },
+  }),
   call(COMMENT, 404, () => `/public/v1/tickets/${G().tickets.t1}/comments`, { body: () => ({ body: "Done" }) }),
   // If-Match on a comment: the ticket's row read and locked, then the comment; a stale one is 412; a foreign ticket 404.
-  call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Matched" }), headers: { "If-Match": "*" } }),
-  call(COMMENT, 412, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Stale" }), headers: { "If-Match": '"999999"' } }),
-  call(COMMENT, 404, () => `/public/v1/tickets/${G().tickets.t1}/comments`, { body: () => ({ body: "Done" }), headers: { "If-Match": "*" } }),
+  call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, {
+    body: () => ({ body: "Matched" }),
+    headers: { "If-Match": "*" },
+  }),
+  call(COMMENT, 412, () => `/public/v1/tickets/${A().tickets.t1}/comments`, {
+    body: () => ({ body: "Stale" }),
+    headers: { "If-Match": '"999999"' },
+  }),
+  call(COMMENT, 404, () => `/public/v1/tickets/${G().tickets.t1}/comments`, {
+    body: () => ({ body: "Done" }),
+    headers: { "If-Match": "*" },
+  }),
 
   // Last: the writes above left unplaced changes, so the poll runs its sequencer step too.
   call(CHANGES, 200, () => "/public/v1/changes"),
@@ -333,7 +588,11 @@ describe("every statement of the API is scoped to the caller's tenant", () => {
     it(`${c.op} → ${c.status} (#${n})`, async () => {
       const { status, body, statements } = await run(c);
       expect(status).toBe(c.status);
-      if (c.results) expect(body.results.map((r: any) => r.error?.error ?? r.status), JSON.stringify(body)).toEqual(c.results);
+      if (c.results)
+        expect(
+          body.results.map((r: any) => r.error?.error ?? r.status),
+          JSON.stringify(body),
+        ).toEqual(c.results);
       const tenant = `=${A().id}`;
       const problems: string[] = [];
       let distributed = 0;
@@ -348,7 +607,9 @@ describe("every statement of the API is scoped to the caller's tenant", () => {
         if (/"[A-Z][A-Za-z0-9]*_[0-9]{6,}"/.test(s.sql)) problems.push(`a shard named — in: ${s.sql.slice(0, 160)}`);
         const a = analyzeSql(s.sql, s.params, model);
         problems.push(...a.problems);
-        for (const v of a.tenants) if (v.startsWith("=") && v !== tenant) problems.push(`pinned to another tenant (${v}) — in: ${s.sql.slice(0, 160)}`);
+        for (const v of a.tenants)
+          if (v.startsWith("=") && v !== tenant)
+            problems.push(`pinned to another tenant (${v}) — in: ${s.sql.slice(0, 160)}`);
         if (a.tables.size && !isKeyLookup(s.sql)) scoped++;
         if ([...a.tables].some((t) => model.roles.get(t) === "distributed")) distributed++;
       }
@@ -364,7 +625,9 @@ describe("every statement of the API is scoped to the caller's tenant", () => {
 
   it("totals", () => {
     // Printed for the record (issue 14 report): requests, statements, statements on distributed tables.
-    console.log(`tenant-queries: ${checked.requests} requests, ${checked.statements} statements, ${checked.distributed} on distributed tables`);
+    console.log(
+      `tenant-queries: ${checked.requests} requests, ${checked.statements} statements, ${checked.distributed} on distributed tables`,
+    );
     expect(checked.requests).toBe(calls.length);
   });
 });
@@ -382,8 +645,12 @@ describe("the statement analysis itself", () => {
       [`SELECT * FROM "Lead" l LEFT JOIN "Contact" c ON c."tenantId" = l."tenantId" WHERE c."tenantId" = $1`],
       [`SELECT * FROM "Lead" WHERE "tenantId" = $1 OR "id" = $2`],
       [`SELECT * FROM "Lead" WHERE "tenantId" = "customerId"`, []],
-      [`SELECT (SELECT count(*) FROM "Message" m WHERE m."conversationId" = c."id") FROM "Conversation" c WHERE c."tenantId" = $1`],
-      [`SELECT * FROM "Contact" WHERE "tenantId" = $1 AND "id" IN (SELECT "contactId" FROM "ContactListMember" WHERE "listId" = $2)`],
+      [
+        `SELECT (SELECT count(*) FROM "Message" m WHERE m."conversationId" = c."id") FROM "Conversation" c WHERE c."tenantId" = $1`,
+      ],
+      [
+        `SELECT * FROM "Contact" WHERE "tenantId" = $1 AND "id" IN (SELECT "contactId" FROM "ContactListMember" WHERE "listId" = $2)`,
+      ],
       [`UPDATE "Lead" SET "tenantId" = $1 WHERE "tenantId" = $2 AND "id" = $3`, [t2, t1, id]],
       [`UPDATE "Ticket" SET "status" = 'open' WHERE "id" = $1`, [id]],
       [`INSERT INTO "Lead" ("id", "customerName") VALUES ($1, 'x')`, [id]],
@@ -398,21 +665,39 @@ describe("the statement analysis itself", () => {
 
   it("accepts pinned tenants in Prisma's and the service's shapes, and reports the tenants pinned", () => {
     const good: [string, unknown[]?][] = [
-      [`SELECT "public"."Lead"."id" FROM "public"."Lead" WHERE ("public"."Lead"."id" = $2 AND "public"."Lead"."tenantId" = $1) LIMIT $3`, [t1, id, 1]],
+      [
+        `SELECT "public"."Lead"."id" FROM "public"."Lead" WHERE ("public"."Lead"."id" = $2 AND "public"."Lead"."tenantId" = $1) LIMIT $3`,
+        [t1, id, 1],
+      ],
       [`SELECT * FROM "TicketComment" WHERE ("tenantId" IN ($1) AND "ticketId" IN ($2))`],
-      [`SELECT m."id" FROM "Message" m LEFT JOIN "Conversation" AS "j0" ON ("j0"."tenantId", "j0"."id") = (m."tenantId", m."conversationId") WHERE "j0"."tenantId" = $1 AND m."tenantId" = $1`],
-      [`SELECT * FROM "Message" WHERE ("tenantId", "conversationId") IN (SELECT "tenantId", "id" FROM "Conversation" WHERE "tenantId" = $1::uuid AND "channelId" = $2)`],
-      [`SELECT * FROM "Contact" c WHERE c."tenantId" = $1 AND EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = c."tenantId" AND m."contactId" = c."id")`],
-      [`SELECT * FROM "Lead" l JOIN "PipelineStage" s ON s."tenantId" = l."tenantId" AND s."id" = l."stageId" WHERE l."tenantId" = ANY($1)`, [[t1], id]],
-      [`WITH x AS (SELECT "tenantId", "id" FROM "Lead" WHERE "tenantId" = $1) SELECT * FROM x JOIN "Ticket" t ON t."tenantId" = x."tenantId" AND t."leadId" = x."id"`],
-      [`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'x', $2) ON CONFLICT DO NOTHING RETURNING "id"`],
+      [
+        `SELECT m."id" FROM "Message" m LEFT JOIN "Conversation" AS "j0" ON ("j0"."tenantId", "j0"."id") = (m."tenantId", m."conversationId") WHERE "j0"."tenantId" = $1 AND m."tenantId" = $1`,
+      ],
+      [
+        `SELECT * FROM "Message" WHERE ("tenantId", "conversationId") IN (SELECT "tenantId", "id" FROM "Conversation" WHERE "tenantId" = $1::uuid AND "channelId" = $2)`,
+      ],
+      [
+        `SELECT * FROM "Contact" c WHERE c."tenantId" = $1 AND EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = c."tenantId" AND m."contactId" = c."id")`,
+      ],
+      [
+        `SELECT * FROM "Lead" l JOIN "PipelineStage" s ON s."tenantId" = l."tenantId" AND s."id" = l."stageId" WHERE l."tenantId" = ANY($1)`,
+        [[t1], id],
+      ],
+      [
+        `WITH x AS (SELECT "tenantId", "id" FROM "Lead" WHERE "tenantId" = $1) SELECT * FROM x JOIN "Ticket" t ON t."tenantId" = x."tenantId" AND t."leadId" = x."id"`,
+      ],
+      [
+        `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'x', $2) ON CONFLICT DO NOTHING RETURNING "id"`,
+      ],
       [`UPDATE "IdempotencyRecord" SET "statusCode" = 201 WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`],
       [`DELETE FROM "Customer" WHERE ("tenantId" = $1 AND "id" = $2)`],
       [`SELECT pg_advisory_xact_lock(hashtext('appointments'), hashtext($1))`, ["x"]],
       [`BEGIN`, []],
     ];
     for (const [sql, params] of good) expect(problemsOf(sql, params), sql).toEqual([]);
-    expect([...analyzeSql(`SELECT * FROM "Lead" WHERE "tenantId" IN ($1, $2)`, [t1, t2], model).tenants].sort()).toEqual([`=${t1}`, `=${t2}`]);
+    expect(
+      [...analyzeSql(`SELECT * FROM "Lead" WHERE "tenantId" IN ($1, $2)`, [t1, t2], model).tenants].sort(),
+    ).toEqual([`=${t1}`, `=${t2}`]);
   });
 
   it("the key lookup is pinned by the key's globally unique prefix, and the joined rows follow its tenant", async () => {
@@ -421,9 +706,13 @@ describe("the statement analysis itself", () => {
     expect([...a.tenants]).toEqual(["@ApiKey.prefix=crm_abc"]);
     expect([...a.tables].sort()).toEqual(["ApiKey", "Tenant", "User"]);
     // Joining the owner without its tenant would not be.
-    expect(analyzeSql(LOOKUP.replace(`u."tenantId" = k."tenantId" AND `, ""), ["crm_abc"], model).problems).not.toEqual([]);
+    expect(analyzeSql(LOOKUP.replace(`u."tenantId" = k."tenantId" AND `, ""), ["crm_abc"], model).problems).not.toEqual(
+      [],
+    );
     // What requests send is the function; its body is exactly this query (with p_prefix for $1).
-    const [fn] = await app.db.prisma.$queryRawUnsafe<{ src: string }[]>(`SELECT prosrc AS src FROM pg_proc WHERE proname = 'ApiKey_lookup'`);
+    const [fn] = await app.db.prisma.$queryRawUnsafe<{ src: string }[]>(
+      `SELECT prosrc AS src FROM pg_proc WHERE proname = 'ApiKey_lookup'`,
+    );
     const body = /RETURN QUERY\s+([\s\S]*?);\s*END/.exec(fn!.src)?.[1];
     const squash = (q: string) => q.replace(/\s+/g, " ").trim();
     expect(squash(body ?? "")).toBe(squash(LOOKUP.replace("$1", "p_prefix")));

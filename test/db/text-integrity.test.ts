@@ -33,15 +33,54 @@ beforeAll(async () => {
       tenant("acme", {
         rateLimit: { perMinute: 100_000, perDay: 1_000_000 },
         channels: [
-          { ref: "wa", kind: "whatsapp", name: "WhatsApp", config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k" } },
+          {
+            ref: "wa",
+            kind: "whatsapp",
+            name: "WhatsApp",
+            config: { baseUrl: stub.baseUrl, phoneNumberId: "1001", accessToken: "t0k" },
+          },
           { ref: "site", kind: "web", name: "Website chat" },
         ],
-        templates: [{ ref: "hello", channel: "wa", name: "welcome", language: "en", body: "Hello {{1}}, this is {{2}}", approved: true }],
+        templates: [
+          {
+            ref: "hello",
+            channel: "wa",
+            name: "welcome",
+            language: "en",
+            body: "Hello {{1}}, this is {{2}}",
+            approved: true,
+          },
+        ],
         contacts: [{ ref: "bea", fullName: "Bea Soto", phone: "+34600000001", email: "bea@example.test" }],
-        conversations: [{ ref: "web", channel: "site", status: "active", identity: { externalId: "visitor-1", name: null, phone: null, email: null, contact: "bea" } }],
+        conversations: [
+          {
+            ref: "web",
+            channel: "site",
+            status: "active",
+            identity: { externalId: "visitor-1", name: null, phone: null, email: null, contact: "bea" },
+          },
+        ],
         leads: [{ ref: "l1", customerName: "Bea Soto", contact: "bea" }],
-        appointments: [{ ref: "a1", assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: "2027-01-04T10:00:00Z", endsAt: "2027-01-04T11:00:00Z", contact: "bea" }],
-        tickets: [{ ref: "t1", subject: "Broken", createdBy: "ana", contact: "bea", comments: [{ author: "ana", body: "Looking" }] }],
+        appointments: [
+          {
+            ref: "a1",
+            assignedTo: "ana",
+            title: "Viewing",
+            appointmentType: "visit",
+            startsAt: "2027-01-04T10:00:00Z",
+            endsAt: "2027-01-04T11:00:00Z",
+            contact: "bea",
+          },
+        ],
+        tickets: [
+          {
+            ref: "t1",
+            subject: "Broken",
+            createdBy: "ana",
+            contact: "bea",
+            comments: [{ author: "ana", body: "Looking" }],
+          },
+        ],
       }),
     ),
   );
@@ -68,7 +107,11 @@ interface Operation {
 }
 
 /** The input paths of a zod schema that accept a string (string, enum, literal, a union with one). */
-function stringLeaves(schema: z.ZodType, path: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
+function stringLeaves(
+  schema: z.ZodType,
+  path: (string | number)[] = [],
+  out: (string | number)[][] = [],
+): (string | number)[][] {
   const def = (schema as any)._zod.def;
   switch (def.type) {
     case "string":
@@ -124,18 +167,44 @@ const READS = OPERATIONS.filter((o) => o.type === "query" && o.stringFields.leng
 let counter = 0;
 const BASES: Record<string, () => Record<string, unknown>> = {
   "leads.create": () => ({
-    customerName: "Lead", customerEmail: `lead${++counter}@example.test`, customerPhone: "+34 611 000 001", intent: "buy", quality: "hot",
-    stageId: acme.stages.new, zones: ["Gracia"], assignedOperatorId: acme.users.ana, notes: "a note",
+    customerName: "Lead",
+    customerEmail: `lead${++counter}@example.test`,
+    customerPhone: "+34 611 000 001",
+    intent: "buy",
+    quality: "hot",
+    stageId: acme.stages.new,
+    zones: ["Gracia"],
+    assignedOperatorId: acme.users.ana,
+    notes: "a note",
   }),
   "leads.update": () => ({ lead_id: acme.leads.l1, quality: "warm", notes: "updated", stageId: acme.stages.won }),
-  "contacts.create": () => ({ fullName: "New Person", phone: `+3461200${String(++counter).padStart(4, "0")}`, email: `p${counter}@example.test`, country: "ES" }),
+  "contacts.create": () => ({
+    fullName: "New Person",
+    phone: `+3461200${String(++counter).padStart(4, "0")}`,
+    email: `p${counter}@example.test`,
+    country: "ES",
+  }),
   "contacts.update": () => ({ contact_id: acme.contacts.bea, fullName: "Bea S." }),
-  "conversations.start": () => ({ channelId: acme.channels.wa, phone: "+34 611 222 333", templateName: "welcome", templateLanguage: "en", variables: ["Bea", "Ana"] }),
+  "conversations.start": () => ({
+    channelId: acme.channels.wa,
+    phone: "+34 611 222 333",
+    templateName: "welcome",
+    templateLanguage: "en",
+    variables: ["Bea", "Ana"],
+  }),
   "conversations.messages.send": () => ({ id: acme.conversations.web, content: "hello" }),
   "appointments.create": () => {
-    const day = String(++counter % 28 + 1).padStart(2, "0");
+    const day = String((++counter % 28) + 1).padStart(2, "0");
     const hour = String(8 + (Math.floor(counter / 28) % 10)).padStart(2, "0");
-    return { assignedUserId: acme.users.ana, title: "Visit", appointmentType: "visit", startsAt: `2027-03-${day}T${hour}:00:00Z`, endsAt: `2027-03-${day}T${hour}:30:00Z`, customerId: acme.contacts.bea, notes: "n" };
+    return {
+      assignedUserId: acme.users.ana,
+      title: "Visit",
+      appointmentType: "visit",
+      startsAt: `2027-03-${day}T${hour}:00:00Z`,
+      endsAt: `2027-03-${day}T${hour}:30:00Z`,
+      customerId: acme.contacts.bea,
+      notes: "n",
+    };
   },
   "appointments.update": () => ({ appointment_id: acme.appointments.a1, notes: "moved" }),
   "tickets.create": () => ({ customerId: acme.contacts.bea, subject: "Subject", comment: "first" }),
@@ -152,16 +221,35 @@ const BASES: Record<string, () => Record<string, unknown>> = {
 };
 function leadUpsert() {
   return {
-    externalId: `ext-lead-${++counter}`, customerName: "Lead", customerEmail: "upsert@example.test", customerPhone: "+34 611 000 001", intent: "buy",
-    quality: "hot", stageId: acme.stages.new, zones: ["Gracia"], assignedOperatorId: acme.users.ana, notes: "a note",
+    externalId: `ext-lead-${++counter}`,
+    customerName: "Lead",
+    customerEmail: "upsert@example.test",
+    customerPhone: "+34 611 000 001",
+    intent: "buy",
+    quality: "hot",
+    stageId: acme.stages.new,
+    zones: ["Gracia"],
+    assignedOperatorId: acme.users.ana,
+    notes: "a note",
   };
 }
 function contactUpsert() {
   const n = ++counter;
-  return { externalId: `ext-contact-${n}`, fullName: "Upserted Person", phone: `+3461300${String(n).padStart(4, "0")}`, email: `u${n}@example.test`, country: "ES" };
+  return {
+    externalId: `ext-contact-${n}`,
+    fullName: "Upserted Person",
+    phone: `+3461300${String(n).padStart(4, "0")}`,
+    email: `u${n}@example.test`,
+    country: "ES",
+  };
 }
 function ticketUpsert() {
-  return { externalId: `ext-ticket-${++counter}`, customerId: acme.contacts.bea, subject: "Subject", assignedTo: acme.users.ana };
+  return {
+    externalId: `ext-ticket-${++counter}`,
+    customerId: acme.contacts.bea,
+    subject: "Subject",
+    assignedTo: acme.users.ana,
+  };
 }
 
 /** Free-text fields (any character allowed), for the astral round trip: the rest are ids, enums, dates, phones, emails. */
@@ -188,10 +276,27 @@ const READ_VALUES = (proc = ""): Record<string, string> => ({
   ...(proc === "appointments.list" ? { from: "2027-01-01T00:00:00Z", to: "2027-02-01T00:00:00Z" } : {}),
 });
 const readValues = (): Record<string, string> => ({
-  lead_id: acme.leads.l1!, id: acme.conversations.web!, search: "bea", status: "open", channel: "web", customerId: acme.contacts.bea!,
-  userId: acme.users.ana!, assignedTo: acme.users.ana!, leadId: acme.leads.l1!, listId: crypto.randomUUID(),
-  dateFrom: "2026-01-01T00:00:00Z", dateTo: "2027-12-31T00:00:00Z", from: "2027-01-04", to: "2027-01-05", offset: "0", limit: "5", types: "lead",
-  contact_id: acme.contacts.bea!, ticket_id: acme.tickets.t1!, appointment_id: acme.appointments.a1!, externalId: "ext-1",
+  lead_id: acme.leads.l1!,
+  id: acme.conversations.web!,
+  search: "bea",
+  status: "open",
+  channel: "web",
+  customerId: acme.contacts.bea!,
+  userId: acme.users.ana!,
+  assignedTo: acme.users.ana!,
+  leadId: acme.leads.l1!,
+  listId: crypto.randomUUID(),
+  dateFrom: "2026-01-01T00:00:00Z",
+  dateTo: "2027-12-31T00:00:00Z",
+  from: "2027-01-04",
+  to: "2027-01-05",
+  offset: "0",
+  limit: "5",
+  types: "lead",
+  contact_id: acme.contacts.bea!,
+  ticket_id: acme.tickets.t1!,
+  appointment_id: acme.appointments.a1!,
+  externalId: "ext-1",
 });
 
 // ---- helpers ------------------------------------------------------------------------------------
@@ -228,11 +333,24 @@ function restWrite(op: Operation, input: Record<string, unknown>) {
 }
 
 /** Everything the writes could change, as one digest per table (row text, ordered). */
-const TABLES = ["Lead", "Contact", "Customer", "ChannelIdentity", "Conversation", "Message", "Appointment", "Ticket", "TicketComment", "IdempotencyRecord"];
+const TABLES = [
+  "Lead",
+  "Contact",
+  "Customer",
+  "ChannelIdentity",
+  "Conversation",
+  "Message",
+  "Appointment",
+  "Ticket",
+  "TicketComment",
+  "IdempotencyRecord",
+];
 async function snapshot(): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   for (const t of TABLES) {
-    const rows = await app.db.prisma.$queryRawUnsafe<{ d: string }[]>(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) AS d FROM "${t}" t`);
+    const rows = await app.db.prisma.$queryRawUnsafe<{ d: string }[]>(
+      `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) AS d FROM "${t}" t`,
+    );
     out[t] = rows[0]!.d;
   }
   return out;
@@ -251,13 +369,23 @@ function trpcEnvelope(res: Response, status: number, error: string) {
 }
 
 /** JSON with every character beyond ASCII written as \uXXXX escapes (an astral character as its escaped pair). */
-const asciiJson = (v: unknown) => JSON.stringify(v).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+const asciiJson = (v: unknown) =>
+  JSON.stringify(v).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 
-async function trpc(method: "GET" | "POST", proc: string, input: unknown, opts: { rawQuery?: string; headers?: Record<string, string>; ascii?: boolean } = {}): Promise<Response> {
+async function trpc(
+  method: "GET" | "POST",
+  proc: string,
+  input: unknown,
+  opts: { rawQuery?: string; headers?: Record<string, string>; ascii?: boolean } = {},
+): Promise<Response> {
   const query = opts.rawQuery ?? (method === "GET" ? `input=${encodeURIComponent(JSON.stringify(input))}` : "");
   const res = await fetch(`${app.url}/trpc/${proc}${query ? `?${query}` : ""}`, {
     method,
-    headers: { "X-API-Key": key, ...(method === "POST" ? { "Content-Type": "application/json" } : {}), ...opts.headers },
+    headers: {
+      "X-API-Key": key,
+      ...(method === "POST" ? { "Content-Type": "application/json" } : {}),
+      ...opts.headers,
+    },
     body: method === "POST" ? (opts.ascii ? asciiJson(input) : JSON.stringify(input)) : undefined,
   });
   const text = await res.text();
@@ -273,7 +401,10 @@ async function trpc(method: "GET" | "POST", proc: string, input: unknown, opts: 
 /** Asserts the 422 of text not stored as sent, naming `field` (with the check's code when `ours`). */
 function expectNamed(env: any, field: string, ours = true) {
   const fields = env.details?.fields as { field: string; code: string; message: string }[];
-  expect(fields.map((f) => f.field), JSON.stringify(env)).toContain(field);
+  expect(
+    fields.map((f) => f.field),
+    JSON.stringify(env),
+  ).toContain(field);
   if (ours) expect(fields.find((f) => f.field === field)!.code).toBe("invalid_string");
 }
 
@@ -282,9 +413,12 @@ function expectNamed(env: any, field: string, ours = true) {
 describe("the list of operations and fields comes from the router", () => {
   it("every write has a base body, and the schemas yield the known text fields", () => {
     expect(WRITES.length).toBeGreaterThanOrEqual(11);
-    for (const op of WRITES) expect(BASES[op.proc], `no base input for ${op.proc}: add one to BASES`).toBeTypeOf("function");
+    for (const op of WRITES)
+      expect(BASES[op.proc], `no base input for ${op.proc}: add one to BASES`).toBeTypeOf("function");
     const fields = Object.fromEntries(WRITES.map((o) => [o.proc, o.stringFields.map(dotted)]));
-    expect(fields["leads.create"]).toEqual(expect.arrayContaining(["customerName", "notes", "zones.0", "customerPhone"]));
+    expect(fields["leads.create"]).toEqual(
+      expect.arrayContaining(["customerName", "notes", "zones.0", "customerPhone"]),
+    );
     expect(fields["contacts.create"]).toEqual(expect.arrayContaining(["fullName", "phone", "email", "country"]));
     expect(fields["tickets.comment"]).toEqual(expect.arrayContaining(["ticket_id", "body"]));
     for (const [proc, free] of Object.entries(FREE_TEXT)) expect(fields[proc]).toEqual(expect.arrayContaining(free));
@@ -325,7 +459,9 @@ describe("a lone surrogate in any text field of any write → 422 naming the fie
       body: { customerName: "a\udc00", notes: "\ude00\ud83d", zones: ["ok", "b\ud800"], ["k\ud800"]: 1 },
     });
     const env = expectEnvelope(res, 422, "VALIDATION_ERROR");
-    expect((env.details.fields as { field: string }[]).map((f) => f.field).sort()).toEqual(["customerName", "k\ufffd", "notes", "zones.1"].sort());
+    expect((env.details.fields as { field: string }[]).map((f) => f.field).sort()).toEqual(
+      ["customerName", "k\ufffd", "notes", "zones.1"].sort(),
+    );
     expect(await snapshot()).toEqual(before);
   });
   it("body bytes that are not UTF-8 (a surrogate's three bytes, a stray 0xFF) → 422 naming the field, on both transports", async () => {
@@ -333,7 +469,11 @@ describe("a lone surrogate in any text field of any write → 422 naming the fie
     for (const bad of [[0xed, 0xa0, 0x80], [0xff], [0xc3]]) {
       const raw = Buffer.concat([Buffer.from('{"customerName":"a'), Buffer.from(bad), Buffer.from('b"}')]);
       for (const url of [`${app.url}/public/v1/leads`, `${app.url}/trpc/leads.create`]) {
-        const r = await fetch(url, { method: "POST", headers: { "X-API-Key": key, "Content-Type": "application/json" }, body: new Uint8Array(raw) });
+        const r = await fetch(url, {
+          method: "POST",
+          headers: { "X-API-Key": key, "Content-Type": "application/json" },
+          body: new Uint8Array(raw),
+        });
         const body: any = await r.json();
         expect(r.status).toBe(422);
         const env = url.includes("/trpc/") ? body.error.data.envelope : body;
@@ -345,9 +485,21 @@ describe("a lone surrogate in any text field of any write → 422 naming the fie
   });
   it("the check comes after the scope check (401 → 403 plan → 429 → 403 scope → 422)", async () => {
     const none = acme.apiKeys.none!.key;
-    expectEnvelope(await app.request("POST", "/public/v1/leads", { key: none, body: { customerName: LONE } }), 403, "PERMISSION_DENIED");
-    expectEnvelope(await app.request("GET", "/public/v1/contacts?search=%ED%A0%80", { key: none }), 403, "PERMISSION_DENIED");
-    expectEnvelope(await app.request("POST", "/public/v1/leads", { body: { customerName: LONE } }), 401, "INVALID_CREDENTIALS");
+    expectEnvelope(
+      await app.request("POST", "/public/v1/leads", { key: none, body: { customerName: LONE } }),
+      403,
+      "PERMISSION_DENIED",
+    );
+    expectEnvelope(
+      await app.request("GET", "/public/v1/contacts?search=%ED%A0%80", { key: none }),
+      403,
+      "PERMISSION_DENIED",
+    );
+    expectEnvelope(
+      await app.request("POST", "/public/v1/leads", { body: { customerName: LONE } }),
+      401,
+      "INVALID_CREDENTIALS",
+    );
   });
 });
 
@@ -359,7 +511,10 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
         const name = dotted(field);
         let path = op.path;
         for (const p of op.pathParams) path = path.replace(`{${p}}`, p === name ? "x%ED%A0%80y" : values[p]!);
-        const query = op.stringFields.map(dotted).filter((f) => !op.pathParams.includes(f) && f !== name).map((f) => `${f}=${encodeURIComponent(values[f] ?? "")}`);
+        const query = op.stringFields
+          .map(dotted)
+          .filter((f) => !op.pathParams.includes(f) && f !== name)
+          .map((f) => `${f}=${encodeURIComponent(values[f] ?? "")}`);
         if (!op.pathParams.includes(name)) query.push(`${name}=x%ED%A0%80y`);
         const res = await app.request("GET", `${path}?${query.join("&")}`, { key });
         expectNamed(expectEnvelope(res, 422, "VALIDATION_ERROR"), name, !op.pathParams.includes(name));
@@ -371,15 +526,27 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
       const values = READ_VALUES(op.proc);
       let path = op.path;
       for (const p of op.pathParams) path = path.replace(`{${p}}`, values[p]!);
-      const query = op.stringFields.map(dotted).filter((f) => !op.pathParams.includes(f) && f !== "since").map((f) => `${f}=${encodeURIComponent(values[f] ?? "")}`);
+      const query = op.stringFields
+        .map(dotted)
+        .filter((f) => !op.pathParams.includes(f) && f !== "since")
+        .map((f) => `${f}=${encodeURIComponent(values[f] ?? "")}`);
       const res = await app.request("GET", `${path}?${query.join("&")}`, { key });
       expect(res.status, `${op.proc}: ${res.text}`).toBe(200);
     }
   });
   it("over /public/v1: every parameter, read or not; a malformed escape stays text; valid UTF-8 escapes are fine", async () => {
-    expectNamed(expectEnvelope(await app.request("GET", "/public/v1/leads?unknown=%ED%A0%80", { key }), 422, "VALIDATION_ERROR"), "unknown");
-    expectNamed(expectEnvelope(await app.request("GET", "/public/v1/contacts?search=a%FFb", { key }), 422, "VALIDATION_ERROR"), "search");
-    expectNamed(expectEnvelope(await app.request("GET", "/public/v1/contacts?search=%C3", { key }), 422, "VALIDATION_ERROR"), "search");
+    expectNamed(
+      expectEnvelope(await app.request("GET", "/public/v1/leads?unknown=%ED%A0%80", { key }), 422, "VALIDATION_ERROR"),
+      "unknown",
+    );
+    expectNamed(
+      expectEnvelope(await app.request("GET", "/public/v1/contacts?search=a%FFb", { key }), 422, "VALIDATION_ERROR"),
+      "search",
+    );
+    expectNamed(
+      expectEnvelope(await app.request("GET", "/public/v1/contacts?search=%C3", { key }), 422, "VALIDATION_ERROR"),
+      "search",
+    );
     expect((await app.request("GET", "/public/v1/contacts?search=%zz%", { key })).status).toBe(200);
     const found = await app.request("GET", "/public/v1/contacts?search=B%C3%A9a%20S%F0%9F%98%80x", { key });
     expect(found.status).toBe(200);
@@ -387,7 +554,12 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
   it("over /trpc: a lone surrogate in any string of a query's input, and percent-encoded bytes that are not UTF-8", async () => {
     for (const op of READS) {
       const values = READ_VALUES(op.proc);
-      const valid = Object.fromEntries(op.stringFields.map(dotted).filter((f) => f !== "since").map((f) => [f, values[f]]));
+      const valid = Object.fromEntries(
+        op.stringFields
+          .map(dotted)
+          .filter((f) => f !== "since")
+          .map((f) => [f, values[f]]),
+      );
       for (const field of op.stringFields) {
         const res = await trpc("GET", op.proc, { ...valid, [dotted(field)]: LONE });
         expectNamed(trpcEnvelope(res, 422, "VALIDATION_ERROR"), dotted(field));
@@ -395,7 +567,9 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
       const ok = await trpc("GET", op.proc, valid);
       expect(ok.status, `${op.proc}: ${ok.text}`).toBe(200);
     }
-    const bytes = await trpc("GET", "contacts.list", undefined, { rawQuery: "input=%7B%22search%22%3A%22%ED%A0%80%22%7D" });
+    const bytes = await trpc("GET", "contacts.list", undefined, {
+      rawQuery: "input=%7B%22search%22%3A%22%ED%A0%80%22%7D",
+    });
     expectNamed(trpcEnvelope(bytes, 422, "VALIDATION_ERROR"), "input");
   });
 
@@ -404,11 +578,24 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
     const padding = Array.from({ length: 1000 }, (_, i) => `a${i}=x`).join("&");
     const padded = await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${input}` });
     expectNamed(trpcEnvelope(padded, 422, "VALIDATION_ERROR"), "search");
-    const deep = encodeURIComponent(JSON.stringify({ search: "x", nested: JSON.parse("[".repeat(40) + "]".repeat(40)) }));
-    const tooDeep = trpcEnvelope(await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${deep}` }), 422, "VALIDATION_ERROR");
+    const deep = encodeURIComponent(
+      JSON.stringify({ search: "x", nested: JSON.parse("[".repeat(40) + "]".repeat(40)) }),
+    );
+    const tooDeep = trpcEnvelope(
+      await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${deep}` }),
+      422,
+      "VALIDATION_ERROR",
+    );
     expect(tooDeep.details.fields.map((f: { code: string }) => f.code)).toContain("too_deep");
     const nul = encodeURIComponent(JSON.stringify({ search: "a\u0000b" }));
-    expectNamed(trpcEnvelope(await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${nul}` }), 422, "VALIDATION_ERROR"), "search");
+    expectNamed(
+      trpcEnvelope(
+        await trpc("GET", "contacts.list", undefined, { rawQuery: `${padding}&input=${nul}` }),
+        422,
+        "VALIDATION_ERROR",
+      ),
+      "search",
+    );
     const ok = encodeURIComponent(JSON.stringify({ search: "ok" }));
     const twice = await trpc("GET", "contacts.list", undefined, { rawQuery: `input=${ok}&input=${input}` });
     expectNamed(trpcEnvelope(twice, 422, "VALIDATION_ERROR"), "input", false);
@@ -417,18 +604,27 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
 });
 
 /** A request with header bytes as given (node writes a header string's code units ≤ U+00FF as single bytes). */
-function rawHeaderRequest(method: string, path: string, headers: Record<string, string>, body: string): Promise<Response> {
+function rawHeaderRequest(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body: string,
+): Promise<Response> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${app.url}${path}`, { method, headers: { "X-API-Key": key, "Content-Type": "application/json", ...headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c) => chunks.push(c));
-      res.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8");
-        const h = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) if (typeof v === "string") h.set(k, v);
-        resolve({ status: res.statusCode!, headers: h, body: JSON.parse(text), text });
-      });
-    });
+    const req = httpRequest(
+      `${app.url}${path}`,
+      { method, headers: { "X-API-Key": key, "Content-Type": "application/json", ...headers } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          const h = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === "string") h.set(k, v);
+          resolve({ status: res.statusCode!, headers: h, body: JSON.parse(text), text });
+        });
+      },
+    );
     req.on("error", reject);
     req.end(body);
   });
@@ -439,9 +635,19 @@ describe("headers the service stores or echoes", () => {
   const SURROGATE_BYTES = "k\u00ed\u00a0\u0080";
   it("Idempotency-Key with a surrogate's bytes → 422 naming Idempotency-Key, nothing persisted, on both transports", async () => {
     const before = await snapshot();
-    const rest = await rawHeaderRequest("POST", "/public/v1/leads", { "Idempotency-Key": SURROGATE_BYTES }, JSON.stringify({ customerName: "x" }));
+    const rest = await rawHeaderRequest(
+      "POST",
+      "/public/v1/leads",
+      { "Idempotency-Key": SURROGATE_BYTES },
+      JSON.stringify({ customerName: "x" }),
+    );
     expectNamed(expectEnvelope(rest, 422, "VALIDATION_ERROR"), "Idempotency-Key", false);
-    const viaTrpc = await rawHeaderRequest("POST", "/trpc/leads.create", { "Idempotency-Key": SURROGATE_BYTES }, JSON.stringify({ customerName: "x" }));
+    const viaTrpc = await rawHeaderRequest(
+      "POST",
+      "/trpc/leads.create",
+      { "Idempotency-Key": SURROGATE_BYTES },
+      JSON.stringify({ customerName: "x" }),
+    );
     expectNamed(trpcEnvelope(viaTrpc, 422, "VALIDATION_ERROR"), "Idempotency-Key", false);
     expect(await snapshot()).toEqual(before);
   });
@@ -475,31 +681,44 @@ describe("well-formed text outside the BMP is stored and returned unchanged", ()
         const viaTrpc = await trpc("POST", op.proc, withValue(BASES[op.proc]!(), path, ASTRAL), { ascii: true });
         expect(viaTrpc.status, `${op.proc} ${field} over /trpc: ${viaTrpc.text}`).toBe(200);
         // Where the field shows in the answer, it is exactly what was sent.
-        const answered = op.proc === "tickets.create" && field === "comment" ? res.body.comments?.[0]?.body
-          : op.proc === "tickets.comment" ? res.body.comments?.at(-1)?.body
-          : op.proc === "conversations.start" ? undefined
-          : valueAt(res.body, path);
+        const answered =
+          op.proc === "tickets.create" && field === "comment"
+            ? res.body.comments?.[0]?.body
+            : op.proc === "tickets.comment"
+              ? res.body.comments?.at(-1)?.body
+              : op.proc === "conversations.start"
+                ? undefined
+                : valueAt(res.body, path);
         if (answered !== undefined) expect(answered, `${op.proc} ${field}`).toBe(ASTRAL);
         const stored = COLUMN[op.proc.split(".")[0]!];
         if (stored && !(op.proc === "tickets.create" && field === "comment") && op.proc !== "tickets.comment") {
           const rows = await app.db.prisma.$queryRawUnsafe<{ v: unknown }[]>(
-            `SELECT "${stored.column(field)}" AS v FROM "${stored.table}" WHERE "id" = $1::uuid`, stored.id(res.body));
+            `SELECT "${stored.column(field)}" AS v FROM "${stored.table}" WHERE "id" = $1::uuid`,
+            stored.id(res.body),
+          );
           const v = rows[0]!.v;
           expect(Array.isArray(v) ? v[0] : v, `${op.proc} ${field} as stored`).toBe(ASTRAL);
         }
       }
     }
     // The message sent and the comment added, as stored.
-    const msg = await app.db.prisma.message.findFirst({ where: { conversationId: acme.conversations.web, content: ASTRAL } });
+    const msg = await app.db.prisma.message.findFirst({
+      where: { conversationId: acme.conversations.web, content: ASTRAL },
+    });
     expect(msg?.content).toBe(ASTRAL);
     const comment = await app.db.prisma.ticketComment.findFirst({ where: { ticketId: acme.tickets.t1, body: ASTRAL } });
     expect(comment?.body).toBe(ASTRAL);
     // The snapshot the refusals are compared with sees every table these writes touched.
     const after = await snapshot();
-    for (const t of TABLES.filter((t) => t !== "ChannelIdentity" && t !== "Customer")) expect(after[t], t).not.toBe(before[t]);
+    for (const t of TABLES.filter((t) => t !== "ChannelIdentity" && t !== "Customer"))
+      expect(after[t], t).not.toBe(before[t]);
   });
   it("a surrogate pair written as escapes is one character, accepted", async () => {
-    const res = await app.request("POST", "/public/v1/leads", { key, raw: '{"customerName":"\\ud83d\\ude00 escaped"}', headers: { "Content-Type": "application/json" } });
+    const res = await app.request("POST", "/public/v1/leads", {
+      key,
+      raw: '{"customerName":"\\ud83d\\ude00 escaped"}',
+      headers: { "Content-Type": "application/json" },
+    });
     expect(res.status).toBe(201);
     expect(res.body.customerName).toBe("😀 escaped");
     const lead = await app.db.prisma.lead.findFirst({ where: { id: res.body.id } });

@@ -27,7 +27,10 @@ const acme = () => ids.tenants.acme!;
 const key = () => acme().apiKeys.full!.key;
 
 async function newTicket(subject = "Thread") {
-  const r = await app.request("POST", "/public/v1/tickets", { key: key(), body: { subject, customerId: acme().contacts.bea } });
+  const r = await app.request("POST", "/public/v1/tickets", {
+    key: key(),
+    body: { subject, customerId: acme().contacts.bea },
+  });
   expect(r.status).toBe(201);
   return r.body.id as string;
 }
@@ -44,7 +47,13 @@ async function fill(ticketId: string, n: number, body = "x") {
 }
 
 async function state(ticketId: string) {
-  const [row] = await app.db.sql.query<{ commentCount: number; commentChars: number; updatedAt: Date; n: number; records: number }>(
+  const [row] = await app.db.sql.query<{
+    commentCount: number;
+    commentChars: number;
+    updatedAt: Date;
+    n: number;
+    records: number;
+  }>(
     `SELECT t."commentCount", t."commentChars", t."updatedAt",
             (SELECT count(*)::int FROM "TicketComment" c WHERE c."tenantId" = t."tenantId" AND c."ticketId" = t."id") AS n,
             (SELECT count(*)::int FROM "IdempotencyRecord") AS records
@@ -70,7 +79,11 @@ describe("ticket thread bounds", () => {
     // Nothing stored: no comment, counters and updatedAt unchanged, no idempotency record.
     expect(await state(id)).toEqual(before);
     // A retry with the same key is checked again (a 409 is never recorded).
-    expectEnvelope(await comment(id, "one too many", { "Idempotency-Key": "over-count" }), 409, "TICKET_COMMENT_LIMIT_REACHED");
+    expectEnvelope(
+      await comment(id, "one too many", { "Idempotency-Key": "over-count" }),
+      409,
+      "TICKET_COMMENT_LIMIT_REACHED",
+    );
     expect(await state(id)).toEqual(before);
   });
 
@@ -111,7 +124,10 @@ describe("ticket thread bounds", () => {
     await fill(id, 1, c.repeat(TICKET_THREAD_CHARS_MAX - light - heavy * 10_000));
     const s = await state(id);
     expect([s.commentCount, s.commentChars]).toEqual([TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX]);
-    const r = await app.request("PATCH", `/public/v1/tickets/${id}`, { key: key(), body: { status: "pending", assignedTo: acme().users.ana } });
+    const r = await app.request("PATCH", `/public/v1/tickets/${id}`, {
+      key: key(),
+      body: { status: "pending", assignedTo: acme().users.ana },
+    });
     expect(r.status).toBe(200);
     expect(r.body.comments).toHaveLength(TICKET_COMMENTS_MAX);
     const bytes = Buffer.byteLength(r.text);
@@ -145,7 +161,14 @@ describe("Idempotency-Key on a comment", () => {
 
     // The ticket moves on: more comments, a new status and subject.
     expect((await comment(id, "later")).status).toBe(201);
-    expect((await app.request("PATCH", `/public/v1/tickets/${id}`, { key: key(), body: { status: "closed", subject: "Renamed" } })).status).toBe(200);
+    expect(
+      (
+        await app.request("PATCH", `/public/v1/tickets/${id}`, {
+          key: key(),
+          body: { status: "closed", subject: "Renamed" },
+        })
+      ).status,
+    ).toBe(200);
 
     const replay = await comment(id, big, { "Idempotency-Key": "thread-1" });
     expect(replay.status).toBe(201);
@@ -158,7 +181,9 @@ describe("Idempotency-Key on a comment", () => {
     const id = await newTicket();
     const first = await comment(id, "legacy", { "Idempotency-Key": "legacy-1" });
     expect(first.status).toBe(201);
-    await app.db.sql.query(`UPDATE "IdempotencyRecord" SET "responseBody" = $1::jsonb WHERE "key" = 'legacy-1'`, [first.text]);
+    await app.db.sql.query(`UPDATE "IdempotencyRecord" SET "responseBody" = $1::jsonb WHERE "key" = 'legacy-1'`, [
+      first.text,
+    ]);
     const replay = await comment(id, "legacy", { "Idempotency-Key": "legacy-1" });
     expect(replay.headers.get("idempotent-replayed")).toBe("true");
     expect(replay.text).toBe(first.text);
@@ -167,6 +192,8 @@ describe("Idempotency-Key on a comment", () => {
   it("comments are immutable in the database", async () => {
     const id = await newTicket();
     expect((await comment(id, "fixed")).status).toBe(201);
-    await expect(app.db.sql.query(`UPDATE "TicketComment" SET "body" = 'changed' WHERE "ticketId" = $1`, [id])).rejects.toThrow(/immutable/);
+    await expect(
+      app.db.sql.query(`UPDATE "TicketComment" SET "body" = 'changed' WHERE "ticketId" = $1`, [id]),
+    ).rejects.toThrow(/immutable/);
   });
 });

@@ -11,7 +11,19 @@ let ids: LoadResult;
 
 const NOW = new Date("2026-12-01T10:00:00.000Z");
 const TICKET_KEYS = [
-  "assignedTo", "comments", "conversationId", "createdAt", "createdBy", "customerId", "externalId", "id", "leadId", "status", "subject", "updatedAt", "version",
+  "assignedTo",
+  "comments",
+  "conversationId",
+  "createdAt",
+  "createdBy",
+  "customerId",
+  "externalId",
+  "id",
+  "leadId",
+  "status",
+  "subject",
+  "updatedAt",
+  "version",
 ].sort();
 const COMMENT_KEYS = ["authorUserId", "body", "createdAt", "id"];
 
@@ -51,39 +63,97 @@ beforeAll(async () => {
         ...links("acme"),
         tickets: [
           { ref: "open1", subject: "Leaking tap", createdBy: "ana", contact: "bea", createdAt: "2026-11-10T09:00:00Z" },
-          { ref: "closed1", subject: "Old issue", status: "closed", createdBy: "ana", contact: "bea", createdAt: "2026-11-11T09:00:00Z",
-            comments: [{ author: "ana", body: "Done", createdAt: "2026-11-11T10:00:00Z" }] },
-          { ref: "resolved1", subject: "Keys", status: "resolved", createdBy: "bob", lead: "l1", createdAt: "2026-11-12T09:00:00Z" },
-          { ref: "bobbed", subject: "Assigned to a non-assignable user", createdBy: "ana", assignedTo: "bob", conversation: "c1",
-            createdAt: "2026-11-13T09:00:00Z" },
+          {
+            ref: "closed1",
+            subject: "Old issue",
+            status: "closed",
+            createdBy: "ana",
+            contact: "bea",
+            createdAt: "2026-11-11T09:00:00Z",
+            comments: [{ author: "ana", body: "Done", createdAt: "2026-11-11T10:00:00Z" }],
+          },
+          {
+            ref: "resolved1",
+            subject: "Keys",
+            status: "resolved",
+            createdBy: "bob",
+            lead: "l1",
+            createdAt: "2026-11-12T09:00:00Z",
+          },
+          {
+            ref: "bobbed",
+            subject: "Assigned to a non-assignable user",
+            createdBy: "ana",
+            assignedTo: "bob",
+            conversation: "c1",
+            createdAt: "2026-11-13T09:00:00Z",
+          },
         ],
       }),
       // A tenant whose tickets are never changed: list filters, order and pagination.
       tenant("quiet", {
         ...links("quiet"),
         tickets: [
-          { ref: "q1", subject: "q1", createdBy: "ana", contact: "bea", assignedTo: "ana", createdAt: "2026-11-01T09:00:00Z",
+          {
+            ref: "q1",
+            subject: "q1",
+            createdBy: "ana",
+            contact: "bea",
+            assignedTo: "ana",
+            createdAt: "2026-11-01T09:00:00Z",
             comments: [
               { author: "bob", body: "third", createdAt: "2026-11-01T12:00:00Z" },
               { author: "ana", body: "first", createdAt: "2026-11-01T10:00:00Z" },
               { author: "ana", body: "second", createdAt: "2026-11-01T11:00:00Z" },
-            ] },
-          { ref: "q2", subject: "q2", status: "pending", createdBy: "ana", contact: "carl", createdAt: "2026-11-02T09:00:00Z" },
-          { ref: "q3", subject: "q3", status: "closed", createdBy: "bob", lead: "l1", assignedTo: "ana", createdAt: "2026-11-03T09:00:00Z",
+            ],
+          },
+          {
+            ref: "q2",
+            subject: "q2",
+            status: "pending",
+            createdBy: "ana",
+            contact: "carl",
+            createdAt: "2026-11-02T09:00:00Z",
+          },
+          {
+            ref: "q3",
+            subject: "q3",
+            status: "closed",
+            createdBy: "bob",
+            lead: "l1",
+            assignedTo: "ana",
+            createdAt: "2026-11-03T09:00:00Z",
             comments: [
               { author: "ana", body: "tie-a", createdAt: "2026-11-03T10:00:00Z" },
               { author: "bob", body: "tie-b", createdAt: "2026-11-03T10:00:00Z" },
-            ] },
-          { ref: "q4", subject: "q4", status: "resolved", createdBy: "ana", conversation: "c1", createdAt: "2026-11-04T09:00:00Z" },
-          { ref: "q5", subject: "q5", createdBy: "ana", contact: "bea", conversation: "c1", createdAt: "2026-11-05T09:00:00Z",
-            comments: [{ author: "ana", body: "only", createdAt: "2026-11-05T10:00:00Z" }] },
+            ],
+          },
+          {
+            ref: "q4",
+            subject: "q4",
+            status: "resolved",
+            createdBy: "ana",
+            conversation: "c1",
+            createdAt: "2026-11-04T09:00:00Z",
+          },
+          {
+            ref: "q5",
+            subject: "q5",
+            createdBy: "ana",
+            contact: "bea",
+            conversation: "c1",
+            createdAt: "2026-11-05T09:00:00Z",
+            comments: [{ author: "ana", body: "only", createdAt: "2026-11-05T10:00:00Z" }],
+          },
           // Same createdAt as q5: newest-first ties are broken by id descending.
           { ref: "q6", subject: "q6", createdBy: "ana", contact: "carl", createdAt: "2026-11-05T09:00:00Z" },
         ],
       }),
       tenant("other", {
         ...links("other"),
-        tickets: [{ ref: "foreign", subject: "Theirs", createdBy: "ana", contact: "bea", createdAt: "2026-11-10T09:00:00Z" }],
+        tickets: [
+          { ref: "foreign", subject: "Theirs", createdBy: "ana", contact: "bea", createdAt: "2026-11-10T09:00:00Z" },
+        ],
       }),
     ),
   );
@@ -128,7 +198,8 @@ function expectTicketShape(t: any) {
 
 const post = (body: unknown, k = key("full"), headers: Record<string, string> = {}) =>
   app.request("POST", "/public/v1/tickets", { key: k, body, headers });
-const patch = (id: string, body: unknown, k = key("full")) => app.request("PATCH", `/public/v1/tickets/${id}`, { key: k, body });
+const patch = (id: string, body: unknown, k = key("full")) =>
+  app.request("PATCH", `/public/v1/tickets/${id}`, { key: k, body });
 const comment = (id: string, body: unknown, k = key("full"), headers: Record<string, string> = {}) =>
   app.request("POST", `/public/v1/tickets/${id}/comments`, { key: k, body, headers });
 const list = (query: Record<string, string | number | undefined> = {}, k = key("full", quiet())) =>
@@ -178,16 +249,28 @@ describe("POST /public/v1/tickets", () => {
       conversationId: acme().conversations.c1,
     });
     expect(c.status).toBe(201);
-    expect(c.body).toMatchObject({ customerId: acme().contacts.carl, leadId: acme().leads.l1, conversationId: acme().conversations.c1 });
+    expect(c.body).toMatchObject({
+      customerId: acme().contacts.carl,
+      leadId: acme().leads.l1,
+      conversationId: acme().conversations.c1,
+    });
   });
 
   it("an optional comment becomes the first comment, authored by the key owner, in the same write", async () => {
     const before = await counts();
-    const r = await post({ subject: "With comment", customerId: acme().contacts.bea, comment: "Customer called twice" });
+    const r = await post({
+      subject: "With comment",
+      customerId: acme().contacts.bea,
+      comment: "Customer called twice",
+    });
     expect(r.status).toBe(201);
     expectTicketShape(r.body);
     expect(r.body.comments).toHaveLength(1);
-    expect(r.body.comments[0]).toMatchObject({ authorUserId: acme().users.ana, body: "Customer called twice", createdAt: NOW.toISOString() });
+    expect(r.body.comments[0]).toMatchObject({
+      authorUserId: acme().users.ana,
+      body: "Customer called twice",
+      createdAt: NOW.toISOString(),
+    });
     expect(await counts()).toEqual({ tickets: before.tickets + 1, comments: before.comments + 1 });
   });
 
@@ -203,7 +286,11 @@ describe("POST /public/v1/tickets", () => {
     expect(ok.status).toBe(201);
     expect(ok.body.assignedTo).toBe(acme().users.ana);
     await expectNothingPersisted(async () => {
-      expectEnvelope(await post({ subject: "To bob", customerId: acme().contacts.bea, assignedTo: acme().users.bob, comment: "x" }), 404, "NOT_FOUND");
+      expectEnvelope(
+        await post({ subject: "To bob", customerId: acme().contacts.bea, assignedTo: acme().users.bob, comment: "x" }),
+        404,
+        "NOT_FOUND",
+      );
     });
   });
 
@@ -216,15 +303,27 @@ describe("POST /public/v1/tickets", () => {
   it("no linked entity → 422 VALIDATION_ERROR, nothing persisted", async () => {
     await expectNothingPersisted(async () => {
       expectEnvelope(await post({ subject: "Orphan" }), 422, "VALIDATION_ERROR");
-      expectEnvelope(await post({ subject: "Orphan", comment: "hello", assignedTo: acme().users.ana }), 422, "VALIDATION_ERROR");
-      expectEnvelope(await post({ subject: "Orphan", customerId: null, leadId: null, conversationId: null }), 422, "VALIDATION_ERROR");
+      expectEnvelope(
+        await post({ subject: "Orphan", comment: "hello", assignedTo: acme().users.ana }),
+        422,
+        "VALIDATION_ERROR",
+      );
+      expectEnvelope(
+        await post({ subject: "Orphan", customerId: null, leadId: null, conversationId: null }),
+        422,
+        "VALIDATION_ERROR",
+      );
     });
   });
 
   it("subject bounds: 0 and 501 characters → 422; 1 and 500 are accepted", async () => {
     await expectNothingPersisted(async () => {
       expectEnvelope(await post({ subject: "", customerId: acme().contacts.bea }), 422, "VALIDATION_ERROR");
-      expectEnvelope(await post({ subject: "x".repeat(501), customerId: acme().contacts.bea }), 422, "VALIDATION_ERROR");
+      expectEnvelope(
+        await post({ subject: "x".repeat(501), customerId: acme().contacts.bea }),
+        422,
+        "VALIDATION_ERROR",
+      );
       expectEnvelope(await post({ customerId: acme().contacts.bea }), 422, "VALIDATION_ERROR");
       expectEnvelope(await post({ subject: 42, customerId: acme().contacts.bea }), 422, "VALIDATION_ERROR");
       expectEnvelope(await post({ subject: null, customerId: acme().contacts.bea }), 422, "VALIDATION_ERROR");
@@ -240,9 +339,21 @@ describe("POST /public/v1/tickets", () => {
 
   it("comment bounds: empty and 10001 characters → 422; 10000 accepted", async () => {
     await expectNothingPersisted(async () => {
-      expectEnvelope(await post({ subject: "s", customerId: acme().contacts.bea, comment: "" }), 422, "VALIDATION_ERROR");
-      expectEnvelope(await post({ subject: "s", customerId: acme().contacts.bea, comment: "y".repeat(10_001) }), 422, "VALIDATION_ERROR");
-      expectEnvelope(await post({ subject: "s", customerId: acme().contacts.bea, comment: 7 }), 422, "VALIDATION_ERROR");
+      expectEnvelope(
+        await post({ subject: "s", customerId: acme().contacts.bea, comment: "" }),
+        422,
+        "VALIDATION_ERROR",
+      );
+      expectEnvelope(
+        await post({ subject: "s", customerId: acme().contacts.bea, comment: "y".repeat(10_001) }),
+        422,
+        "VALIDATION_ERROR",
+      );
+      expectEnvelope(
+        await post({ subject: "s", customerId: acme().contacts.bea, comment: 7 }),
+        422,
+        "VALIDATION_ERROR",
+      );
     });
     const r = await post({ subject: "s", customerId: acme().contacts.bea, comment: "y".repeat(10_000) });
     expect(r.status).toBe(201);
@@ -251,7 +362,13 @@ describe("POST /public/v1/tickets", () => {
 
   it("unknown fields (status, createdBy, comments, anything) → 422, nothing persisted", async () => {
     await expectNothingPersisted(async () => {
-      for (const extra of [{ status: "open" }, { status: "closed" }, { createdBy: acme().users.bob }, { comments: [] }, { priority: "high" }]) {
+      for (const extra of [
+        { status: "open" },
+        { status: "closed" },
+        { createdBy: acme().users.bob },
+        { comments: [] },
+        { priority: "high" },
+      ]) {
         const r = await post({ subject: "s", customerId: acme().contacts.bea, ...extra });
         const env = expectEnvelope(r, 422, "VALIDATION_ERROR");
         expect(JSON.stringify(env.details)).toContain(Object.keys(extra)[0]);
@@ -272,12 +389,20 @@ describe("POST /public/v1/tickets", () => {
     await expectNothingPersisted(async () => {
       const k = key("full");
       expectEnvelope(
-        await app.request("POST", "/public/v1/tickets", { key: k, raw: '{"subject": "x",', headers: { "Content-Type": "application/json" } }),
+        await app.request("POST", "/public/v1/tickets", {
+          key: k,
+          raw: '{"subject": "x",',
+          headers: { "Content-Type": "application/json" },
+        }),
         422,
         "VALIDATION_ERROR",
       );
       expectEnvelope(
-        await app.request("POST", "/public/v1/tickets", { key: k, raw: "[1,2]", headers: { "Content-Type": "application/json" } }),
+        await app.request("POST", "/public/v1/tickets", {
+          key: k,
+          raw: "[1,2]",
+          headers: { "Content-Type": "application/json" },
+        }),
         422,
         "VALIDATION_ERROR",
       );
@@ -312,8 +437,16 @@ describe("POST /public/v1/tickets", () => {
         expect(a.details).toEqual(b.details);
       }
       // One good id does not excuse a bad one.
-      expectEnvelope(await post({ subject: "s", customerId: acme().contacts.bea, leadId: o.leads.l1 }), 404, "NOT_FOUND");
-      expectEnvelope(await post({ subject: "s", leadId: acme().leads.l1, conversationId: randomUuid() }), 404, "NOT_FOUND");
+      expectEnvelope(
+        await post({ subject: "s", customerId: acme().contacts.bea, leadId: o.leads.l1 }),
+        404,
+        "NOT_FOUND",
+      );
+      expectEnvelope(
+        await post({ subject: "s", leadId: acme().leads.l1, conversationId: randomUuid() }),
+        404,
+        "NOT_FOUND",
+      );
     });
   });
 
@@ -327,11 +460,17 @@ describe("POST /public/v1/tickets", () => {
     await expectNothingPersisted(async () => {
       for (const ref of ["none", "readonly", "leadsmanage"]) {
         const r = await post({ subject: "s", customerId: acme().contacts.bea }, key(ref));
-        expect(expectEnvelope(r, 403, "PERMISSION_DENIED").details).toMatchObject({ requiredScope: "tenant:tickets.manage" });
+        expect(expectEnvelope(r, 403, "PERMISSION_DENIED").details).toMatchObject({
+          requiredScope: "tenant:tickets.manage",
+        });
       }
       // The scope is checked before the body (403 before 422).
       expectEnvelope(
-        await app.request("POST", "/public/v1/tickets", { key: key("none"), raw: "{oops", headers: { "Content-Type": "application/json" } }),
+        await app.request("POST", "/public/v1/tickets", {
+          key: key("none"),
+          raw: "{oops",
+          headers: { "Content-Type": "application/json" },
+        }),
         403,
         "PERMISSION_DENIED",
       );
@@ -341,7 +480,11 @@ describe("POST /public/v1/tickets", () => {
 
   it("401 without a key", async () => {
     await expectNothingPersisted(async () => {
-      expectEnvelope(await app.request("POST", "/public/v1/tickets", { body: { subject: "s", customerId: acme().contacts.bea } }), 401, "INVALID_CREDENTIALS");
+      expectEnvelope(
+        await app.request("POST", "/public/v1/tickets", { body: { subject: "s", customerId: acme().contacts.bea } }),
+        401,
+        "INVALID_CREDENTIALS",
+      );
     });
   });
 
@@ -354,7 +497,11 @@ describe("POST /public/v1/tickets", () => {
       expect(first.status).toBe(201);
       app.setNow(new Date(NOW.getTime() + 60_000));
       // Same body, keys in another order.
-      const again = await post({ comment: "first", customerId: acme().contacts.bea, subject: "Idem" }, key("full"), headers);
+      const again = await post(
+        { comment: "first", customerId: acme().contacts.bea, subject: "Idem" },
+        key("full"),
+        headers,
+      );
       expect(again.status).toBe(201);
       expect(again.body).toEqual(first.body);
       expect(again.headers.get("idempotent-replayed")).toBe("true");
@@ -365,7 +512,11 @@ describe("POST /public/v1/tickets", () => {
       const headers = { "Idempotency-Key": "tickets-create-2" };
       expect((await post({ subject: "A", customerId: acme().contacts.bea }, key("full"), headers)).status).toBe(201);
       await expectNothingPersisted(async () => {
-        expectEnvelope(await post({ subject: "B", customerId: acme().contacts.bea }, key("full"), headers), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
+        expectEnvelope(
+          await post({ subject: "B", customerId: acme().contacts.bea }, key("full"), headers),
+          422,
+          "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+        );
       });
     });
 
@@ -401,7 +552,13 @@ describe("PATCH /public/v1/tickets/{ticket_id}", () => {
       const r = await patch(t.id, { status });
       expect(r.status).toBe(200);
       expectTicketShape(r.body);
-      expect(r.body).toMatchObject({ id: t.id, status, subject: t.subject, createdAt: t.createdAt, updatedAt: new Date(at).toISOString() });
+      expect(r.body).toMatchObject({
+        id: t.id,
+        status,
+        subject: t.subject,
+        createdAt: t.createdAt,
+        updatedAt: new Date(at).toISOString(),
+      });
       expect(r.body.comments).toEqual(t.comments);
     }
     expect((await ticketRow(t.id)).status).toBe("closed");
@@ -409,7 +566,8 @@ describe("PATCH /public/v1/tickets/{ticket_id}", () => {
 
   it("status outside open/pending/resolved/closed → 422, no change", async () => {
     const t = await newTicket();
-    for (const status of ["bogus", "OPEN", "", null, 1]) expectEnvelope(await patch(t.id, { status }), 422, "VALIDATION_ERROR");
+    for (const status of ["bogus", "OPEN", "", null, 1])
+      expectEnvelope(await patch(t.id, { status }), 422, "VALIDATION_ERROR");
     const row = await ticketRow(t.id);
     expect(row.status).toBe("open");
     expect(row.updatedAt.toISOString()).toBe(t.updatedAt);
@@ -417,7 +575,8 @@ describe("PATCH /public/v1/tickets/{ticket_id}", () => {
 
   it("subject: changed within 1–500; 0 or 501 characters or null → 422 with no change", async () => {
     const t = await newTicket();
-    for (const subject of ["", "x".repeat(501), null]) expectEnvelope(await patch(t.id, { subject }), 422, "VALIDATION_ERROR");
+    for (const subject of ["", "x".repeat(501), null])
+      expectEnvelope(await patch(t.id, { subject }), 422, "VALIDATION_ERROR");
     expect((await ticketRow(t.id)).subject).toBe(t.subject);
     app.setNow(new Date(NOW.getTime() + 1000));
     const r = await patch(t.id, { subject: "y".repeat(500) });
@@ -440,9 +599,17 @@ describe("PATCH /public/v1/tickets/{ticket_id}", () => {
   it("assignedTo a non-assignable, foreign or unknown user → 404 and nothing changes (not even the other fields)", async () => {
     const t = await newTicket({ assignedTo: acme().users.ana });
     app.setNow(new Date(NOW.getTime() + 5000));
-    const foreign = expectEnvelope(await patch(t.id, { assignedTo: other().users.ana, status: "closed" }), 404, "NOT_FOUND");
+    const foreign = expectEnvelope(
+      await patch(t.id, { assignedTo: other().users.ana, status: "closed" }),
+      404,
+      "NOT_FOUND",
+    );
     const random = expectEnvelope(await patch(t.id, { assignedTo: randomUuid(), status: "closed" }), 404, "NOT_FOUND");
-    expectEnvelope(await patch(t.id, { assignedTo: acme().users.bob, status: "closed", subject: "changed" }), 404, "NOT_FOUND");
+    expectEnvelope(
+      await patch(t.id, { assignedTo: acme().users.bob, status: "closed", subject: "changed" }),
+      404,
+      "NOT_FOUND",
+    );
     expect(foreign.message).toBe(random.message);
     const row = await ticketRow(t.id);
     expect(row.assignedToId).toBe(acme().users.ana);
@@ -456,7 +623,11 @@ describe("PATCH /public/v1/tickets/{ticket_id}", () => {
     expectEnvelope(await patch(id, { assignedTo: acme().users.bob }), 404, "NOT_FOUND");
     const r = await patch(id, { status: "pending" });
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ status: "pending", assignedTo: acme().users.bob, conversationId: acme().conversations.c1 });
+    expect(r.body).toMatchObject({
+      status: "pending",
+      assignedTo: acme().users.bob,
+      conversationId: acme().conversations.c1,
+    });
   });
 
   it("several fields at once", async () => {
@@ -477,7 +648,13 @@ describe("PATCH /public/v1/tickets/{ticket_id}", () => {
 
   it("unknown fields (createdBy, customerId, comments, comment, ...) → 422, no change", async () => {
     const t = await newTicket();
-    for (const extra of [{ createdBy: acme().users.bob }, { customerId: acme().contacts.carl }, { comments: [] }, { comment: "hi" }, { foo: 1 }]) {
+    for (const extra of [
+      { createdBy: acme().users.bob },
+      { customerId: acme().contacts.carl },
+      { comments: [] },
+      { comment: "hi" },
+      { foo: 1 },
+    ]) {
       expectEnvelope(await patch(t.id, { status: "closed", ...extra }), 422, "VALIDATION_ERROR");
     }
     const row = await ticketRow(t.id);
@@ -488,7 +665,11 @@ describe("PATCH /public/v1/tickets/{ticket_id}", () => {
   it("malformed JSON → 422; malformed assignedTo or ticket_id → 422", async () => {
     const t = await newTicket();
     expectEnvelope(
-      await app.request("PATCH", `/public/v1/tickets/${t.id}`, { key: key("full"), raw: "{status:", headers: { "Content-Type": "application/json" } }),
+      await app.request("PATCH", `/public/v1/tickets/${t.id}`, {
+        key: key("full"),
+        raw: "{status:",
+        headers: { "Content-Type": "application/json" },
+      }),
       422,
       "VALIDATION_ERROR",
     );
@@ -510,7 +691,8 @@ describe("PATCH /public/v1/tickets/{ticket_id}", () => {
 
   it("scopes: none and read-only → 403 PERMISSION_DENIED, no change", async () => {
     const t = await newTicket();
-    for (const ref of ["none", "readonly", "leadsmanage"]) expectEnvelope(await patch(t.id, { status: "closed" }, key(ref)), 403, "PERMISSION_DENIED");
+    for (const ref of ["none", "readonly", "leadsmanage"])
+      expectEnvelope(await patch(t.id, { status: "closed" }, key(ref)), 403, "PERMISSION_DENIED");
     expect((await ticketRow(t.id)).status).toBe("open");
   });
 });
@@ -580,7 +762,11 @@ describe("POST /public/v1/tickets/{ticket_id}/comments", () => {
   it("unknown fields (authorUserId, status, ...) → 422, nothing persisted", async () => {
     const t = await newTicket();
     await expectNothingPersisted(async () => {
-      for (const extra of [{ authorUserId: acme().users.bob }, { status: "open" }, { createdAt: "2026-01-01T00:00:00Z" }])
+      for (const extra of [
+        { authorUserId: acme().users.bob },
+        { status: "open" },
+        { createdAt: "2026-01-01T00:00:00Z" },
+      ])
         expectEnvelope(await comment(t.id, { body: "x", ...extra }), 422, "VALIDATION_ERROR");
     });
   });
@@ -589,7 +775,11 @@ describe("POST /public/v1/tickets/{ticket_id}/comments", () => {
     const t = await newTicket();
     await expectNothingPersisted(async () => {
       expectEnvelope(
-        await app.request("POST", `/public/v1/tickets/${t.id}/comments`, { key: key("full"), raw: '{"body": ', headers: { "Content-Type": "application/json" } }),
+        await app.request("POST", `/public/v1/tickets/${t.id}/comments`, {
+          key: key("full"),
+          raw: '{"body": ',
+          headers: { "Content-Type": "application/json" },
+        }),
         422,
         "VALIDATION_ERROR",
       );
@@ -612,7 +802,8 @@ describe("POST /public/v1/tickets/{ticket_id}/comments", () => {
   it("scopes: none and read-only → 403 PERMISSION_DENIED, nothing persisted", async () => {
     const t = await newTicket();
     await expectNothingPersisted(async () => {
-      for (const ref of ["none", "readonly", "leadsmanage"]) expectEnvelope(await comment(t.id, { body: "x" }, key(ref)), 403, "PERMISSION_DENIED");
+      for (const ref of ["none", "readonly", "leadsmanage"])
+        expectEnvelope(await comment(t.id, { body: "x" }, key(ref)), 403, "PERMISSION_DENIED");
     });
   });
 
@@ -638,8 +829,16 @@ describe("POST /public/v1/tickets/{ticket_id}/comments", () => {
       const headers = { "Idempotency-Key": "ticket-comment-2" };
       expect((await comment(t.id, { body: "one" }, key("full"), headers)).status).toBe(201);
       await expectNothingPersisted(async () => {
-        expectEnvelope(await comment(t.id, { body: "two" }, key("full"), headers), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
-        expectEnvelope(await comment(t2.id, { body: "one" }, key("full"), headers), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
+        expectEnvelope(
+          await comment(t.id, { body: "two" }, key("full"), headers),
+          422,
+          "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+        );
+        expectEnvelope(
+          await comment(t2.id, { body: "one" }, key("full"), headers),
+          422,
+          "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+        );
       });
     });
 
@@ -663,7 +862,14 @@ describe("GET /public/v1/tickets", () => {
     expect(r.status).toBe(200);
     expect(Object.keys(r.body).sort()).toEqual(["items", "pagination", "total"]);
     expect(r.body.total).toBe(6);
-    expect(r.body.pagination).toEqual({ page: 1, pageSize: 50, totalItems: 6, totalPages: 1, hasNext: false, hasPrev: false });
+    expect(r.body.pagination).toEqual({
+      page: 1,
+      pageSize: 50,
+      totalItems: 6,
+      totalPages: 1,
+      hasNext: false,
+      hasPrev: false,
+    });
     expect(r.body.items.map((t: any) => t.id)).toEqual(newestFirst());
     r.body.items.forEach(expectTicketShape);
     const q1 = r.body.items.find((t: any) => t.id === q("q1"));
@@ -739,8 +945,12 @@ describe("GET /public/v1/tickets", () => {
   });
 
   it("combines filters", async () => {
-    expect((await list({ status: "open", customerId: quiet().contacts.bea })).body.items.map((t: any) => t.id)).toEqual([q("q5"), q("q1")]);
-    expect((await list({ status: "closed", assignedTo: quiet().users.ana })).body.items.map((t: any) => t.id)).toEqual([q("q3")]);
+    expect((await list({ status: "open", customerId: quiet().contacts.bea })).body.items.map((t: any) => t.id)).toEqual(
+      [q("q5"), q("q1")],
+    );
+    expect((await list({ status: "closed", assignedTo: quiet().users.ana })).body.items.map((t: any) => t.id)).toEqual([
+      q("q3"),
+    ]);
     expect((await list({ status: "pending", customerId: quiet().contacts.bea })).body.total).toBe(0);
   });
 
@@ -766,7 +976,8 @@ describe("GET /public/v1/tickets", () => {
         hasPrev: offset > 0,
       });
       seen.push(r.body.items[0].id);
-      if (r.body.items[0].id === q("q1")) expect(r.body.items[0].comments.map((c: any) => c.body)).toEqual(["first", "second", "third"]);
+      if (r.body.items[0].id === q("q1"))
+        expect(r.body.items[0].comments.map((c: any) => c.body)).toEqual(["first", "second", "third"]);
     }
     expect(seen).toEqual(newestFirst());
     const page2 = await list({ limit: 4, offset: 4 });
@@ -779,7 +990,8 @@ describe("GET /public/v1/tickets", () => {
     expect(max.status).toBe(200);
     expect(max.body.items).toHaveLength(6);
     expect(max.body.pagination.pageSize).toBe(200);
-    for (const limit of ["0", "201", "-1", "1.5", "abc", "1e2"]) expectEnvelope(await list({ limit }), 422, "VALIDATION_ERROR");
+    for (const limit of ["0", "201", "-1", "1.5", "abc", "1e2"])
+      expectEnvelope(await list({ limit }), 422, "VALIDATION_ERROR");
     for (const offset of ["-1", "x", "2.5"]) expectEnvelope(await list({ offset }), 422, "VALIDATION_ERROR");
   });
 
@@ -794,7 +1006,8 @@ describe("GET /public/v1/tickets", () => {
   });
 
   it("scopes: none and manage-only → 403 PERMISSION_DENIED; read-only works", async () => {
-    for (const ref of ["none", "manageonly", "leadsmanage"]) expectEnvelope(await list({}, key(ref)), 403, "PERMISSION_DENIED");
+    for (const ref of ["none", "manageonly", "leadsmanage"])
+      expectEnvelope(await list({}, key(ref)), 403, "PERMISSION_DENIED");
     expect((await list({}, key("readonly"))).status).toBe(200);
   });
 

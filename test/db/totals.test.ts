@@ -53,7 +53,9 @@ function busyTenant(ref: string) {
       channel: i % 2 ? "wa" : "site",
       status: (["active", "escalated", "resolved"] as const)[i % 3],
       identity: { externalId: `${ref}-ext-${i}`, name: `Person ${i}`, contact: i < 4 ? `c${[0, 2, 4, 8][i]}` : null },
-      messages: [{ role: "user" as const, content: "Hi", createdAt: new Date(Date.UTC(2026, 10, 1 + i, 9)).toISOString() }],
+      messages: [
+        { role: "user" as const, content: "Hi", createdAt: new Date(Date.UTC(2026, 10, 1 + i, 9)).toISOString() },
+      ],
     })),
     leads: [0, 1, 2, 3, 4, 5].map((i) => ({
       ref: `l${i}`,
@@ -80,22 +82,40 @@ function busyTenant(ref: string) {
       assignedTo: i % 2 ? "ana" : null,
       contact: `c${[0, 2, 4, 8, 10][i]}`,
       createdAt: new Date(Date.UTC(2026, 10, 10 + i, 9)).toISOString(),
-      comments: i === 0 ? [{ author: "ana", body: "First" }, { author: "ana", body: "Second" }] : [],
+      comments:
+        i === 0
+          ? [
+              { author: "ana", body: "First" },
+              { author: "ana", body: "Second" },
+            ]
+          : [],
     })),
   });
 }
 
 /** Bulk rows for a tenant in plain SQL (statement triggers over whole INSERT … SELECTs). */
-async function bulk(t: string, n: { leads: number; tickets: number; appointments: number; contacts: number; conversations: number }, seed: number) {
-  const { stage } = await one<{ stage: string }>(`SELECT "id"::text AS stage FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`, t);
-  const { ana } = await one<{ ana: string }>(`SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid ORDER BY "name" LIMIT 1`, t);
+async function bulk(
+  t: string,
+  n: { leads: number; tickets: number; appointments: number; contacts: number; conversations: number },
+  seed: number,
+) {
+  const { stage } = await one<{ stage: string }>(
+    `SELECT "id"::text AS stage FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`,
+    t,
+  );
+  const { ana } = await one<{ ana: string }>(
+    `SELECT "id"::text AS ana FROM "User" WHERE "tenantId" = $1::uuid ORDER BY "name" LIMIT 1`,
+    t,
+  );
   await exec(
     `INSERT INTO "Contact" ("tenantId", "fullName", "phone", "email", "deletedAt", "createdAt")
      SELECT $1::uuid, 'Bulk ' || i, '+3462' || lpad(($2 * 100000 + i)::text, 7, '0'), 'bulk' || i || '@s' || $2 || '.test',
             CASE WHEN i % 11 = 0 THEN now() END,
             timestamptz '2024-02-27 00:00:00+00' + (i * 7919 % 1000) * interval '19 hours 13 minutes'
        FROM generate_series(1, $3::int) i`,
-    t, seed, n.contacts,
+    t,
+    seed,
+    n.contacts,
   );
   await exec(
     `INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId")
@@ -111,7 +131,9 @@ async function bulk(t: string, n: { leads: number; tickets: number; appointments
                  WHEN i % 17 = 0 THEN timestamptz '2026-01-01 00:00:00+00'
                  ELSE timestamptz '2023-11-30 00:00:00+00' + (i * 7919 % 1500) * interval '17 hours 7 minutes' END
        FROM generate_series(1, $3::int) i`,
-    t, stage, n.leads,
+    t,
+    stage,
+    n.leads,
   );
   await exec(
     `INSERT INTO "Ticket" ("tenantId", "subject", "status", "createdById", "assignedToId", "customerId", "createdAt")
@@ -120,7 +142,9 @@ async function bulk(t: string, n: { leads: number; tickets: number; appointments
             (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid ORDER BY c."id" OFFSET (i % 5) LIMIT 1),
             timestamptz '2024-06-01 00:00:00+00' + (i * 104729 % 997) * interval '13 hours 1 minute'
        FROM generate_series(1, $3::int) i`,
-    t, ana, n.tickets,
+    t,
+    ana,
+    n.tickets,
   );
   await exec(
     `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt", "status", "customerId")
@@ -128,7 +152,9 @@ async function bulk(t: string, n: { leads: number; tickets: number; appointments
             (ARRAY['scheduled','cancelled','completed','no_show']::"AppointmentStatus"[])[1 + i % 4],
             CASE WHEN i % 2 = 0 THEN (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid ORDER BY c."id" OFFSET (i % 4) LIMIT 1) END
        FROM (SELECT i, timestamptz '2024-12-30 08:00:00+00' + i * interval '7 hours' AS s FROM generate_series(1, $3::int) i) x`,
-    t, ana, n.appointments,
+    t,
+    ana,
+    n.appointments,
   );
   await exec(
     `INSERT INTO "Customer" ("tenantId", "name", "contactId")
@@ -144,7 +170,8 @@ async function bulk(t: string, n: { leads: number; tickets: number; appointments
             (ARRAY['active','escalated','resolved']::"ConversationStatus"[])[1 + i % 3],
             timestamptz '2025-03-01 00:00:00+00' + (i * 7919 % 700) * interval '11 hours 3 minutes', now()
        FROM generate_series(1, $2::int) i`,
-    t, n.conversations,
+    t,
+    n.conversations,
   );
 }
 
@@ -161,11 +188,24 @@ interface Probe {
 async function probes(t: string): Promise<Probe[]> {
   const col = async (q: string) => (await rows<{ v: string }>(q, t)).map((r) => r.v);
   const unknown = randomUuid();
-  const leadCustomers = [...(await col(`SELECT DISTINCT "customerId"::text AS v FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerId" IS NOT NULL`)), unknown];
+  const leadCustomers = [
+    ...(await col(
+      `SELECT DISTINCT "customerId"::text AS v FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerId" IS NOT NULL`,
+    )),
+    unknown,
+  ];
   const lists = [...(await col(`SELECT "id"::text AS v FROM "ContactList" WHERE "tenantId" = $1::uuid`)), unknown];
   const users = [...(await col(`SELECT "id"::text AS v FROM "User" WHERE "tenantId" = $1::uuid`)), unknown];
-  const contactIds = [...(await col(`SELECT "id"::text AS v FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 6`)), unknown];
-  const apptLeads = [...(await col(`SELECT DISTINCT "leadId"::text AS v FROM "Appointment" WHERE "tenantId" = $1::uuid AND "leadId" IS NOT NULL`)), unknown];
+  const contactIds = [
+    ...(await col(`SELECT "id"::text AS v FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 6`)),
+    unknown,
+  ];
+  const apptLeads = [
+    ...(await col(
+      `SELECT DISTINCT "leadId"::text AS v FROM "Appointment" WHERE "tenantId" = $1::uuid AND "leadId" IS NOT NULL`,
+    )),
+    unknown,
+  ];
 
   const out: Probe[] = [];
   const leads = (q: Record<string, string>) =>
@@ -233,7 +273,15 @@ async function probes(t: string): Promise<Probe[]> {
                 AND ($3::uuid IS NULL OR "customerId" = $3::uuid) AND ($4::uuid IS NULL OR "leadId" = $4::uuid)
                 AND ($5::text IS NULL OR "status"::text = $5) AND ($6::timestamptz IS NULL OR "endsAt" > $6::timestamptz)
                 AND ($7::timestamptz IS NULL OR "startsAt" < $7::timestamptz)`,
-      params: [t, q.userId ?? null, q.customerId ?? null, q.leadId ?? null, q.status ?? null, q.from ?? null, q.to ?? null],
+      params: [
+        t,
+        q.userId ?? null,
+        q.customerId ?? null,
+        q.leadId ?? null,
+        q.status ?? null,
+        q.from ?? null,
+        q.to ?? null,
+      ],
     });
   appts({});
   for (const u of users) appts({ userId: u });
@@ -314,7 +362,8 @@ const MISMATCHES = `
     FROM truth t FULL JOIN counters c USING (entity, dim, value)
    WHERE coalesce(t.n, 0) <> coalesce(c.n, 0)`;
 
-const mismatches = (t: string) => rows<{ entity: string; dim: string; value: string; rows: number; counted: number }>(MISMATCHES, t);
+const mismatches = (t: string) =>
+  rows<{ entity: string; dim: string; value: string; rows: number; counted: number }>(MISMATCHES, t);
 
 beforeAll(async () => {
   app = await startApp();
@@ -332,7 +381,10 @@ describe("counters", () => {
   it("match count(*) of every key after fixture loads and bulk inserts (both tenants)", async () => {
     expect(await mismatches(A)).toEqual([]);
     expect(await mismatches(B)).toEqual([]);
-    const { n } = await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "dim" = 'listId'`, A);
+    const { n } = await one<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "dim" = 'listId'`,
+      A,
+    );
     expect(n).toBeGreaterThan(0);
   });
 
@@ -356,16 +408,33 @@ describe("counters", () => {
     const some = async (q: string, n = 3) => (await rows<{ id: string }>(q + ` LIMIT ${n}`, A)).map((r) => r.id);
     const [ana] = await some(`SELECT "id"::text AS id FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`, 1);
     // Through the API: ticket status and assignee, appointment status and a reschedule to another day.
-    for (const id of await some(`SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "status" = 'open' ORDER BY "id"`)) {
-      expect((await app.request("PATCH", `/public/v1/tickets/${id}`, { key, body: { status: "closed", assignedTo: ana } })).status).toBe(200);
+    for (const id of await some(
+      `SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "status" = 'open' ORDER BY "id"`,
+    )) {
+      expect(
+        (await app.request("PATCH", `/public/v1/tickets/${id}`, { key, body: { status: "closed", assignedTo: ana } }))
+          .status,
+      ).toBe(200);
     }
-    for (const id of await some(`SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "assignedToId" IS NOT NULL ORDER BY "id" DESC`)) {
-      expect((await app.request("PATCH", `/public/v1/tickets/${id}`, { key, body: { assignedTo: null, status: "pending" } })).status).toBe(200);
+    for (const id of await some(
+      `SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "assignedToId" IS NOT NULL ORDER BY "id" DESC`,
+    )) {
+      expect(
+        (await app.request("PATCH", `/public/v1/tickets/${id}`, { key, body: { assignedTo: null, status: "pending" } }))
+          .status,
+      ).toBe(200);
     }
-    for (const id of await some(`SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" <> 'scheduled' ORDER BY "id"`)) {
-      expect((await app.request("PATCH", `/public/v1/appointments/${id}`, { key, body: { status: "completed" } })).status).toBe(200);
+    for (const id of await some(
+      `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" <> 'scheduled' ORDER BY "id"`,
+    )) {
+      expect(
+        (await app.request("PATCH", `/public/v1/appointments/${id}`, { key, body: { status: "completed" } })).status,
+      ).toBe(200);
     }
-    const [moved] = await some(`SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'cancelled' ORDER BY "id"`, 1);
+    const [moved] = await some(
+      `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'cancelled' ORDER BY "id"`,
+      1,
+    );
     const res = await app.request("PATCH", `/public/v1/appointments/${moved}`, {
       key,
       body: { startsAt: "2031-02-03T23:30:00Z", endsAt: "2031-02-04T00:30:00Z" },
@@ -374,45 +443,90 @@ describe("counters", () => {
     // In SQL: what the API cannot do. Every statement pins the tenant, and moves a time in UTC
     // ((t AT TIME ZONE 'UTC' ± interval) AT TIME ZONE 'UTC': immutable, which Citus needs of an
     // expression of a column in an UPDATE; timestamptz ± interval is STABLE).
-    await exec(`UPDATE "Contact" SET "deletedAt" = now() WHERE "tenantId" = $1::uuid AND "id" IN
-                  (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL ORDER BY "id" LIMIT 5)`, A);
-    await exec(`UPDATE "Contact" SET "deletedAt" = NULL WHERE "tenantId" = $1::uuid AND "id" IN
-                  (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NOT NULL ORDER BY "id" DESC LIMIT 4)`, A);
-    await exec(`UPDATE "Contact" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '400 days') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%'`, A);
-    await exec(`UPDATE "Lead" SET "customerId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 1)
-                 WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 1%'`, A);
-    await exec(`UPDATE "Lead" SET "customerId" = NULL WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 2%'`, A);
-    await exec(`UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' + interval '36 hours') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 3%'`, A);
-    await exec(`UPDATE "Conversation" SET "status" = 'resolved', "channelId" = (SELECT "id" FROM "Channel" WHERE "tenantId" = $1::uuid AND "kind" = 'web')
-                 WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 7)`, A);
-    await exec(`UPDATE "Conversation" SET "customerId" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1),
+    await exec(
+      `UPDATE "Contact" SET "deletedAt" = now() WHERE "tenantId" = $1::uuid AND "id" IN
+                  (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL ORDER BY "id" LIMIT 5)`,
+      A,
+    );
+    await exec(
+      `UPDATE "Contact" SET "deletedAt" = NULL WHERE "tenantId" = $1::uuid AND "id" IN
+                  (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NOT NULL ORDER BY "id" DESC LIMIT 4)`,
+      A,
+    );
+    await exec(
+      `UPDATE "Contact" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '400 days') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%'`,
+      A,
+    );
+    await exec(
+      `UPDATE "Lead" SET "customerId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 1)
+                 WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 1%'`,
+      A,
+    );
+    await exec(
+      `UPDATE "Lead" SET "customerId" = NULL WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 2%'`,
+      A,
+    );
+    await exec(
+      `UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' + interval '36 hours') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 3%'`,
+      A,
+    );
+    await exec(
+      `UPDATE "Conversation" SET "status" = 'resolved', "channelId" = (SELECT "id" FROM "Channel" WHERE "tenantId" = $1::uuid AND "kind" = 'web')
+                 WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 7)`,
+      A,
+    );
+    await exec(
+      `UPDATE "Conversation" SET "customerId" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1),
                        "lastMessageAt" = ("lastMessageAt" AT TIME ZONE 'UTC' + interval '3 days') AT TIME ZONE 'UTC'
-                 WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 5)`, A);
+                 WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 5)`,
+      A,
+    );
     // A customer re-linked to another contact moves its conversations under the contact filter.
-    await exec(`UPDATE "Customer" SET "contactId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 1)
-                 WHERE "tenantId" = $1::uuid AND "id" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1)`, A);
-    await exec(`UPDATE "ContactListMember" SET "listId" = (SELECT "id" FROM "ContactList" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1)
+    await exec(
+      `UPDATE "Customer" SET "contactId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 1)
+                 WHERE "tenantId" = $1::uuid AND "id" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1)`,
+      A,
+    );
+    await exec(
+      `UPDATE "ContactListMember" SET "listId" = (SELECT "id" FROM "ContactList" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1)
                  WHERE "tenantId" = $1::uuid AND "contactId" IN (SELECT "contactId" FROM "ContactListMember" WHERE "tenantId" = $1::uuid
-                   GROUP BY 1 HAVING count(*) = 1 ORDER BY 1 LIMIT 3)`, A);
-    await exec(`DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "contactId" IN
-                  (SELECT "contactId" FROM "ContactListMember" WHERE "tenantId" = $1::uuid ORDER BY "contactId" DESC LIMIT 4)`, A);
+                   GROUP BY 1 HAVING count(*) = 1 ORDER BY 1 LIMIT 3)`,
+      A,
+    );
+    await exec(
+      `DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "contactId" IN
+                  (SELECT "contactId" FROM "ContactListMember" WHERE "tenantId" = $1::uuid ORDER BY "contactId" DESC LIMIT 4)`,
+      A,
+    );
     // Hard deletes (a live contact with memberships: its lists lose it before the cascade removes them).
-    await exec(`DELETE FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 4%'
+    await exec(
+      `DELETE FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 4%'
                   AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = $1::uuid AND a."leadId" = "Lead"."id")
-                  AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."tenantId" = $1::uuid AND t."leadId" = "Lead"."id")`, A);
+                  AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."tenantId" = $1::uuid AND t."leadId" = "Lead"."id")`,
+      A,
+    );
     await exec(`DELETE FROM "Ticket" WHERE "tenantId" = $1::uuid AND "subject" LIKE 'Bulk ticket 5%'`, A);
     await exec(`DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" LIKE 'Bulk visit 6%'`, A);
-    const { n: before } = await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ContactListMember" WHERE "tenantId" = $1::uuid`, A);
-    const deleted = await exec(`DELETE FROM "Contact" WHERE "tenantId" = $1::uuid AND "id" IN (
+    const { n: before } = await one<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "ContactListMember" WHERE "tenantId" = $1::uuid`,
+      A,
+    );
+    const deleted = await exec(
+      `DELETE FROM "Contact" WHERE "tenantId" = $1::uuid AND "id" IN (
                   SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid AND c."deletedAt" IS NULL
                      AND EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = $1::uuid AND m."contactId" = c."id")
                      AND NOT EXISTS (SELECT 1 FROM "Lead" l WHERE l."tenantId" = $1::uuid AND l."customerId" = c."id")
                      AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."tenantId" = $1::uuid AND t."customerId" = c."id")
                      AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = $1::uuid AND a."customerId" = c."id")
                      AND NOT EXISTS (SELECT 1 FROM "Customer" u WHERE u."tenantId" = $1::uuid AND u."contactId" = c."id")
-                   ORDER BY c."id" LIMIT 6)`, A);
+                   ORDER BY c."id" LIMIT 6)`,
+      A,
+    );
     expect(deleted).toBeGreaterThan(0);
-    const { n: after } = await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ContactListMember" WHERE "tenantId" = $1::uuid`, A);
+    const { n: after } = await one<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "ContactListMember" WHERE "tenantId" = $1::uuid`,
+      A,
+    );
     expect(after).toBeLessThan(before);
 
     expect(await mismatches(A)).toEqual([]);
@@ -421,13 +535,20 @@ describe("counters", () => {
   });
 
   it("a failed transaction takes its deltas with it (SQL rollback, a failing Prisma transaction, a refused API write)", async () => {
-    const snapshot = () => rows(`SELECT "entity", "dim", "value", sum("n")::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid
-                                  GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, A);
+    const snapshot = () =>
+      rows(
+        `SELECT "entity", "dim", "value", sum("n")::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid
+                                  GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+        A,
+      );
     const before = await snapshot();
     await expect(
       untimedTx(async (tx) => {
-        await tx.$executeRawUnsafe(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId")
-          SELECT "tenantId", 'Doomed', "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`, A);
+        await tx.$executeRawUnsafe(
+          `INSERT INTO "Lead" ("tenantId", "customerName", "stageId")
+          SELECT "tenantId", 'Doomed', "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`,
+          A,
+        );
         await tx.$executeRawUnsafe(`UPDATE "Ticket" SET "status" = 'closed' WHERE "tenantId" = $1::uuid`, A);
         await tx.$executeRawUnsafe(`UPDATE "Contact" SET "deletedAt" = now() WHERE "tenantId" = $1::uuid`, A);
         await tx.$executeRawUnsafe(`DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid`, A);
@@ -437,20 +558,36 @@ describe("counters", () => {
     ).rejects.toThrow("rollback");
     // A statement that fails midway: its second row violates the budget CHECK.
     await expect(
-      exec(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "budgetMin", "budgetMax")
+      exec(
+        `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "budgetMin", "budgetMax")
             SELECT "tenantId", 'Doomed ' || i, "id", 10, CASE WHEN i = 2 THEN 1 ELSE 20 END
-              FROM "PipelineStage", generate_series(1, 2) i WHERE "tenantId" = $1::uuid`, A),
+              FROM "PipelineStage", generate_series(1, 2) i WHERE "tenantId" = $1::uuid`,
+        A,
+      ),
     ).rejects.toThrow();
     // API writes refused by the database: an overlapping appointment (409) and a duplicate contact (409).
     const [appt] = await rows<{ startsAt: Date; endsAt: Date; userId: string }>(
-      `SELECT "startsAt", "endsAt", "assignedUserId"::text AS "userId" FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'scheduled' LIMIT 1`, A);
+      `SELECT "startsAt", "endsAt", "assignedUserId"::text AS "userId" FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'scheduled' LIMIT 1`,
+      A,
+    );
     const overlap = await app.request("POST", "/public/v1/appointments", {
       key,
-      body: { assignedUserId: appt!.userId, title: "Clash", appointmentType: "visit", startsAt: appt!.startsAt.toISOString(), endsAt: appt!.endsAt.toISOString() },
+      body: {
+        assignedUserId: appt!.userId,
+        title: "Clash",
+        appointmentType: "visit",
+        startsAt: appt!.startsAt.toISOString(),
+        endsAt: appt!.endsAt.toISOString(),
+      },
     });
     expect(overlap.status).toBe(409);
-    const [c] = await rows<{ phone: string }>(`SELECT "phone" FROM "Contact" WHERE "tenantId" = $1::uuid AND "phone" IS NOT NULL LIMIT 1`, A);
-    expect((await app.request("POST", "/public/v1/contacts", { key, body: { phone: c!.phone, fullName: "Dup" } })).status).toBe(409);
+    const [c] = await rows<{ phone: string }>(
+      `SELECT "phone" FROM "Contact" WHERE "tenantId" = $1::uuid AND "phone" IS NOT NULL LIMIT 1`,
+      A,
+    );
+    expect(
+      (await app.request("POST", "/public/v1/contacts", { key, body: { phone: c!.phone, fullName: "Dup" } })).status,
+    ).toBe(409);
     expect(await snapshot()).toEqual(before);
     expect(await mismatches(A)).toEqual([]);
   });
@@ -463,20 +600,37 @@ describe("the count cache of contact searches", () => {
       AND ($2::uuid IS NULL OR EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = $1::uuid AND m."listId" = $2::uuid AND m."contactId" = c."id"))
       AND (strpos(lower(c."fullName"), lower($3)) > 0 OR strpos(lower(c."email"), lower($3)) > 0 OR strpos(lower(c."phone"), lower($3)) > 0)`;
   const version = async (t = A) =>
-    Number((await one<{ v: string }>(`SELECT coalesce(sum("n"), 0)::text AS v FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Contact' AND "dim" = 'v'`, t)).v);
+    Number(
+      (
+        await one<{ v: string }>(
+          `SELECT coalesce(sum("n"), 0)::text AS v FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Contact' AND "dim" = 'v'`,
+          t,
+        )
+      ).v,
+    );
   /** The API's total of a search (asked twice: the second answer can only come from the cache) against count(*). */
   async function expectSearch(search: string, listId?: string) {
     const { n } = await one<{ n: number }>(SEARCH_TRUTH, A, listId ?? null, search);
     for (let i = 0; i < 2; i++) {
       const res = await get("contacts", { search, listId, limit: 200 });
       expect(res.status).toBe(200);
-      expect({ search, listId, total: res.body.total, items: res.body.items.length }).toEqual({ search, listId, total: n, items: Math.min(n, 200) });
+      expect({ search, listId, total: res.body.total, items: res.body.items.length }).toEqual({
+        search,
+        listId,
+        total: n,
+        items: Math.min(n, 200),
+      });
     }
     return n;
   }
 
   it("every kind of contact write moves the version, and the next search counts again: exact after each", async () => {
-    const [vip] = (await rows<{ id: string }>(`SELECT "id"::text AS id FROM "ContactList" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1`, A)).map((r) => r.id);
+    const [vip] = (
+      await rows<{ id: string }>(
+        `SELECT "id"::text AS id FROM "ContactList" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1`,
+        A,
+      )
+    ).map((r) => r.id);
     const term = "Zebra";
     const warm = async () => {
       await expectSearch(term);
@@ -485,27 +639,93 @@ describe("the count cache of contact searches", () => {
       return version();
     };
     const steps: [string, () => Promise<unknown>][] = [
-      ["POST /contacts (a match)", async () => expect((await app.request("POST", "/public/v1/contacts", { key, body: { fullName: "Zebra One", email: "zebra1@cache.test", phone: "+34611900001" } })).status).toBe(201)],
-      ["PATCH fullName (a match → none)", async () => {
-        const { id } = await one<{ id: string }>(`SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" = 'Zebra One'`, A);
-        expect((await app.request("PATCH", `/public/v1/contacts/${id}`, { key, body: { fullName: "Plain One" } })).status).toBe(200);
-      }],
-      ["PATCH email (none → a match)", async () => {
-        const { id } = await one<{ id: string }>(`SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" = 'Plain One'`, A);
-        expect((await app.request("PATCH", `/public/v1/contacts/${id}`, { key, body: { email: "zebra.mail@cache.test" } })).status).toBe(200);
-      }],
+      [
+        "POST /contacts (a match)",
+        async () =>
+          expect(
+            (
+              await app.request("POST", "/public/v1/contacts", {
+                key,
+                body: { fullName: "Zebra One", email: "zebra1@cache.test", phone: "+34611900001" },
+              })
+            ).status,
+          ).toBe(201),
+      ],
+      [
+        "PATCH fullName (a match → none)",
+        async () => {
+          const { id } = await one<{ id: string }>(
+            `SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" = 'Zebra One'`,
+            A,
+          );
+          expect(
+            (await app.request("PATCH", `/public/v1/contacts/${id}`, { key, body: { fullName: "Plain One" } })).status,
+          ).toBe(200);
+        },
+      ],
+      [
+        "PATCH email (none → a match)",
+        async () => {
+          const { id } = await one<{ id: string }>(
+            `SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" = 'Plain One'`,
+            A,
+          );
+          expect(
+            (await app.request("PATCH", `/public/v1/contacts/${id}`, { key, body: { email: "zebra.mail@cache.test" } }))
+              .status,
+          ).toBe(200);
+        },
+      ],
       // One live bulk contact that is sure to exist: an earlier test hard-deletes contacts picked by
       // their (random) ids, which may take any one named contact.
-      ["a phone change (SQL)", async () => expect(await exec(`UPDATE "Contact" SET "phone" = '+34699' || right("phone", 6) WHERE "tenantId" = $1::uuid AND "id" =
-            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk %' AND "phone" LIKE '+3462%' ORDER BY "id" LIMIT 1)`, A)).toBe(1)],
-      ["a membership added", () => exec(`INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId")
-            SELECT $1::uuid, $2::uuid, "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%' ON CONFLICT DO NOTHING`, A, vip)],
-      ["a membership removed", () => exec(`DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "listId" = $2::uuid
-            AND "contactId" IN (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%')`, A, vip)],
-      ["a soft delete", () => exec(`UPDATE "Contact" SET "deletedAt" = now() WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'`, A)],
-      ["an undelete", () => exec(`UPDATE "Contact" SET "deletedAt" = NULL WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'`, A)],
-      ["a bulk rename of 10 matches", () => exec(`UPDATE "Contact" SET "fullName" = 'Renamed ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
-            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 10)`, A)],
+      [
+        "a phone change (SQL)",
+        async () =>
+          expect(
+            await exec(
+              `UPDATE "Contact" SET "phone" = '+34699' || right("phone", 6) WHERE "tenantId" = $1::uuid AND "id" =
+            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk %' AND "phone" LIKE '+3462%' ORDER BY "id" LIMIT 1)`,
+              A,
+            ),
+          ).toBe(1),
+      ],
+      [
+        "a membership added",
+        () =>
+          exec(
+            `INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId")
+            SELECT $1::uuid, $2::uuid, "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%' ON CONFLICT DO NOTHING`,
+            A,
+            vip,
+          ),
+      ],
+      [
+        "a membership removed",
+        () =>
+          exec(
+            `DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "listId" = $2::uuid
+            AND "contactId" IN (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%')`,
+            A,
+            vip,
+          ),
+      ],
+      [
+        "a soft delete",
+        () => exec(`UPDATE "Contact" SET "deletedAt" = now() WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'`, A),
+      ],
+      [
+        "an undelete",
+        () => exec(`UPDATE "Contact" SET "deletedAt" = NULL WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'`, A),
+      ],
+      [
+        "a bulk rename of 10 matches",
+        () =>
+          exec(
+            `UPDATE "Contact" SET "fullName" = 'Renamed ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
+            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 10)`,
+            A,
+          ),
+      ],
       ["a hard delete", () => exec(`DELETE FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'`, A)],
     ];
     let before = await warm();
@@ -517,10 +737,16 @@ describe("the count cache of contact searches", () => {
     }
     // Writes that change no match of any search leave the version (and the cache) alone: another
     // column of a contact, and a rolled-back contact write.
-    await exec(`UPDATE "Contact" SET "marketingOptOut" = NOT "marketingOptOut" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%'`, A);
+    await exec(
+      `UPDATE "Contact" SET "marketingOptOut" = NOT "marketingOptOut" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%'`,
+      A,
+    );
     await expect(
       app.db.prisma.$transaction(async (tx) => {
-        await tx.$executeRawUnsafe(`UPDATE "Contact" SET "fullName" = 'Zebra Doomed' WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 3%'`, A);
+        await tx.$executeRawUnsafe(
+          `UPDATE "Contact" SET "fullName" = 'Zebra Doomed' WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 3%'`,
+          A,
+        );
         throw new Error("rollback");
       }),
     ).rejects.toThrow("rollback");
@@ -528,7 +754,14 @@ describe("the count cache of contact searches", () => {
     expect(await warm()).toBe(before);
     // Another tenant's writes move only its own version.
     const otherBefore = await version(B);
-    expect((await app.request("POST", "/public/v1/contacts", { key: keyB, body: { fullName: "Zebra Other", phone: "+34611900002" } })).status).toBe(201);
+    expect(
+      (
+        await app.request("POST", "/public/v1/contacts", {
+          key: keyB,
+          body: { fullName: "Zebra Other", phone: "+34611900002" },
+        })
+      ).status,
+    ).toBe(201);
     expect(await version(B)).toBeGreaterThan(otherBefore);
     expect(await version()).toBe(before);
   });
@@ -541,8 +774,11 @@ describe("the count cache of contact searches", () => {
     await app.db.prisma.$transaction(async (tx) => {
       await tx.$executeRawUnsafe(`SET LOCAL citus.propagate_set_commands = 'local'`);
       await tx.$executeRawUnsafe(`SET LOCAL session_replication_role = replica`);
-      await tx.$executeRawUnsafe(`UPDATE "Contact" SET "fullName" = 'Hidden ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
-        (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 3)`, A);
+      await tx.$executeRawUnsafe(
+        `UPDATE "Contact" SET "fullName" = 'Hidden ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
+        (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 3)`,
+        A,
+      );
     });
     // The total is the cached count (the page itself is read fresh): proof the count was not taken again.
     const stale = await get("contacts", { search: "bulk 2", limit: 200 });
@@ -570,14 +806,44 @@ describe("contact search pages", () => {
          FROM generate_series(1, 2600) i`,
       A,
     );
-    await exec(`INSERT INTO "Contact" ("tenantId", "fullName", "email") VALUES ($1::uuid, E'unit\\x1fsep', E'st\\x1fwalker@walk.test')`, A);
+    await exec(
+      `INSERT INTO "Contact" ("tenantId", "fullName", "email") VALUES ($1::uuid, E'unit\\x1fsep', E'st\\x1fwalker@walk.test')`,
+      A,
+    );
   });
 
   it("the ILIKE form and the strpos form select the same contacts, for every kind of search", async () => {
     const { searchCond } = await import("../../routers/contacts/list.js");
-    const terms = ["walker", "WALK", "wälker", "WÄLKER", "ä", "straße", "STRASSE", "ss", "İ", "i", "ı", "I", "100%", "%", "_x_", "_", "\\", "a\\b", "1 2", "alker 1", "@walk.test", "W12@", "zzz", "612 345",
+    const terms = [
+      "walker",
+      "WALK",
+      "wälker",
+      "WÄLKER",
+      "ä",
+      "straße",
+      "STRASSE",
+      "ss",
+      "İ",
+      "i",
+      "ı",
+      "I",
+      "100%",
+      "%",
+      "_x_",
+      "_",
+      "\\",
+      "a\\b",
+      "1 2",
+      "alker 1",
+      "@walk.test",
+      "W12@",
+      "zzz",
+      "612 345",
       // U+001F joins the columns in "searchText": a search holding it must not match across them.
-      "1\u001fwalker", "\u001f", "st\u001f"];
+      "1\u001fwalker",
+      "\u001f",
+      "st\u001f",
+    ];
     const problems: string[] = [];
     for (const term of terms) {
       const index = searchCond(term, "index");
@@ -586,7 +852,8 @@ describe("contact search pages", () => {
         SELECT count(*) FILTER (WHERE ${index})::int AS a, count(*) FILTER (WHERE ${scan})::int AS b,
                count(*) FILTER (WHERE ${index} AND ${scan})::int AS both
           FROM "Contact" WHERE "tenantId" = ${A}::uuid`;
-      if (r!.a !== r!.b || r!.a !== r!.both) problems.push(`${JSON.stringify(term)}: ILIKE ${r!.a}, strpos ${r!.b}, both ${r!.both}`);
+      if (r!.a !== r!.b || r!.a !== r!.both)
+        problems.push(`${JSON.stringify(term)}: ILIKE ${r!.a}, strpos ${r!.b}, both ${r!.both}`);
     }
     expect(problems).toEqual([]);
   });
@@ -596,11 +863,22 @@ describe("contact search pages", () => {
       const { n } = await one<{ n: number }>(`SELECT count(*)::int AS n ${TRUTH}`, A, search);
       expect(n).toBeGreaterThan(search === "alker 1" ? 100 : 2000);
       for (const offset of [0, 1000, Math.max(0, n - 150)]) {
-        const want = (await rows<{ id: string }>(`SELECT c."id"::text AS id ${TRUTH} ORDER BY c."createdAt" DESC, c."id" DESC LIMIT 200 OFFSET $3`, A, search, offset)).map((r) => r.id);
+        const want = (
+          await rows<{ id: string }>(
+            `SELECT c."id"::text AS id ${TRUTH} ORDER BY c."createdAt" DESC, c."id" DESC LIMIT 200 OFFSET $3`,
+            A,
+            search,
+            offset,
+          )
+        ).map((r) => r.id);
         const res = await get("contacts", { search, offset, limit: 200 });
         expect(res.status).toBe(200);
         expect(res.body.total).toBe(n);
-        expect({ search, offset, ids: res.body.items.map((c: { id: string }) => c.id) }).toEqual({ search, offset, ids: want });
+        expect({ search, offset, ids: res.body.items.map((c: { id: string }) => c.id) }).toEqual({
+          search,
+          offset,
+          ids: want,
+        });
       }
     }
   });
@@ -614,7 +892,14 @@ describe("contact search pages", () => {
       // The last page: 199 of a page of 200, so that it is walked too (the gate of routers/contacts/list.ts
       // walks while (before + take) × live < 20 × total × (total − before)) and ends at the oldest match.
       const at = offset === "first" ? 0 : Math.max(0, n - 199);
-      const want = (await rows<{ id: string }>(`SELECT c."id"::text AS id ${TRUTH} ORDER BY c."createdAt" DESC, c."id" DESC LIMIT 200 OFFSET $3`, A, search, at)).map((r) => r.id);
+      const want = (
+        await rows<{ id: string }>(
+          `SELECT c."id"::text AS id ${TRUTH} ORDER BY c."createdAt" DESC, c."id" DESC LIMIT 200 OFFSET $3`,
+          A,
+          search,
+          at,
+        )
+      ).map((r) => r.id);
       for (const pass of ["counted", "cached"]) {
         const res = await get("contacts", { search, offset: at, limit: 200 });
         expect(res.status).toBe(200);
@@ -626,21 +911,35 @@ describe("contact search pages", () => {
     const added: string[] = [];
     const add = async (createdAt: string) => {
       const { id } = await one<{ id: string }>(
-        `INSERT INTO "Contact" ("tenantId", "fullName", "createdAt") VALUES ($1::uuid, 'Span walker', $2::timestamptz) RETURNING "id"::text AS id`, A, createdAt);
+        `INSERT INTO "Contact" ("tenantId", "fullName", "createdAt") VALUES ($1::uuid, 'Span walker', $2::timestamptz) RETURNING "id"::text AS id`,
+        A,
+        createdAt,
+      );
       added.push(id);
       return id;
     };
     const { id: old, createdAt: oldAt } = await one<{ id: string; createdAt: string }>(
-      `SELECT c."id"::text AS id, c."createdAt"::text AS "createdAt" ${TRUTH} ORDER BY c."createdAt", c."id" LIMIT 1`, A, search);
+      `SELECT c."id"::text AS id, c."createdAt"::text AS "createdAt" ${TRUTH} ORDER BY c."createdAt", c."id" LIMIT 1`,
+      A,
+      search,
+    );
     try {
       await page("before", "first");
       const earlier = await add("2030-01-01T11:00:00Z");
       const newer = await add("2030-01-01T12:00:00Z");
       expect((await page("a newer match", "first"))[0]).toBe(newer);
       // Within the same UTC day: no day counter moves, the version still must.
-      await exec(`UPDATE "Contact" SET "createdAt" = '2030-01-01T12:00:00.001Z' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, earlier);
+      await exec(
+        `UPDATE "Contact" SET "createdAt" = '2030-01-01T12:00:00.001Z' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+        A,
+        earlier,
+      );
       expect((await page("a match re-dated past the newest within its day", "first"))[0]).toBe(earlier);
-      await exec(`UPDATE "Contact" SET "createdAt" = '2031-01-01T00:00:00Z' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, old);
+      await exec(
+        `UPDATE "Contact" SET "createdAt" = '2031-01-01T00:00:00Z' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+        A,
+        old,
+      );
       expect((await page("the oldest match re-dated past the newest", "first"))[0]).toBe(old);
       const last = await add("9999-12-31T23:59:59.999Z");
       expect((await page("the last storable millisecond", "first"))[0]).toBe(last);
@@ -648,7 +947,12 @@ describe("contact search pages", () => {
       expect((await page("year 1", "last")).at(-1)).toBe(first);
     } finally {
       await exec(`DELETE FROM "Contact" WHERE "tenantId" = $1::uuid AND "id" = ANY($2::uuid[])`, A, added);
-      await exec(`UPDATE "Contact" SET "createdAt" = $3::timestamptz WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, old, oldAt);
+      await exec(
+        `UPDATE "Contact" SET "createdAt" = $3::timestamptz WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+        A,
+        old,
+        oldAt,
+      );
     }
   });
 });
@@ -695,7 +999,12 @@ describe("under concurrent writes", () => {
     const channelIds = await list(`SELECT "id"::text AS id FROM "Channel" WHERE "tenantId" = $1::uuid`);
     const leadIds = await list(`SELECT "id"::text AS id FROM "Lead" WHERE "tenantId" = $1::uuid`);
     const [ana] = await list(`SELECT "id"::text AS id FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`);
-    const phones = (await rows<{ p: string }>(`SELECT "phone" AS p FROM "Contact" WHERE "tenantId" = $1::uuid AND "phone" IS NOT NULL`, A)).map((r) => r.p);
+    const phones = (
+      await rows<{ p: string }>(
+        `SELECT "phone" AS p FROM "Contact" WHERE "tenantId" = $1::uuid AND "phone" IS NOT NULL`,
+        A,
+      )
+    ).map((r) => r.p);
     const statuses = ["open", "pending", "resolved", "closed"];
     const tx = (fn: (q: (sql: string, ...p: unknown[]) => Promise<number>) => Promise<void>) =>
       app.db.prisma.$transaction(async (t) => fn((sql, ...p) => t.$executeRawUnsafe(sql, ...p)));
@@ -708,10 +1017,16 @@ describe("under concurrent writes", () => {
         const op = (w + i * 7) % 10;
         try {
           if (op === 0) {
-            const r = await app.request("POST", "/public/v1/leads", { key, body: { customerName: `W${w}-${i}`, customerPhone: pick(phones) } });
+            const r = await app.request("POST", "/public/v1/leads", {
+              key,
+              body: { customerName: `W${w}-${i}`, customerPhone: pick(phones) },
+            });
             if (r.status !== 201) errors.push(`lead ${r.status}`);
           } else if (op === 1) {
-            const r = await app.request("POST", "/public/v1/tickets", { key, body: { subject: `W${w}-${i}`, customerId: pick(contactIds) } });
+            const r = await app.request("POST", "/public/v1/tickets", {
+              key,
+              body: { subject: `W${w}-${i}`, customerId: pick(contactIds) },
+            });
             if (r.status !== 201 && r.status !== 404) errors.push(`ticket ${r.status}`); // 404: the contact is soft-deleted right now
           } else if (op === 2) {
             const r = await app.request("PATCH", `/public/v1/tickets/${pick(ticketIds)}`, {
@@ -723,34 +1038,87 @@ describe("under concurrent writes", () => {
             const start = new Date(Date.UTC(2032, 0, 1) + (w * 1000 + i) * 3_600_000);
             const r = await app.request("POST", "/public/v1/appointments", {
               key,
-              body: { assignedUserId: ana, title: `W${w}`, appointmentType: "visit", startsAt: start.toISOString(), endsAt: new Date(start.getTime() + 1_800_000).toISOString() },
+              body: {
+                assignedUserId: ana,
+                title: `W${w}`,
+                appointmentType: "visit",
+                startsAt: start.toISOString(),
+                endsAt: new Date(start.getTime() + 1_800_000).toISOString(),
+              },
             });
             if (r.status !== 201) errors.push(`appointment ${r.status}`);
           } else if (op === 4 && i % 2 === 0) {
             // The time as a parameter: Citus refuses now() (not immutable) inside a CASE of an UPDATE.
-            await tx((q) => q(`UPDATE "Contact" SET "deletedAt" = CASE WHEN "deletedAt" IS NULL THEN $3::timestamptz END WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(contactIds), new Date()).then(() => {}));
+            await tx((q) =>
+              q(
+                `UPDATE "Contact" SET "deletedAt" = CASE WHEN "deletedAt" IS NULL THEN $3::timestamptz END WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+                A,
+                pick(contactIds),
+                new Date(),
+              ).then(() => {}),
+            );
           } else if (op === 4) {
             // A rename in and out of the searches the reader runs (cached counts: the version must move).
-            await tx((q) => q(`UPDATE "Contact" SET "fullName" = CASE WHEN "fullName" LIKE 'Bulk %' THEN 'Moved ' || "fullName" ELSE 'Bulk ' || "fullName" END
-                               WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(contactIds)).then(() => {}));
+            await tx((q) =>
+              q(
+                `UPDATE "Contact" SET "fullName" = CASE WHEN "fullName" LIKE 'Bulk %' THEN 'Moved ' || "fullName" ELSE 'Bulk ' || "fullName" END
+                               WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+                A,
+                pick(contactIds),
+              ).then(() => {}),
+            );
           } else if (op === 5) {
             const [l, c] = [pick(listIds), pick(contactIds)];
             await tx(async (q) => {
-              const n = await q(`DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "listId" = $2::uuid AND "contactId" = $3::uuid`, A, l, c);
-              if (n === 0) await q(`INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId") VALUES ($1::uuid, $2::uuid, $3::uuid) ON CONFLICT DO NOTHING`, A, l, c);
+              const n = await q(
+                `DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "listId" = $2::uuid AND "contactId" = $3::uuid`,
+                A,
+                l,
+                c,
+              );
+              if (n === 0)
+                await q(
+                  `INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId") VALUES ($1::uuid, $2::uuid, $3::uuid) ON CONFLICT DO NOTHING`,
+                  A,
+                  l,
+                  c,
+                );
             });
           } else if (op === 6) {
-            await tx((q) => q(`UPDATE "Lead" SET "customerId" = $3::uuid WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(leadIds), Math.random() < 0.3 ? null : pick(contactIds)).then(() => {}));
+            await tx((q) =>
+              q(
+                `UPDATE "Lead" SET "customerId" = $3::uuid WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+                A,
+                pick(leadIds),
+                Math.random() < 0.3 ? null : pick(contactIds),
+              ).then(() => {}),
+            );
           } else if (op === 7) {
-            await tx((q) => q(`UPDATE "Conversation" SET "status" = $3::"ConversationStatus", "channelId" = $4::uuid,
+            await tx((q) =>
+              q(
+                `UPDATE "Conversation" SET "status" = $3::"ConversationStatus", "channelId" = $4::uuid,
                                                      "lastMessageAt" = ("lastMessageAt" AT TIME ZONE 'UTC' + interval '20 hours') AT TIME ZONE 'UTC'
-                               WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(convIds), pick(["active", "escalated", "resolved"]), pick(channelIds)).then(() => {}));
+                               WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+                A,
+                pick(convIds),
+                pick(["active", "escalated", "resolved"]),
+                pick(channelIds),
+              ).then(() => {}),
+            );
           } else if (op === 8) {
             // Written, then rolled back: nothing may remain.
             await tx(async (q) => {
-              await q(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId")
-                       SELECT "tenantId", 'Rolled back', "id", $2::uuid FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`, A, pick(contactIds));
-              await q(`UPDATE "Ticket" SET "status" = 'closed', "assignedToId" = NULL WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, A, pick(ticketIds));
+              await q(
+                `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId")
+                       SELECT "tenantId", 'Rolled back', "id", $2::uuid FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`,
+                A,
+                pick(contactIds),
+              );
+              await q(
+                `UPDATE "Ticket" SET "status" = 'closed', "assignedToId" = NULL WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+                A,
+                pick(ticketIds),
+              );
               throw new Error("rollback");
             }).catch((e) => {
               if ((e as Error).message !== "rollback") throw e;
@@ -758,8 +1126,16 @@ describe("under concurrent writes", () => {
           } else {
             // A hard delete of a lead nothing points at, and a bulk re-date.
             await tx(async (q) => {
-              await q(`DELETE FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerName" = $2`, A, `W${(w + 1) % 20}-${i - 3}`);
-              await q(`UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '1 day') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE $2`, A, `W${w}-%`);
+              await q(
+                `DELETE FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerName" = $2`,
+                A,
+                `W${(w + 1) % 20}-${i - 3}`,
+              );
+              await q(
+                `UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '1 day') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE $2`,
+                A,
+                `W${w}-%`,
+              );
             });
           }
         } catch (e) {
@@ -782,7 +1158,8 @@ describe("under concurrent writes", () => {
         const search = path === "contacts" && Math.random() < 0.5 ? pick(["bulk 1", "bulk", "moved", "a"]) : undefined;
         const r = await get(path, { limit: 200, offset: 0, search });
         pages++;
-        if (r.status !== 200 || r.body.items.length !== Math.min(200, r.body.total)) failures.push(`${path} ${search ?? ""}: ${r.status} ${r.body.items?.length} of ${r.body.total}`);
+        if (r.status !== 200 || r.body.items.length !== Math.min(200, r.body.total))
+          failures.push(`${path} ${search ?? ""}: ${r.status} ${r.body.items?.length} of ${r.body.total}`);
       }
     })();
     await Promise.all(Array.from({ length: 20 }, (_, w) => writer(w)));
@@ -816,8 +1193,13 @@ describe("under concurrent writes", () => {
     let waiters = 0;
     try {
       await held.query("BEGIN");
-      const stage = (await one<{ id: string }>(`SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`, tenantId)).id;
-      await held.query(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'held open', $2)`, [tenantId, stage]);
+      const stage = (
+        await one<{ id: string }>(`SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1`, tenantId)
+      ).id;
+      await held.query(`INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'held open', $2)`, [
+        tenantId,
+        stage,
+      ]);
       // The slot is the transaction id's where the triggers run: on Citus the worker that holds the
       // tenant's shards, reached by a statement that names the tenant's rows (here its own lead).
       const heldPid = (await held.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`)).rows[0]!.pid;
@@ -842,13 +1224,18 @@ describe("under concurrent writes", () => {
               );
               if (next === heldSlot) break;
             }
-            statuses.push((await app.request("POST", "/public/v1/leads", { key: apiKey, body: { customerName: `aimed ${aimed}` } })).status);
+            statuses.push(
+              (await app.request("POST", "/public/v1/leads", { key: apiKey, body: { customerName: `aimed ${aimed}` } }))
+                .status,
+            );
           }
-          for (let batch = 0; batch < 20 && waiters === 0; batch++)
-          {
+          for (let batch = 0; batch < 20 && waiters === 0; batch++) {
             const answers = await Promise.all(
               Array.from({ length: 10 }, (_, i) =>
-                app.request("POST", "/public/v1/leads", { key: apiKey, body: { customerName: `beside ${batch}-${i}` } }),
+                app.request("POST", "/public/v1/leads", {
+                  key: apiKey,
+                  body: { customerName: `beside ${batch}-${i}` },
+                }),
               ),
             );
             statuses.push(...answers.map((r) => r.status));
@@ -878,23 +1265,42 @@ describe("under concurrent writes", () => {
     }
   }
 
-  it.runIf(Boolean(process.env.DATABASE_URL))("a long transaction that created a lead never blocks the tenant's other creates (existing keys)", async () => {
-    // Today's keys exist before: the open transaction updates a committed slot row of each.
-    expect((await app.request("POST", "/public/v1/leads", { key, body: { customerName: "first of the day" } })).status).toBe(201);
-    await createsBesideAnOpenTransaction(A, key);
-    expect(await mismatches(A)).toEqual([]);
-    await expectTotalsExact(A, key);
-  }, 60_000);
+  it.runIf(Boolean(process.env.DATABASE_URL))(
+    "a long transaction that created a lead never blocks the tenant's other creates (existing keys)",
+    async () => {
+      // Today's keys exist before: the open transaction updates a committed slot row of each.
+      expect(
+        (await app.request("POST", "/public/v1/leads", { key, body: { customerName: "first of the day" } })).status,
+      ).toBe(201);
+      await createsBesideAnOpenTransaction(A, key);
+      expect(await mismatches(A)).toEqual([]);
+      await expectTotalsExact(A, key);
+    },
+    60_000,
+  );
 
-  it.runIf(Boolean(process.env.DATABASE_URL))("a long transaction that created a tenant's first lead never blocks its other creates (new keys)", async () => {
-    // A tenant without leads: the open transaction inserts the first (uncommitted) row of every key.
-    const loaded = await app.load(fixture(tenant("fresh", { rateLimit: { perMinute: 1_000_000, perDay: 10_000_000 } })));
-    const fresh = loaded.tenants.fresh!;
-    expect((await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Lead'`, fresh.id)).n).toBe(0);
-    await createsBesideAnOpenTransaction(fresh.id, fresh.apiKeys.full!.key);
-    expect(await mismatches(fresh.id)).toEqual([]);
-    await expectTotalsExact(fresh.id, fresh.apiKeys.full!.key);
-  }, 60_000);
+  it.runIf(Boolean(process.env.DATABASE_URL))(
+    "a long transaction that created a tenant's first lead never blocks its other creates (new keys)",
+    async () => {
+      // A tenant without leads: the open transaction inserts the first (uncommitted) row of every key.
+      const loaded = await app.load(
+        fixture(tenant("fresh", { rateLimit: { perMinute: 1_000_000, perDay: 10_000_000 } })),
+      );
+      const fresh = loaded.tenants.fresh!;
+      expect(
+        (
+          await one<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Lead'`,
+            fresh.id,
+          )
+        ).n,
+      ).toBe(0);
+      await createsBesideAnOpenTransaction(fresh.id, fresh.apiKeys.full!.key);
+      expect(await mismatches(fresh.id)).toEqual([]);
+      await expectTotalsExact(fresh.id, fresh.apiKeys.full!.key);
+    },
+    60_000,
+  );
 });
 
 describe("deep offsets", () => {
@@ -908,17 +1314,38 @@ describe("deep offsets", () => {
 
   it("return the same items as a plain OFFSET at every kind of position, on every list", async () => {
     for (const l of lists) {
-      const plain = await rows<{ id: string }>(`SELECT "id"::text AS id FROM "${l.table}" WHERE "tenantId" = $1::uuid ${l.where} ORDER BY ${l.order}`, A);
+      const plain = await rows<{ id: string }>(
+        `SELECT "id"::text AS id FROM "${l.table}" WHERE "tenantId" = $1::uuid ${l.where} ORDER BY ${l.order}`,
+        A,
+      );
       const total = plain.length;
       expect(total, l.path).toBeGreaterThan(DEEP_OFFSET + 100);
-      const offsets = [0, 1, DEEP_OFFSET - 1, DEEP_OFFSET, DEEP_OFFSET + 1, DEEP_OFFSET + 37, total - 200, total - 51, total - 50, total - 1, total, total + 9];
+      const offsets = [
+        0,
+        1,
+        DEEP_OFFSET - 1,
+        DEEP_OFFSET,
+        DEEP_OFFSET + 1,
+        DEEP_OFFSET + 37,
+        total - 200,
+        total - 51,
+        total - 50,
+        total - 1,
+        total,
+        total + 9,
+      ];
       for (let k = 0; k < 6; k++) offsets.push(DEEP_OFFSET + Math.floor(Math.random() * (total - DEEP_OFFSET)));
       for (const offset of offsets) {
         for (const limit of [1, 50, 200]) {
           const res = await get(l.path, { offset, limit });
           expect(res.status).toBe(200);
           const want = plain.slice(offset, offset + limit).map((r) => r.id);
-          expect({ path: l.path, offset, limit, ids: res.body.items.map((i: any) => i.id) }).toEqual({ path: l.path, offset, limit, ids: want });
+          expect({ path: l.path, offset, limit, ids: res.body.items.map((i: any) => i.id) }).toEqual({
+            path: l.path,
+            offset,
+            limit,
+            ids: want,
+          });
           expect(res.body.total).toBe(total);
           expect(res.body.pagination.hasNext).toBe(offset + limit < total);
         }
@@ -935,7 +1362,9 @@ describe("deep offsets", () => {
       const plain = await rows<{ id: string }>(
         `SELECT "id"::text AS id FROM "Lead" WHERE "tenantId" = $1::uuid AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz)
             AND ($3::timestamptz IS NULL OR "createdAt" < $3::timestamptz) ORDER BY "createdAt" DESC, "id" DESC`,
-        A, from ?? null, to ?? null,
+        A,
+        from ?? null,
+        to ?? null,
       );
       for (const offset of [DEEP_OFFSET, DEEP_OFFSET + 3, plain.length - 7, plain.length]) {
         const res = await get("leads", { dateFrom: from, dateTo: to, offset, limit: 20 });
@@ -947,8 +1376,16 @@ describe("deep offsets", () => {
 
   it("filtered lists (no buckets) page deep exactly like OFFSET too", async () => {
     for (const [path, query, sql] of [
-      ["tickets", { status: "pending" }, `SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "status" = 'pending' ORDER BY "createdAt" DESC, "id" DESC`],
-      ["appointments", { status: "completed" }, `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'completed' ORDER BY "startsAt", "id"`],
+      [
+        "tickets",
+        { status: "pending" },
+        `SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "status" = 'pending' ORDER BY "createdAt" DESC, "id" DESC`,
+      ],
+      [
+        "appointments",
+        { status: "completed" },
+        `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'completed' ORDER BY "startsAt", "id"`,
+      ],
     ] as const) {
       const plain = await rows<{ id: string }>(sql, A);
       for (const offset of [0, 10, plain.length - 5]) {
@@ -960,7 +1397,10 @@ describe("deep offsets", () => {
   });
 
   it("a contacts cursor's page number comes from the buckets and matches its position", async () => {
-    const plain = await rows<{ id: string }>(`SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL ORDER BY "createdAt" DESC, "id" DESC`, A);
+    const plain = await rows<{ id: string }>(
+      `SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL ORDER BY "createdAt" DESC, "id" DESC`,
+      A,
+    );
     let cursor: string | undefined;
     let seen = 0;
     for (let page = 1; page <= 4; page++) {
@@ -999,7 +1439,11 @@ describe("deep offsets", () => {
                     ORDER BY CASE WHEN $4 THEN "createdAt" END DESC, CASE WHEN $4 THEN "id" END DESC, "createdAt", "id"
                     OFFSET s."skip" LIMIT 1) q ON true
           WHERE q."id" IS DISTINCT FROM p."id" OR s."skip" >= 2 * $5::int`,
-        A, lo, hi, desc, perDay,
+        A,
+        lo,
+        hi,
+        desc,
+        perDay,
       );
       expect(bad).toEqual([]);
     }

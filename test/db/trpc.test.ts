@@ -54,15 +54,24 @@ beforeAll(async () => {
 afterAll(() => app.close());
 
 const client = (key?: string, url = app.url) =>
-  createTRPCClient<AppRouter>({ links: [httpLink({ url: `${url}/trpc`, headers: key === undefined ? {} : { "X-API-Key": key } })] });
+  createTRPCClient<AppRouter>({
+    links: [httpLink({ url: `${url}/trpc`, headers: key === undefined ? {} : { "X-API-Key": key } })],
+  });
 
 const admin = (authorization?: string, url = app.url) =>
   createTRPCClient<AdminRouter>({
-    links: [httpBatchLink({ url: `${url}/trpc-admin`, headers: authorization === undefined ? {} : { Authorization: authorization } })],
+    links: [
+      httpBatchLink({
+        url: `${url}/trpc-admin`,
+        headers: authorization === undefined ? {} : { Authorization: authorization },
+      }),
+    ],
   });
 
 /** The TRPCClientError a call fails with. */
-async function failure<R extends AppRouter | AdminRouter = AppRouter>(p: Promise<unknown>): Promise<TRPCClientError<R>> {
+async function failure<R extends AppRouter | AdminRouter = AppRouter>(
+  p: Promise<unknown>,
+): Promise<TRPCClientError<R>> {
   try {
     await p;
   } catch (e) {
@@ -89,13 +98,20 @@ function expectAppError(err: TRPCClientError<AppRouter>, status: number, code: s
   expect(Object.keys(env).sort()).toEqual(["details", "error", "message", "request_id"]);
   const fields = env.details.fields as { field: string; message: string }[] | undefined;
   const more = ((env.details.fieldCount as number | undefined) ?? 1) - 1;
-  expect(err.message).toBe(code === "VALIDATION_ERROR" && fields?.[0] ? `${fields[0].field}: ${fields[0].message}${more > 0 ? ` (+${more} more)` : ""}` : env.message);
+  expect(err.message).toBe(
+    code === "VALIDATION_ERROR" && fields?.[0]
+      ? `${fields[0].field}: ${fields[0].message}${more > 0 ? ` (+${more} more)` : ""}`
+      : env.message,
+  );
   expect(env.request_id).toBe(res.headers.get("x-request-id"));
   return env;
 }
 
 const rawTrpc = (path: string, init: RequestInit & { key?: string } = {}) =>
-  fetch(`${app.url}${path}`, { ...init, headers: { ...(init.key ? { "X-API-Key": init.key } : {}), ...(init.headers as Record<string, string>) } });
+  fetch(`${app.url}${path}`, {
+    ...init,
+    headers: { ...(init.key ? { "X-API-Key": init.key } : {}), ...(init.headers as Record<string, string>) },
+  });
 
 const json = (res: Response): Promise<any> => res.json();
 
@@ -115,10 +131,19 @@ describe("/trpc: the app procedures for internal apps", () => {
 
   it("creates a ticket through the same procedure and rules as POST /public/v1/tickets", async () => {
     const api = client(acme.apiKeys.full!.key);
-    const ticket = await api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "Printer on fire", comment: "Send help" });
+    const ticket = await api.tickets.create.mutate({
+      customerId: acme.contacts.c1,
+      subject: "Printer on fire",
+      comment: "Send help",
+    });
     expectTypeOf(ticket.status).toEqualTypeOf<"open" | "pending" | "resolved" | "closed">();
     expectTypeOf(ticket.createdAt).toEqualTypeOf<string>();
-    expect(ticket).toMatchObject({ customerId: acme.contacts.c1, subject: "Printer on fire", status: "open", createdBy: acme.users.ana });
+    expect(ticket).toMatchObject({
+      customerId: acme.contacts.c1,
+      subject: "Printer on fire",
+      status: "open",
+      createdBy: acme.users.ana,
+    });
     expect(ticket.comments.map((c) => c.body)).toEqual(["Send help"]);
     // Visible through both transports.
     const listed = await api.tickets.list.query({ customerId: acme.contacts.c1 });
@@ -171,12 +196,19 @@ describe("/trpc: the app procedures for internal apps", () => {
     expect(replayed).toBe("true");
     expect(second.id).toBe(first.id);
     expect(await ticketCount(acme.id)).toBe(before + 1);
-    expectAppError(await failure(api.tickets.create.mutate({ leadId: acme.leads.l1, subject: "Different" })), 422, "IDEMPOTENCY_KEY_REUSE_MISMATCH");
+    expectAppError(
+      await failure(api.tickets.create.mutate({ leadId: acme.leads.l1, subject: "Different" })),
+      422,
+      "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+    );
   });
 });
 
 /** A client over httpBatchLink (tRPC's default link); `seen` collects every HTTP response it receives. */
-function batchClient(key: string | undefined, opts: { maxItems?: number; headers?: Record<string, string>; seen?: Response[] } = {}) {
+function batchClient(
+  key: string | undefined,
+  opts: { maxItems?: number; headers?: Record<string, string>; seen?: Response[] } = {},
+) {
   return createTRPCClient<AppRouter>({
     links: [
       httpBatchLink({
@@ -255,9 +287,12 @@ describe("/trpc batches (httpBatchLink)", () => {
     expect(lead.customerName).toBe("Lead of acme");
     expect(tickets.items.every((t) => t.customerId === acme.contacts.c1)).toBe(true);
     // On the wire: an array with one answer per call, in the calls' order.
-    const raw = await rawTrpc(`/trpc/leads.get,me.get,leads.get?batch=1&input=${encodeURIComponent(JSON.stringify({ 0: { lead_id: randomUuid() }, 2: { lead_id: acme.leads.l1 } }))}`, {
-      key: acme.apiKeys.full!.key,
-    });
+    const raw = await rawTrpc(
+      `/trpc/leads.get,me.get,leads.get?batch=1&input=${encodeURIComponent(JSON.stringify({ 0: { lead_id: randomUuid() }, 2: { lead_id: acme.leads.l1 } }))}`,
+      {
+        key: acme.apiKeys.full!.key,
+      },
+    );
     expect(raw.status).toBe(207);
     const body = await json(raw);
     expect(body).toHaveLength(3);
@@ -291,7 +326,9 @@ describe("/trpc batches (httpBatchLink)", () => {
     ]);
     expect(leads.status === "fulfilled" && leads.value.total).toBe(1);
     expect(me.status === "fulfilled" && me.value.scopes).toEqual(["tenant:leads.read"]);
-    expect(expectAppError((tickets as PromiseRejectedResult).reason, 403, "PERMISSION_DENIED", 207).details).toEqual({ requiredScope: "tenant:tickets.read" });
+    expect(expectAppError((tickets as PromiseRejectedResult).reason, 403, "PERMISSION_DENIED", 207).details).toEqual({
+      requiredScope: "tenant:tickets.read",
+    });
     // (queries and mutations go in separate batches: the mutation's batch holds it alone)
     expectAppError((create as PromiseRejectedResult).reason, 403, "PERMISSION_DENIED");
     expect(await ticketCount(acme.id)).toBe(before);
@@ -346,12 +383,20 @@ describe("/trpc batches (httpBatchLink)", () => {
     const before = await remainingAfter(key);
     const tickets = await ticketCount(spare.id);
     const over = await Promise.allSettled(
-      Array.from({ length: MAX_BATCH_CALLS + 1 }, (_, i) => api.tickets.create.mutate({ customerId: spare.contacts.c1, subject: `t${i}` })),
+      Array.from({ length: MAX_BATCH_CALLS + 1 }, (_, i) =>
+        api.tickets.create.mutate({ customerId: spare.contacts.c1, subject: `t${i}` }),
+      ),
     );
     expect(seen.map((r) => r.status)).toEqual([422]);
     for (const r of over) {
       const env = expectAppError((r as PromiseRejectedResult).reason, 422, "VALIDATION_ERROR");
-      expect(env.details.fields).toEqual([{ field: "(batch)", code: "too_many_calls", message: `at most ${MAX_BATCH_CALLS} calls per batch, got ${MAX_BATCH_CALLS + 1}` }]);
+      expect(env.details.fields).toEqual([
+        {
+          field: "(batch)",
+          code: "too_many_calls",
+          message: `at most ${MAX_BATCH_CALLS} calls per batch, got ${MAX_BATCH_CALLS + 1}`,
+        },
+      ]);
     }
     expect(await ticketCount(spare.id)).toBe(tickets);
     expect(await remainingAfter(key)).toBe(before - 2);
@@ -371,9 +416,10 @@ describe("/trpc batches (httpBatchLink)", () => {
       api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "one" }),
       api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "two" }),
     ]);
-    for (const r of both) expect(expectAppError((r as PromiseRejectedResult).reason, 422, "VALIDATION_ERROR").details.fields).toEqual([
-      { field: "Idempotency-Key", code: "batched", message: "not allowed on a batch of several calls" },
-    ]);
+    for (const r of both)
+      expect(expectAppError((r as PromiseRejectedResult).reason, 422, "VALIDATION_ERROR").details.fields).toEqual([
+        { field: "Idempotency-Key", code: "batched", message: "not allowed on a batch of several calls" },
+      ]);
     expect(await ticketCount(acme.id)).toBe(before);
     const first = await api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "one" });
     const replay = await api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "one" });
@@ -390,7 +436,10 @@ describe("/trpc batches (httpBatchLink)", () => {
   });
 
   it("a batch without a valid key → 401 for every call, counted nowhere", async () => {
-    const results = await Promise.allSettled([batchClient(undefined).me.get.query(), batchClient(undefined).leads.list.query()]);
+    const results = await Promise.allSettled([
+      batchClient(undefined).me.get.query(),
+      batchClient(undefined).leads.list.query(),
+    ]);
     for (const r of results) expectAppError((r as PromiseRejectedResult).reason, 401, "INVALID_CREDENTIALS");
   });
 });
@@ -400,7 +449,9 @@ describe("/trpc error messages", () => {
     const api = client(acme.apiKeys.full!.key);
     const phone = await failure(api.contacts.create.mutate({ fullName: "Eva", phone: "12" }));
     expect(phone.message).toBe("phone: not a possible phone number for its region");
-    expect(phone.data?.envelope.message).toBe("phone is not a valid phone number: not a possible phone number for its region");
+    expect(phone.data?.envelope.message).toBe(
+      "phone is not a valid phone number: not a possible phone number for its region",
+    );
     expectAppError(phone, 422, "VALIDATION_ERROR");
     const two = await failure(api.tickets.create.mutate({ customerId: "nope", subject: "" }));
     expect(two.message).toMatch(/^customerId: .+ \(\+1 more\)$/);
@@ -426,10 +477,16 @@ describe("/trpc errors carry the public envelope and status", () => {
 
   it("missing scope → 403 PERMISSION_DENIED, nothing persisted", async () => {
     const before = await ticketCount(acme.id);
-    const env = expectAppError(await failure(client(acme.apiKeys.none!.key).leads.list.query({})), 403, "PERMISSION_DENIED");
+    const env = expectAppError(
+      await failure(client(acme.apiKeys.none!.key).leads.list.query({})),
+      403,
+      "PERMISSION_DENIED",
+    );
     expect(env.details).toEqual({ requiredScope: "tenant:leads.read" });
     expectAppError(
-      await failure(client(acme.apiKeys.leadsonly!.key).tickets.create.mutate({ customerId: acme.contacts.c1, subject: "x" })),
+      await failure(
+        client(acme.apiKeys.leadsonly!.key).tickets.create.mutate({ customerId: acme.contacts.c1, subject: "x" }),
+      ),
       403,
       "PERMISSION_DENIED",
     );
@@ -442,19 +499,29 @@ describe("/trpc errors carry the public envelope and status", () => {
     const random = expectAppError(await failure(api.leads.get.query({ lead_id: randomUuid() })), 404, "NOT_FOUND");
     expect(foreign.message).toBe(random.message);
     const before = await ticketCount(acme.id);
-    expectAppError(await failure(api.tickets.create.mutate({ customerId: other.contacts.c1, subject: "x" })), 404, "NOT_FOUND");
+    expectAppError(
+      await failure(api.tickets.create.mutate({ customerId: other.contacts.c1, subject: "x" })),
+      404,
+      "NOT_FOUND",
+    );
     expect(await ticketCount(acme.id)).toBe(before);
   });
 
   it("validation → 422 VALIDATION_ERROR with details.fields", async () => {
     const api = client(acme.apiKeys.full!.key);
     const before = await ticketCount(acme.id);
-    const env = expectAppError(await failure(api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "" })), 422, "VALIDATION_ERROR");
+    const env = expectAppError(
+      await failure(api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "" })),
+      422,
+      "VALIDATION_ERROR",
+    );
     expect((env.details.fields as { field: string }[]).map((f) => f.field)).toEqual(["subject"]);
     expectAppError(await failure(api.leads.list.query({ limit: 0 })), 422, "VALIDATION_ERROR");
     expectAppError(await failure(api.leads.get.query({ lead_id: "not-a-uuid" })), 422, "VALIDATION_ERROR");
-    // @ts-expect-error unknown fields are refused (the body schemas are strict)
-    const unknown = await failure(api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "ok", priority: "high" }));
+    const unknown = await failure(
+      // @ts-expect-error unknown fields are refused (the body schemas are strict)
+      api.tickets.create.mutate({ customerId: acme.contacts.c1, subject: "ok", priority: "high" }),
+    );
     expect(expectAppError(unknown, 422, "VALIDATION_ERROR").details.fields).toEqual([
       { field: "priority", code: "unknown_field", message: "Unknown field" },
     ]);
@@ -465,8 +532,18 @@ describe("/trpc errors carry the public envelope and status", () => {
     const key = acme.apiKeys.full!.key;
     for (const res of [
       await rawTrpc("/trpc/leads.list?input=%7Bbroken", { key }),
-      await rawTrpc("/trpc/tickets.create", { method: "POST", key, body: "{oops", headers: { "Content-Type": "application/json" } }),
-      await rawTrpc("/trpc/tickets.create", { method: "POST", key, body: "{}", headers: { "Content-Type": "text/plain" } }),
+      await rawTrpc("/trpc/tickets.create", {
+        method: "POST",
+        key,
+        body: "{oops",
+        headers: { "Content-Type": "application/json" },
+      }),
+      await rawTrpc("/trpc/tickets.create", {
+        method: "POST",
+        key,
+        body: "{}",
+        headers: { "Content-Type": "text/plain" },
+      }),
       await rawTrpc("/trpc/tickets.create", { method: "POST", key }),
     ]) {
       expect(res.status).toBe(422);
@@ -475,14 +552,24 @@ describe("/trpc errors carry the public envelope and status", () => {
       expect(env.request_id).toBe(res.headers.get("x-request-id"));
     }
     const before = await ticketCount(acme.id);
-    const denied = await rawTrpc("/trpc/tickets.create", { method: "POST", key: acme.apiKeys.none!.key, body: "{}", headers: { "Content-Type": "text/plain" } });
+    const denied = await rawTrpc("/trpc/tickets.create", {
+      method: "POST",
+      key: acme.apiKeys.none!.key,
+      body: "{}",
+      headers: { "Content-Type": "text/plain" },
+    });
     expect(denied.status).toBe(403);
     expect(await ticketCount(acme.id)).toBe(before);
   });
 
   it("a query sent as POST or a mutation as GET → 404 NOT_FOUND (no such operation)", async () => {
     const key = acme.apiKeys.full!.key;
-    const post = await rawTrpc("/trpc/leads.list", { method: "POST", key, body: "{}", headers: { "Content-Type": "application/json" } });
+    const post = await rawTrpc("/trpc/leads.list", {
+      method: "POST",
+      key,
+      body: "{}",
+      headers: { "Content-Type": "application/json" },
+    });
     const get = await rawTrpc(`/trpc/tickets.create?input=${encodeURIComponent("{}")}`, { key });
     for (const res of [post, get]) {
       expect(res.status).toBe(404);
@@ -507,7 +594,11 @@ describe("/trpc-admin: the platform-admin procedures", () => {
   const ops = () => admin(`Bearer ${TOKEN}`);
 
   it("createKey, then the key works on /trpc with exactly its scopes; revokeKey stops it", async () => {
-    const k = await ops().createKey.mutate({ tenantId: acme.id, ownerUserId: acme.users.ana!, scopes: ["tenant:leads.read"] });
+    const k = await ops().createKey.mutate({
+      tenantId: acme.id,
+      ownerUserId: acme.users.ana!,
+      scopes: ["tenant:leads.read"],
+    });
     expectTypeOf(k.key).toEqualTypeOf<string>();
     expect(k.key.startsWith(k.prefix)).toBe(true);
     const api = client(k.key);
@@ -521,7 +612,10 @@ describe("/trpc-admin: the platform-admin procedures", () => {
   it("setPlan starter → the next app call is 403 PLAN_NOT_ELIGIBLE; back to pro → allowed", async () => {
     const api = client(other.apiKeys.full!.key);
     expect((await api.me.get.query({})).plan).toBe("pro");
-    expect(await ops().setPlan.mutate({ tenantId: other.id, plan: "starter" })).toEqual({ id: other.id, plan: "starter" });
+    expect(await ops().setPlan.mutate({ tenantId: other.id, plan: "starter" })).toEqual({
+      id: other.id,
+      plan: "starter",
+    });
     expectAppError(await failure(api.leads.list.query({ limit: 5 })), 403, "PLAN_NOT_ELIGIBLE");
     await ops().setPlan.mutate({ tenantId: other.id, plan: "pro" });
     expect((await api.leads.list.query({ limit: 5 })).total).toBe(1);
@@ -540,7 +634,11 @@ describe("/trpc-admin: the platform-admin procedures", () => {
     expectAppError(err, 429, "RATE_LIMIT_EXCEEDED");
     expect(httpResponse(err).headers.get("retry-after")).toMatch(/^\d+$/);
     expect(httpResponse(err).headers.get("x-ratelimit-remaining")).toBe("0");
-    expect(await ops().setTenantLimits.mutate({ tenantId: spare.id, limits: null })).toEqual({ id: spare.id, perMinute: null, perDay: null });
+    expect(await ops().setTenantLimits.mutate({ tenantId: spare.id, limits: null })).toEqual({
+      id: spare.id,
+      perMinute: null,
+      perDay: null,
+    });
     expect((await api.me.get.query({})).rateLimit.perMinute).toBeGreaterThan(2);
   });
 
@@ -581,20 +679,36 @@ describe("/trpc-admin: the platform-admin procedures", () => {
       expect(err.data?.httpStatus).toBe(400);
       expect(err.message).toMatch(message);
     };
-    expectBadRequest(await failure<AdminRouter>(ops().setPlan.mutate({ tenantId: "nope", plan: "pro" })), "TENANT_ID must be a UUID");
-    expectBadRequest(await failure<AdminRouter>(ops().setPlan.mutate({ tenantId: randomUuid(), plan: "pro" })), "no such tenant");
     expectBadRequest(
-      await failure<AdminRouter>(ops().createKey.mutate({ tenantId: acme.id, ownerUserId: other.users.ana!, scopes: "all" })),
+      await failure<AdminRouter>(ops().setPlan.mutate({ tenantId: "nope", plan: "pro" })),
+      "TENANT_ID must be a UUID",
+    );
+    expectBadRequest(
+      await failure<AdminRouter>(ops().setPlan.mutate({ tenantId: randomUuid(), plan: "pro" })),
+      "no such tenant",
+    );
+    expectBadRequest(
+      await failure<AdminRouter>(
+        ops().createKey.mutate({ tenantId: acme.id, ownerUserId: other.users.ana!, scopes: "all" }),
+      ),
       "no such user in that tenant",
     );
     expectBadRequest(
-      await failure<AdminRouter>(ops().createKey.mutate({ tenantId: acme.id, ownerUserId: acme.users.ana!, scopes: ["tenant:everything"] })),
+      await failure<AdminRouter>(
+        ops().createKey.mutate({ tenantId: acme.id, ownerUserId: acme.users.ana!, scopes: ["tenant:everything"] }),
+      ),
       'unknown scope "tenant:everything"',
     );
     expectBadRequest(await failure<AdminRouter>(ops().revokeKey.mutate({ keyId: randomUuid() })), "no such key");
-    expectBadRequest(await failure<AdminRouter>(ops().inboundMessage.mutate({ conversationId: acme.conversations.conv1!, text: "" })), "TEXT must not be empty");
+    expectBadRequest(
+      await failure<AdminRouter>(ops().inboundMessage.mutate({ conversationId: acme.conversations.conv1!, text: "" })),
+      "TEXT must not be empty",
+    );
     const tenants = await app.db.prisma.tenant.count();
-    expectBadRequest(await failure<AdminRouter>(ops().loadFixture.mutate({ tenants: [] })), /^invalid fixture at tenants/);
+    expectBadRequest(
+      await failure<AdminRouter>(ops().loadFixture.mutate({ tenants: [] })),
+      /^invalid fixture at tenants/,
+    );
     expect(await app.db.prisma.tenant.count()).toBe(tenants);
     // zod input errors are BAD_REQUEST too, with a readable message.
     const zod = await failure<AdminRouter>(ops().setPlanLimits.mutate({ plan: "pro", perMinute: -1, perDay: 1 }));
@@ -603,19 +717,40 @@ describe("/trpc-admin: the platform-admin procedures", () => {
   });
 
   it("without the token, or with a wrong one → 401 UNAUTHORIZED, nothing changed", async () => {
-    const wrong = [undefined, "", "Bearer", `Bearer ${TOKEN}x`, `Bearer ${TOKEN.slice(0, -1)}`, `Basic ${TOKEN}`, TOKEN, `Bearer ${acme.apiKeys.full!.key}`];
+    const wrong = [
+      undefined,
+      "",
+      "Bearer",
+      `Bearer ${TOKEN}x`,
+      `Bearer ${TOKEN.slice(0, -1)}`,
+      `Basic ${TOKEN}`,
+      TOKEN,
+      `Bearer ${acme.apiKeys.full!.key}`,
+    ];
     for (const authorization of wrong) {
-      const err = await failure<AdminRouter>(admin(authorization).setPlan.mutate({ tenantId: acme.id, plan: "starter" }));
+      const err = await failure<AdminRouter>(
+        admin(authorization).setPlan.mutate({ tenantId: acme.id, plan: "starter" }),
+      );
       expect(httpResponse(err).status, String(authorization)).toBe(401);
       expect(err.data?.code).toBe("UNAUTHORIZED");
       expect(httpResponse(err).headers.get("www-authenticate")).toMatch(/^Bearer/);
     }
     // A batch of two is refused call by call.
     const c = admin(`Bearer nope`);
-    const both = await Promise.allSettled([c.revokeKey.mutate({ keyId: randomUuid() }), c.setPlan.mutate({ tenantId: acme.id, plan: "starter" })]);
-    expect(both.map((r) => r.status === "rejected" && (r.reason as TRPCClientError<AdminRouter>).data?.httpStatus)).toEqual([401, 401]);
+    const both = await Promise.allSettled([
+      c.revokeKey.mutate({ keyId: randomUuid() }),
+      c.setPlan.mutate({ tenantId: acme.id, plan: "starter" }),
+    ]);
+    expect(
+      both.map((r) => r.status === "rejected" && (r.reason as TRPCClientError<AdminRouter>).data?.httpStatus),
+    ).toEqual([401, 401]);
     // An API key is not an admin credential either.
-    const res = await rawTrpc("/trpc-admin/setPlan", { method: "POST", key: acme.apiKeys.full!.key, body: JSON.stringify({ tenantId: acme.id, plan: "starter" }), headers: { "Content-Type": "application/json" } });
+    const res = await rawTrpc("/trpc-admin/setPlan", {
+      method: "POST",
+      key: acme.apiKeys.full!.key,
+      body: JSON.stringify({ tenantId: acme.id, plan: "starter" }),
+      headers: { "Content-Type": "application/json" },
+    });
     expect(res.status).toBe(401);
     expect((await client(acme.apiKeys.full!.key).me.get.query({})).plan).toBe("pro");
   });
@@ -626,18 +761,30 @@ describe("/trpc-admin: the platform-admin procedures", () => {
 
   it("the admin procedures are not reachable under /public/v1 nor /trpc", async () => {
     const key = acme.apiKeys.full!.key;
-    for (const path of ["/public/v1/admin/setPlan", "/public/v1/admin.setPlan", "/public/v1/setPlan", "/public/v1/admin/set-plan"]) {
+    for (const path of [
+      "/public/v1/admin/setPlan",
+      "/public/v1/admin.setPlan",
+      "/public/v1/setPlan",
+      "/public/v1/admin/set-plan",
+    ]) {
       const res = await app.request("POST", path, { key, body: { tenantId: acme.id, plan: "starter" } });
       expect(res.status, path).toBe(404);
       expect(res.body.error).toBe("NOT_FOUND");
     }
     for (const path of ["/trpc/admin.setPlan", "/trpc/setPlan", "/trpc/admin.loadFixture"]) {
-      const res = await rawTrpc(path, { method: "POST", key, body: JSON.stringify({ tenantId: acme.id, plan: "starter" }), headers: { "Content-Type": "application/json" } });
+      const res = await rawTrpc(path, {
+        method: "POST",
+        key,
+        body: JSON.stringify({ tenantId: acme.id, plan: "starter" }),
+        headers: { "Content-Type": "application/json" },
+      });
       expect(res.status, path).toBe(404);
       expect((await json(res)).error.data.envelope.error).toBe("NOT_FOUND");
     }
     // An admin client pointed at /trpc (with an API key) finds nothing either.
-    const misrouted = createTRPCClient<AdminRouter>({ links: [httpLink({ url: `${app.url}/trpc`, headers: { "X-API-Key": key } })] });
+    const misrouted = createTRPCClient<AdminRouter>({
+      links: [httpLink({ url: `${app.url}/trpc`, headers: { "X-API-Key": key } })],
+    });
     const err = await failure<AdminRouter>(misrouted.setPlan.mutate({ tenantId: acme.id, plan: "starter" }));
     expect(httpResponse(err).status).toBe(404);
     expect((await client(key).me.get.query({})).plan).toBe("pro");
@@ -653,7 +800,9 @@ describe("/trpc-admin disabled (INTERNAL_TOKEN unset)", () => {
 
   it("answers 404 for everything, with or without a token", async () => {
     for (const authorization of [undefined, `Bearer ${TOKEN}`, "Bearer "]) {
-      const err = await failure<AdminRouter>(admin(authorization, disabled.url).setPlan.mutate({ tenantId: acme.id, plan: "starter" }));
+      const err = await failure<AdminRouter>(
+        admin(authorization, disabled.url).setPlan.mutate({ tenantId: acme.id, plan: "starter" }),
+      );
       expect(httpResponse(err).status).toBe(404);
       expect(err.data?.code).toBe("NOT_FOUND");
     }

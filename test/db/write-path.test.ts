@@ -21,7 +21,9 @@ let key: string;
 let db: TestDb | undefined;
 beforeAll(async () => {
   // One entry per round trip: a "tenant_exec" call (the one-statement create) as its first statement.
-  db = await freshDatabase({ observe: (sql, _params, part) => recording && (part?.index ?? 0) === 0 && statements.push(sql) });
+  db = await freshDatabase({
+    observe: (sql, _params, part) => recording && (part?.index ?? 0) === 0 && statements.push(sql),
+  });
   // Its statements are watched on app.db: every request on the coordinator's pool, also with DATABASE_ROUTING=workers.
   app = await startApp({ db, config: { databaseRouting: "coordinator" } });
   const ids = await app.load(
@@ -29,7 +31,13 @@ beforeAll(async () => {
       tenant("acme", {
         rateLimit: { perMinute: 100_000, perDay: 1_000_000 },
         contacts: [{ ref: "bea", fullName: "Bea Soto", phone: "+34600000001", email: "bea@acme.test" }],
-        conversations: [{ ref: "c1", channel: "wa", identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" } }],
+        conversations: [
+          {
+            ref: "c1",
+            channel: "wa",
+            identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" },
+          },
+        ],
       } as any),
     ),
   );
@@ -72,7 +80,12 @@ const appointment = () => {
 describe("POST /leads", () => {
   it("succeeds in ONE statement (lookups + claim + row + stored response), with or without a key", async () => {
     for (const headers of [{ "Idempotency-Key": `lead-${randomUuid()}` }, {}] as Record<string, string>[]) {
-      const { res, sql } = await traced("POST", "/public/v1/leads", { customerName: "Rt", customerPhone: "600 000 001" }, headers);
+      const { res, sql } = await traced(
+        "POST",
+        "/public/v1/leads",
+        { customerName: "Rt", customerPhone: "600 000 001" },
+        headers,
+      );
       expect(res.status).toBe(201);
       expect(res.body.customerId).toBe(acme.contacts.bea);
       expect(res.body.stageId).toBe(acme.stages.new);
@@ -82,9 +95,21 @@ describe("POST /leads", () => {
   });
   it("what the statement resolves (rule 2's contact, the given stage, no match) is in the body, the row and the stored response", async () => {
     const cases = [
-      { body: { customerName: "Via chat", conversationId: acme.conversations.c1, stageId: acme.stages.won }, customerId: acme.contacts.bea, stageId: acme.stages.won },
-      { body: { customerName: "No match", customerEmail: "nobody@nowhere.test" }, customerId: null, stageId: acme.stages.new },
-      { body: { customerName: "By mail", customerEmail: "BEA@acme.test" }, customerId: acme.contacts.bea, stageId: acme.stages.new },
+      {
+        body: { customerName: "Via chat", conversationId: acme.conversations.c1, stageId: acme.stages.won },
+        customerId: acme.contacts.bea,
+        stageId: acme.stages.won,
+      },
+      {
+        body: { customerName: "No match", customerEmail: "nobody@nowhere.test" },
+        customerId: null,
+        stageId: acme.stages.new,
+      },
+      {
+        body: { customerName: "By mail", customerEmail: "BEA@acme.test" },
+        customerId: acme.contacts.bea,
+        stageId: acme.stages.new,
+      },
     ];
     expect(acme.conversations.c1).toBeTruthy();
     for (const c of cases) {
@@ -92,10 +117,19 @@ describe("POST /leads", () => {
       const { res, sql } = await traced("POST", "/public/v1/leads", c.body, headers);
       expect(res.status).toBe(201);
       expect(work(sql)).toHaveLength(1);
-      expect({ name: c.body.customerName, customerId: res.body.customerId, stageId: res.body.stageId }).toEqual({ name: c.body.customerName, customerId: c.customerId, stageId: c.stageId });
+      expect({ name: c.body.customerName, customerId: res.body.customerId, stageId: res.body.stageId }).toEqual({
+        name: c.body.customerName,
+        customerId: c.customerId,
+        stageId: c.stageId,
+      });
       const row = await app.db.prisma.lead.findFirst({ where: { tenantId: acme.id, id: res.body.id } });
-      expect({ customerId: row?.customerId, stageId: row?.stageId }).toEqual({ customerId: c.customerId, stageId: c.stageId });
-      const stored = await app.db.prisma.idempotencyRecord.findFirst({ where: { tenantId: acme.id, key: headers["Idempotency-Key"] } });
+      expect({ customerId: row?.customerId, stageId: row?.stageId }).toEqual({
+        customerId: c.customerId,
+        stageId: c.stageId,
+      });
+      const stored = await app.db.prisma.idempotencyRecord.findFirst({
+        where: { tenantId: acme.id, key: headers["Idempotency-Key"] },
+      });
       expect(stored?.responseBody).toMatchObject({ id: res.body.id, customerId: c.customerId, stageId: c.stageId });
       const replay = await app.request("POST", "/public/v1/leads", { key, body: c.body, headers });
       expect(replay.headers.get("idempotent-replayed")).toBe("true");
@@ -104,7 +138,14 @@ describe("POST /leads", () => {
   });
   it("the stored response is the body: a replay returns it byte for byte, with the replay header", async () => {
     const headers = { "Idempotency-Key": `lead-${randomUuid()}` };
-    const body = { customerName: "Replay", customerEmail: "BEA@acme.test", budget: { min: 1, max: 2 }, zones: ["a", "b"], rooms: 3, notes: "n" };
+    const body = {
+      customerName: "Replay",
+      customerEmail: "BEA@acme.test",
+      budget: { min: 1, max: 2 },
+      zones: ["a", "b"],
+      rooms: 3,
+      notes: "n",
+    };
     const first = await app.request("POST", "/public/v1/leads", { key, body, headers });
     expect(first.status).toBe(201);
     expect(first.body.customerId).toBe(acme.contacts.bea);
@@ -121,7 +162,9 @@ describe("POST /leads", () => {
   it("concurrent duplicates: one writes, the others replay its body", async () => {
     const headers = { "Idempotency-Key": `lead-${randomUuid()}` };
     const body = { customerName: "Concurrent" };
-    const all = await Promise.all(Array.from({ length: 6 }, () => app.request("POST", "/public/v1/leads", { key, body, headers })));
+    const all = await Promise.all(
+      Array.from({ length: 6 }, () => app.request("POST", "/public/v1/leads", { key, body, headers })),
+    );
     expect(all.map((r) => r.status)).toEqual(Array(6).fill(201));
     expect(new Set(all.map((r) => r.text)).size).toBe(1);
     expect(all.filter((r) => r.headers.get("idempotent-replayed") === "true")).toHaveLength(5);
@@ -132,7 +175,8 @@ describe("POST /leads", () => {
     const headers = { "Idempotency-Key": k };
     const first = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Old" }, headers });
     expect(first.status).toBe(201);
-    await app.db.prisma.$executeRaw`UPDATE "IdempotencyRecord" SET "expiresAt" = now() - interval '1 second' WHERE "tenantId" = ${acme.id}::uuid AND "key" = ${k}`;
+    await app.db.prisma
+      .$executeRaw`UPDATE "IdempotencyRecord" SET "expiresAt" = now() - interval '1 second' WHERE "tenantId" = ${acme.id}::uuid AND "key" = ${k}`;
     const taken = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "New" }, headers });
     expect(taken.status).toBe(201);
     expect(taken.headers.get("idempotent-replayed")).toBeNull();
@@ -144,10 +188,20 @@ describe("POST /leads", () => {
   });
   it("a 404 with a key persists nothing (neither the lead nor the key), and the key stays usable", async () => {
     const headers = { "Idempotency-Key": `lead-${randomUuid()}` };
-    const missing = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Nope", stageId: randomUuid() }, headers });
+    const missing = await app.request("POST", "/public/v1/leads", {
+      key,
+      body: { customerName: "Nope", stageId: randomUuid() },
+      headers,
+    });
     expectEnvelope(missing, 404, "NOT_FOUND");
-    expect(await app.db.prisma.idempotencyRecord.count({ where: { tenantId: acme.id, key: headers["Idempotency-Key"] } })).toBe(0);
-    const ok = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Nope", stageId: acme.stages.won }, headers });
+    expect(
+      await app.db.prisma.idempotencyRecord.count({ where: { tenantId: acme.id, key: headers["Idempotency-Key"] } }),
+    ).toBe(0);
+    const ok = await app.request("POST", "/public/v1/leads", {
+      key,
+      body: { customerName: "Nope", stageId: acme.stages.won },
+      headers,
+    });
     expect(ok.status).toBe(201);
     expect(ok.body.stageId).toBe(acme.stages.won);
   });
@@ -172,21 +226,32 @@ describe("POST /appointments", () => {
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(again.text).toBe(first.text);
     const before = await app.db.prisma.appointment.count();
-    const clash = await app.request("POST", "/public/v1/appointments", { key, body, headers: { "Idempotency-Key": `appt-${randomUuid()}` } });
+    const clash = await app.request("POST", "/public/v1/appointments", {
+      key,
+      body,
+      headers: { "Idempotency-Key": `appt-${randomUuid()}` },
+    });
     expectEnvelope(clash, 409, "APPOINTMENT_OVERLAP");
     expect(clash.body.details.conflictingAppointmentId).toBe(first.body.id);
     expect(await app.db.prisma.appointment.count()).toBe(before);
   });
   it("a user that is not bookable is a 404 through the transactional path, nothing persisted", async () => {
     const before = await app.db.prisma.appointment.count();
-    const res = await app.request("POST", "/public/v1/appointments", { key, body: { ...appointment(), assignedUserId: acme.users.bob! } });
+    const res = await app.request("POST", "/public/v1/appointments", {
+      key,
+      body: { ...appointment(), assignedUserId: acme.users.bob! },
+    });
     expectEnvelope(res, 404, "NOT_FOUND");
     expect(await app.db.prisma.appointment.count()).toBe(before);
   });
   it("concurrent overlapping creates of one user: exactly one is written, the others are 409", async () => {
     const body = appointment();
-    const all = await Promise.all(Array.from({ length: 6 }, () => app.request("POST", "/public/v1/appointments", { key, body })));
+    const all = await Promise.all(
+      Array.from({ length: 6 }, () => app.request("POST", "/public/v1/appointments", { key, body })),
+    );
     expect(all.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409, 409]);
-    expect(await app.db.prisma.appointment.count({ where: { tenantId: acme.id, startsAt: new Date(body.startsAt) } })).toBe(1);
+    expect(
+      await app.db.prisma.appointment.count({ where: { tenantId: acme.id, startsAt: new Date(body.startsAt) } }),
+    ).toBe(1);
   });
 });

@@ -128,7 +128,8 @@ export async function freshDatabase(opts: { observe?: StatementObserver } = {}):
     open: (nodeUrl, worker) => openPostgres(nodeUrl, { max: 20, observe: opts.observe, statementTimeoutMs, ...worker }),
     async drop() {
       await db.close();
-      if (poolRun && cluster && pristine) await release(directBaseUrl()!, cluster, poolRun, name, directUrl, pristine, () => dropDatabase(cluster, name));
+      if (poolRun && cluster && pristine)
+        await release(directBaseUrl()!, cluster, poolRun, name, directUrl, pristine, () => dropDatabase(cluster, name));
       else await dropDatabase(cluster, name);
     },
   };
@@ -201,7 +202,12 @@ export function untimed(db: Database) {
 
 export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quotaNamespace: string; testDb: TestDb }> {
   const testDb = opts.db ?? (await freshDatabase());
-  const config: Config = { ...loadConfig(), logLevel: process.env.LOG_LEVEL ?? "silent", providerTimeoutMs: 1500, ...opts.config };
+  const config: Config = {
+    ...loadConfig(),
+    logLevel: process.env.LOG_LEVEL ?? "silent",
+    providerTimeoutMs: 1500,
+    ...opts.config,
+  };
   const logger = createLogger(config.logLevel, config.logFormat, opts.logDestination);
   const redis = await openRedis(config, logger, opts.redisReadyMs);
   const quotaNamespace = opts.quotaNamespace ?? `rl-test-${randomBytes(6).toString("hex")}`;
@@ -209,7 +215,10 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
   const conformance = opts.conformance ?? true;
   const quotas = new Quotas(redis, quotaNamespace);
   // DATABASE_ROUTING=workers (a Citus leg): the tenants' requests on their workers, as the service does.
-  const routes = testDb.url && testDb.open ? workerRoutes({ ...config, databaseUrl: testDb.url }, testDb.db, logger, testDb.open) : undefined;
+  const routes =
+    testDb.url && testDb.open
+      ? workerRoutes({ ...config, databaseUrl: testDb.url }, testDb.db, logger, testDb.open)
+      : undefined;
   const metrics = instanceMetrics(testDb.db, redis, quotas, { routes });
   const services: Services = {
     config,
@@ -228,7 +237,8 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
   server.keepAliveTimeout = 120_000;
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const metricsServer = config.metricsPort === undefined ? undefined : await startMetricsServer(metrics, "127.0.0.1", config.metricsPort);
+  const metricsServer =
+    config.metricsPort === undefined ? undefined : await startMetricsServer(metrics, "127.0.0.1", config.metricsPort);
 
   return {
     url,
@@ -241,7 +251,12 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
     setNow: (d) => (now = d),
     async request(method, path, o = {}) {
       const qs = o.query
-        ? "?" + new URLSearchParams(Object.entries(o.query).filter(([, v]) => v !== undefined).map(([k, v]): [string, string] => [k, String(v)])).toString()
+        ? "?" +
+          new URLSearchParams(
+            Object.entries(o.query)
+              .filter(([, v]) => v !== undefined)
+              .map(([k, v]): [string, string] => [k, String(v)]),
+          ).toString()
         : "";
       const headers: Record<string, string> = { ...(o.key ? { "X-API-Key": o.key } : {}), ...o.headers };
       let body: string | undefined = o.raw;
@@ -290,7 +305,8 @@ export function expectEnvelope(res: Response, status: number, error: string) {
     if (b.error !== error) problems.push(`error ${b.error} != ${error}`);
     const keys = Object.keys(b).sort().join(",");
     if (keys !== "details,error,message,request_id") problems.push(`envelope keys are ${keys}`);
-    if (typeof b.message !== "string" || typeof b.request_id !== "string" || !b.request_id) problems.push("message/request_id not strings");
+    if (typeof b.message !== "string" || typeof b.request_id !== "string" || !b.request_id)
+      problems.push("message/request_id not strings");
     if (!b.details || typeof b.details !== "object" || Array.isArray(b.details)) problems.push("details not an object");
     if (b.request_id !== res.headers.get("x-request-id")) problems.push("request_id != X-Request-Id");
   }

@@ -50,7 +50,11 @@ export async function preparePool(base: string, cluster: Cluster): Promise<void>
 }
 
 /** A free database of the run, now taken, or undefined when none is free. */
-export async function claim(base: string, cluster: Cluster, run: string): Promise<{ name: string; pristine: Pristine } | undefined> {
+export async function claim(
+  base: string,
+  cluster: Cluster,
+  run: string,
+): Promise<{ name: string; pristine: Pristine } | undefined> {
   return withClient(poolUrl(base, cluster), async (c) => {
     const r = await c.query<{ name: string; pristine: Pristine }>(
       `UPDATE ${POOL} SET free = false, at = now()
@@ -64,7 +68,9 @@ export async function claim(base: string, cluster: Cluster, run: string): Promis
 
 /** Records a database the run made (in use), so that the run's end drops it whatever happens. */
 export async function register(base: string, cluster: Cluster, run: string, name: string): Promise<void> {
-  await withClient(poolUrl(base, cluster), (c) => c.query(`INSERT INTO ${POOL} (run, name) VALUES ($1, $2)`, [run, name]));
+  await withClient(poolUrl(base, cluster), (c) =>
+    c.query(`INSERT INTO ${POOL} (run, name) VALUES ($1, $2)`, [run, name]),
+  );
 }
 
 /** What `url`'s database is now: see the top of the file. */
@@ -85,7 +91,10 @@ export async function fingerprint(url: string, kept: string[]): Promise<string> 
         UNION ALL SELECT format('fn %s %s %s', p.oid::regprocedure, md5(p.prosrc), p.proconfig) FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
         UNION ALL SELECT format('set %s', s.setconfig) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = current_database()
       ) f(x)`;
-    const workers = await c.query<{ result: string }>(`SELECT nodename, nodeport, success, result FROM run_command_on_workers($1) ORDER BY nodename, nodeport`, [local]);
+    const workers = await c.query<{ result: string }>(
+      `SELECT nodename, nodeport, success, result FROM run_command_on_workers($1) ORDER BY nodename, nodeport`,
+      [local],
+    );
     const citus = await c.query<{ x: string }>(`SELECT md5(coalesce(string_agg(x, E'\\n' ORDER BY x), '')) AS x FROM (
         SELECT format('dist %s %s %s', logicalrelid::regclass, partmethod, colocationid) FROM pg_dist_partition
         UNION ALL SELECT format('shard %s %s %s', s.logicalrelid::regclass, s.shardminvalue, p.groupid) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
@@ -95,7 +104,14 @@ export async function fingerprint(url: string, kept: string[]): Promise<string> 
       ) f(x)`);
     const here = await c.query<{ md5: string }>(local);
     const rows: string[] = [];
-    for (const t of kept) rows.push((await c.query<{ h: string }>(`SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY r::text), '')) AS h FROM ${ident(t)} r`)).rows[0]!.h);
+    for (const t of kept)
+      rows.push(
+        (
+          await c.query<{ h: string }>(
+            `SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY r::text), '')) AS h FROM ${ident(t)} r`,
+          )
+        ).rows[0]!.h,
+      );
     const parts = [here.rows[0]!.md5, citus.rows[0]!.x, ...workers.rows.map((w) => JSON.stringify(w)), ...rows];
     return (await c.query<{ h: string }>(`SELECT md5($1) AS h`, [parts.join("|")])).rows[0]!.h;
   });
@@ -104,13 +120,20 @@ export async function fingerprint(url: string, kept: string[]): Promise<string> 
 /** The pristine state of a database just made (migrated and distributed): see Pristine. */
 export async function pristineOf(url: string): Promise<Pristine> {
   const tables = await withClient(url, async (c) => {
-    const names = (await c.query<{ name: string }>(`SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)).rows.map((r) => r.name);
+    const names = (
+      await c.query<{ name: string }>(`SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)
+    ).rows.map((r) => r.name);
     const out: { name: string; empty: boolean }[] = [];
-    for (const name of names) out.push({ name, empty: (await c.query(`SELECT 1 FROM ${ident(name)} LIMIT 1`)).rowCount === 0 });
+    for (const name of names)
+      out.push({ name, empty: (await c.query(`SELECT 1 FROM ${ident(name)} LIMIT 1`)).rowCount === 0 });
     return out;
   });
   const kept = tables.filter((t) => !t.empty).map((t) => t.name);
-  return { fingerprint: await fingerprint(url, kept), truncate: tables.filter((t) => t.empty).map((t) => t.name), kept };
+  return {
+    fingerprint: await fingerprint(url, kept),
+    truncate: tables.filter((t) => t.empty).map((t) => t.name),
+    kept,
+  };
 }
 
 /**
@@ -118,7 +141,15 @@ export async function pristineOf(url: string): Promise<Pristine> {
  * no longer what a new one would be (or cannot be emptied within a few seconds: a session left open
  * holds a lock). Returns whether it went back.
  */
-export async function release(base: string, cluster: Cluster, run: string, name: string, url: string, pristine: Pristine, drop: () => Promise<void>): Promise<boolean> {
+export async function release(
+  base: string,
+  cluster: Cluster,
+  run: string,
+  name: string,
+  url: string,
+  pristine: Pristine,
+  drop: () => Promise<void>,
+): Promise<boolean> {
   let reusable = false;
   try {
     await withClient(url, async (c) => {
@@ -134,11 +165,21 @@ export async function release(base: string, cluster: Cluster, run: string, name:
     await withClient(poolUrl(base, cluster), (c) => c.query(`DELETE FROM ${POOL} WHERE name = $1`, [name]));
     return false;
   }
-  await withClient(poolUrl(base, cluster), (c) => c.query(`UPDATE ${POOL} SET free = true, pristine = $3, at = now() WHERE run = $1 AND name = $2`, [run, name, pristine]));
+  await withClient(poolUrl(base, cluster), (c) =>
+    c.query(`UPDATE ${POOL} SET free = true, pristine = $3, at = now() WHERE run = $1 AND name = $2`, [
+      run,
+      name,
+      pristine,
+    ]),
+  );
   return true;
 }
 
 /** Every database of the run (the run's end): their names, their rows gone. */
 export async function forget(base: string, cluster: Cluster, run: string): Promise<string[]> {
-  return withClient(poolUrl(base, cluster), async (c) => (await c.query<{ name: string }>(`DELETE FROM ${POOL} WHERE run = $1 RETURNING name`, [run])).rows.map((r) => r.name));
+  return withClient(poolUrl(base, cluster), async (c) =>
+    (await c.query<{ name: string }>(`DELETE FROM ${POOL} WHERE run = $1 RETURNING name`, [run])).rows.map(
+      (r) => r.name,
+    ),
+  );
 }

@@ -53,7 +53,11 @@ export function parseRole(comment: string | null): Role | null {
 }
 
 const ints = (v: unknown): number[] =>
-  v === null || v === undefined ? [] : Array.isArray(v) ? v.map(Number) : String(v).replace(/[{}]/g, "").split(/[ ,]+/).filter(Boolean).map(Number);
+  v === null || v === undefined
+    ? []
+    : Array.isArray(v)
+      ? v.map(Number)
+      : String(v).replace(/[{}]/g, "").split(/[ ,]+/).filter(Boolean).map(Number);
 
 /** The user tables of the public schema with their columns, constraints and indexes. */
 export async function readCatalog(sql: Pick<SqlRunner, "query">): Promise<Catalog> {
@@ -62,15 +66,24 @@ export async function readCatalog(sql: Pick<SqlRunner, "query">): Promise<Catalo
     SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')`);
-  for (const r of rels) tables.set(r.name, { name: r.name, comment: r.comment, role: parseRole(r.comment), columns: new Map() });
+  for (const r of rels)
+    tables.set(r.name, { name: r.name, comment: r.comment, role: parseRole(r.comment), columns: new Map() });
   const cols = await sql.query<{ table: string; attnum: number; name: string; type: string; notnull: boolean }>(`
     SELECT c.relname AS "table", a.attnum, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS notnull
       FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped`);
-  for (const c of cols) tables.get(c.table)?.columns.set(Number(c.attnum), { name: c.name, type: c.type, notNull: c.notnull });
+  for (const c of cols)
+    tables.get(c.table)?.columns.set(Number(c.attnum), { name: c.name, type: c.type, notNull: c.notnull });
   const cons = await sql.query<{
-    name: string; table: string; type: "p" | "u" | "x" | "f"; keys: unknown; reftable: string | null; refkeys: unknown;
-    onupdate: string; ondelete: string; operators: string[] | null;
+    name: string;
+    table: string;
+    type: "p" | "u" | "x" | "f";
+    keys: unknown;
+    reftable: string | null;
+    refkeys: unknown;
+    onupdate: string;
+    ondelete: string;
+    operators: string[] | null;
   }>(`
     SELECT k.conname AS name, c.relname AS "table", k.contype AS type, k.conkey AS keys, r.relname AS reftable, k.confkey AS refkeys,
            k.confupdtype AS onupdate, k.confdeltype AS ondelete,
@@ -83,7 +96,9 @@ export async function readCatalog(sql: Pick<SqlRunner, "query">): Promise<Catalo
     table: k.table,
     type: k.type,
     keys: ints(k.keys),
-    ...(k.type === "f" ? { refTable: k.reftable!, refKeys: ints(k.refkeys), onUpdate: k.onupdate, onDelete: k.ondelete } : {}),
+    ...(k.type === "f"
+      ? { refTable: k.reftable!, refKeys: ints(k.refkeys), onUpdate: k.onupdate, onDelete: k.ondelete }
+      : {}),
     ...(k.type === "x" ? { operators: k.operators ?? [] } : {}),
   }));
   const idx = await sql.query<{ name: string; table: string; unique: boolean; keys: unknown; nkeys: number }>(`
@@ -91,7 +106,12 @@ export async function readCatalog(sql: Pick<SqlRunner, "query">): Promise<Catalo
       FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class c ON c.oid = x.indrelid
       JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')`);
-  const indexes = idx.map((i) => ({ name: i.name, table: i.table, unique: i.unique, keys: ints(i.keys).slice(0, Number(i.nkeys)) }));
+  const indexes = idx.map((i) => ({
+    name: i.name,
+    table: i.table,
+    unique: i.unique,
+    keys: ints(i.keys).slice(0, Number(i.nkeys)),
+  }));
   return { tables, constraints, indexes };
 }
 
@@ -102,14 +122,17 @@ const TENANT = "tenantId";
 export function schemaViolations(cat: Catalog): string[] {
   const out: string[] = [];
   const attnum = (t: Table, column: string) => [...t.columns].find(([, c]) => c.name === column)?.[0];
-  const names = (t: Table, keys: number[]) => keys.map((k) => (k === 0 ? "<expression>" : (t.columns.get(k)?.name ?? `#${k}`))).join(", ");
+  const names = (t: Table, keys: number[]) =>
+    keys.map((k) => (k === 0 ? "<expression>" : (t.columns.get(k)?.name ?? `#${k}`))).join(", ");
   const distColumn = (t: Table) => (t.role?.kind === "distributed" ? t.role.column : undefined);
   const distTypes = new Set<string>();
 
   for (const t of cat.tables.values()) {
     // Every table has a role.
     if (!t.role) {
-      out.push(`${t.name}: no Citus role (COMMENT ON TABLE "${t.name}" IS 'citus:reference' | 'citus:local' | 'citus:distributed(tenantId)'; found ${JSON.stringify(t.comment)})`);
+      out.push(
+        `${t.name}: no Citus role (COMMENT ON TABLE "${t.name}" IS 'citus:reference' | 'citus:local' | 'citus:distributed(tenantId)'; found ${JSON.stringify(t.comment)})`,
+      );
       continue;
     }
     const tenantOwned = attnum(t, TENANT) !== undefined;
@@ -117,7 +140,10 @@ export function schemaViolations(cat: Catalog): string[] {
     // A distributed table is sharded by "tenantId", which it has, NOT NULL, of one type across tables (co-location).
     const dist = distColumn(t);
     if (dist !== undefined) {
-      if (dist !== TENANT) out.push(`${t.name}: distributed by "${dist}", not "${TENANT}" (every distributed table is co-located by tenant)`);
+      if (dist !== TENANT)
+        out.push(
+          `${t.name}: distributed by "${dist}", not "${TENANT}" (every distributed table is co-located by tenant)`,
+        );
       const n = attnum(t, dist);
       if (n === undefined) out.push(`${t.name}: distributed by "${dist}", which it does not have`);
       else {
@@ -129,10 +155,12 @@ export function schemaViolations(cat: Catalog): string[] {
     if (tenantOwned) {
       const pk = cat.constraints.find((c) => c.table === t.name && c.type === "p");
       if (!pk) out.push(`${t.name}: no primary key`);
-      else if (pk.keys[0] !== attnum(t, TENANT)) out.push(`${t.name}: primary key (${names(t, pk.keys)}) does not lead with "${TENANT}"`);
+      else if (pk.keys[0] !== attnum(t, TENANT))
+        out.push(`${t.name}: primary key (${names(t, pk.keys)}) does not lead with "${TENANT}"`);
     }
   }
-  if (distTypes.size > 1) out.push(`distribution columns have different types (${[...distTypes].join(", ")}): tables cannot be co-located`);
+  if (distTypes.size > 1)
+    out.push(`distribution columns have different types (${[...distTypes].join(", ")}): tables cannot be co-located`);
 
   // Every unique index (primary keys, unique constraints, partial and expression indexes) and every
   // exclusion constraint of a distributed table includes the distribution column (with = for an exclusion).
@@ -141,14 +169,16 @@ export function schemaViolations(cat: Catalog): string[] {
     const dist = t && distColumn(t);
     if (!t || dist === undefined || !i.unique) continue;
     const n = attnum(t, dist);
-    if (n === undefined || !i.keys.includes(n)) out.push(`${t.name}: unique index "${i.name}" (${names(t, i.keys)}) lacks "${dist}"`);
+    if (n === undefined || !i.keys.includes(n))
+      out.push(`${t.name}: unique index "${i.name}" (${names(t, i.keys)}) lacks "${dist}"`);
   }
   for (const c of cat.constraints.filter((c) => c.type === "x")) {
     const t = cat.tables.get(c.table)!;
     const dist = distColumn(t);
     if (dist === undefined) continue;
     const at = c.keys.indexOf(attnum(t, dist) ?? -1);
-    if (at < 0 || c.operators?.[at] !== "=") out.push(`${t.name}: exclusion constraint "${c.name}" does not include "${dist}" WITH =`);
+    if (at < 0 || c.operators?.[at] !== "=")
+      out.push(`${t.name}: exclusion constraint "${c.name}" does not include "${dist}" WITH =`);
   }
 
   // Foreign keys.
@@ -158,16 +188,21 @@ export function schemaViolations(cat: Catalog): string[] {
     if (!from.role || !to?.role) continue; // reported above
     const label = `${from.name}: foreign key "${f.name}" → ${to.name}`;
     if (from.role.kind !== "local" && to.role.kind === "local") out.push(`${label}: references a local table`);
-    if (from.role.kind === "reference" && to.role.kind === "distributed") out.push(`${label}: a reference table cannot reference a distributed table`);
+    if (from.role.kind === "reference" && to.role.kind === "distributed")
+      out.push(`${label}: a reference table cannot reference a distributed table`);
     const fromDist = distColumn(from);
     const toDist = distColumn(to);
     const fromAt = fromDist === undefined ? -1 : f.keys.indexOf(attnum(from, fromDist) ?? -1);
     if (fromDist !== undefined && toDist !== undefined) {
       const toAt = f.refKeys!.indexOf(attnum(to, toDist) ?? -1);
-      if (fromAt < 0 || fromAt !== toAt) out.push(`${label}: does not pair "${fromDist}" with "${toDist}" (both distributed)`);
+      if (fromAt < 0 || fromAt !== toAt)
+        out.push(`${label}: does not pair "${fromDist}" with "${toDist}" (both distributed)`);
     }
     if (fromAt >= 0) {
-      if ("cnd".includes(f.onUpdate!)) out.push(`${label}: ON UPDATE ${ACTION[f.onUpdate!]} on the distribution column (Citus allows NO ACTION / RESTRICT)`);
+      if ("cnd".includes(f.onUpdate!))
+        out.push(
+          `${label}: ON UPDATE ${ACTION[f.onUpdate!]} on the distribution column (Citus allows NO ACTION / RESTRICT)`,
+        );
       if ("nd".includes(f.onDelete!)) out.push(`${label}: ON DELETE ${ACTION[f.onDelete!]} on the distribution column`);
     }
     // Tenant isolation, whatever the roles: a reference between tenant-owned rows pairs tenantId with tenantId.

@@ -30,7 +30,8 @@ export const nodeUrl = (base: string, node: { host: string; port: number }, data
 };
 
 /** The URL of `url`'s own database on `node` (every test database exists on every node). */
-export const onSameDatabase = (url: string, node: { host: string; port: number }) => nodeUrl(url, node, new URL(url).pathname.slice(1));
+export const onSameDatabase = (url: string, node: { host: string; port: number }) =>
+  nodeUrl(url, node, new URL(url).pathname.slice(1));
 
 let found: Promise<Cluster | null> | undefined;
 
@@ -81,7 +82,11 @@ const REGISTRATION_LOCK = 7_245_026;
 /** Drops database `name` on every node. */
 export async function dropClusterDatabase(baseUrl: string, cluster: Cluster, name: string): Promise<void> {
   const nodes = [cluster.coordinator, ...cluster.workers];
-  await Promise.all(nodes.map((n) => onNode(nodeUrl(baseUrl, n, "postgres"), `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {})));
+  await Promise.all(
+    nodes.map((n) =>
+      onNode(nodeUrl(baseUrl, n, "postgres"), `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {}),
+    ),
+  );
 }
 
 /** Shards per distributed table in the tests' databases (few: each test file distributes its own). */
@@ -99,7 +104,9 @@ export type RowsOf = <R>(sql: string, params?: unknown[]) => Promise<R[]>;
  * the coordinator's backend that started it, a session's on a worker that worker's backend.
  */
 export async function lockWaits(rows: RowsOf): Promise<{ pid: number; blockers: number[] }[]> {
-  const [ext] = await rows<{ citus: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus`);
+  const [ext] = await rows<{ citus: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus`,
+  );
   const found = ext?.citus
     ? await rows<{ pid: number; blockers: number[] }>(
         `SELECT (w.waiting_gpid % 10000000000)::int AS pid, array_agg(DISTINCT (w.blocking_gpid % 10000000000)::int) AS blockers
@@ -123,13 +130,18 @@ export async function lockWaits(rows: RowsOf): Promise<{ pid: number; blockers: 
  * transaction that Citus's own deadlock detector may pick as its victim). On one PostgreSQL: `url`
  * and the tables themselves.
  */
-export async function tenantPlacements<T extends string>(url: string, tenantId: string, tables: readonly T[]): Promise<{ url: string; table: Record<T, string> }> {
+export async function tenantPlacements<T extends string>(
+  url: string,
+  tenantId: string,
+  tables: readonly T[],
+): Promise<{ url: string; table: Record<T, string> }> {
   const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`;
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
     const ext = await c.query(`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
-    if (!ext.rowCount) return { url, table: Object.fromEntries(tables.map((t) => [t, quoted(t)])) as Record<T, string> };
+    if (!ext.rowCount)
+      return { url, table: Object.fromEntries(tables.map((t) => [t, quoted(t)])) as Record<T, string> };
     const { rows } = await c.query<{ host: string; port: number }>(
       `SELECT n.nodename AS host, n.nodeport AS port
          FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid

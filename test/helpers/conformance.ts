@@ -15,7 +15,10 @@ function resolve(node: Json, seen = new Set<string>()): Json {
   if (!node || typeof node !== "object") return node;
   if (typeof node.$ref === "string" && node.$ref.startsWith("#/")) {
     if (seen.has(node.$ref)) throw new Error(`recursive $ref ${node.$ref}`);
-    const target = node.$ref.slice(2).split("/").reduce((o: Json, k: string) => o[k.replace(/~1/g, "/").replace(/~0/g, "~")], doc);
+    const target = node.$ref
+      .slice(2)
+      .split("/")
+      .reduce((o: Json, k: string) => o[k.replace(/~1/g, "/").replace(/~0/g, "~")], doc);
     const { $ref: _ignored, ...rest } = node;
     return { ...resolve(target, new Set([...seen, node.$ref])), ...resolve(rest, seen) };
   }
@@ -40,7 +43,10 @@ for (const [template, item] of Object.entries<Json>(doc.paths)) {
     for (const [status, r] of Object.entries<Json>(op.responses)) {
       const resolved = resolve(r);
       // Compiled on first use (a file meets a few of the document's responses, not all of them).
-      responses.set(status, { schema: resolved.content?.["application/json"]?.schema, headers: Object.keys(resolved.headers ?? {}) });
+      responses.set(status, {
+        schema: resolved.content?.["application/json"]?.schema,
+        headers: Object.keys(resolved.headers ?? {}),
+      });
     }
     operations.push({ method: method.toUpperCase(), template, re, responses });
   }
@@ -50,7 +56,13 @@ export const documentedOperations = () => operations.map((o) => `${o.method} ${o
 export const checked = { responses: 0 };
 
 /** Throws when a response does not conform to the document; returns the operation it matched (or undefined: no operation, e.g. an unknown path). */
-export function assertConforms(method: string, url: string, status: number, headers: Headers, body: unknown): string | undefined {
+export function assertConforms(
+  method: string,
+  url: string,
+  status: number,
+  headers: Headers,
+  body: unknown,
+): string | undefined {
   const path = new URL(url).pathname;
   if (!path.startsWith("/public/v1/") || path === "/public/v1/openapi.json") return undefined;
   // Exact literal paths win over templates (/conversations/start vs /conversations/{id}).
@@ -58,14 +70,19 @@ export function assertConforms(method: string, url: string, status: number, head
   const op = candidates.find((o) => o.template === path) ?? candidates[0];
   if (!op) return undefined;
   const r = op.responses.get(String(status));
-  if (!r) throw new Error(`conformance: ${method} ${op.template} answered ${status}, which the OpenAPI document does not list (${[...op.responses.keys()].join(", ")})\n${JSON.stringify(body)}`);
+  if (!r)
+    throw new Error(
+      `conformance: ${method} ${op.template} answered ${status}, which the OpenAPI document does not list (${[...op.responses.keys()].join(", ")})\n${JSON.stringify(body)}`,
+    );
   for (const h of r.headers) {
     if (h === "Retry-After" && status !== 429) continue;
     if (!headers.has(h)) throw new Error(`conformance: ${method} ${op.template} ${status} lacks header ${h}`);
   }
   if (r.schema) r.validate ??= ajv.compile(r.schema);
   if (r.validate && !r.validate(body))
-    throw new Error(`conformance: ${method} ${op.template} ${status} body does not match the document: ${ajv.errorsText(r.validate.errors)}\n${JSON.stringify(body).slice(0, 2000)}`);
+    throw new Error(
+      `conformance: ${method} ${op.template} ${status} body does not match the document: ${ajv.errorsText(r.validate.errors)}\n${JSON.stringify(body).slice(0, 2000)}`,
+    );
   checked.responses++;
   return `${op.method} ${op.template}`;
 }

@@ -20,7 +20,13 @@ import { openPglite } from "../../server/db/client.js";
 import { migrate } from "../../server/db/migrate.js";
 import { citusCluster } from "./cluster.js";
 import { forget, preparePool } from "./citus-pool.js";
-import { createTemplateDatabase, directBaseUrl, dropDatabase, dropTemplateDatabase, type Template } from "./template.js";
+import {
+  createTemplateDatabase,
+  directBaseUrl,
+  dropDatabase,
+  dropTemplateDatabase,
+  type Template,
+} from "./template.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

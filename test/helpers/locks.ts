@@ -39,10 +39,13 @@ export async function waitForLockWaiters(
   opts: LockWaitOptions = {},
 ): Promise<LockWaiter[]> {
   const url = typeof db === "string" ? db : (db.directUrl ?? db.url);
-  if (!url) throw new Error("waitForLockWaiters: a PostgreSQL test database is needed (PGlite runs one statement at a time)");
+  if (!url)
+    throw new Error("waitForLockWaiters: a PostgreSQL test database is needed (PGlite runs one statement at a time)");
   const cluster = await citusCluster(directBaseUrl() ?? url);
   const here = new URL(url);
-  const nodes = cluster ? [cluster.coordinator, ...cluster.workers] : [{ host: here.hostname, port: Number(here.port || 5432) }];
+  const nodes = cluster
+    ? [cluster.coordinator, ...cluster.workers]
+    : [{ host: here.hostname, port: Number(here.port || 5432) }];
   const clients = await Promise.all(
     nodes.map(async (node) => {
       const c = new pg.Client({ connectionString: cluster ? onSameDatabase(url, node) : url });

@@ -47,7 +47,6 @@ export function moduleState(text: string): string[] {
   const names: string[] = [];
   for (const m of text.matchAll(/^(?:export )?(?:let|var) ([A-Za-z_$][\w$]*)/gm)) names.push(m[1]!);
   const changeable = /^(?:export )?const ([A-Za-z_$][\w$]*)\b[^=\n]*=\s*(?:new (?:Map|Set|LRUCache)\b|\[|\{)/gm;
-  for (const m of text.matchAll(changeable))
-    if (MUTATES(m[1]!).test(text)) names.push(m[1]!);
+  for (const m of text.matchAll(changeable)) if (MUTATES(m[1]!).test(text)) names.push(m[1]!);
   return names;
 }

@@ -46,7 +46,18 @@ export const portFree = (port: number) =>
 /** This process's environment without database, Redis, port or data-folder settings. */
 export function baseEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const k of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "PGLITE_DATA_DIR", "METRICS_PORT", "PORT", "NO_DEMO", "LOG_FORMAT"]) delete env[k];
+  for (const k of [
+    "DATABASE_URL",
+    "DIRECT_DATABASE_URL",
+    "REDIS_URL",
+    "REDIS_CLUSTER_NODES",
+    "PGLITE_DATA_DIR",
+    "METRICS_PORT",
+    "PORT",
+    "NO_DEMO",
+    "LOG_FORMAT",
+  ])
+    delete env[k];
   for (const k of Object.keys(env)) if (k.startsWith("npm_")) delete env[k]; // as from a shell, not from `npm test`
   return { ...env, HOST: "127.0.0.1", LOG_LEVEL: "info" };
 }
@@ -59,7 +70,11 @@ export interface Spawned {
 }
 
 /** `npm <args>` in the checkout; stdout/stderr collected unless `stdio` says otherwise. */
-export function spawnNpm(args: string[], env: NodeJS.ProcessEnv, stdio: StdioOptions = ["ignore", "pipe", "pipe"]): Spawned {
+export function spawnNpm(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  stdio: StdioOptions = ["ignore", "pipe", "pipe"],
+): Spawned {
   const child = spawn("npm", args, { cwd: ROOT, env, stdio });
   let out = "";
   let err = "";
@@ -81,7 +96,12 @@ export function runNpm(
 }
 
 /** `command <args>` run to its end: the exit code and everything it wrote. */
-function run(command: string, args: string[], env: NodeJS.ProcessEnv, opts: { cwd?: string; pids?: number[] } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  opts: { cwd?: string; pids?: number[] } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: opts.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
     opts.pids?.push(child.pid!);
@@ -99,7 +119,10 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv, opts: { cw
  * npm in front: the tests of what the verbs say. test/process/admin-cli-pipe.test.ts and
  * test/process/operator.test.ts run it through npm itself.
  */
-export async function runAdminCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function runAdminCli(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   await ensureBuild();
   const { command, args: argv } = commandLine("admin", args);
   return run(command, argv, env, { cwd: ROOT });
@@ -110,11 +133,17 @@ export async function runAdminCli(args: string[], env: NodeJS.ProcessEnv): Promi
  * its standard output closed before the first line: the exit code (or "still running after 10 s")
  * and its stderr. `pids` gets its pid (for cleanup).
  */
-export async function logIntoClosedPipe(loggerArgs: string, pids: number[]): Promise<{ exit: number | null | string; stderr: string }> {
+export async function logIntoClosedPipe(
+  loggerArgs: string,
+  pids: number[],
+): Promise<{ exit: number | null | string; stderr: string }> {
   const script = `import { createLogger } from ${JSON.stringify(path.join(ROOT, "server/logger.ts"))};
       const logger = createLogger(${loggerArgs});
       setTimeout(() => { logger.info("one"); logger.info("two"); process.exit(0); }, 200);`;
-  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   pids.push(child.pid!);
   child.stdout.destroy(); // the reader is gone before the first line
   let stderr = "";
@@ -130,7 +159,13 @@ export async function logIntoClosedPipe(loggerArgs: string, pids: number[]): Pro
 export async function waitReady(url: string, s: Spawned, timeoutMs = 120_000): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline && s.child.exitCode === null && s.child.signalCode === null) {
-    if (await fetch(url).then((r) => r.ok, () => false)) return true;
+    if (
+      await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return true;
     await sleep(200);
   }
   return false;
@@ -183,7 +218,11 @@ export function descendants(pid: number): { pid: number; cmd: string }[] {
 }
 
 /** Waits until `check` holds (true) or the time is up; resolves with the last value. */
-export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 100): Promise<boolean> {
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  stepMs = 100,
+): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return true;

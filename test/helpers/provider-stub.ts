@@ -32,8 +32,16 @@ let counter = 0;
 export function successFor(r: RecordedRequest): { status: number; body: unknown } {
   counter += 1;
   if (/\/sendMessage$/.test(r.path)) return { status: 200, body: { ok: true, result: { message_id: 7000 + counter } } };
-  if (/\/me\/messages$/.test(r.path)) return { status: 200, body: { recipient_id: r.body?.recipient?.id, message_id: `m_${counter}` } };
-  return { status: 200, body: { messaging_product: "whatsapp", contacts: [{ input: r.body?.to, wa_id: r.body?.to }], messages: [{ id: `wamid.${counter}` }] } };
+  if (/\/me\/messages$/.test(r.path))
+    return { status: 200, body: { recipient_id: r.body?.recipient?.id, message_id: `m_${counter}` } };
+  return {
+    status: 200,
+    body: {
+      messaging_product: "whatsapp",
+      contacts: [{ input: r.body?.to, wa_id: r.body?.to }],
+      messages: [{ id: `wamid.${counter}` }],
+    },
+  };
 }
 
 export async function startProviderStub(): Promise<ProviderStub> {
@@ -53,7 +61,14 @@ export async function startProviderStub(): Promise<ProviderStub> {
       } catch {
         body = raw;
       }
-      const rec: RecordedRequest = { method: req.method ?? "", path: url.pathname, query: Object.fromEntries(url.searchParams), headers: req.headers, body, raw };
+      const rec: RecordedRequest = {
+        method: req.method ?? "",
+        path: url.pathname,
+        query: Object.fromEntries(url.searchParams),
+        headers: req.headers,
+        body,
+        raw,
+      };
       requests.push(rec);
       const b = typeof behaviour === "function" ? behaviour(rec) : (behaviour ?? successFor(rec));
       if (b === "hang") {

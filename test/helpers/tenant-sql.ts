@@ -44,7 +44,9 @@ export const loadSqlParser = () => loadModule();
 
 /** The model of the catalog: tenant columns ("tenantId"; the tenants table's own key) and global keys. */
 export function tenantModel(cat: Catalog): TenantModel {
-  const columns = new Map([...cat.tables.values()].map((t) => [t.name, new Set([...t.columns.values()].map((c) => c.name))]));
+  const columns = new Map(
+    [...cat.tables.values()].map((t) => [t.name, new Set([...t.columns.values()].map((c) => c.name))]),
+  );
   const tenantColumn = new Map<string, string>();
   for (const [name, cols] of columns) if (cols.has("tenantId")) tenantColumn.set(name, "tenantId");
   // The tenants table: what a single-column "tenantId" foreign key references.
@@ -57,7 +59,14 @@ export function tenantModel(cat: Catalog): TenantModel {
   const globalKeys = new Map<string, Set<string>>();
   for (const i of cat.indexes) {
     const t = cat.tables.get(i.table)!;
-    if (t.role?.kind !== "reference" || !tenantColumn.has(t.name) || !i.unique || i.keys.length !== 1 || i.keys[0] === 0) continue;
+    if (
+      t.role?.kind !== "reference" ||
+      !tenantColumn.has(t.name) ||
+      !i.unique ||
+      i.keys.length !== 1 ||
+      i.keys[0] === 0
+    )
+      continue;
     const col = t.columns.get(i.keys[0]!)!.name;
     if (col === tenantColumn.get(t.name)) continue;
     if (!globalKeys.has(t.name)) globalKeys.set(t.name, new Set());
@@ -165,7 +174,10 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
   const out: Analysis = { problems: [], tenants: new Set(), tables: new Set() };
   const flatSql = sql.replace(/\s+/g, " ").trim();
   const where = flatSql.indexOf(" WHERE ");
-  const head = flatSql.length <= 240 ? flatSql : `${flatSql.slice(0, 80)} …${where > 80 ? flatSql.slice(where, where + 200) : flatSql.slice(80, 240)}`;
+  const head =
+    flatSql.length <= 240
+      ? flatSql
+      : `${flatSql.slice(0, 80)} …${where > 80 ? flatSql.slice(where, where + 200) : flatSql.slice(80, 240)}`;
   const problem = (p: string) => out.problems.push(`${p} — in: ${head}`);
   let tree: Node;
   try {
@@ -191,7 +203,8 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
   };
   const constant = (c: Node): string[] | undefined => {
     if (c.isnull) return [NOTHING];
-    const v = c.sval?.sval ?? c.ival?.ival ?? c.fval?.fval ?? c.boolval?.boolval ?? c.bsval?.bsval ?? (c.ival ? 0 : undefined);
+    const v =
+      c.sval?.sval ?? c.ival?.ival ?? c.fval?.fval ?? c.boolval?.boolval ?? c.bsval?.bsval ?? (c.ival ? 0 : undefined);
     return v === undefined ? undefined : [`=${String(v)}`];
   };
   const unwrap = (n: Node): Node => (n?.TypeCast ? unwrap(n.TypeCast.arg) : n);
@@ -245,7 +258,10 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
       const rel = scope.rel(aliasOf(col));
       const name = col.slice(col.lastIndexOf(".") + 1);
       if (rel?.table && model.globalKeys.get(rel.table)?.has(name))
-        scope.pin(`${rel.alias}.${model.tenantColumn.get(rel.table)}`, v.map((x) => `@${rel.table}.${name}${x}`));
+        scope.pin(
+          `${rel.alias}.${model.tenantColumn.get(rel.table)}`,
+          v.map((x) => `@${rel.table}.${name}${x}`),
+        );
     }
   };
   const isEq = (e: Node) => (e.name as Node[] | undefined)?.map(str).join(".") === "=";
@@ -288,7 +304,12 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
       }
     }
     const s = c.SubLink;
-    if (pass === 2 && s?.subLinkType === "ANY_SUBLINK" && s.testexpr && ((s.operName as Node[] | undefined)?.map(str).join(".") ?? "=") === "=") {
+    if (
+      pass === 2 &&
+      s?.subLinkType === "ANY_SUBLINK" &&
+      s.testexpr &&
+      ((s.operName as Node[] | undefined)?.map(str).join(".") ?? "=") === "="
+    ) {
       const outputs = select(s.subselect, scope);
       const targets = rowArgs(s.testexpr) ?? [s.testexpr];
       targets.forEach((target, i) => {
@@ -314,7 +335,8 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
 
   const aliasesOf = (item: Node, acc = new Set<string>()): Set<string> => {
     if (item.RangeVar) acc.add(item.RangeVar.alias?.aliasname ?? item.RangeVar.relname);
-    else if (item.RangeSubselect || item.RangeFunction) acc.add((item.RangeSubselect ?? item.RangeFunction).alias?.aliasname ?? "");
+    else if (item.RangeSubselect || item.RangeFunction)
+      acc.add((item.RangeSubselect ?? item.RangeFunction).alias?.aliasname ?? "");
     else if (item.JoinExpr) {
       aliasesOf(item.JoinExpr.larg, acc);
       aliasesOf(item.JoinExpr.rarg, acc);
@@ -344,8 +366,7 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
       const rel = relation(item.RangeVar, scope);
       scope.rels.push(rel);
       if (rel.outputs) seed(scope, rel, rel.outputs);
-    }
-    else if (item.RangeSubselect) {
+    } else if (item.RangeSubselect) {
       const r = item.RangeSubselect;
       const rel: Rel = { alias: r.alias?.aliasname ?? "", outputs: [] };
       scope.rels.push(rel);
@@ -359,7 +380,13 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
       from(j.larg, scope, pending);
       from(j.rarg, scope, pending);
       const only =
-        j.jointype === "JOIN_LEFT" ? aliasesOf(j.rarg) : j.jointype === "JOIN_RIGHT" ? aliasesOf(j.larg) : j.jointype === "JOIN_FULL" ? new Set<string>() : undefined;
+        j.jointype === "JOIN_LEFT"
+          ? aliasesOf(j.rarg)
+          : j.jointype === "JOIN_RIGHT"
+            ? aliasesOf(j.larg)
+            : j.jointype === "JOIN_FULL"
+              ? new Set<string>()
+              : undefined;
       if (j.quals) pending.quals.push({ node: j.quals, only });
     } else problem(`unsupported FROM item ${Object.keys(item)[0]}`);
   };
@@ -485,7 +512,9 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
       for (const item of u.fromClause ?? u.usingClause ?? []) from(item, inner, pending);
       const col = target.table && model.tenantColumn.get(target.table);
       if (stmt.UpdateStmt && col && (u.targetList as Node[]).some((t) => t.ResTarget.name === col))
-        problem(`UPDATE ${target.table} sets "${col}" (rows never move between tenants; Citus cannot update the distribution column)`);
+        problem(
+          `UPDATE ${target.table} sets "${col}" (rows never move between tenants; Citus cannot update the distribution column)`,
+        );
       solve(inner, u.whereClause, pending, [u.targetList, u.returningList]);
       return undefined;
     }

@@ -31,7 +31,10 @@ afterAll(async () => {
  * Runs the CLI with stdout on a pipe that nobody reads until `stallMs` after the first output (or
  * until the CLI exits, whichever comes first), then drains it.
  */
-function adminThroughPipe(args: string[], stallMs: number): Promise<{ code: number | null; stdout: Buffer; stderr: string; exitedWhileStalled: boolean }> {
+function adminThroughPipe(
+  args: string[],
+  stallMs: number,
+): Promise<{ code: number | null; stdout: Buffer; stderr: string; exitedWhileStalled: boolean }> {
   return new Promise((resolve, reject) => {
     const child = spawn("npm", ["run", "--silent", "admin", "--", ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
     const out: Buffer[] = [];

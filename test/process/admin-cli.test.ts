@@ -70,8 +70,14 @@ async function withDb<T>(fn: (db: Database) => Promise<T>): Promise<T> {
 /** Everything the verbs under test could change. */
 const snapshot = () =>
   withDb(async (db) => ({
-    tenants: await db.prisma.tenant.findMany({ orderBy: { id: "asc" }, select: { id: true, plan: true, rateLimitPerMinute: true, rateLimitPerDay: true, updatedAt: true } }),
-    keys: await db.prisma.apiKey.findMany({ orderBy: { id: "asc" }, select: { id: true, expiresAt: true, revokedAt: true } }),
+    tenants: await db.prisma.tenant.findMany({
+      orderBy: { id: "asc" },
+      select: { id: true, plan: true, rateLimitPerMinute: true, rateLimitPerDay: true, updatedAt: true },
+    }),
+    keys: await db.prisma.apiKey.findMany({
+      orderBy: { id: "asc" },
+      select: { id: true, expiresAt: true, revokedAt: true },
+    }),
     planLimits: await db.prisma.planLimit.findMany({ orderBy: { plan: "asc" } }),
     messages: await db.prisma.message.count(),
   }));
@@ -108,7 +114,11 @@ describe("admin CLI: usage", { timeout: 120_000 }, () => {
       untouched = async () => {
         const db = await openPostgres(url, { max: 1 });
         try {
-          return (await db.sql.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'"))[0]!.n === 0;
+          return (
+            (
+              await db.sql.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'")
+            )[0]!.n === 0
+          );
         } finally {
           await db.close();
         }
@@ -122,7 +132,11 @@ describe("admin CLI: usage", { timeout: 120_000 }, () => {
     try {
       expect((await admin(["frobnicate"], e)).code).toBe(2);
       await refused(["set-plan", "not-a-uuid", "pro"], 'TENANT_ID must be a UUID, got "not-a-uuid"', e);
-      await refused(["create-key", NO_TENANT, NO_TENANT, "all", "--expires-at", "2001-01-01T00:00:00Z"], '--expires-at must be in the future, got "2001-01-01T00:00:00Z"', e);
+      await refused(
+        ["create-key", NO_TENANT, NO_TENANT, "all", "--expires-at", "2001-01-01T00:00:00Z"],
+        '--expires-at must be in the future, got "2001-01-01T00:00:00Z"',
+        e,
+      );
       expect(await untouched()).toBe(true);
     } finally {
       await drop();
@@ -134,9 +148,18 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
   it("create-key refuses an --expires-at in the past or unparsable", async () => {
     const before = await snapshot();
     const k = ["create-key", acme.id, acme.users.ana!, "all"];
-    await refused([...k, "--expires-at", "2020-01-01T00:00:00Z"], '--expires-at must be in the future, got "2020-01-01T00:00:00Z"');
-    await refused([...k, "--expires-at=tomorrow"], '--expires-at must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z), got "tomorrow"');
-    await refused([...k, "--expires-at", "2030-01-01T00:00:00"], '--expires-at must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z), got "2030-01-01T00:00:00"');
+    await refused(
+      [...k, "--expires-at", "2020-01-01T00:00:00Z"],
+      '--expires-at must be in the future, got "2020-01-01T00:00:00Z"',
+    );
+    await refused(
+      [...k, "--expires-at=tomorrow"],
+      '--expires-at must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z), got "tomorrow"',
+    );
+    await refused(
+      [...k, "--expires-at", "2030-01-01T00:00:00"],
+      '--expires-at must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z), got "2030-01-01T00:00:00"',
+    );
     expect(await snapshot()).toEqual(before);
   });
 
@@ -154,14 +177,19 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
   it("a database error prints the database's message (not 'failed'), exit 1, nothing changed", async () => {
     // One statement per exec: Citus refuses DDL in a multi-statement string.
     await withDb(async (db) => {
-      await db.sql.exec(`CREATE FUNCTION h9_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'tablespace quota exceeded (test)'; END $$`);
+      await db.sql.exec(
+        `CREATE FUNCTION h9_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'tablespace quota exceeded (test)'; END $$`,
+      );
       await db.sql.exec(`CREATE TRIGGER h9_refuse BEFORE UPDATE ON "Tenant" FOR EACH ROW EXECUTE FUNCTION h9_refuse()`);
       await db.sql.exec(`CREATE TRIGGER h9_refuse BEFORE INSERT ON "ApiKey" FOR EACH ROW EXECUTE FUNCTION h9_refuse()`);
     });
     try {
       const before = await snapshot();
       await refused(["set-plan", acme.id, "starter"], "tablespace quota exceeded (test)");
-      await refused(["create-key", acme.id, acme.users.ana!, "all", "--expires-at", "2099-01-01T00:00:00Z"], "tablespace quota exceeded (test)");
+      await refused(
+        ["create-key", acme.id, acme.users.ana!, "all", "--expires-at", "2099-01-01T00:00:00Z"],
+        "tablespace quota exceeded (test)",
+      );
       await refused(["set-tenant-limits", acme.id, "10", "100"], "tablespace quota exceeded (test)");
       expect(await snapshot()).toEqual(before);
       // At LOG_LEVEL=debug the same line comes first, then the error with its stack.
@@ -171,7 +199,12 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
       expect(r.stderr).toMatch(/PrismaClientKnownRequestError[\s\S]*\n\s+at /);
     } finally {
       await withDb(async (db) => {
-        for (const drop of [`DROP TRIGGER h9_refuse ON "Tenant"`, `DROP TRIGGER h9_refuse ON "ApiKey"`, `DROP FUNCTION h9_refuse()`]) await db.sql.exec(drop);
+        for (const drop of [
+          `DROP TRIGGER h9_refuse ON "Tenant"`,
+          `DROP TRIGGER h9_refuse ON "ApiKey"`,
+          `DROP FUNCTION h9_refuse()`,
+        ])
+          await db.sql.exec(drop);
       });
     }
   });
@@ -183,13 +216,28 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
         s.close(() => resolve(p));
       });
     });
-    await refused(["set-plan", acme.id, "pro"], `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`, cliEnv({ DATABASE_URL: `postgresql://postgres:pw@127.0.0.1:${port}/x`, DIRECT_DATABASE_URL: "" }));
-    await refused(["set-plan", acme.id, "pro"], 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"', cliEnv({ LOG_LEVEL: "verbose" }));
+    await refused(
+      ["set-plan", acme.id, "pro"],
+      `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`,
+      cliEnv({ DATABASE_URL: `postgresql://postgres:pw@127.0.0.1:${port}/x`, DIRECT_DATABASE_URL: "" }),
+    );
+    await refused(
+      ["set-plan", acme.id, "pro"],
+      'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"',
+      cliEnv({ LOG_LEVEL: "verbose" }),
+    );
   });
 
   it("the accepted forms still work: a future --expires-at, then the refusals above left the data as it was", async () => {
     const before = await snapshot();
-    const r = await admin(["create-key", acme.id, acme.users.ana!, "tenant:leads.read", "--expires-at", "2099-01-01T00:00:00+02:00"]);
+    const r = await admin([
+      "create-key",
+      acme.id,
+      acme.users.ana!,
+      "tenant:leads.read",
+      "--expires-at",
+      "2099-01-01T00:00:00+02:00",
+    ]);
     expect(r.stderr).toBe(databaseUsed);
     expect(r.code).toBe(0);
     const made = JSON.parse(r.stdout);

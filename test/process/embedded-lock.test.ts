@@ -6,15 +6,43 @@
 // process an embedded folder of their own, so they run the same on either leg: the embedded leg runs
 // them; the PostgreSQL leg, that a DATABASE_URL configuration takes no lock.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild, ROOT } from "../../scripts/ensure-build.js";
 import { openDatabase, openPglite } from "../../server/db/client.js";
-import { breakLock, currentLock, EmbeddedDatabaseInUse, FOREIGN_EXPIRY_MS, LOCK_FILE, lockEmbeddedDatabase, processStart } from "../../server/db/pglite-lock.js";
+import {
+  breakLock,
+  currentLock,
+  EmbeddedDatabaseInUse,
+  FOREIGN_EXPIRY_MS,
+  LOCK_FILE,
+  lockEmbeddedDatabase,
+  processStart,
+} from "../../server/db/pglite-lock.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
-import { baseEnv, freePort, freePorts, killAll, onFreePort, portTaken, running, spawnNpm, until, waitReady } from "../helpers/processes.js";
+import {
+  baseEnv,
+  freePort,
+  freePorts,
+  killAll,
+  onFreePort,
+  portTaken,
+  running,
+  spawnNpm,
+  until,
+  waitReady,
+} from "../helpers/processes.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-lock-"));
 const leftovers: number[] = [];
@@ -29,8 +57,9 @@ const folder = () => path.join(dir, `f${++n}`);
 const heldFiles = (f: string) =>
   readdirSync(f)
     .filter((name) => name === LOCK_FILE || /^crm-owner\.\d+\.lock$/.test(name))
-    .sort((a, b) => (Number(/\.(\d+)\./.exec(b)?.[1] ?? 0) - Number(/\.(\d+)\./.exec(a)?.[1] ?? 0)));
-const lockOf = (f: string) => JSON.parse(readFileSync(path.join(f, heldFiles(f)[0]!), "utf8")) as Record<string, unknown>;
+    .sort((a, b) => Number(/\.(\d+)\./.exec(b)?.[1] ?? 0) - Number(/\.(\d+)\./.exec(a)?.[1] ?? 0));
+const lockOf = (f: string) =>
+  JSON.parse(readFileSync(path.join(f, heldFiles(f)[0]!), "utf8")) as Record<string, unknown>;
 /** No live holder and no held lock file left. */
 const free = (f: string) => currentLock(f) === undefined && heldFiles(f).length === 0;
 /** Writes a lock as an earlier version (or another host) left it: crm-owner.lock. */
@@ -38,7 +67,8 @@ const writeLegacy = (f: string, text: string) => {
   mkdirSync(f, { recursive: true });
   writeFileSync(path.join(f, LOCK_FILE), text);
 };
-const line = (f: string, pid: number, command: string) => `embedded database ${f}/ is in use by pid ${pid} (${command}); stop it, or set DATABASE_URL`;
+const line = (f: string, pid: number, command: string) =>
+  `embedded database ${f}/ is in use by pid ${pid} (${command}); stop it, or set DATABASE_URL`;
 
 /** A pid that no longer exists (a process that ran and exited). */
 function deadPid(): number {
@@ -51,7 +81,12 @@ describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
     const f = folder();
     const lock = lockEmbeddedDatabase(f);
     const held = lockOf(f);
-    expect(held).toMatchObject({ pid: process.pid, start: processStart(process.pid), host: hostname(), nonce: expect.any(String) });
+    expect(held).toMatchObject({
+      pid: process.pid,
+      start: processStart(process.pid),
+      host: hostname(),
+      nonce: expect.any(String),
+    });
     let err: unknown;
     try {
       lockEmbeddedDatabase(f);
@@ -76,7 +111,9 @@ describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
     const abs = path.resolve(rel);
     const lock = lockEmbeddedDatabase(abs);
     try {
-      expect(() => lockEmbeddedDatabase(abs)).toThrow(new RegExp(`^embedded database ${rel}/ is in use by pid ${process.pid} `));
+      expect(() => lockEmbeddedDatabase(abs)).toThrow(
+        new RegExp(`^embedded database ${rel}/ is in use by pid ${process.pid} `),
+      );
     } finally {
       lock.release();
       rmSync(abs, { recursive: true, force: true });
@@ -129,7 +166,10 @@ describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
 
   it("a lock from another host (a shared volume): respected while its heartbeat is fresh, the line naming break-lock; stale once it is old", () => {
     const f = folder();
-    writeLegacy(f, JSON.stringify({ pid: deadPid(), start: "1", host: "old-container-7f9c", command: "npm start", nonce: "remote" }));
+    writeLegacy(
+      f,
+      JSON.stringify({ pid: deadPid(), start: "1", host: "old-container-7f9c", command: "npm start", nonce: "remote" }),
+    );
     expect(() => lockEmbeddedDatabase(f)).toThrow(
       new RegExp(
         `^embedded database ${f}/ is in use by pid \\d+ \\(npm start\\) on host old-container-7f9c \\(heartbeat \\d+ s ago, stale after 10 min\\); stop it \\(if that host is gone: npm run --silent admin -- break-lock\\), or set DATABASE_URL$`,
@@ -146,7 +186,10 @@ describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
 
   it("break-lock takes over another host's lock at once (then releases it); a live holder on this host is refused", () => {
     const f = folder();
-    writeLegacy(f, JSON.stringify({ pid: 4242, start: "1", host: "old-container-7f9c", command: "npm start", nonce: "remote" }));
+    writeLegacy(
+      f,
+      JSON.stringify({ pid: 4242, start: "1", host: "old-container-7f9c", command: "npm start", nonce: "remote" }),
+    );
     expect(breakLock(f)).toMatchObject({ pid: 4242, host: "old-container-7f9c" });
     expect(free(f)).toBe(true);
     expect(breakLock(f)).toBeNull(); // nothing held any more
@@ -161,7 +204,10 @@ describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
 
   it("N processes racing on a stale lock: exactly one owner (each holds what it took until all have tried)", async () => {
     const f = folder();
-    writeLegacy(f, JSON.stringify({ pid: deadPid(), start: "1", host: hostname(), command: "npm start", nonce: "stale" }));
+    writeLegacy(
+      f,
+      JSON.stringify({ pid: deadPid(), start: "1", host: hostname(), command: "npm start", nonce: "stale" }),
+    );
     const N = 8;
     // A barrier instead of a deadline: each process says it is at the race point (its imports done),
     // waits for "go", tries, says what it got, and holds it until "end" — however long the 8 starts
@@ -202,8 +248,14 @@ describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
         const file = at(`result.${i}`);
         return existsSync(file) ? readFileSync(file, "utf8") : "none";
       });
-      expect(results.filter((r) => r === "owner"), results.join(" | ")).toHaveLength(1);
-      expect(results.filter((r) => r === "refused"), results.join(" | ")).toHaveLength(N - 1);
+      expect(
+        results.filter((r) => r === "owner"),
+        results.join(" | "),
+      ).toHaveLength(1);
+      expect(
+        results.filter((r) => r === "refused"),
+        results.join(" | "),
+      ).toHaveLength(N - 1);
     } finally {
       writeFileSync(at("end"), "");
       await Promise.all(children.map((c) => c.closed));
@@ -260,7 +312,12 @@ describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout
     env = { ...baseEnv(), PGLITE_DATA_DIR: f, NO_DEMO: "1" };
     const file = path.join(dir, "fixture.json");
     writeFileSync(file, JSON.stringify(fixture(tenant("acme"))));
-    const r = spawnSync("npm", ["run", "--silent", "admin", "--", "load", file], { cwd: ROOT, env, encoding: "utf8", timeout: 120_000 });
+    const r = spawnSync("npm", ["run", "--silent", "admin", "--", "load", file], {
+      cwd: ROOT,
+      env,
+      encoding: "utf8",
+      timeout: 120_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     const ids = JSON.parse(r.stdout).tenants.acme;
     tenantId = ids.id;
@@ -317,7 +374,12 @@ describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout
     const bLines = b.err().split("\n");
     expect(bLines, b.err()).toContain(expected);
     expect(b.err()).not.toMatch(/^\s+at /m); // no stack
-    expect(await fetch(`http://127.0.0.1:${port2}/healthz`).then(() => "answered", () => "refused")).toBe("refused");
+    expect(
+      await fetch(`http://127.0.0.1:${port2}/healthz`).then(
+        () => "answered",
+        () => "refused",
+      ),
+    ).toBe("refused");
 
     // The admin CLI: one line on stderr, nothing on stdout, exit 1.
     const setPlan = await npmRun(["admin", "--", "set-plan", tenantId, "starter"]);

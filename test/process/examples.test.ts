@@ -40,12 +40,41 @@ beforeAll(async () => {
           { ref: "next", customerName: "Ed", stage: "won", createdAt: day(0, 0, 21) },
         ],
         appointments: [
-          { ref: "v", assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: day(15, 30), endsAt: day(16) },
-          { ref: "w", assignedTo: "ana", title: "Call back", appointmentType: "call", startsAt: day(9), endsAt: day(9, 30), status: "cancelled" },
-          { ref: "x", assignedTo: "ana", title: "Tomorrow", appointmentType: "visit", startsAt: day(10, 0, 21), endsAt: day(11, 0, 21) },
+          {
+            ref: "v",
+            assignedTo: "ana",
+            title: "Viewing",
+            appointmentType: "visit",
+            startsAt: day(15, 30),
+            endsAt: day(16),
+          },
+          {
+            ref: "w",
+            assignedTo: "ana",
+            title: "Call back",
+            appointmentType: "call",
+            startsAt: day(9),
+            endsAt: day(9, 30),
+            status: "cancelled",
+          },
+          {
+            ref: "x",
+            assignedTo: "ana",
+            title: "Tomorrow",
+            appointmentType: "visit",
+            startsAt: day(10, 0, 21),
+            endsAt: day(11, 0, 21),
+          },
         ],
         tickets: [
-          { ref: "t1", subject: "Broken link in listing", createdBy: "ana", contact: "c", comments: [{ author: "ana", body: "Looking into it" }], createdAt: day(7) },
+          {
+            ref: "t1",
+            subject: "Broken link in listing",
+            createdBy: "ana",
+            contact: "c",
+            comments: [{ author: "ana", body: "Looking into it" }],
+            createdAt: day(7),
+          },
           { ref: "t2", subject: "Old and done", status: "closed", createdBy: "ana", contact: "c" },
           { ref: "t3", subject: "Waiting for the owner", status: "pending", createdBy: "bob", contact: "c" },
         ],
@@ -58,7 +87,11 @@ beforeAll(async () => {
 afterAll(() => app?.close());
 
 /** Runs an example as a user does (tsx), with the service's base URL and a key. */
-async function runExample(file: string, key: string, args: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+async function runExample(
+  file: string,
+  key: string,
+  args: string[] = [],
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const env: NodeJS.ProcessEnv = { ...process.env, CRM_URL: app.url, CRM_API_KEY: key };
   delete env.NODE_OPTIONS;
   return execute(process.execPath, ["--import", "tsx", file, ...args], { cwd: ROOT, env, timeout: 60_000 }).then(
@@ -67,10 +100,13 @@ async function runExample(file: string, key: string, args: string[] = []): Promi
   );
 }
 
-const remaining = async (key: string) => Number((await app.request("GET", "/public/v1/me", { key })).headers.get("x-ratelimit-remaining"));
+const remaining = async (key: string) =>
+  Number((await app.request("GET", "/public/v1/me", { key })).headers.get("x-ratelimit-remaining"));
 
 describe("examples/internal-app (the daily pipeline digest over /trpc)", () => {
-  it("prints the day's new leads by stage, appointments and open tickets; its four calls are each counted", { timeout: 120_000 }, async () => {
+  it("prints the day's new leads by stage, appointments and open tickets; its four calls are each counted", {
+    timeout: 120_000,
+  }, async () => {
     const key = pipe.apiKeys.full!.key;
     const before = await remaining(key);
     const out = await runExample("examples/internal-app/digest.ts", key, ["2026-11-20"]);
@@ -97,7 +133,9 @@ describe("examples/internal-app (the daily pipeline digest over /trpc)", () => {
   it("says what went wrong with the first reason of the error", { timeout: 60_000 }, async () => {
     const refused = await runExample("examples/internal-app/digest.ts", pipe.apiKeys.none!.key, ["2026-11-20"]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr.trim()).toBe("digest: PERMISSION_DENIED (HTTP 403): This key lacks the scope tenant:leads.read");
+    expect(refused.stderr.trim()).toBe(
+      "digest: PERMISSION_DENIED (HTTP 403): This key lacks the scope tenant:leads.read",
+    );
     const bad = await runExample("examples/internal-app/digest.ts", "crm_nope", ["2026-11-20"]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/^digest: INVALID_CREDENTIALS \(HTTP 401\): /);
@@ -108,7 +146,9 @@ describe("examples/internal-app (the daily pipeline digest over /trpc)", () => {
 });
 
 describe("examples/rest-client.mts (the README's typed REST client example)", () => {
-  it("runs as written against the demo tenant, with the ids it finds; a second run replays its keyed writes", { timeout: 120_000 }, async () => {
+  it("runs as written against the demo tenant, with the ids it finds; a second run replays its keyed writes", {
+    timeout: 120_000,
+  }, async () => {
     const key = demo.apiKeys.demo!.key;
     const first = await runExample("examples/rest-client.mts", key);
     expect(first.stderr).toBe("");
@@ -147,7 +187,7 @@ describe("examples/rest-client.mts (the README's typed REST client example)", ()
   });
 });
 
-describe("README.md, \"Internal tRPC API\"", () => {
+describe('README.md, "Internal tRPC API"', () => {
   it("its snippet type-checks against client/trpc.d.ts alone and runs as written", { timeout: 120_000 }, async () => {
     const readme = readFileSync(path.join(ROOT, "README.md"), "utf8");
     const section = readme.slice(readme.indexOf("## Internal tRPC API"));
@@ -158,7 +198,10 @@ describe("README.md, \"Internal tRPC API\"", () => {
       // The app's copy of client/trpc.d.ts, as the README says; the internal app's compiler options.
       writeFileSync(path.join(dir, "trpc.d.ts"), readFileSync(path.join(ROOT, "client/trpc.d.ts")));
       writeFileSync(path.join(dir, "snippet.mts"), code);
-      writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({ extends: "../internal-app/tsconfig.json", include: [], files: ["snippet.mts"] }));
+      writeFileSync(
+        path.join(dir, "tsconfig.json"),
+        JSON.stringify({ extends: "../internal-app/tsconfig.json", include: [], files: ["snippet.mts"] }),
+      );
       await expect(execute(process.execPath, [TSC, "-p", dir], { cwd: ROOT })).resolves.toBeDefined();
       const out = await runExample(path.join(dir, "snippet.mts"), demo.apiKeys.demo!.key);
       expect(out.stderr).toBe("");
@@ -176,25 +219,39 @@ describe("README.md, \"Internal tRPC API\"", () => {
 });
 
 describe("examples/in-process/main.ts (the core called in-process)", () => {
-  it("lists, creates with an Idempotency-Key and replays, and reports a stale If-Match's 412, on a database of its own", { timeout: 120_000 }, async () => {
+  it("lists, creates with an Idempotency-Key and replays, and reports a stale If-Match's 412, on a database of its own", {
+    timeout: 120_000,
+  }, async () => {
     // Its own database: a throwaway embedded one (its demo loaded, as on a first `npm start`), or the
     // test's PostgreSQL database with one of its keys.
     const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: "warn" };
     delete env.NODE_OPTIONS;
     // (The embedded folder is the run's migrated one, no tenant yet: the migrations are tested elsewhere.)
     const folder = mkdtempSync(path.join(tmpdir(), "crm-in-process-"));
-    if (app.testDb.url) Object.assign(env, { DATABASE_URL: app.testDb.url, DIRECT_DATABASE_URL: app.testDb.directUrl, CRM_API_KEY: demo.apiKeys.demo!.key });
+    if (app.testDb.url)
+      Object.assign(env, {
+        DATABASE_URL: app.testDb.url,
+        DIRECT_DATABASE_URL: app.testDb.directUrl,
+        CRM_API_KEY: demo.apiKeys.demo!.key,
+      });
     else {
       await seedEmbeddedFolder(folder);
       Object.assign(env, { PGLITE_DATA_DIR: folder });
     }
-    const run = execute(process.execPath, ["--import", "tsx", "examples/in-process/main.ts"], { cwd: ROOT, env, timeout: 100_000 });
+    const run = execute(process.execPath, ["--import", "tsx", "examples/in-process/main.ts"], {
+      cwd: ROOT,
+      env,
+      timeout: 100_000,
+    });
     const { stdout, stderr } = await run.finally(() => rmSync(folder, { recursive: true, force: true }));
     expect(stderr).toBe("");
     const lines = stdout.trim().split("\n");
     expect(lines[0]).toMatch(/^leads: \d+ in all; the newest: /);
     const id = /^created lead ([0-9a-f-]{36}) \(version 1\), replayed: false$/.exec(lines[1]!)?.[1];
     expect(id).toBeDefined();
-    expect(lines.slice(2)).toEqual([`the same call again: lead ${id}, replayed: true`, "stale If-Match: PRECONDITION_FAILED (HTTP 412)"]);
+    expect(lines.slice(2)).toEqual([
+      `the same call again: lead ${id}, replayed: true`,
+      "stale If-Match: PRECONDITION_FAILED (HTTP 412)",
+    ]);
   });
 });

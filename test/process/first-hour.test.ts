@@ -11,7 +11,15 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild, ROOT, serviceCommand } from "../../scripts/ensure-build.js";
 import { run, USAGE } from "../../server/admin/cli.js";
-import { curlLine, DEMO_IDS, DEMO_OWNER_EMAIL, DEMO_TENANT_NAME, demoFixture, findDemoTenant, localBaseUrl } from "../../server/admin/demo.js";
+import {
+  curlLine,
+  DEMO_IDS,
+  DEMO_OWNER_EMAIL,
+  DEMO_TENANT_NAME,
+  demoFixture,
+  findDemoTenant,
+  localBaseUrl,
+} from "../../server/admin/demo.js";
 import { SERVICE_FILE } from "../../server/admin/live.js";
 import { loadFixture } from "../../server/admin/fixture.js";
 import { NO_DEMO_TENANT } from "../../server/admin/operations.js";
@@ -20,7 +28,20 @@ import { ConfigError, loadConfig } from "../../server/config.js";
 import { openPglite, type Database } from "../../server/db/client.js";
 import { freshDatabase, type TestDb } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
-import { baseEnv, descendants, freePort, killAll, logIntoClosedPipe, onFreePort, portFree, runNpm, spawnNpm, until, waitReady, type Spawned } from "../helpers/processes.js";
+import {
+  baseEnv,
+  descendants,
+  freePort,
+  killAll,
+  logIntoClosedPipe,
+  onFreePort,
+  portFree,
+  runNpm,
+  spawnNpm,
+  until,
+  waitReady,
+  type Spawned,
+} from "../helpers/processes.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-first-hour-"));
 const PG = Boolean(process.env.DATABASE_URL);
@@ -66,7 +87,11 @@ type Service = Spawned & { url: string; port: number; stop(): Promise<number | n
 
 async function startOn(env: NodeJS.ProcessEnv, port: number): Promise<Service> {
   const { command, args } = serviceCommand();
-  const child: ChildProcess = spawn(command, args, { cwd: ROOT, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
+  const child: ChildProcess = spawn(command, args, {
+    cwd: ROOT,
+    env: { ...env, PORT: String(port) },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   leftovers.push(child.pid!);
   let out = "";
   let err = "";
@@ -93,7 +118,8 @@ async function startOn(env: NodeJS.ProcessEnv, port: number): Promise<Service> {
 }
 
 /** `npm run --silent admin -- …` as an operator runs it. */
-const admin = (args: string[], env: NodeJS.ProcessEnv) => runNpm(["run", "--silent", "admin", "--", ...args], env, { cwd: ROOT, pids: leftovers });
+const admin = (args: string[], env: NodeJS.ProcessEnv) =>
+  runNpm(["run", "--silent", "admin", "--", ...args], env, { cwd: ROOT, pids: leftovers });
 
 /** stderr without npm's own warnings about the machine's npm configuration. */
 const ownLines = (stderr: string) => stderr.split("\n").filter((l) => l && !l.startsWith("npm warn"));
@@ -109,7 +135,11 @@ async function withDb<T>(folder: string, fn: (db: Database) => Promise<T>): Prom
   }
 }
 const counts = (folder: string) =>
-  withDb(folder, async (db) => ({ tenants: await db.prisma.tenant.count(), keys: await db.prisma.apiKey.count(), users: await db.prisma.user.count() }));
+  withDb(folder, async (db) => ({
+    tenants: await db.prisma.tenant.count(),
+    keys: await db.prisma.apiKey.count(),
+    users: await db.prisma.user.count(),
+  }));
 
 interface DemoKey {
   tenantId: string;
@@ -155,7 +185,9 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
       msg: 'the embedded database has no tenant yet: for the demo tenant, stop the service (the embedded database allows one process), then run npm run --silent admin -- load-demo; for your own tenants, users and API keys, npm run --silent admin -- load FILE (README.md, "Admin CLI")',
     });
     expect(svc.out()).not.toContain("demo-key");
-    expect(log.find((r) => String(r.msg).startsWith("API reference: "))).toMatchObject({ docs: `http://127.0.0.1:${svc.port}/docs` });
+    expect(log.find((r) => String(r.msg).startsWith("API reference: "))).toMatchObject({
+      docs: `http://127.0.0.1:${svc.port}/docs`,
+    });
 
     const r = await admin(["demo-key"], opEnv("empty"));
     expect(r).toMatchObject({ code: 1, stdout: "" });
@@ -177,7 +209,9 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     demoId = /Demo tenant loaded \(([0-9a-f-]{36})\)/.exec(out)![1]!;
     firstKey = /API key \(shown once\): (crm_\S+)/.exec(out)![1]!;
     expect(out).toContain(`  curl -s -H 'X-API-Key: ${firstKey}' http://127.0.0.1:${svc.port}/public/v1/me\n`);
-    expect(out).toContain(`API reference: http://127.0.0.1:${svc.port}/docs\nLater, for a new key: npm run --silent admin -- demo-key\n`);
+    expect(out).toContain(
+      `API reference: http://127.0.0.1:${svc.port}/docs\nLater, for a new key: npm run --silent admin -- demo-key\n`,
+    );
     const log = records(out);
     // The banner is the only plain text: every other line is JSON.
     expect(out.split("\n").filter((l) => l.startsWith("[") || / INFO: /.test(l))).toEqual([]);
@@ -205,7 +239,13 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     expect(await counts("demo")).toEqual({ ...before, keys: before.keys + 1 });
     await withDb("demo", async (db) => {
       const row = await db.prisma.apiKey.findFirstOrThrow({ where: { id: fresh.id }, include: { owner: true } });
-      expect(row).toMatchObject({ tenantId: demoId, ownerId: fresh.ownerId, prefix: fresh.prefix, expiresAt: null, revokedAt: null });
+      expect(row).toMatchObject({
+        tenantId: demoId,
+        ownerId: fresh.ownerId,
+        prefix: fresh.prefix,
+        expiresAt: null,
+        revokedAt: null,
+      });
       expect(row.owner.email).toBe(DEMO_OWNER_EMAIL);
       expect([...row.scopes].sort()).toEqual([...ALL_SCOPES].sort());
     });
@@ -221,14 +261,24 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     expect(svc.out()).not.toContain("shown once");
     // Every line a pretty record (an error's stack would follow its line, indented): no JSON.
     for (const line of lines) expect(line).toMatch(PRETTY_LINE);
-    expect(lines).toContainEqual(`${lines.find((l) => l.includes("listening on"))!.slice(0, 15)}INFO: listening on http://127.0.0.1:${svc.port} (database: pglite; ${LISTENING_NO_REDIS}) {"host":"127.0.0.1","port":${svc.port},"database":"pglite","redis":"not configured","quotas":"in process"}`);
-    expect(lines).toContainEqual(expect.stringMatching(
-      new RegExp(`INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key \\{"tenantId":"${demoId}"\\}$`),
-    ));
+    expect(lines).toContainEqual(
+      `${lines.find((l) => l.includes("listening on"))!.slice(0, 15)}INFO: listening on http://127.0.0.1:${svc.port} (database: pglite; ${LISTENING_NO_REDIS}) {"host":"127.0.0.1","port":${svc.port},"database":"pglite","redis":"not configured","quotas":"in process"}`,
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        new RegExp(
+          `INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key \\{"tenantId":"${demoId}"\\}$`,
+        ),
+      ),
+    );
     // The access log line: "GET /path status ms", the request id kept.
-    expect(lines).toContainEqual(expect.stringMatching(/INFO: GET \/public\/v1\/me 200 \d+\.\d ms \{"reqId":"[0-9a-f-]{36}"\}$/));
+    expect(lines).toContainEqual(
+      expect.stringMatching(/INFO: GET \/public\/v1\/me 200 \d+\.\d ms \{"reqId":"[0-9a-f-]{36}"\}$/),
+    );
     // The listening line comes before the demo line (the last thing a person reads at start).
-    expect(lines.findIndex((l) => l.includes("listening on"))).toBeLessThan(lines.findIndex((l) => l.includes("demo tenant")));
+    expect(lines.findIndex((l) => l.includes("listening on"))).toBeLessThan(
+      lines.findIndex((l) => l.includes("demo tenant")),
+    );
   });
 
   it("demo-key while the embedded service runs: through that service (its admin transport), the curl line at the port it listens on", async () => {
@@ -282,8 +332,16 @@ describe.skipIf(!PG)("PostgreSQL: start lines, demo-key, log formats", { timeout
     });
     expect(log.find((r) => r.msg.startsWith("listening on"))).toMatchObject(
       redis
-        ? { msg: `listening on http://127.0.0.1:${svc.port} (database: postgres; Redis connected: quotas shared)`, redis: "connected", quotas: "shared" }
-        : { msg: `listening on http://127.0.0.1:${svc.port} (database: postgres; ${LISTENING_NO_REDIS})`, redis: "not configured", quotas: "in process" },
+        ? {
+            msg: `listening on http://127.0.0.1:${svc.port} (database: postgres; Redis connected: quotas shared)`,
+            redis: "connected",
+            quotas: "shared",
+          }
+        : {
+            msg: `listening on http://127.0.0.1:${svc.port} (database: postgres; ${LISTENING_NO_REDIS})`,
+            redis: "not configured",
+            quotas: "in process",
+          },
     );
 
     const r = await admin(["demo-key"], opEnv(undefined));
@@ -303,7 +361,9 @@ describe.skipIf(!PG)("PostgreSQL: start lines, demo-key, log formats", { timeout
     const before = await counts("");
     const again = await admin(["load-demo"], opEnv(undefined));
     expect(again).toMatchObject({ code: 1, stdout: "" });
-    expect(ownLines(again.stderr)).toEqual([`the demo tenant is loaded already (${loaded.tenantId}): for a new key, npm run --silent admin -- demo-key`]);
+    expect(ownLines(again.stderr)).toEqual([
+      `the demo tenant is loaded already (${loaded.tenantId}): for a new key, npm run --silent admin -- demo-key`,
+    ]);
     expect(await counts("")).toEqual(before);
     const svc = await startService(opEnv(undefined, { LOG_FORMAT: "json" }));
     try {
@@ -315,9 +375,12 @@ describe.skipIf(!PG)("PostgreSQL: start lines, demo-key, log formats", { timeout
 
   it("with the demo tenant: the start names it (pretty); demo-key while the service runs prints a key that works at once; Redis at a closed port: unreachable", async () => {
     const ids = await loadFixture(testDb!.db, fixture(tenant("acme")));
-    const demoId = (await findDemoTenant(testDb!.db))?.tenantId ?? (await loadFixture(testDb!.db, demoFixture())).tenants.demo!.id;
+    const demoId =
+      (await findDemoTenant(testDb!.db))?.tenantId ?? (await loadFixture(testDb!.db, demoFixture())).tenants.demo!.id;
     const closed = await freePort();
-    const svc = await startService(opEnv(undefined, { LOG_FORMAT: "pretty", REDIS_URL: `redis://127.0.0.1:${closed}` }));
+    const svc = await startService(
+      opEnv(undefined, { LOG_FORMAT: "pretty", REDIS_URL: `redis://127.0.0.1:${closed}` }),
+    );
     try {
       const before = await counts("");
       const r = await admin(["demo-key"], opEnv(undefined, { PORT: String(svc.port) }));
@@ -334,9 +397,17 @@ describe.skipIf(!PG)("PostgreSQL: start lines, demo-key, log formats", { timeout
     }
     const lines = stripAnsi(svc.out()).trim().split("\n");
     for (const line of lines) expect(line).toMatch(PRETTY_LINE);
-    expect(lines).toContainEqual(expect.stringContaining(`INFO: listening on http://127.0.0.1:${svc.port} (database: postgres; ${UNREACHABLE}) {`));
-    expect(lines).toContainEqual(expect.stringContaining(`INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key {"tenantId":"${demoId}"}`));
-    expect(lines).toContainEqual(expect.stringMatching(/WARN: redis not ready at start: quotas count in process memory until it connects$/));
+    expect(lines).toContainEqual(
+      expect.stringContaining(`INFO: listening on http://127.0.0.1:${svc.port} (database: postgres; ${UNREACHABLE}) {`),
+    );
+    expect(lines).toContainEqual(
+      expect.stringContaining(
+        `INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key {"tenantId":"${demoId}"}`,
+      ),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(/WARN: redis not ready at start: quotas count in process memory until it connects$/),
+    );
   });
 });
 
@@ -397,20 +468,29 @@ describe("LOG_FORMAT", { timeout: 60_000 }, () => {
     expect(loadConfig({}).logFormat).toBeUndefined();
     expect(() => loadConfig({ LOG_FORMAT: "JSON" })).toThrow(ConfigError);
     const { command, args } = serviceCommand();
-    const child = spawn(command, args, { cwd: ROOT, env: opEnv("bad-format", { LOG_FORMAT: "xml" }), stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, {
+      cwd: ROOT,
+      env: opEnv("bad-format", { LOG_FORMAT: "xml" }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     leftovers.push(child.pid!);
     let out = "";
     let err = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
     const code = await new Promise<number | null>((r) => child.on("close", r));
-    expect(err).toBe('LOG_FORMAT must be one of pretty, json (unset: pretty on a terminal, JSON otherwise), got "xml"\n');
+    expect(err).toBe(
+      'LOG_FORMAT must be one of pretty, json (unset: pretty on a terminal, JSON otherwise), got "xml"\n',
+    );
     expect(out).toBe("");
     expect(code).toBe(1);
   });
 
   /** A script logging three records through createLogger(format), its stdout a pipe or (through script(1)) a terminal. */
-  function logScript(format: string | undefined, terminal: boolean): Promise<{ out: string; err: string; code: number | null }> {
+  function logScript(
+    format: string | undefined,
+    terminal: boolean,
+  ): Promise<{ out: string; err: string; code: number | null }> {
     const script = `import { createRequire } from "node:module";
       import { createLogger } from ${JSON.stringify(path.join(ROOT, "server/logger.ts"))};
       const logger = createLogger("info", ${JSON.stringify(format)});
@@ -422,7 +502,11 @@ describe("LOG_FORMAT", { timeout: 60_000 }, () => {
     const argv = [process.execPath, "--import", "tsx", "--input-type=module", "-e", script];
     const quoted = argv.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(" ");
     const child = terminal
-      ? spawn("script", ["-qec", `${quoted} 2>${path.join(dir, "tty-stderr")}`, "/dev/null"], { cwd: ROOT, env: opEnv(undefined), stdio: ["ignore", "pipe", "pipe"] })
+      ? spawn("script", ["-qec", `${quoted} 2>${path.join(dir, "tty-stderr")}`, "/dev/null"], {
+          cwd: ROOT,
+          env: opEnv(undefined),
+          stdio: ["ignore", "pipe", "pipe"],
+        })
       : spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env: opEnv(undefined), stdio: ["ignore", "pipe", "pipe"] });
     leftovers.push(child.pid!);
     let out = "";
@@ -431,7 +515,8 @@ describe("LOG_FORMAT", { timeout: 60_000 }, () => {
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
     return new Promise((resolve) =>
       child.on("close", async (code) => {
-        if (terminal) err = await import("node:fs/promises").then((fs) => fs.readFile(path.join(dir, "tty-stderr"), "utf8"));
+        if (terminal)
+          err = await import("node:fs/promises").then((fs) => fs.readFile(path.join(dir, "tty-stderr"), "utf8"));
         resolve({ out: stripAnsi(out).replace(/\r/g, ""), err, code });
       }),
     );
@@ -447,21 +532,32 @@ describe("LOG_FORMAT", { timeout: 60_000 }, () => {
     for (const format of ["json", undefined]) {
       const r = await logScript(format, false);
       expect(r.code, r.err).toBe(0);
-      const lines = r.out.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+      const lines = r.out
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(lines.map((l) => l.msg)).toEqual(["hello", "failed", "warned"]);
       expect(lines[0]).toMatchObject({ level: 30, n: 1, time: expect.any(Number) });
-      expect(lines[1]).toMatchObject({ level: 50, err: { type: "Error", message: "boom", stack: expect.stringContaining("Error: boom\n") } });
+      expect(lines[1]).toMatchObject({
+        level: 50,
+        err: { type: "Error", message: "boom", stack: expect.stringContaining("Error: boom\n") },
+      });
       expect(r.err).toContain("pino-pretty loaded: false");
     }
   });
 
   it("pretty (and unset on a terminal): one line a record — local time, level, message, fields — an error's stack indented below", async () => {
-    for (const [format, terminal] of [["pretty", false], [undefined, true]] as const) {
+    for (const [format, terminal] of [
+      ["pretty", false],
+      [undefined, true],
+    ] as const) {
       const r = await logScript(format, terminal);
       expect(r.code, r.err).toBe(0);
       const lines = r.out.trim().split("\n");
       expect(lines[0]).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: hello \{"n":1\}$/);
-      expect(lines[1]).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] ERROR: failed \{"err":\{"type":"Error","message":"boom"\}\}$/);
+      expect(lines[1]).toMatch(
+        /^\[\d\d:\d\d:\d\d\.\d{3}\] ERROR: failed \{"err":\{"type":"Error","message":"boom"\}\}$/,
+      );
       expect(lines[2]).toBe("    Error: boom");
       expect(lines[3]).toMatch(/^ {8}at /);
       expect(lines.at(-1)).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] WARN: warned \{"err":"just a string"\}$/);
@@ -481,11 +577,16 @@ describe("npm run studio", { timeout: 60_000 }, () => {
     const seen = new Set<string>();
     // Whatever runs under npm meanwhile (Prisma's CLI would be its child for many seconds).
     const watch = setInterval(() => descendants(svc.child.pid!).forEach((p) => seen.add(p.cmd)), 20);
-    const exit = await Promise.race([svc.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000))]);
+    const exit = await Promise.race([
+      svc.exited,
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000)),
+    ]);
     clearInterval(watch);
     if (!exit) killAll([...descendants(svc.child.pid!).map((p) => p.pid), svc.child.pid!]);
     expect(exit?.code).toBe(1);
-    expect(ownLines(svc.err())).toEqual(["Prisma Studio needs a PostgreSQL server: set DATABASE_URL (it cannot open the embedded database in .data/)"]);
+    expect(ownLines(svc.err())).toEqual([
+      "Prisma Studio needs a PostgreSQL server: set DATABASE_URL (it cannot open the embedded database in .data/)",
+    ]);
     expect(svc.out()).toBe("");
     expect([...seen].filter((c) => /prisma/.test(c))).toEqual([]);
     expect(Date.now() - at).toBeLessThan(30_000); // refused before anything slow starts (the Prisma CLI would take many seconds more); a loaded machine decides the rest

@@ -65,26 +65,97 @@ describe("admin CLI", { timeout: 180_000 }, () => {
   let ids: any;
   it("load prints the id map with raw keys", () => {
     const file = path.join(dir, "fixture.json");
-    writeFileSync(file, JSON.stringify(fixture(tenant("acme", {
-      contacts: [{ ref: "bea", fullName: "Bea", phone: "+34600000001", email: "bea@example.test", country: "ES", lists: [] }],
-      conversations: [{ ref: "c1", channel: "wa", identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" },
-        messages: [{ role: "user", content: "Hi!", createdAt: "2026-11-21T10:00:00Z" }] }],
-      leads: [{ ref: "l1", customerName: "Bea", stage: "new", contact: "bea", conversation: "c1", createdAt: "2026-11-20T08:00:00Z" }],
-      appointments: [{ ref: "a1", assignedTo: "ana", title: "Viewing", appointmentType: "visit", startsAt: "2026-12-01T10:00:00Z", endsAt: "2026-12-01T11:00:00Z", contact: "bea", lead: "l1" }],
-      tickets: [{ ref: "t1", subject: "Broken", createdBy: "ana", assignedTo: "ana", contact: "bea", comments: [{ author: "ana", body: "Looking" }] }],
-    }))));
+    writeFileSync(
+      file,
+      JSON.stringify(
+        fixture(
+          tenant("acme", {
+            contacts: [
+              {
+                ref: "bea",
+                fullName: "Bea",
+                phone: "+34600000001",
+                email: "bea@example.test",
+                country: "ES",
+                lists: [],
+              },
+            ],
+            conversations: [
+              {
+                ref: "c1",
+                channel: "wa",
+                identity: { externalId: "34600000001", name: "Bea", phone: "+34600000001", contact: "bea" },
+                messages: [{ role: "user", content: "Hi!", createdAt: "2026-11-21T10:00:00Z" }],
+              },
+            ],
+            leads: [
+              {
+                ref: "l1",
+                customerName: "Bea",
+                stage: "new",
+                contact: "bea",
+                conversation: "c1",
+                createdAt: "2026-11-20T08:00:00Z",
+              },
+            ],
+            appointments: [
+              {
+                ref: "a1",
+                assignedTo: "ana",
+                title: "Viewing",
+                appointmentType: "visit",
+                startsAt: "2026-12-01T10:00:00Z",
+                endsAt: "2026-12-01T11:00:00Z",
+                contact: "bea",
+                lead: "l1",
+              },
+            ],
+            tickets: [
+              {
+                ref: "t1",
+                subject: "Broken",
+                createdBy: "ana",
+                assignedTo: "ana",
+                contact: "bea",
+                comments: [{ author: "ana", body: "Looking" }],
+              },
+            ],
+          }),
+        ),
+      ),
+    );
     const r = admin("load", file);
     expect(r.code, r.stderr).toBe(0);
     ids = r.json.tenants.acme;
     expect(ids.id).toMatch(/^[0-9a-f-]{36}$/);
-    for (const k of ["users", "stages", "apiKeys", "channels", "templates", "contactLists", "contacts", "conversations", "identities", "leads", "appointments", "tickets"])
+    for (const k of [
+      "users",
+      "stages",
+      "apiKeys",
+      "channels",
+      "templates",
+      "contactLists",
+      "contacts",
+      "conversations",
+      "identities",
+      "leads",
+      "appointments",
+      "tickets",
+    ])
       expect(ids).toHaveProperty(k);
-    expect(ids.apiKeys.full).toMatchObject({ id: expect.any(String), key: expect.stringMatching(/^crm_/), prefix: expect.stringMatching(/^crm_/) });
+    expect(ids.apiKeys.full).toMatchObject({
+      id: expect.any(String),
+      key: expect.stringMatching(/^crm_/),
+      prefix: expect.stringMatching(/^crm_/),
+    });
     expect(ids.identities.c1).toMatch(/^[0-9a-f-]{36}$/);
   });
   it("a failing load exits non-zero with a one-line reason and persists nothing", async () => {
     const file = path.join(dir, "bad.json");
-    writeFileSync(file, JSON.stringify(fixture(tenant("broken", { leads: [{ ref: "l1", customerName: "X", stage: "nope" }] }))));
+    writeFileSync(
+      file,
+      JSON.stringify(fixture(tenant("broken", { leads: [{ ref: "l1", customerName: "X", stage: "nope" }] }))),
+    );
     const r = admin("load", file);
     expect(r.code).not.toBe(0);
     expect(r.stdout).toBe("");
@@ -95,7 +166,14 @@ describe("admin CLI", { timeout: 180_000 }, () => {
     expect((await adminInProcess("load", path.join(dir, "missing.json"))).code).not.toBe(0);
   });
   it("create-key and revoke-key", async () => {
-    const r = admin("create-key", ids.id, ids.users.ana, "tenant:leads.read,tenant:tickets.manage", "--expires-at", "2030-01-01T00:00:00Z");
+    const r = admin(
+      "create-key",
+      ids.id,
+      ids.users.ana,
+      "tenant:leads.read,tenant:tickets.manage",
+      "--expires-at",
+      "2030-01-01T00:00:00Z",
+    );
     expect(r.code, r.stderr).toBe(0);
     expect(Object.keys(r.json).sort()).toEqual(["id", "key", "prefix"]);
     expect(r.json.key.startsWith(r.json.prefix)).toBe(true);
@@ -107,23 +185,44 @@ describe("admin CLI", { timeout: 180_000 }, () => {
     expect(v.json.id).toBe(r.json.id);
     expect(new Date(v.json.revokedAt).getTime()).toBeGreaterThan(0);
     expect((await adminInProcess("create-key", ids.id, ids.users.ana, "tenant:bogus.read")).code).not.toBe(0);
-    expect((await adminInProcess("create-key", ids.id, "00000000-0000-4000-8000-000000000000", "all")).code).not.toBe(0);
+    expect((await adminInProcess("create-key", ids.id, "00000000-0000-4000-8000-000000000000", "all")).code).not.toBe(
+      0,
+    );
     expect((await adminInProcess("revoke-key", "00000000-0000-4000-8000-000000000000")).code).not.toBe(0);
   });
   it("set-plan, set-plan-limits, set-tenant-limits", async () => {
     expect((await adminInProcess("set-plan", ids.id, "enterprise")).json).toEqual({ id: ids.id, plan: "enterprise" });
     expect((await adminInProcess("set-plan", ids.id, "platinum")).code).not.toBe(0);
-    expect((await adminInProcess("set-plan-limits", "pro", "200", "60000")).json).toEqual({ plan: "pro", perMinute: 200, perDay: 60000 });
+    expect((await adminInProcess("set-plan-limits", "pro", "200", "60000")).json).toEqual({
+      plan: "pro",
+      perMinute: 200,
+      perDay: 60000,
+    });
     expect((await adminInProcess("set-plan-limits", "pro", "-1", "5")).code).not.toBe(0);
-    expect((await adminInProcess("set-tenant-limits", ids.id, "10", "100")).json).toEqual({ id: ids.id, perMinute: 10, perDay: 100 });
-    expect((await adminInProcess("set-tenant-limits", ids.id, "clear")).json).toEqual({ id: ids.id, perMinute: null, perDay: null });
+    expect((await adminInProcess("set-tenant-limits", ids.id, "10", "100")).json).toEqual({
+      id: ids.id,
+      perMinute: 10,
+      perDay: 100,
+    });
+    expect((await adminInProcess("set-tenant-limits", ids.id, "clear")).json).toEqual({
+      id: ids.id,
+      perMinute: null,
+      perDay: null,
+    });
     const t = await withDb((db) => db.prisma.tenant.findUnique({ where: { id: ids.id } }));
     expect(t).toMatchObject({ plan: "enterprise", rateLimitPerMinute: null, rateLimitPerDay: null });
   });
   it("inbound-message records a user message and prints the message object", async () => {
     const r = admin("inbound-message", ids.conversations.c1, "Still there?");
     expect(r.code, r.stderr).toBe(0);
-    expect(Object.keys(r.json).sort()).toEqual(["content", "conversationId", "createdAt", "deliveryStatus", "id", "role"]);
+    expect(Object.keys(r.json).sort()).toEqual([
+      "content",
+      "conversationId",
+      "createdAt",
+      "deliveryStatus",
+      "id",
+      "role",
+    ]);
     expect(r.json).toMatchObject({ conversationId: ids.conversations.c1, role: "user", content: "Still there?" });
     expect(Math.abs(new Date(r.json.createdAt).getTime() - Date.now())).toBeLessThan(60_000);
     const conv = await withDb((db) => db.prisma.conversation.findFirst({ where: { id: ids.conversations.c1 } }));
@@ -141,7 +240,12 @@ describe.skipIf(!!process.env.DATABASE_URL)("npm start on the embedded default",
     let attempt = 0;
     const { child, exited, port, deadline, key, out } = await onFreePort(async (port) => {
       const folder = path.join(dir, `start-${++attempt}`);
-      const startEnv: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), PGLITE_DATA_DIR: folder, LOG_LEVEL: "silent" };
+      const startEnv: NodeJS.ProcessEnv = {
+        ...process.env,
+        PORT: String(port),
+        PGLITE_DATA_DIR: folder,
+        LOG_LEVEL: "silent",
+      };
       for (const v of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "METRICS_PORT"])
         delete startEnv[v];
       const child = spawn("npm", ["start"], { env: startEnv, stdio: ["ignore", "pipe", "pipe"], detached: true });
@@ -164,7 +268,9 @@ describe.skipIf(!!process.env.DATABASE_URL)("npm start on the embedded default",
       expect(out()).toContain(`curl -s -H 'X-API-Key: ${key}' http://127.0.0.1:${port}/public/v1/me`);
       let res: Response | undefined;
       while (Date.now() < deadline) {
-        res = await fetch(`http://127.0.0.1:${port}/public/v1/me`, { headers: { "X-API-Key": key! } }).catch(() => undefined);
+        res = await fetch(`http://127.0.0.1:${port}/public/v1/me`, { headers: { "X-API-Key": key! } }).catch(
+          () => undefined,
+        );
         if (res) break;
         await new Promise((r) => setTimeout(r, 200));
       }

@@ -13,7 +13,19 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild, ROOT } from "../../scripts/ensure-build.js";
 import { freshDatabase, seedEmbeddedFolder, type TestDb } from "../helpers/app.js";
-import { baseEnv, descendants, killAll, logIntoClosedPipe, onFreePort, portFree, running, spawnNpm, until, waitReady, type Spawned } from "../helpers/processes.js";
+import {
+  baseEnv,
+  descendants,
+  killAll,
+  logIntoClosedPipe,
+  onFreePort,
+  portFree,
+  running,
+  spawnNpm,
+  until,
+  waitReady,
+  type Spawned,
+} from "../helpers/processes.js";
 
 /** How long a stop may take, npm included: an idle service stops in well under a second; the rest is room for a loaded 2-core machine. */
 const STOP_MS = 20_000;
@@ -61,8 +73,17 @@ async function startService(extra: NodeJS.ProcessEnv = {}, stdio?: Parameters<ty
 }
 
 /** After a stop: npm and every process of its tree gone, and the port free, within 20 s of `since`. */
-async function expectAllGone(svc: Spawned, npmPid: number, tree: { pid: number; cmd: string }[], port: number, since: number) {
-  const gone = await until(async () => !running(npmPid) && tree.every((p) => !running(p.pid)) && (await portFree(port)), STOP_MS + 2_000);
+async function expectAllGone(
+  svc: Spawned,
+  npmPid: number,
+  tree: { pid: number; cmd: string }[],
+  port: number,
+  since: number,
+) {
+  const gone = await until(
+    async () => !running(npmPid) && tree.every((p) => !running(p.pid)) && (await portFree(port)),
+    STOP_MS + 2_000,
+  );
   const left = tree.filter((p) => running(p.pid)).map((p) => `${p.pid} ${p.cmd}`);
   expect(left, "processes left behind").toEqual([]);
   expect(gone).toBe(true);
@@ -85,7 +106,9 @@ describe("npm start: a signal to npm stops the service", { timeout: 180_000 }, (
       await expectAllGone(svc, npmPid, tree, port, at);
       expect(exit, svc.err()).toMatchObject({ code: 0, signal: null });
       // The service's own graceful path ran, with the signal npm passed on.
-      expect(svc.out()).toMatch(new RegExp(`"signal":"${signal}".*"msg":"shutting down: finishing in-flight requests"`));
+      expect(svc.out()).toMatch(
+        new RegExp(`"signal":"${signal}".*"msg":"shutting down: finishing in-flight requests"`),
+      );
       expect(svc.out()).toContain('"msg":"stopped"');
     });
   }
@@ -124,7 +147,9 @@ describe("npm run dev: a signal to npm stops the service run from its sources", 
       const exit = await svc.exited;
       await expectAllGone(svc, npmPid, tree, port, at);
       expect(exit, svc.err()).toMatchObject({ code: 0, signal: null });
-      expect(svc.out()).toMatch(new RegExp(`"signal":"${signal}".*"msg":"shutting down: finishing in-flight requests"`));
+      expect(svc.out()).toMatch(
+        new RegExp(`"signal":"${signal}".*"msg":"shutting down: finishing in-flight requests"`),
+      );
       expect(svc.out()).toContain('"msg":"stopped"');
     });
   }
@@ -192,7 +217,9 @@ describe.skipIf(!embedded)("a closed standard output (the log's reader died)", {
     svc.child.stdout!.removeAllListeners("data");
     // ~250 bytes of access log per request: 1,000 requests are ~4 pipes full.
     for (let i = 0; i < 100; i++) {
-      const statuses = await Promise.all(Array.from({ length: 10 }, () => fetch(`${url}/healthz`).then((r) => r.status)));
+      const statuses = await Promise.all(
+        Array.from({ length: 10 }, () => fetch(`${url}/healthz`).then((r) => r.status)),
+      );
       expect(statuses.every((s) => s === 200)).toBe(true);
     }
     const at = Date.now();
@@ -223,7 +250,10 @@ describe.skipIf(!embedded)("a closed standard output (the log's reader died)", {
         for (let i = 6000; i < 6100; i++) logger.info({ i, pad }, "line");
         process.exit(0);
       }, 10);`;
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     leftovers.push(child.pid!);
     const closed = new Promise<number | null>((r) => child.on("close", (c) => r(c)));
     let err = "";
@@ -244,7 +274,11 @@ describe.skipIf(!embedded)("a closed standard output (the log's reader died)", {
     const code = await closed;
     expect(code, err).toBe(0);
     expect(timerFiredWhileFull, err).toBe(true); // the event loop was free while the pipe was full
-    const lines = Buffer.concat(chunks).toString().trim().split("\n").map((l) => JSON.parse(l) as { i: number });
+    const lines = Buffer.concat(chunks)
+      .toString()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { i: number });
     expect(lines.map((l) => l.i)).toEqual(Array.from({ length: 6100 }, (_, i) => i));
   });
 
@@ -255,7 +289,10 @@ describe.skipIf(!embedded)("a closed standard output (the log's reader died)", {
       for (let i = 0; i < 300; i++) dest.write(JSON.stringify({ i, pad: "y".repeat(1000) }) + "\\n");
       process.stderr.write("dropped " + dest.dropped + "\\n");
       setTimeout(() => process.exit(0), 1500);`;
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     leftovers.push(child.pid!);
     const closed = new Promise<number | null>((r) => child.on("close", (c) => r(c)));
     let err = "";
@@ -271,7 +308,11 @@ describe.skipIf(!embedded)("a closed standard output (the log's reader died)", {
     const code = await closed;
     expect(code, err).toBe(0);
     const dropped = Number(/dropped (\d+)/.exec(err)?.[1]);
-    const got = Buffer.concat(chunks).toString().trim().split("\n").map((l) => (JSON.parse(l) as { i: number }).i);
+    const got = Buffer.concat(chunks)
+      .toString()
+      .trim()
+      .split("\n")
+      .map((l) => (JSON.parse(l) as { i: number }).i);
     // What the pipe and the reader's stream buffer take before the reader stops (64–190 KiB seen: ~64–190
     // lines of ~1 KB) plus 20,000 bytes waiting (~19 lines) get through; the rest are dropped.
     expect(dropped).toBeGreaterThan(0);

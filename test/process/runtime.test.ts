@@ -17,7 +17,17 @@ import { onFreePort } from "../helpers/processes.js";
 /** Environment of the child: this test process's, without its database/Redis settings. */
 function baseEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const k of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "PGLITE_DATA_DIR", "METRICS_PORT", "PORT", "NO_DEMO"]) delete env[k];
+  for (const k of [
+    "DATABASE_URL",
+    "DIRECT_DATABASE_URL",
+    "REDIS_URL",
+    "REDIS_CLUSTER_NODES",
+    "PGLITE_DATA_DIR",
+    "METRICS_PORT",
+    "PORT",
+    "NO_DEMO",
+  ])
+    delete env[k];
   return { ...env, HOST: "127.0.0.1", LOG_LEVEL: "warn", NODE_ENV: "production" };
 }
 
@@ -46,7 +56,11 @@ describe("the compiled service (dist/server/main.js)", () => {
   it("npm start runs the same command as serviceCommand() (drills, benchmark, this test)", () => {
     const pkg = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8"));
     expect(pkg.scripts.start).toBe(`exec node ${RUNTIME_FLAGS.join(" ")} dist/server/main.js`); // exec: npm's signals reach node
-    expect(serviceCommand(["--cpu-prof"]).args).toEqual([...RUNTIME_FLAGS, "--cpu-prof", `${ROOT}/dist/server/main.js`]);
+    expect(serviceCommand(["--cpu-prof"]).args).toEqual([
+      ...RUNTIME_FLAGS,
+      "--cpu-prof",
+      `${ROOT}/dist/server/main.js`,
+    ]);
   });
 
   it("the operator's commands run their built entry points with the same flags, each rebuilt first when stale", () => {
@@ -54,21 +68,51 @@ describe("the compiled service (dist/server/main.js)", () => {
     for (const [name, file] of Object.entries(COMMANDS)) {
       expect(pkg.scripts[name], name).toBe(`exec node ${RUNTIME_FLAGS.join(" ")} ${file}`);
       expect(pkg.scripts[`pre${name}`], name).toBe("node scripts/build.mjs --if-stale");
-      expect(commandLine(name as keyof typeof COMMANDS, ["x"]).args).toEqual([...RUNTIME_FLAGS, `${ROOT}/${file}`, "x"]);
+      expect(commandLine(name as keyof typeof COMMANDS, ["x"]).args).toEqual([
+        ...RUNTIME_FLAGS,
+        `${ROOT}/${file}`,
+        "x",
+      ]);
     }
   });
 
   it("each built command runs as a program (not only when imported): a usage error exits 2 with its line, a bad variable 1 with its line", async () => {
     const env = { ...baseEnv(), PGLITE_DATA_DIR: "memory://" };
-    const admin = spawnSync(process.execPath, commandLine("admin", ["frobnicate"]).args, { cwd: ROOT, env, encoding: "utf8", timeout: 60_000 });
+    const admin = spawnSync(process.execPath, commandLine("admin", ["frobnicate"]).args, {
+      cwd: ROOT,
+      env,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     expect(admin.status).toBe(2);
     expect(admin.stderr.split("\n")[0]).toBe('unknown verb "frobnicate"');
-    const help = spawnSync(process.execPath, commandLine("admin", ["help"]).args, { cwd: ROOT, env, encoding: "utf8", timeout: 60_000 });
+    const help = spawnSync(process.execPath, commandLine("admin", ["help"]).args, {
+      cwd: ROOT,
+      env,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     expect([help.status, help.stdout]).toEqual([0, `${USAGE}\n`]);
-    const distribute = spawnSync(process.execPath, commandLine("db:distribute", ["--shard-count", "0"]).args, { cwd: ROOT, env, encoding: "utf8", timeout: 60_000 });
-    expect([distribute.status, distribute.stderr]).toEqual([2, '--shard-count must be an integer from 1 to 64000, got "0"\n']);
-    const migrate = spawnSync(process.execPath, commandLine("db:migrate").args, { cwd: ROOT, env: { ...env, LOG_LEVEL: "verbose" }, encoding: "utf8", timeout: 60_000 });
-    expect([migrate.status, migrate.stderr]).toEqual([1, 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"\n']);
+    const distribute = spawnSync(process.execPath, commandLine("db:distribute", ["--shard-count", "0"]).args, {
+      cwd: ROOT,
+      env,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect([distribute.status, distribute.stderr]).toEqual([
+      2,
+      '--shard-count must be an integer from 1 to 64000, got "0"\n',
+    ]);
+    const migrate = spawnSync(process.execPath, commandLine("db:migrate").args, {
+      cwd: ROOT,
+      env: { ...env, LOG_LEVEL: "verbose" },
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect([migrate.status, migrate.stderr]).toEqual([
+      1,
+      'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"\n',
+    ]);
   });
 
   it("starts, migrates, and answers GET /public/v1/me with a seeded key", async () => {
@@ -89,7 +133,10 @@ describe("the compiled service (dist/server/main.js)", () => {
       const deadline = Date.now() + 150_000;
       let ready = false;
       while (!ready && Date.now() < deadline && svc.child.exitCode === null) {
-        ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+        ready = await fetch(`${url}/readyz`).then(
+          (r) => r.ok,
+          () => false,
+        );
         if (!ready) await new Promise((r) => setTimeout(r, 200));
       }
       if (!ready) svc.child.kill("SIGKILL");

@@ -29,7 +29,9 @@ const freePort = () =>
 /** A port held by this process for the duration of a test. */
 const holdPort = () =>
   new Promise<{ port: number; server: Server }>((resolve, reject) => {
-    const server = createServer().listen(0, "127.0.0.1", () => resolve({ port: (server.address() as { port: number }).port, server }));
+    const server = createServer().listen(0, "127.0.0.1", () =>
+      resolve({ port: (server.address() as { port: number }).port, server }),
+    );
     server.on("error", reject);
   });
 
@@ -37,8 +39,22 @@ const holdPort = () =>
 function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const k of [
-    "DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "PGLITE_DATA_DIR", "METRICS_PORT", "METRICS_HOST", "PORT", "HOST",
-    "LOG_LEVEL", "NODE_OPTIONS", "DATABASE_STATEMENT_TIMEOUT_MS", "BODY_LIMIT_BYTES", "IDEMPOTENCY_TTL_SECONDS", "ANONYMOUS_RATE_LIMIT_PER_MINUTE", "PROVIDER_TIMEOUT_MS",
+    "DATABASE_URL",
+    "DIRECT_DATABASE_URL",
+    "REDIS_URL",
+    "REDIS_CLUSTER_NODES",
+    "PGLITE_DATA_DIR",
+    "METRICS_PORT",
+    "METRICS_HOST",
+    "PORT",
+    "HOST",
+    "LOG_LEVEL",
+    "NODE_OPTIONS",
+    "DATABASE_STATEMENT_TIMEOUT_MS",
+    "BODY_LIMIT_BYTES",
+    "IDEMPOTENCY_TTL_SECONDS",
+    "ANONYMOUS_RATE_LIMIT_PER_MINUTE",
+    "PROVIDER_TIMEOUT_MS",
   ])
     delete env[k];
   return { ...env, NO_DEMO: "1", LOG_LEVEL: "warn", PGLITE_DATA_DIR: "memory://", ...extra };
@@ -47,9 +63,17 @@ function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 type Entry = "built" | "tsx" | "migrate";
 
 /** Runs an entry point until it exits (at most `ms`): exit code, stdout, stderr. */
-function start(env: NodeJS.ProcessEnv, entry: Entry = "built", ms = 120_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function start(
+  env: NodeJS.ProcessEnv,
+  entry: Entry = "built",
+  ms = 120_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const { command, args } =
-    entry === "built" ? serviceCommand() : entry === "migrate" ? commandLine("db:migrate") : { command: process.execPath, args: ["--import", "tsx", "server/main.ts"] };
+    entry === "built"
+      ? serviceCommand()
+      : entry === "migrate"
+        ? commandLine("db:migrate")
+        : { command: process.execPath, args: ["--import", "tsx", "server/main.ts"] };
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
@@ -82,49 +106,78 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe.runIf(process.env.DATABASE_URL)("start-up errors of the built service on the leg's PostgreSQL: one line, exit 1", { timeout: 120_000 }, () => {
-  it("a missing database and a missing role (PostgreSQL's own message), no password", async () => {
-    const base = new URL(testDb!.url!);
-    const target = `${base.hostname}:${base.port || "5432"}`;
-    await expectLine(baseEnv({ DATABASE_URL: withDatabase(testDb!.url!, "no_such_db_h9") }), `cannot connect to DATABASE_URL (${target}): database "no_such_db_h9" does not exist`);
-    const role = new URL(testDb!.url!);
-    role.username = "no_such_role_h9";
-    role.password = "s3cret-pw";
-    const r = await expectLine(baseEnv({ DATABASE_URL: role.toString() }), `cannot connect to DATABASE_URL (${target}): role "no_such_role_h9" does not exist`);
-    expect(r.stderr).not.toContain("s3cret-pw");
-  });
+describe.runIf(process.env.DATABASE_URL)(
+  "start-up errors of the built service on the leg's PostgreSQL: one line, exit 1",
+  { timeout: 120_000 },
+  () => {
+    it("a missing database and a missing role (PostgreSQL's own message), no password", async () => {
+      const base = new URL(testDb!.url!);
+      const target = `${base.hostname}:${base.port || "5432"}`;
+      await expectLine(
+        baseEnv({ DATABASE_URL: withDatabase(testDb!.url!, "no_such_db_h9") }),
+        `cannot connect to DATABASE_URL (${target}): database "no_such_db_h9" does not exist`,
+      );
+      const role = new URL(testDb!.url!);
+      role.username = "no_such_role_h9";
+      role.password = "s3cret-pw";
+      const r = await expectLine(
+        baseEnv({ DATABASE_URL: role.toString() }),
+        `cannot connect to DATABASE_URL (${target}): role "no_such_role_h9" does not exist`,
+      );
+      expect(r.stderr).not.toContain("s3cret-pw");
+    });
 
-  it("an unreachable DIRECT_DATABASE_URL is named as such (DATABASE_URL reachable)", async () => {
-    const port = await freePort();
-    await expectLine(
-      baseEnv({ DATABASE_URL: testDb!.url!, DIRECT_DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres` }),
-      `cannot connect to DIRECT_DATABASE_URL (127.0.0.1:${port}): connection refused`,
-    );
-  });
+    it("an unreachable DIRECT_DATABASE_URL is named as such (DATABASE_URL reachable)", async () => {
+      const port = await freePort();
+      await expectLine(
+        baseEnv({
+          DATABASE_URL: testDb!.url!,
+          DIRECT_DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres`,
+        }),
+        `cannot connect to DIRECT_DATABASE_URL (127.0.0.1:${port}): connection refused`,
+      );
+    });
 
-  it("PORT in use, METRICS_PORT in use (the database started, then listen failed)", async () => {
-    const held = await holdPort();
-    try {
-      const db: Record<string, string> = testDb ? { DATABASE_URL: testDb.url!, DIRECT_DATABASE_URL: testDb.directUrl! } : {};
-      await expectLine(baseEnv({ ...db, PORT: String(held.port) }), `port ${held.port} is already in use (PORT)`);
-      await expectLine(baseEnv({ ...db, PORT: String(await freePort()), METRICS_PORT: String(held.port) }), `port ${held.port} is already in use (METRICS_PORT)`);
-    } finally {
-      held.server.close();
-    }
-  });
+    it("PORT in use, METRICS_PORT in use (the database started, then listen failed)", async () => {
+      const held = await holdPort();
+      try {
+        const db: Record<string, string> = testDb
+          ? { DATABASE_URL: testDb.url!, DIRECT_DATABASE_URL: testDb.directUrl! }
+          : {};
+        await expectLine(baseEnv({ ...db, PORT: String(held.port) }), `port ${held.port} is already in use (PORT)`);
+        await expectLine(
+          baseEnv({ ...db, PORT: String(await freePort()), METRICS_PORT: String(held.port) }),
+          `port ${held.port} is already in use (METRICS_PORT)`,
+        );
+      } finally {
+        held.server.close();
+      }
+    });
 
-  it("a HOST that is not an address of this machine", async () => {
-    const db: Record<string, string> = testDb ? { DATABASE_URL: testDb.url!, DIRECT_DATABASE_URL: testDb.directUrl! } : {};
-    const port = await freePort();
-    // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never assigned to a host.
-    await expectLine(baseEnv({ ...db, HOST: "192.0.2.1", PORT: String(port) }), `cannot listen on HOST 192.0.2.1 (port ${port}): address not available on this machine`);
-  });
+    it("a HOST that is not an address of this machine", async () => {
+      const db: Record<string, string> = testDb
+        ? { DATABASE_URL: testDb.url!, DIRECT_DATABASE_URL: testDb.directUrl! }
+        : {};
+      const port = await freePort();
+      // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never assigned to a host.
+      await expectLine(
+        baseEnv({ ...db, HOST: "192.0.2.1", PORT: String(port) }),
+        `cannot listen on HOST 192.0.2.1 (port ${port}): address not available on this machine`,
+      );
+    });
 
-  it("db:migrate through a pooler needs only DIRECT_DATABASE_URL: an unreachable DATABASE_URL does not stop it", async () => {
-    const port = await freePort();
-    const r = await start(baseEnv({ DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres`, DIRECT_DATABASE_URL: testDb!.directUrl! }), "migrate");
-    expect(r.stderr).toBe("");
-    expect(JSON.parse(r.stdout)).toEqual({ applied: [] });
-    expect(r.code).toBe(0);
-  });
-});
+    it("db:migrate through a pooler needs only DIRECT_DATABASE_URL: an unreachable DATABASE_URL does not stop it", async () => {
+      const port = await freePort();
+      const r = await start(
+        baseEnv({
+          DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres`,
+          DIRECT_DATABASE_URL: testDb!.directUrl!,
+        }),
+        "migrate",
+      );
+      expect(r.stderr).toBe("");
+      expect(JSON.parse(r.stdout)).toEqual({ applied: [] });
+      expect(r.code).toBe(0);
+    });
+  },
+);

@@ -41,8 +41,16 @@ describe("admin CLI: usage", { timeout: 120_000 }, () => {
       expect(r.stderr).toBe("");
       expect(r.code).toBe(0);
     }
-    for (const verb of ["load FILE", "create-key TENANT_ID OWNER_USER_ID SCOPES [--expires-at ISO]", "revoke-key KEY_ID", "set-plan TENANT_ID PLAN",
-      "set-plan-limits PLAN PER_MINUTE PER_DAY", "set-tenant-limits TENANT_ID PER_MINUTE PER_DAY", "set-tenant-limits TENANT_ID clear", "inbound-message CONVERSATION_ID TEXT"])
+    for (const verb of [
+      "load FILE",
+      "create-key TENANT_ID OWNER_USER_ID SCOPES [--expires-at ISO]",
+      "revoke-key KEY_ID",
+      "set-plan TENANT_ID PLAN",
+      "set-plan-limits PLAN PER_MINUTE PER_DAY",
+      "set-tenant-limits TENANT_ID PER_MINUTE PER_DAY",
+      "set-tenant-limits TENANT_ID clear",
+      "inbound-message CONVERSATION_ID TEXT",
+    ])
       expect(USAGE).toContain(`\n  ${verb}\n`);
   });
 
@@ -50,10 +58,18 @@ describe("admin CLI: usage", { timeout: 120_000 }, () => {
     await usage([], "no verb given");
     await usage(["frobnicate"], 'unknown verb "frobnicate"');
     await usage(["set-plan", acme.id], "set-plan: wrong number of arguments (1 given, 2 expected)");
-    await usage(["create-key", acme.id, acme.users.ana, "all", "extra"], "create-key: wrong number of arguments (4 given, 3 expected)");
-    await usage(["set-tenant-limits", acme.id, "clear", "5"], "set-tenant-limits: wrong number of arguments (3 given, 2 expected)");
+    await usage(
+      ["create-key", acme.id, acme.users.ana, "all", "extra"],
+      "create-key: wrong number of arguments (4 given, 3 expected)",
+    );
+    await usage(
+      ["set-tenant-limits", acme.id, "clear", "5"],
+      "set-tenant-limits: wrong number of arguments (3 given, 2 expected)",
+    );
     await usage(["create-key", acme.id, acme.users.ana, "all", "--expires-at"], "--expires-at needs a value");
-    await usage(["create-key", acme.id, acme.users.ana, "all", "--expire-at=2030-01-01T00:00:00Z"], 'create-key: unknown option "--expire-at"');
+    await usage(
+      ["create-key", acme.id, acme.users.ana, "all", "--expire-at=2030-01-01T00:00:00Z"],
+      'create-key: unknown option "--expire-at"',
+    );
   });
-
 });

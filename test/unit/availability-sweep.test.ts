@@ -3,7 +3,13 @@
 // clocks, slot lengths and time zones (with DST changes). The HTTP behaviour is in availability.test.ts.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { firstFreeSlot, freeSlots, workingIntervals, type Interval, type SlotQuery } from "../../routers/availability/slots.js";
+import {
+  firstFreeSlot,
+  freeSlots,
+  workingIntervals,
+  type Interval,
+  type SlotQuery,
+} from "../../routers/availability/slots.js";
 
 /** The definition, quadratic: a slot of a working interval is free when no busy interval intersects it and it does not start before now. */
 function reference(q: SlotQuery): Interval[] {
@@ -21,17 +27,23 @@ function reference(q: SlotQuery): Interval[] {
 }
 
 const FROM = Date.UTC(2026, 2, 20); // spans the March DST change in Europe and the US
-const hhmm = fc.integer({ min: 0, max: 96 }).map((q) => `${String(Math.floor((q * 15) / 60)).padStart(2, "0")}:${String((q * 15) % 60).padStart(2, "0")}`);
+const hhmm = fc
+  .integer({ min: 0, max: 96 })
+  .map((q) => `${String(Math.floor((q * 15) / 60)).padStart(2, "0")}:${String((q * 15) % 60).padStart(2, "0")}`);
 const query = fc.record({
   zone: fc.constantFrom("UTC", "Europe/Madrid", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"),
   days: fc.integer({ min: 1, max: 12 }),
   slotMinutes: fc.constantFrom(5, 15, 30, 45, 60, 90),
-  workingHours: fc.array(fc.record({ weekday: fc.integer({ min: 0, max: 6 }), start: hhmm, end: hhmm }), { maxLength: 10 }),
+  workingHours: fc.array(fc.record({ weekday: fc.integer({ min: 0, max: 6 }), start: hhmm, end: hhmm }), {
+    maxLength: 10,
+  }),
   busy: fc.array(
-    fc.tuple(fc.integer({ min: -2 * 1440, max: 14 * 1440 }), fc.integer({ min: 1, max: 3 * 1440 })).map(([startMin, lenMin]) => ({
-      startsAt: new Date(FROM + startMin * 60_000),
-      endsAt: new Date(FROM + (startMin + lenMin) * 60_000),
-    })),
+    fc
+      .tuple(fc.integer({ min: -2 * 1440, max: 14 * 1440 }), fc.integer({ min: 1, max: 3 * 1440 }))
+      .map(([startMin, lenMin]) => ({
+        startsAt: new Date(FROM + startMin * 60_000),
+        endsAt: new Date(FROM + (startMin + lenMin) * 60_000),
+      })),
     { maxLength: 40 },
   ),
   nowMin: fc.integer({ min: -1440, max: 14 * 1440 }),

@@ -18,12 +18,21 @@ function sources(dir: string): string[] {
 }
 
 /** The names of a type's members whose type is a node request or response (never, when none). */
-type NodeMembers<T> = { [K in keyof T]-?: NonNullable<T[K]> extends IncomingMessage | ServerResponse ? K : never }[keyof T];
-const contextCarriesNoNode: [NodeMembers<Context>, NodeMembers<AuthedContext>, NodeMembers<AdminContext>] extends [never, never, never] ? true : false = true;
+type NodeMembers<T> = {
+  [K in keyof T]-?: NonNullable<T[K]> extends IncomingMessage | ServerResponse ? K : never;
+}[keyof T];
+const contextCarriesNoNode: [NodeMembers<Context>, NodeMembers<AuthedContext>, NodeMembers<AdminContext>] extends [
+  never,
+  never,
+  never,
+]
+  ? true
+  : false = true;
 
 describe("the core without HTTP", () => {
   it("no file under routers/ imports node:http, express or parseurl, or names IncomingMessage or ServerResponse", () => {
-    const imports = /\bfrom\s+["'](?:node:)?(?:http|https|express|parseurl)["']|\bimport\s+["'](?:node:)?(?:http|express|parseurl)["']/;
+    const imports =
+      /\bfrom\s+["'](?:node:)?(?:http|https|express|parseurl)["']|\bimport\s+["'](?:node:)?(?:http|express|parseurl)["']/;
     const names = /\b(?:IncomingMessage|ServerResponse)\b/;
     const found = sources("routers").flatMap((f) =>
       readFileSync(path.join(ROOT, f), "utf8")

@@ -27,7 +27,8 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => app?.close());
 
-const get = (path: string, headers: Record<string, string> = {}) => fetch(app.url + path, { headers, redirect: "manual" });
+const get = (path: string, headers: Record<string, string> = {}) =>
+  fetch(app.url + path, { headers, redirect: "manual" });
 
 /** Every src/href value of an HTML page. */
 const urlsOf = (html: string) => [...html.matchAll(/\b(?:src|href)\s*=\s*"([^"]*)"/gi)].map((m) => m[1]!);
@@ -36,7 +37,9 @@ const urlsOf = (html: string) => [...html.matchAll(/\b(?:src|href)\s*=\s*"([^"]*
 function documentOperations() {
   const doc = JSON.parse(JSON.stringify(buildOpenApiDocument(appRouter)));
   const ops: { key: string; method: string; summary: string; success: string; blockId: string }[] = [];
-  for (const [path, item] of Object.entries<Record<string, { summary: string; tags: string[]; operationId: string; responses: object }>>(doc.paths))
+  for (const [path, item] of Object.entries<
+    Record<string, { summary: string; tags: string[]; operationId: string; responses: object }>
+  >(doc.paths))
     for (const [method, op] of Object.entries(item))
       ops.push({
         key: `${method.toUpperCase()} ${path}`,
@@ -48,7 +51,15 @@ function documentOperations() {
   return ops;
 }
 
-const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 
 describe("GET /docs (HTTP)", () => {
   it("returns the HTML page without a key, outside the rate limiter", async () => {
@@ -77,7 +88,9 @@ describe("GET /docs (HTTP)", () => {
       expect(u, u).not.toMatch(/^[a-z][a-z0-9+.-]*:/i);
       expect(u, u).not.toMatch(/^\/\//);
     }
-    expect(urls).toEqual(expect.arrayContaining(["docs/assets/swagger-ui.css", "docs/assets/swagger-ui-bundle.js", "docs/init.js"]));
+    expect(urls).toEqual(
+      expect.arrayContaining(["docs/assets/swagger-ui.css", "docs/assets/swagger-ui-bundle.js", "docs/init.js"]),
+    );
     const init = await (await get("/docs/init.js")).text();
     expect(init).not.toMatch(/https?:\/\//i);
     expect(init).toContain("validatorUrl: null");
@@ -86,7 +99,11 @@ describe("GET /docs (HTTP)", () => {
   it("every URL the page references answers 200 with the right content type", async () => {
     const html = await (await get("/docs")).text();
     const base = new URL("/docs", app.url);
-    const expected: Record<string, RegExp> = { css: /^text\/css/, js: /^(?:text|application)\/javascript/, png: /^image\/png/ };
+    const expected: Record<string, RegExp> = {
+      css: /^text\/css/,
+      js: /^(?:text|application)\/javascript/,
+      png: /^image\/png/,
+    };
     for (const u of urlsOf(html).filter((x) => !x.startsWith("public/"))) {
       const url = new URL(u, base);
       expect(url.origin).toBe(app.url);
@@ -114,7 +131,13 @@ describe("GET /docs (HTTP)", () => {
 
   it("only the page's assets are exposed; /docs/ redirects to /docs", async () => {
     // The package's own index.html and initializer point at a public demo document: not served.
-    for (const p of ["/docs/assets/index.html", "/docs/assets/swagger-initializer.js", "/docs/assets/package.json", "/docs/assets/", "/docs/assets/nope.js"])
+    for (const p of [
+      "/docs/assets/index.html",
+      "/docs/assets/swagger-initializer.js",
+      "/docs/assets/package.json",
+      "/docs/assets/",
+      "/docs/assets/nope.js",
+    ])
       expect((await get(p)).status, p).toBe(404);
     const slash = await get("/docs/");
     expect(slash.status).toBe(301);
@@ -159,7 +182,9 @@ describe("GET /docs (headless Chromium)", () => {
     const ops = documentOperations();
     const res = await page.goto(`${app.url}/docs`, { waitUntil: "load" });
     expect(res?.status()).toBe(200);
-    await page.waitForFunction(`document.querySelectorAll(".opblock").length >= ${ops.length}`, undefined, { timeout: 20_000 });
+    await page.waitForFunction(`document.querySelectorAll(".opblock").length >= ${ops.length}`, undefined, {
+      timeout: 20_000,
+    });
     await page.waitForLoadState("networkidle");
 
     // The operations rendered: "METHOD path" of each block, as the document lists them.
@@ -203,7 +228,8 @@ describe("GET /docs (headless Chromium)", () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
     const sent: { method: string; url: string; key: string | undefined; status?: number }[] = [];
     page.on("request", (r) => {
-      if (r.url().includes("/public/v1/") && !r.url().endsWith("/openapi.json")) sent.push({ method: r.method(), url: r.url(), key: r.headers()["x-api-key"] });
+      if (r.url().includes("/public/v1/") && !r.url().endsWith("/openapi.json"))
+        sent.push({ method: r.method(), url: r.url(), key: r.headers()["x-api-key"] });
     });
     await page.goto(`${app.url}/docs`, { waitUntil: "load" });
     await page.waitForSelector(".opblock");
@@ -250,7 +276,11 @@ describe("GET /docs (headless Chromium)", () => {
     // The error examples the page shows: each status its own code (503 is not VALIDATION_ERROR).
     const leads = page.locator(`#${creates.find((o) => o.key === "POST /public/v1/leads")!.blockId}`);
     await leads.locator(".opblock-summary").click();
-    const example = async (code: string) => (await leads.locator(`.responses-table tr.response[data-code="${code}"]`).first().innerText()).replace(/\s+/g, " ");
+    const example = async (code: string) =>
+      (await leads.locator(`.responses-table tr.response[data-code="${code}"]`).first().innerText()).replace(
+        /\s+/g,
+        " ",
+      );
     expect(await example("503")).toContain('"error": "SERVICE_UNAVAILABLE"');
     expect(await example("503")).not.toContain("VALIDATION_ERROR");
     expect(await example("404")).toContain('"error": "NOT_FOUND"');

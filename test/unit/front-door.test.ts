@@ -43,9 +43,15 @@ describe("the request log", () => {
   async function logged(fn: () => Promise<unknown>): Promise<Record<string, unknown>[]> {
     const from = lines.length;
     await fn();
-    return lines.slice(from).join("").split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    return lines
+      .slice(from)
+      .join("")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   }
-  const requestLine = (records: Record<string, unknown>[], path: string) => records.find((r) => r.msg === "request" && r.path === path);
+  const requestLine = (records: Record<string, unknown>[], path: string) =>
+    records.find((r) => r.msg === "request" && r.path === path);
 
   it("2xx at info without a code; 4xx at info with its code; 429 at warn; 5xx at error; no raw key anywhere", async () => {
     const records = await logged(async () => {
@@ -56,9 +62,17 @@ describe("the request log", () => {
     });
     expect(requestLine(records, "/public/v1/me")).toMatchObject({ level: 30, status: 200 });
     expect(requestLine(records, "/public/v1/me")).not.toHaveProperty("error");
-    expect(records.find((r) => r.msg === "request" && r.path === "/public/v1/leads" && r.method === "POST")).toMatchObject({ level: 30, status: 422, error: "VALIDATION_ERROR" });
-    expect(records.find((r) => r.msg === "request" && r.path === "/public/v1/leads" && r.method === "GET")).toMatchObject({ level: 30, status: 401, error: "INVALID_CREDENTIALS" });
-    expect(requestLine(records, "/public/v1/nothing-here")).toMatchObject({ level: 30, status: 404, error: "NOT_FOUND" });
+    expect(
+      records.find((r) => r.msg === "request" && r.path === "/public/v1/leads" && r.method === "POST"),
+    ).toMatchObject({ level: 30, status: 422, error: "VALIDATION_ERROR" });
+    expect(
+      records.find((r) => r.msg === "request" && r.path === "/public/v1/leads" && r.method === "GET"),
+    ).toMatchObject({ level: 30, status: 401, error: "INVALID_CREDENTIALS" });
+    expect(requestLine(records, "/public/v1/nothing-here")).toMatchObject({
+      level: 30,
+      status: 404,
+      error: "NOT_FOUND",
+    });
     const text = JSON.stringify(records);
     expect(text).not.toContain(key);
     expect(text).not.toContain("crm_not_a_key");
@@ -75,7 +89,11 @@ describe("the request log", () => {
         await limited.db.close(); // the database gone: the next request fails on it
         await limited.request("GET", "/public/v1/tickets", { key: k });
       });
-      expect(requestLine(records, "/public/v1/leads")).toMatchObject({ level: 40, status: 429, error: "RATE_LIMIT_EXCEEDED" });
+      expect(requestLine(records, "/public/v1/leads")).toMatchObject({
+        level: 40,
+        status: 429,
+        error: "RATE_LIMIT_EXCEEDED",
+      });
       const failed = requestLine(records, "/public/v1/tickets")!;
       expect(failed.status as number).toBeGreaterThanOrEqual(500);
       expect(failed).toMatchObject({ level: 50, error: expect.stringMatching(/^[A-Z_]+$/) });

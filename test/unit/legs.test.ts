@@ -37,7 +37,9 @@ const ci = readFileSync(path.join(ROOT, ".ci/run"), "utf8");
 describe("the CI matrix", () => {
   it("every test file is in exactly one group's folder (unit, process or db)", () => {
     expect(files.length).toBeGreaterThan(40);
-    expect(files.filter((f) => !(GROUPS as readonly string[]).includes(groupOf(f)!) || f.split(path.sep).length !== 2)).toEqual([]);
+    expect(
+      files.filter((f) => !(GROUPS as readonly string[]).includes(groupOf(f)!) || f.split(path.sep).length !== 2),
+    ).toEqual([]);
   });
 
   it("the database files, which share their worker's process (vitest.config.ts isolate: false), change no process-wide state", () => {
@@ -48,9 +50,19 @@ describe("the CI matrix", () => {
     const offenders: string[] = [];
     for (const f of db) {
       const text = readFileSync(path.join(TEST, f), "utf8");
-      if (/process\.env(\.[A-Z_]+|\[[^\]]+\])\s*=[^=]|delete process\.env|vi\.(mock|doMock|stubEnv|stubGlobal)\(/.test(text)) offenders.push(`${f}: sets the environment or mocks a module or global`);
-      if (/vi\.useFakeTimers\(/.test(text) && (text.match(/vi\.useFakeTimers\(/g)!.length > (text.match(/vi\.useRealTimers\(/g) ?? []).length)) offenders.push(`${f}: a fake clock not put back`);
-      if (/vi\.spyOn\(globalThis/.test(text) && !/mockRestore\(\)/.test(text)) offenders.push(`${f}: a spy on a global not restored`);
+      if (
+        /process\.env(\.[A-Z_]+|\[[^\]]+\])\s*=[^=]|delete process\.env|vi\.(mock|doMock|stubEnv|stubGlobal)\(/.test(
+          text,
+        )
+      )
+        offenders.push(`${f}: sets the environment or mocks a module or global`);
+      if (
+        /vi\.useFakeTimers\(/.test(text) &&
+        text.match(/vi\.useFakeTimers\(/g)!.length > (text.match(/vi\.useRealTimers\(/g) ?? []).length
+      )
+        offenders.push(`${f}: a fake clock not put back`);
+      if (/vi\.spyOn\(globalThis/.test(text) && !/mockRestore\(\)/.test(text))
+        offenders.push(`${f}: a spy on a global not restored`);
     }
     expect(offenders).toEqual([]);
   });
@@ -62,10 +74,18 @@ describe("the CI matrix", () => {
     const found = sources.flatMap(stateOf);
     // A new module-level variable (or changed Map, Set, array, object) fails here until MODULE_STATE
     // says what makes it safe; an entry whose binding is gone fails too.
-    expect(found.filter((k) => !(k in MODULE_STATE)), "module state not in test/helpers/module-state.ts").toEqual([]);
-    expect(Object.keys(MODULE_STATE).filter((k) => !found.includes(k)), "entries no longer found").toEqual([]);
+    expect(
+      found.filter((k) => !(k in MODULE_STATE)),
+      "module state not in test/helpers/module-state.ts",
+    ).toEqual([]);
+    expect(
+      Object.keys(MODULE_STATE).filter((k) => !found.includes(k)),
+      "entries no longer found",
+    ).toEqual([]);
     // What is reset is reset by the setup file of every project that shares its process.
-    const setup = readFileSync(path.join(TEST, "helpers/shared-process.ts"), "utf8").split("\n").map((l) => l.trim());
+    const setup = readFileSync(path.join(TEST, "helpers/shared-process.ts"), "utf8")
+      .split("\n")
+      .map((l) => l.trim());
     for (const [k, how] of Object.entries(MODULE_STATE)) {
       expect(how, k).toMatch(/^(reset: [\w$]+\(\)|kept: .+)$/);
       if (how.startsWith("reset: ")) expect(setup, `${k}: ${how}`).toContain(`${how.slice("reset: ".length)};`);
@@ -78,7 +98,10 @@ describe("the CI matrix", () => {
     // The conditions the kept ones rely on.
     const tests = files.map((f) => ({ f, text: readFileSync(path.join(TEST, f), "utf8") }));
     const setsKept = tests.filter((t) => groupOf(t.f) === "db" && /\bstartStopping\b|\bcountQueries\b/.test(t.text));
-    expect(setsKept.map((t) => t.f), "db files calling startStopping or counting queries").toEqual([]);
+    expect(
+      setsKept.map((t) => t.f),
+      "db files calling startStopping or counting queries",
+    ).toEqual([]);
     const entries = ENTRY_POINTS.map((e) => e.replace(/\.ts$/, ""));
     expect(tests.filter((t) => entries.some((e) => t.text.includes(`${e}.js"`))).map((t) => t.f)).toEqual([]);
   });
@@ -119,7 +142,13 @@ export function f(k: string) {
     expect(unreadable).toEqual([]);
     const tagged = files.filter((f) => tagsOf(f).length);
     expect(tagged.filter((f) => groupOf(f) !== "db")).toEqual([]);
-    expect(tagged.flatMap((f) => tagsOf(f).filter((t) => !(TOPOLOGIES as readonly string[]).includes(t)).map((t) => `${f}: ${t}`))).toEqual([]);
+    expect(
+      tagged.flatMap((f) =>
+        tagsOf(f)
+          .filter((t) => !(TOPOLOGIES as readonly string[]).includes(t))
+          .map((t) => `${f}: ${t}`),
+      ),
+    ).toEqual([]);
   });
 
   it("a @topology line that does not read as known words fails, instead of dropping the file from its legs", () => {
@@ -150,13 +179,25 @@ export function f(k: string) {
 
   it("every group and every topology is run by some leg", () => {
     const legs = Object.values(LEGS);
-    for (const g of GROUPS) expect(legs.some((l) => l.groups.includes(g)), g).toBe(true);
-    for (const t of TOPOLOGIES) expect(legs.some((l) => l.topologies.includes(t)), t).toBe(true);
+    for (const g of GROUPS)
+      expect(
+        legs.some((l) => l.groups.includes(g)),
+        g,
+      ).toBe(true);
+    for (const t of TOPOLOGIES)
+      expect(
+        legs.some((l) => l.topologies.includes(t)),
+        t,
+      ).toBe(true);
   });
 
   it("every leg selects at least one file", () => {
     for (const [name, leg] of Object.entries(LEGS)) {
-      const selected = files.filter((f) => leg.groups.includes(groupOf(f) as never) || (groupOf(f) === "db" && tagsOf(f).some((t) => leg.topologies.includes(t as never))));
+      const selected = files.filter(
+        (f) =>
+          leg.groups.includes(groupOf(f) as never) ||
+          (groupOf(f) === "db" && tagsOf(f).some((t) => leg.topologies.includes(t as never))),
+      );
       expect(selected.length, name).toBeGreaterThan(0);
     }
   });
@@ -166,7 +207,10 @@ export function f(k: string) {
     for (const [name, leg] of Object.entries(LEGS)) {
       if (leg.groups.includes("db")) continue;
       if (leg.groups.length === 1 && leg.groups[0] === "unit") continue;
-      expect(leg.topologies.some((t) => tags.includes(t)), name).toBe(true);
+      expect(
+        leg.topologies.some((t) => tags.includes(t)),
+        name,
+      ).toBe(true);
     }
   });
 

@@ -11,8 +11,14 @@ const U = "11111111-2222-4333-8444-555555555555";
 
 describe("inlineValue", () => {
   it("writes every parameter equal to the tenant as its literal and renumbers the others", () => {
-    const r = inlineValue(`SELECT * FROM "Lead" WHERE "tenantId" = $1::uuid AND "id" = $2::uuid AND x IN (SELECT 1 FROM y WHERE "tenantId" = $3::uuid LIMIT $4)`, [T, U, T, 50], T);
-    expect(r.text).toBe(`SELECT * FROM "Lead" WHERE "tenantId" = '${T}'::uuid AND "id" = $1::uuid AND x IN (SELECT 1 FROM y WHERE "tenantId" = '${T}'::uuid LIMIT $2)`);
+    const r = inlineValue(
+      `SELECT * FROM "Lead" WHERE "tenantId" = $1::uuid AND "id" = $2::uuid AND x IN (SELECT 1 FROM y WHERE "tenantId" = $3::uuid LIMIT $4)`,
+      [T, U, T, 50],
+      T,
+    );
+    expect(r.text).toBe(
+      `SELECT * FROM "Lead" WHERE "tenantId" = '${T}'::uuid AND "id" = $1::uuid AND x IN (SELECT 1 FROM y WHERE "tenantId" = '${T}'::uuid LIMIT $2)`,
+    );
     expect(r.params).toEqual([U, 50]);
   });
 
@@ -68,7 +74,10 @@ describe("a rewritten statement answers as the original", () => {
     [`SELECT "name" FROM t WHERE "tenantId" = $1 AND "id" = $2 AND "name" <> '$1'`, [T, T]],
     [`SELECT count(*)::int AS "c" FROM t WHERE "tenantId" = ANY($2::uuid[]) OR "id" = $1`, [T, [U]]],
     [`SELECT $1::text AS "v", length($1) AS "l", $2::int + 1 AS "k"`, [T, 41]],
-    [`SELECT coalesce((SELECT "name" FROM t WHERE "tenantId" = $2::uuid AND "id" = $1::uuid), 'none') AS "x" -- $1`, [U, T]],
+    [
+      `SELECT coalesce((SELECT "name" FROM t WHERE "tenantId" = $2::uuid AND "id" = $1::uuid), 'none') AS "x" -- $1`,
+      [U, T],
+    ],
   ];
   it.each(cases)("%s", async (sql, params) => {
     const r = inlineValue(sql, params, T);

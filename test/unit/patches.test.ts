@@ -10,7 +10,12 @@ import { describe, expect, it, vi } from "vitest";
 import { getRequestSignal } from "../../node_modules/trpc-to-openapi/dist/esm/utils/method.mjs";
 
 function fakeExchange() {
-  const req = Object.assign(new EventEmitter(), { method: "POST", url: "/public/v1/leads", headers: { host: "x" }, body: { a: 1 } });
+  const req = Object.assign(new EventEmitter(), {
+    method: "POST",
+    url: "/public/v1/leads",
+    headers: { host: "x" },
+    body: { a: 1 },
+  });
   const res = Object.assign(new EventEmitter(), { writableEnded: false });
   return { req, res };
 }
@@ -52,7 +57,11 @@ describe("trpc-to-openapi: the node-http handler", async () => {
       .input(z.object({ id: z.string(), tag: z.array(z.string()).optional(), n: z.number().optional() }))
       .output(z.any())
       .query(({ input, ctx }) => (seen.push({ input, ctx }), { ok: true, input })),
-    ping: t.procedure.meta({ openapi: { method: "GET", path: "/ping" } }).input(z.void()).output(z.any()).query(({ input }) => ({ input: input ?? null })),
+    ping: t.procedure
+      .meta({ openapi: { method: "GET", path: "/ping" } })
+      .input(z.void())
+      .output(z.any())
+      .query(({ input }) => ({ input: input ?? null })),
   });
 
   async function call(url: string, readSignal: boolean) {
@@ -62,8 +71,13 @@ describe("trpc-to-openapi: the node-http handler", async () => {
       statusCode: 0,
       writableEnded: false,
       headers: {} as Record<string, unknown>,
-      setHeader(k: string, v: unknown) { this.headers[k] = v; },
-      end(chunk: string) { body = chunk; this.writableEnded = true; },
+      setHeader(k: string, v: unknown) {
+        this.headers[k] = v;
+      },
+      end(chunk: string) {
+        body = chunk;
+        this.writableEnded = true;
+      },
     });
     let signal: AbortSignal | undefined;
     const handler = createOpenApiNodeHttpHandler({
@@ -111,7 +125,10 @@ describe("@trpc/server: the middleware chain without the _objectSpread2 helper",
   const { z } = await import("zod");
 
   it("callRecursive and the validators use native spread (the patch is applied)", () => {
-    const src = readFileSync(new URL("../../node_modules/@trpc/server/dist/initTRPC-DPoVGUwX.mjs", import.meta.url), "utf8");
+    const src = readFileSync(
+      new URL("../../node_modules/@trpc/server/dist/initTRPC-DPoVGUwX.mjs", import.meta.url),
+      "utf8",
+    );
     const chain = src.slice(src.indexOf("async function callRecursive"), src.indexOf("function createProcedureCaller"));
     expect(chain).toContain("...opts,");
     expect(chain).not.toContain("_objectSpread2");
@@ -141,7 +158,10 @@ describe("patched dependencies are pinned: postinstall refuses a drift (scripts/
     mkdirSync(path.join(dir, "node_modules", "@scope", "lib"), { recursive: true });
     copyFileSync("scripts/check-patches.mjs", path.join(dir, "scripts", "check-patches.mjs"));
     writeFileSync(path.join(dir, "patches", "@scope+lib+1.2.3.patch"), "");
-    writeFileSync(path.join(dir, "node_modules", "@scope", "lib", "package.json"), JSON.stringify({ version: installed }));
+    writeFileSync(
+      path.join(dir, "node_modules", "@scope", "lib", "package.json"),
+      JSON.stringify({ version: installed }),
+    );
     writeFileSync(path.join(dir, "package.json"), JSON.stringify({ dependencies: { "@scope/lib": declared } }));
     const r = spawnSync(process.execPath, [path.join(dir, "scripts", "check-patches.mjs")], { encoding: "utf8" });
     rmSync(dir, { recursive: true, force: true });
@@ -158,12 +178,16 @@ describe("patched dependencies are pinned: postinstall refuses a drift (scripts/
     const r = project("1.2.4", "1.2.3");
     expect(r.status).toBe(1);
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
-    expect(r.stderr).toContain("patches/@scope+lib+1.2.3.patch is for @scope/lib@1.2.3 but @scope/lib@1.2.4 is installed");
+    expect(r.stderr).toContain(
+      "patches/@scope+lib+1.2.3.patch is for @scope/lib@1.2.3 but @scope/lib@1.2.4 is installed",
+    );
   });
 
   it("a range in package.json: exit 1, pin it exactly", () => {
     const r = project("1.2.3", "^1.2.3");
     expect(r.status).toBe(1);
-    expect(r.stderr.trim()).toBe('patches/@scope+lib+1.2.3.patch is for @scope/lib@1.2.3 but package.json asks for @scope/lib@^1.2.3: pin it exactly ("1.2.3")');
+    expect(r.stderr.trim()).toBe(
+      'patches/@scope+lib+1.2.3.patch is for @scope/lib@1.2.3 but package.json asks for @scope/lib@^1.2.3: pin it exactly ("1.2.3")',
+    );
   });
 });

@@ -16,7 +16,11 @@ describe("the repository", () => {
     const machinePath = /(?:^|[\s"'`(=:])\/(?:work|root|home\/[a-z0-9_-]+|Users\/[A-Za-z0-9_-]+)\//;
     const found = tracked
       .filter((f) => isText(f) && existsSync(path.join(ROOT, f)) && f !== "package-lock.json")
-      .flatMap((f) => text(f).split("\n").map((l, i) => ({ f, i, l })))
+      .flatMap((f) =>
+        text(f)
+          .split("\n")
+          .map((l, i) => ({ f, i, l })),
+      )
       .filter(({ l }) => machinePath.test(l))
       .map(({ f, i, l }) => `${f}:${i + 1}: ${l.trim().slice(0, 120)}`);
     expect(found).toEqual([]);
@@ -46,7 +50,12 @@ describe("docs/architecture.md, the map", () => {
   it("every file and folder it names exists", () => {
     const paths = ticks
       .map((t) => t.replace(/[:#].*$/, "").replace(/\/$/, ""))
-      .filter((t) => /^[\w.@-]+(?:\/[\w.@*-]+)+$|^[\w.-]+\.(?:ts|mjs|sql|md|json|prisma)$/.test(t) && !t.includes("*") && !/^https?:/.test(t));
+      .filter(
+        (t) =>
+          /^[\w.@-]+(?:\/[\w.@*-]+)+$|^[\w.-]+\.(?:ts|mjs|sql|md|json|prisma)$/.test(t) &&
+          !t.includes("*") &&
+          !/^https?:/.test(t),
+      );
     expect(paths.length).toBeGreaterThan(20);
     const missing = paths.filter((p) => !existsSync(path.join(ROOT, p)) && !existsSync(path.join(ROOT, "..", p)));
     expect(missing).toEqual([]);
@@ -58,13 +67,24 @@ describe("docs/architecture.md, the map", () => {
     expect(named.filter((m) => !migrations.has(m))).toEqual([]);
   });
 
-  it("every function it names exists: a TypeScript function as name(), a database function as \"name\"", () => {
-    const sources = tracked.filter((f) => /\.(ts|mjs|sql)$/.test(f) && !f.endsWith(".test.ts") && existsSync(path.join(ROOT, f))).map(text).join("\n");
+  it('every function it names exists: a TypeScript function as name(), a database function as "name"', () => {
+    const sources = tracked
+      .filter((f) => /\.(ts|mjs|sql)$/.test(f) && !f.endsWith(".test.ts") && existsSync(path.join(ROOT, f)))
+      .map(text)
+      .join("\n");
     const tsNames = ticks.map((t) => /^([A-Za-z_$][\w$]*)\(\)$/.exec(t)?.[1]).filter((n): n is string => Boolean(n));
-    const missingTs = tsNames.filter((n) => !new RegExp(`(?:function\\*? ${n}\\b|\\b${n}\\s*[:=]\\s*(?:async\\s*)?(?:\\(|function)|\\b${n}\\s*\\(|(?:async )?${n}\\()`).test(sources));
+    const missingTs = tsNames.filter(
+      (n) =>
+        !new RegExp(
+          `(?:function\\*? ${n}\\b|\\b${n}\\s*[:=]\\s*(?:async\\s*)?(?:\\(|function)|\\b${n}\\s*\\(|(?:async )?${n}\\()`,
+        ).test(sources),
+    );
     expect(missingTs).toEqual([]);
     const sqlNames = ticks.map((t) => /^"([A-Za-z_][\w]*)"$/.exec(t)?.[1]).filter((n): n is string => Boolean(n));
-    const sql = tracked.filter((f) => f.endsWith(".sql")).map(text).join("\n");
+    const sql = tracked
+      .filter((f) => f.endsWith(".sql"))
+      .map(text)
+      .join("\n");
     const missingSql = sqlNames.filter((n) => !sql.includes(`"${n}"`) && !new RegExp(`\\b${n}\\b`).test(sql));
     expect(missingSql).toEqual([]);
   });

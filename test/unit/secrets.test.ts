@@ -62,7 +62,10 @@ describe("maskSecrets", () => {
   for (const { written, leak } of PASSWORDS)
     for (const variable of ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL"])
       it(`${variable} with the password ${JSON.stringify(written)}: masked in text, decoded and JSON-escaped alike`, () => {
-        const url = variable === "REDIS_URL" ? `redis://:${written}@cache:6379` : `postgresql://app:${written}@db.internal:5432/crm`;
+        const url =
+          variable === "REDIS_URL"
+            ? `redis://:${written}@cache:6379`
+            : `postgresql://app:${written}@db.internal:5432/crm`;
         const env = { [variable]: url };
         const text = `connect failed for ${url} (${leak}) ${JSON.stringify({ url, leak })}`;
         const masked = maskSecrets(text, env);
@@ -72,7 +75,9 @@ describe("maskSecrets", () => {
       });
 
   it("changes nothing without a configured password", () => {
-    expect(maskSecrets("postgresql://app@db/crm", { DATABASE_URL: "postgresql://app@db/crm" })).toBe("postgresql://app@db/crm");
+    expect(maskSecrets("postgresql://app@db/crm", { DATABASE_URL: "postgresql://app@db/crm" })).toBe(
+      "postgresql://app@db/crm",
+    );
   });
 });
 
@@ -116,12 +121,27 @@ describe("the processes that print a configured URL", { timeout: 120_000 }, () =
   const entries = {
     service: (env: NodeJS.ProcessEnv) => run(service.command, service.args, env),
     migrator: (env: NodeJS.ProcessEnv) => run(process.execPath, commandLine("db:migrate").args, env),
-    "admin CLI": (env: NodeJS.ProcessEnv) => run(process.execPath, commandLine("admin", ["set-plan", "00000000-0000-4000-8000-000000000001", "pro"]).args, env),
+    "admin CLI": (env: NodeJS.ProcessEnv) =>
+      run(
+        process.execPath,
+        commandLine("admin", ["set-plan", "00000000-0000-4000-8000-000000000001", "pro"]).args,
+        env,
+      ),
   };
-  const env = (extra: Record<string, string>) => ({ ...baseEnv(), NO_DEMO: "1", LOG_LEVEL: "debug", PGLITE_DATA_DIR: "memory://", ...extra });
+  const env = (extra: Record<string, string>) => ({
+    ...baseEnv(),
+    NO_DEMO: "1",
+    LOG_LEVEL: "debug",
+    PGLITE_DATA_DIR: "memory://",
+    ...extra,
+  });
 
   const cases: { entry: keyof typeof entries; variable: string; password: string }[] = [
-    ...PASSWORDS.slice(0, 6).map(({ written }) => ({ entry: "service" as const, variable: "DATABASE_URL", password: written })),
+    ...PASSWORDS.slice(0, 6).map(({ written }) => ({
+      entry: "service" as const,
+      variable: "DATABASE_URL",
+      password: written,
+    })),
     { entry: "service", variable: "REDIS_URL", password: "hunter#2" },
     { entry: "service", variable: "REDIS_URL", password: "s3cr/et" },
     { entry: "service", variable: "DIRECT_DATABASE_URL", password: "p?ss" },
@@ -133,9 +153,13 @@ describe("the processes that print a configured URL", { timeout: 120_000 }, () =
   for (const c of cases)
     it(`${c.entry}, ${c.variable} with the password ${JSON.stringify(c.password)}, unreachable, LOG_LEVEL=debug: exit 1, no password printed`, async () => {
       const port = await freePort();
-      const url = c.variable === "REDIS_URL" ? `redis://:${c.password}@127.0.0.1:${port}` : `postgresql://app:${c.password}@127.0.0.1:${port}/crm`;
+      const url =
+        c.variable === "REDIS_URL"
+          ? `redis://:${c.password}@127.0.0.1:${port}`
+          : `postgresql://app:${c.password}@127.0.0.1:${port}/crm`;
       const vars: Record<string, string> = { [c.variable]: url };
-      if (c.variable === "DIRECT_DATABASE_URL") vars.DATABASE_URL = `postgresql://app@127.0.0.1:${await freePort()}/crm`;
+      if (c.variable === "DIRECT_DATABASE_URL")
+        vars.DATABASE_URL = `postgresql://app@127.0.0.1:${await freePort()}/crm`;
       if (c.variable === "REDIS_URL") vars.DATABASE_URL = `postgresql://app@127.0.0.1:${await freePort()}/crm`;
       const r = await entries[c.entry](env(vars));
       expect(r.code, r.out).toBe(1);

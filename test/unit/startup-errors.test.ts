@@ -31,7 +31,9 @@ const freePort = () =>
 /** A port held by this process for the duration of a test. */
 const holdPort = () =>
   new Promise<{ port: number; server: Server }>((resolve, reject) => {
-    const server = createServer().listen(0, "127.0.0.1", () => resolve({ port: (server.address() as { port: number }).port, server }));
+    const server = createServer().listen(0, "127.0.0.1", () =>
+      resolve({ port: (server.address() as { port: number }).port, server }),
+    );
     server.on("error", reject);
   });
 
@@ -39,8 +41,22 @@ const holdPort = () =>
 function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const k of [
-    "DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "PGLITE_DATA_DIR", "METRICS_PORT", "METRICS_HOST", "PORT", "HOST",
-    "LOG_LEVEL", "NODE_OPTIONS", "DATABASE_STATEMENT_TIMEOUT_MS", "BODY_LIMIT_BYTES", "IDEMPOTENCY_TTL_SECONDS", "ANONYMOUS_RATE_LIMIT_PER_MINUTE", "PROVIDER_TIMEOUT_MS",
+    "DATABASE_URL",
+    "DIRECT_DATABASE_URL",
+    "REDIS_URL",
+    "REDIS_CLUSTER_NODES",
+    "PGLITE_DATA_DIR",
+    "METRICS_PORT",
+    "METRICS_HOST",
+    "PORT",
+    "HOST",
+    "LOG_LEVEL",
+    "NODE_OPTIONS",
+    "DATABASE_STATEMENT_TIMEOUT_MS",
+    "BODY_LIMIT_BYTES",
+    "IDEMPOTENCY_TTL_SECONDS",
+    "ANONYMOUS_RATE_LIMIT_PER_MINUTE",
+    "PROVIDER_TIMEOUT_MS",
   ])
     delete env[k];
   return { ...env, NO_DEMO: "1", LOG_LEVEL: "warn", PGLITE_DATA_DIR: "memory://", ...extra };
@@ -49,9 +65,17 @@ function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 type Entry = "built" | "tsx" | "migrate";
 
 /** Runs an entry point until it exits (at most `ms`): exit code, stdout, stderr. */
-function start(env: NodeJS.ProcessEnv, entry: Entry = "built", ms = 120_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function start(
+  env: NodeJS.ProcessEnv,
+  entry: Entry = "built",
+  ms = 120_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const { command, args } =
-    entry === "built" ? serviceCommand() : entry === "migrate" ? commandLine("db:migrate") : { command: process.execPath, args: ["--import", "tsx", "server/main.ts"] };
+    entry === "built"
+      ? serviceCommand()
+      : entry === "migrate"
+        ? commandLine("db:migrate")
+        : { command: process.execPath, args: ["--import", "tsx", "server/main.ts"] };
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
@@ -85,11 +109,17 @@ afterAll(async () => {
 describe("start-up errors of the built service: one line, exit 1", { timeout: 120_000 }, () => {
   it("an unreachable DATABASE_URL names the variable, the address and the cause", async () => {
     const port = await freePort();
-    await expectLine(baseEnv({ DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres` }), `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`);
+    await expectLine(
+      baseEnv({ DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres` }),
+      `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`,
+    );
   });
 
   it("DATABASE_URL=not-a-url says what is expected (not getaddrinfo ENOTFOUND base)", async () => {
-    await expectLine(baseEnv({ DATABASE_URL: "not-a-url" }), 'DATABASE_URL must be a URL like postgresql://USER:PASSWORD@HOST:PORT/DATABASE, got "not-a-url"');
+    await expectLine(
+      baseEnv({ DATABASE_URL: "not-a-url" }),
+      'DATABASE_URL must be a URL like postgresql://USER:PASSWORD@HOST:PORT/DATABASE, got "not-a-url"',
+    );
   });
 
   it("a malformed DATABASE_URL is shown with its password masked", async () => {
@@ -101,7 +131,10 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
   });
 
   it("a host that does not resolve", async () => {
-    await expectLine(baseEnv({ DATABASE_URL: "postgresql://app:hunter2@no-such-host.invalid:5432/crm" }), 'cannot connect to DATABASE_URL (no-such-host.invalid:5432): host "no-such-host.invalid" not found');
+    await expectLine(
+      baseEnv({ DATABASE_URL: "postgresql://app:hunter2@no-such-host.invalid:5432/crm" }),
+      'cannot connect to DATABASE_URL (no-such-host.invalid:5432): host "no-such-host.invalid" not found',
+    );
   });
 
   it("PORT=abc, PORT=0, PORT=65536", async () => {
@@ -111,7 +144,10 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
   });
 
   it("LOG_LEVEL=verbose names the valid levels", async () => {
-    await expectLine(baseEnv({ LOG_LEVEL: "verbose" }), 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"');
+    await expectLine(
+      baseEnv({ LOG_LEVEL: "verbose" }),
+      'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"',
+    );
   });
 
   it("every other integer variable: its name, its range and the value given", async () => {
@@ -123,14 +159,24 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
       ["ANONYMOUS_RATE_LIMIT_PER_MINUTE", "1e3", "0–2147483647"],
       ["PROVIDER_TIMEOUT_MS", "2147483648", "1–2147483647"],
     ];
-    for (const [name, value, range] of cases) await expectLine(baseEnv({ [name]: value }), `${name} must be ${range}, got "${value}"`);
+    for (const [name, value, range] of cases)
+      await expectLine(baseEnv({ [name]: value }), `${name} must be ${range}, got "${value}"`);
   });
 
   it("a bad REDIS_URL or REDIS_CLUSTER_NODES, or both set", async () => {
-    await expectLine(baseEnv({ REDIS_URL: "localhost:6379" }), 'REDIS_URL must be a URL like redis://HOST:PORT (or rediss:// for TLS), got "localhost:6379"');
-    const r = await expectLine(baseEnv({ REDIS_URL: "http://:pa55word@cache:6379" }), 'REDIS_URL must be a URL like redis://HOST:PORT (or rediss:// for TLS), got "http://:***@cache:6379"');
+    await expectLine(
+      baseEnv({ REDIS_URL: "localhost:6379" }),
+      'REDIS_URL must be a URL like redis://HOST:PORT (or rediss:// for TLS), got "localhost:6379"',
+    );
+    const r = await expectLine(
+      baseEnv({ REDIS_URL: "http://:pa55word@cache:6379" }),
+      'REDIS_URL must be a URL like redis://HOST:PORT (or rediss:// for TLS), got "http://:***@cache:6379"',
+    );
     expect(r.stderr).not.toContain("pa55word");
-    await expectLine(baseEnv({ REDIS_CLUSTER_NODES: "10.0.0.1:7000,10.0.0.2" }), 'REDIS_CLUSTER_NODES must be a comma-separated list of host:port, got "10.0.0.2"');
+    await expectLine(
+      baseEnv({ REDIS_CLUSTER_NODES: "10.0.0.1:7000,10.0.0.2" }),
+      'REDIS_CLUSTER_NODES must be a comma-separated list of host:port, got "10.0.0.2"',
+    );
     await expectLine(
       baseEnv({ REDIS_URL: "redis://127.0.0.1:6379", REDIS_CLUSTER_NODES: "127.0.0.1:7000" }),
       "set either REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a Redis Cluster), not both",
@@ -175,17 +221,28 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
     writeFileSync(file, "x");
     await expectLine(baseEnv({ PGLITE_DATA_DIR: file }), `PGLITE_DATA_DIR must be a folder, got a file: "${file}"`);
     const under = path.join(file, "db");
-    await expectLine(baseEnv({ PGLITE_DATA_DIR: under }), `cannot open the embedded database in PGLITE_DATA_DIR (${under}): a parent is not a folder`);
+    await expectLine(
+      baseEnv({ PGLITE_DATA_DIR: under }),
+      `cannot open the embedded database in PGLITE_DATA_DIR (${under}): a parent is not a folder`,
+    );
   });
 
   it("the first start on an empty embedded database with a port in use loads no demo and prints no key (it is shown once)", async () => {
     const held = await holdPort();
     const folder = path.join(dir, "first-start-port-in-use");
     try {
-      const first = await expectLine(baseEnv({ NO_DEMO: "", PGLITE_DATA_DIR: folder, PORT: String(held.port) }), `port ${held.port} is already in use (PORT)`);
+      const first = await expectLine(
+        baseEnv({ NO_DEMO: "", PGLITE_DATA_DIR: folder, PORT: String(held.port) }),
+        `port ${held.port} is already in use (PORT)`,
+      );
       expect(first.stdout).not.toContain("shown once");
       const metrics = await expectLine(
-        baseEnv({ NO_DEMO: "", PGLITE_DATA_DIR: folder, PORT: String(await freePort()), METRICS_PORT: String(held.port) }),
+        baseEnv({
+          NO_DEMO: "",
+          PGLITE_DATA_DIR: folder,
+          PORT: String(await freePort()),
+          METRICS_PORT: String(held.port),
+        }),
         `port ${held.port} is already in use (METRICS_PORT)`,
       );
       expect(metrics.stdout).not.toContain("shown once");
@@ -204,7 +261,9 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
 
   it("LOG_LEVEL=debug: the same first line, then the stack (with the cause)", async () => {
     const port = await freePort();
-    const r = await start(baseEnv({ LOG_LEVEL: "debug", DATABASE_URL: `postgresql://postgres:hunter2@127.0.0.1:${port}/postgres` }));
+    const r = await start(
+      baseEnv({ LOG_LEVEL: "debug", DATABASE_URL: `postgresql://postgres:hunter2@127.0.0.1:${port}/postgres` }),
+    );
     expect(r.code).toBe(1);
     const lines = r.stderr.trimEnd().split("\n");
     expect(lines[0]).toBe(`cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`);
@@ -222,19 +281,34 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
 describe("the same lines from `npm run dev` (tsx) and `npm run db:migrate`", { timeout: 120_000 }, () => {
   it("server/main.ts under tsx", async () => {
     const port = await freePort();
-    await expectLine(baseEnv({ DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres` }), `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`, "tsx");
+    await expectLine(
+      baseEnv({ DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres` }),
+      `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`,
+      "tsx",
+    );
     await expectLine(baseEnv({ PORT: "abc" }), 'PORT must be 1–65535, got "abc"', "tsx");
   });
 
   it("db:migrate", async () => {
     const port = await freePort();
-    await expectLine(baseEnv({ DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres` }), `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`, "migrate");
-    await expectLine(baseEnv({ LOG_LEVEL: "verbose" }), 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"', "migrate");
+    await expectLine(
+      baseEnv({ DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/postgres` }),
+      `cannot connect to DATABASE_URL (127.0.0.1:${port}): connection refused`,
+      "migrate",
+    );
+    await expectLine(
+      baseEnv({ LOG_LEVEL: "verbose" }),
+      'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"',
+      "migrate",
+    );
   });
 });
 
 describe("the mapping (server/startup-error.ts)", () => {
-  const config = loadConfig({ DATABASE_URL: "postgresql://app:pw0rd@db.internal:6432/crm", DIRECT_DATABASE_URL: "postgresql://app:pw0rd@db.internal:5432/crm" });
+  const config = loadConfig({
+    DATABASE_URL: "postgresql://app:pw0rd@db.internal:6432/crm",
+    DIRECT_DATABASE_URL: "postgresql://app:pw0rd@db.internal:5432/crm",
+  });
   const pgError = (code: string, message: string) => Object.assign(new Error(message), { code, severity: "FATAL" });
 
   it("PostgreSQL's connection refusals: its message is the cause", () => {
@@ -242,41 +316,81 @@ describe("the mapping (server/startup-error.ts)", () => {
     expect(describeStartupError(pgError("28P01", 'password authentication failed for user "app"'), single)).toBe(
       'cannot connect to DATABASE_URL (db.internal:5432): password authentication failed for user "app"',
     );
-    expect(describeStartupError(pgError("3D000", 'database "crm" does not exist'), single)).toBe('cannot connect to DATABASE_URL (db.internal:5432): database "crm" does not exist');
-    expect(describeStartupError(pgError("53300", "sorry, too many clients already"), single)).toBe("cannot connect to DATABASE_URL (db.internal:5432): sorry, too many clients already");
+    expect(describeStartupError(pgError("3D000", 'database "crm" does not exist'), single)).toBe(
+      'cannot connect to DATABASE_URL (db.internal:5432): database "crm" does not exist',
+    );
+    expect(describeStartupError(pgError("53300", "sorry, too many clients already"), single)).toBe(
+      "cannot connect to DATABASE_URL (db.internal:5432): sorry, too many clients already",
+    );
   });
 
   it("a socket error goes to the variable whose address it names", () => {
-    const refused = (port: number) => Object.assign(new Error(`connect ECONNREFUSED 10.0.0.9:${port}`), { code: "ECONNREFUSED", address: "10.0.0.9", port });
-    expect(describeStartupError(refused(5432), config)).toBe("cannot connect to DIRECT_DATABASE_URL (db.internal:5432): connection refused");
-    expect(describeStartupError(refused(6432), config)).toBe("cannot connect to DATABASE_URL (db.internal:6432): connection refused");
+    const refused = (port: number) =>
+      Object.assign(new Error(`connect ECONNREFUSED 10.0.0.9:${port}`), {
+        code: "ECONNREFUSED",
+        address: "10.0.0.9",
+        port,
+      });
+    expect(describeStartupError(refused(5432), config)).toBe(
+      "cannot connect to DIRECT_DATABASE_URL (db.internal:5432): connection refused",
+    );
+    expect(describeStartupError(refused(6432), config)).toBe(
+      "cannot connect to DATABASE_URL (db.internal:6432): connection refused",
+    );
   });
 
   it("a listen error names PORT or METRICS_PORT", () => {
     const c = loadConfig({ PORT: "8080", METRICS_PORT: "9464" });
-    const inUse = (port: number) => Object.assign(new Error("listen EADDRINUSE"), { code: "EADDRINUSE", syscall: "listen", address: "127.0.0.1", port });
+    const inUse = (port: number) =>
+      Object.assign(new Error("listen EADDRINUSE"), {
+        code: "EADDRINUSE",
+        syscall: "listen",
+        address: "127.0.0.1",
+        port,
+      });
     expect(describeStartupError(inUse(8080), c)).toBe("port 8080 is already in use (PORT)");
     expect(describeStartupError(inUse(9464), c)).toBe("port 9464 is already in use (METRICS_PORT)");
   });
 
   it("any other error: the first non-empty line of its message as is, with configured passwords masked", () => {
-    expect(describeStartupError(new Error("embedded database .data/ is in use by pid 4242 (npm start); stop it, or set DATABASE_URL"), config)).toBe(
-      "embedded database .data/ is in use by pid 4242 (npm start); stop it, or set DATABASE_URL",
-    );
-    expect(describeStartupError(new Error("\n\n  driver said: bad url postgresql://app:pw0rd@db.internal:6432/crm\nmore"), config)).toBe(
-      "driver said: bad url postgresql://app:***@db.internal:6432/crm",
-    );
+    expect(
+      describeStartupError(
+        new Error("embedded database .data/ is in use by pid 4242 (npm start); stop it, or set DATABASE_URL"),
+        config,
+      ),
+    ).toBe("embedded database .data/ is in use by pid 4242 (npm start); stop it, or set DATABASE_URL");
+    expect(
+      describeStartupError(
+        new Error("\n\n  driver said: bad url postgresql://app:pw0rd@db.internal:6432/crm\nmore"),
+        config,
+      ),
+    ).toBe("driver said: bad url postgresql://app:***@db.internal:6432/crm");
   });
 
   it("a Prisma error whose message starts with an empty line: the database's message", () => {
-    const e = Object.assign(new Error("\nInvalid `db.prisma.tenant.updateMany()` invocation in\n/x/operations.ts:87:38\n\n  86 …\n→ 87 const n = …\nDatabase error. Code: `P0001`. Message: `disk full`"), {
-      name: "PrismaClientKnownRequestError",
-      code: "P2039",
-      meta: { driverAdapterError: { name: "DriverAdapterError", cause: { originalCode: "P0001", originalMessage: "disk full", kind: "postgres", code: "P0001" } } },
-    });
+    const e = Object.assign(
+      new Error(
+        "\nInvalid `db.prisma.tenant.updateMany()` invocation in\n/x/operations.ts:87:38\n\n  86 …\n→ 87 const n = …\nDatabase error. Code: `P0001`. Message: `disk full`",
+      ),
+      {
+        name: "PrismaClientKnownRequestError",
+        code: "P2039",
+        meta: {
+          driverAdapterError: {
+            name: "DriverAdapterError",
+            cause: { originalCode: "P0001", originalMessage: "disk full", kind: "postgres", code: "P0001" },
+          },
+        },
+      },
+    );
     expect(prismaCause(e)).toBe("disk full");
     expect(describeStartupError(e, config)).toBe("disk full");
-    const unique = Object.assign(new Error("\nInvalid `prisma.apiKey.create()` invocation:\n\n\nUnique constraint failed on the fields: (`prefix`)"), { name: "PrismaClientKnownRequestError" });
+    const unique = Object.assign(
+      new Error(
+        "\nInvalid `prisma.apiKey.create()` invocation:\n\n\nUnique constraint failed on the fields: (`prefix`)",
+      ),
+      { name: "PrismaClientKnownRequestError" },
+    );
     expect(prismaCause(unique)).toBe("Unique constraint failed on the fields: (`prefix`)");
   });
 

@@ -9,11 +9,16 @@ const pgError = (code: string, message: string) => Object.assign(new Error(messa
 describe("transient Citus errors → 503", () => {
   it.each([
     ["XX000", "could not find valid entry for shard 102041"],
-    ["CIINF", "Query could not find the intermediate result file \"25_2\", it was mostly likely deleted due to an error in a parallel process within the same distributed transaction"],
+    [
+      "CIINF",
+      'Query could not find the intermediate result file "25_2", it was mostly likely deleted due to an error in a parallel process within the same distributed transaction',
+    ],
   ])("%s %s", (code, message) => {
     expect(toAppError(pgError(code, message)).code).toBe("SERVICE_UNAVAILABLE");
     // Wrapped as Prisma wraps a raw query's failure.
-    const wrapped = Object.assign(new Error("Invalid `prisma.$queryRaw()` invocation"), { meta: { driverAdapterError: { cause: pgError(code, message) } } });
+    const wrapped = Object.assign(new Error("Invalid `prisma.$queryRaw()` invocation"), {
+      meta: { driverAdapterError: { cause: pgError(code, message) } },
+    });
     expect(toAppError(wrapped).code).toBe("SERVICE_UNAVAILABLE");
   });
 

@@ -44,7 +44,8 @@ const TSC = path.join(ROOT, "node_modules/typescript/bin/tsc");
 describe("client/trpc.d.ts", () => {
   it("package.json pins @trpc/client to exactly @trpc/server's version, and that version is installed", () => {
     const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8"));
-    const installed = (name: string) => JSON.parse(readFileSync(path.join(ROOT, "node_modules", name, "package.json"), "utf8")).version;
+    const installed = (name: string) =>
+      JSON.parse(readFileSync(path.join(ROOT, "node_modules", name, "package.json"), "utf8")).version;
     expect(pkg.dependencies["@trpc/server"]).toMatch(/^\d+\.\d+\.\d+$/);
     expect(pkg.devDependencies["@trpc/client"]).toBe(pkg.dependencies["@trpc/server"]);
     expect(installed("@trpc/client")).toBe(pkg.dependencies["@trpc/server"]);
@@ -57,13 +58,17 @@ describe("client/trpc.d.ts", () => {
     expect(staleness(text, committed)).toBeNull();
     const stale = path.join(tmp, "trpc.d.ts");
     writeFileSync(stale, text.replace("customerName: string;", "customerName: string | null;"));
-    expect(staleness(text, stale)).toMatch(/trpc\.d\.ts is stale \(first difference at line \d+\): run `npm run client:trpc` and commit it$/);
+    expect(staleness(text, stale)).toMatch(
+      /trpc\.d\.ts is stale \(first difference at line \d+\): run `npm run client:trpc` and commit it$/,
+    );
     expect(staleness(text, path.join(tmp, "missing.d.ts"))).toMatch(/is stale/);
     const imports = [...text.matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]);
     expect(imports).toEqual(["@trpc/server"]);
   });
 
-  it("a program type-checked against it fails on a wrong call (the types are not `any`)", { timeout: 120_000 }, async () => {
+  it("a program type-checked against it fails on a wrong call (the types are not `any`)", {
+    timeout: 120_000,
+  }, async () => {
     const dir = mkdtempSync(path.join(ROOT, "examples/.typecheck-"));
     try {
       writeFileSync(
