@@ -1811,16 +1811,17 @@ export const drill6: Drill = {
     if (trpc) failures.push(...trpc.problems);
     const sync = only === undefined ? await syncInputs(client, url, a, b, seed, serverErrors) : undefined;
     if (sync) failures.push(...sync.problems);
-    const huge = only === undefined ? await hugeThreadLists(client, url, a, seed) : undefined;
-    if (huge) failures.push(...huge.problems);
-    // Bounded work and answers: batches over long threads, padded queries, long names, absolute targets.
+    // Bounded work and answers: long names (first: their dumps of tenant a are smaller before the huge
+    // threads), padded queries, absolute targets, then batches over long threads.
     const edges: Part[] = [];
     if (only === undefined) {
-      edges.push(await longThreadBatches(client, url, a, seed));
-      edges.push(await paddedQueries(client, a, seed));
       edges.push(await longFieldNames(client, url, a, seed));
+      edges.push(await paddedQueries(client, a, seed));
       edges.push(await absoluteTargets(svc, a, seed, serverErrors));
     }
+    const huge = only === undefined ? await hugeThreadLists(client, url, a, seed) : undefined;
+    if (huge) failures.push(...huge.problems);
+    if (only === undefined) edges.push(await longThreadBatches(client, url, a, seed));
     for (const e of edges) failures.push(...e.problems);
     for (const f of failures.slice(0, 8)) report.fail(f);
     await sleep(500); // the service's log lines arrive through a pipe
