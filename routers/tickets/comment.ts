@@ -20,6 +20,8 @@ import { mustExist, owned } from "../_lib/tenant.js";
 import { checkVersion, preconditionOf } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { Prisma } from "../../generated/prisma/client.js";
+import { insertRow } from "../../server/db/insert.js";
+import { commentRow } from "./model.js";
 import { CommentBody, commentLimitError, loadTicket, oneTicketRecord, TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX } from "./schemas.js";
 
 export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody }).strict();
@@ -58,15 +60,11 @@ export const addTicketComment = scoped("tenant:tickets.manage")
           );
           checkVersion(pre, (await mustExist(row ?? null, "Ticket")).version);
         } else await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: input.ticket_id }), select: { id: true } }), "Ticket");
-        const now = ctx.services.now();
-        await ctx.db.ticketComment
-          .create({
-            data: { tenantId: ctx.tenantId, ticketId: input.ticket_id, authorUserId: ctx.caller.ownerId, body: input.body, createdAt: now },
-          })
-          .catch((err) => {
-            throw commentLimitError(err) ?? err;
-          });
-        await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: now } });
+        const comment = commentRow(ctx, input.ticket_id, input.body);
+        await insertRow(ctx.db, { table: "TicketComment", row: comment }).catch((err) => {
+          throw commentLimitError(err) ?? err;
+        });
+        await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: comment.createdAt } });
         return loadTicket(ctx, input.ticket_id);
       },
       { record: oneTicketRecord },

@@ -13,6 +13,8 @@ import { idempotent } from "../_lib/idempotent.js";
 import { ExternalId, externalIdConflict } from "../_lib/sync.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped, type AuthedContext } from "../trpc.js";
+import { insertRow } from "../../server/db/insert.js";
+import { commentRow, ticketRow } from "./model.js";
 import { CommentBody, mustBeAssignable, Subject } from "./schemas.js";
 
 const LINKS = ["customerId", "leadId", "conversationId"] as const;
@@ -81,32 +83,10 @@ export async function insertTicket(ctx: AuthedContext, input: CreateTicketInput)
     await mustExist(ctx.db.conversation.findFirst({ where: owned(ctx, { id: input.conversationId }), select: { id: true } }), "Conversation");
   if (input.assignedTo) await mustBeAssignable(ctx, input.assignedTo);
 
-  const now = ctx.services.now();
-  const ticket = await ctx.db.ticket
-    .create({
-      data: {
-        tenantId: ctx.tenantId,
-        customerId: input.customerId ?? null,
-        leadId: input.leadId ?? null,
-        conversationId: input.conversationId ?? null,
-        subject: input.subject,
-        status: "open",
-        createdById: ctx.caller.ownerId,
-        assignedToId: input.assignedTo ?? null,
-        externalId: input.externalId ?? null,
-        // A first comment's admission updates it in the same transaction: still version 1 (row_version).
-        version: 1,
-        createdAt: now,
-        updatedAt: now,
-      },
-    })
-    .catch((err) => externalIdConflict(err, ctx.tenantId, "Ticket", input.externalId));
-  const comments = input.comment
-    ? [
-        await ctx.db.ticketComment.create({
-          data: { tenantId: ctx.tenantId, ticketId: ticket.id, authorUserId: ctx.caller.ownerId, body: input.comment, createdAt: now },
-        }),
-      ]
-    : [];
+  const ticket = ticketRow(ctx, input);
+  await insertRow(ctx.db, { table: "Ticket", row: ticket }).catch((err) => externalIdConflict(err, ctx.tenantId, "Ticket", input.externalId));
+  // The first comment's admission updates the ticket in the same transaction: still version 1 (row_version).
+  const comments = input.comment ? [commentRow(ctx, ticket.id, input.comment)] : [];
+  for (const comment of comments) await insertRow(ctx.db, { table: "TicketComment", row: comment });
   return toTicket({ ...ticket, comments });
 }
