@@ -119,6 +119,32 @@ function presentOf<B, R extends { id: string; version: number }, O extends { id:
   return res.present ?? (async (_ctx: AuthedContext, items: O[], budget: number) => withinBudget(items as unknown as P[], budget));
 }
 
+/** An id as stored (lower case), null for null or absent. */
+export const storedId = (id: string | null | undefined) => (typeof id === "string" ? id.toLowerCase() : (id ?? null));
+
+/** A field an update may not change, given with another value than the stored one: 422 naming it. */
+export function mayNotChange(fields: string[]) {
+  return validation("Request validation failed", {
+    fields: fields.map((field) => ({ field, code: "immutable", message: "differs from the stored value, and an update may not change it" })),
+    fieldCount: fields.length,
+    truncated: false,
+  });
+}
+
+/**
+ * A resource's create-only fields (its write model): for each, whether a value a PUT body gives names
+ * what the stored row holds (an id in any case, a phone after normalisation …).
+ */
+export type CreateOnly<B, R> = { readonly [K in keyof B]?: (given: Exclude<B[K], undefined>, row: R, ctx: AuthedContext, body: B) => boolean };
+
+/** The create-only fields a PUT body gives with another value than the stored row's: PUT's 422 when any. */
+export function differingCreateOnly<B extends object, R>(rules: CreateOnly<B, R>, ctx: AuthedContext, row: R, body: B): string[] {
+  const given = body as Record<string, unknown>;
+  return Object.entries(rules as Record<string, (v: unknown, r: R, c: AuthedContext, b: B) => boolean>)
+    .filter(([field, same]) => given[field] !== undefined && !same(given[field], row, ctx, body))
+    .map(([field]) => field);
+}
+
 const savepoint = (ctx: AuthedContext, verb: "SAVEPOINT" | "RELEASE SAVEPOINT" | "ROLLBACK TO SAVEPOINT", name: string) =>
   ctx.db.$executeRaw(Prisma.sql`${Prisma.raw(`${verb} ${name}`)}`);
 

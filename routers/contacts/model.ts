@@ -6,6 +6,7 @@ import type { ContactRow } from "../../model/contact.js";
 import type { StoredRow } from "../../model/row.js";
 import { requirePhone } from "../../server/phone.js";
 import type { AuthedContext } from "../trpc.js";
+import type { CreateOnly } from "../_lib/upsert.js";
 import { EMAIL_KEY, PHONE_KEY } from "./schemas.js";
 
 /** A create's input, as POST takes it (PUT and a batch item: the external id from the path or the item). */
@@ -20,8 +21,11 @@ export interface ContactCreate {
 export const CONTACT_WRITES = {
   /** PATCH's fields; PUT applies fullName and email of them. */
   updatable: ["fullName", "email", "marketingOptOut", "externalId"],
-  /** Set by a create only: PUT's body must leave them out or name the stored values (phone compared normalised). */
-  createOnly: ["phone", "country"],
+  /** Set by a create only: PUT's body must name the stored phone (normalised, 422 when not a number) and leave out or name the country. */
+  createOnly: {
+    phone: (v, c, ctx, body) => requirePhone(v, body.country ?? c.country ?? ctx.caller.tenant.defaultCountry, "phone") === c.phone,
+    country: (v, c) => v === c.country,
+  } satisfies CreateOnly<ContactCreate, { phone: string | null; country: string | null }>,
   /** The unique indexes of the tenant's contacts (live and deleted) and the field each refuses. */
   unique: { phone: PHONE_KEY, email: EMAIL_KEY, externalId: "Contact_tenantId_externalId_key" },
 } as const;

@@ -13,11 +13,10 @@ import { requirePhone } from "../../server/phone.js";
 import { ContactObject, toContact } from "../../model/contact.js";
 import { alreadyExists, checkVersion } from "../_lib/sync.js";
 import { owned } from "../_lib/tenant.js";
-import { PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
+import { differingCreateOnly, mayNotChange, PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
 import { scoped, type AuthedContext } from "../trpc.js";
-import { mayNotChange } from "../leads/upsert.js";
 import { CreateContactInput, insertContact } from "./create.js";
-import { contactRow } from "./model.js";
+import { CONTACT_WRITES, contactRow } from "./model.js";
 import { writeContact } from "./update.js";
 import { duplicateContact } from "./schemas.js";
 
@@ -34,10 +33,7 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
   create: (ctx, body, externalId) => insertContact(ctx, { ...body, externalId }),
   async update(ctx, contact, body, pre) {
     if (contact.deletedAt) throw alreadyExists("Contact", "externalId", contact.id);
-    const differs: string[] = [];
-    const phone = requirePhone(body.phone, body.country ?? contact.country ?? ctx.caller.tenant.defaultCountry, "phone");
-    if (phone !== contact.phone) differs.push("phone");
-    if (body.country !== undefined && body.country !== contact.country) differs.push("country");
+    const differs = differingCreateOnly(CONTACT_WRITES.createOnly, ctx, contact, body);
     if (differs.length) throw mayNotChange(differs);
     checkVersion(pre, contact.version);
     const row = await writeContact(ctx, contact, { fullName: body.fullName, email: body.email }, pre);

@@ -6,46 +6,18 @@
 //   after normalisation with the tenant's default country), else 422 naming it; nothing differs →
 //   200, nothing written. If-Match: only on an update (on a create there is no version: 412).
 import { z } from "zod";
-import { phoneForMatching } from "../../server/phone.js";
 import { LeadObject, toLead } from "../../model/lead.js";
-import { validation } from "../../server/errors.js";
 import { owned } from "../_lib/tenant.js";
-import { PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
+import { differingCreateOnly, mayNotChange, PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { CreateLeadInput, insertLead } from "./create.js";
+import { LEAD_WRITES } from "./model.js";
 import { patchLead } from "./update.js";
 
 export const LeadUpsertBody = CreateLeadInput.omit({ externalId: true });
 type Body = z.output<typeof LeadUpsertBody>;
 export const LeadUpsertItem = LeadUpsertBody.extend(PathExternalId);
 type Stored = NonNullable<Awaited<ReturnType<AuthedContext["db"]["lead"]["findFirst"]>>>;
-
-/** A field PATCH may not change, given with another value than the stored one: 422 naming it. */
-export function mayNotChange(fields: string[]) {
-  return validation("Request validation failed", {
-    fields: fields.map((field) => ({ field, code: "immutable", message: "differs from the stored value, and an update may not change it" })),
-    fieldCount: fields.length,
-    truncated: false,
-  });
-}
-
-const lc = (id: string | null | undefined) => (typeof id === "string" ? id.toLowerCase() : (id ?? null));
-
-/** The create-only fields of `body` that differ from the stored lead's. */
-function differingCreateOnly(ctx: AuthedContext, lead: Stored, body: Body): string[] {
-  const out: string[] = [];
-  const country = ctx.caller.tenant.defaultCountry;
-  const phone = (p: string | null | undefined) => phoneForMatching(p, country) ?? p ?? null;
-  if (body.conversationId !== undefined && lc(body.conversationId) !== lead.conversationId) out.push("conversationId");
-  if (body.customerName !== lead.customerName) out.push("customerName");
-  if (body.customerEmail !== undefined && (body.customerEmail ?? null) !== lead.customerEmail) out.push("customerEmail");
-  if (body.customerPhone !== undefined && phone(body.customerPhone) !== phone(lead.customerPhone)) out.push("customerPhone");
-  if (body.intent !== undefined && body.intent !== lead.intent) out.push("intent");
-  if (body.budget !== undefined && ((body.budget?.min ?? null) !== lead.budgetMin || (body.budget?.max ?? null) !== lead.budgetMax)) out.push("budget");
-  if (body.zones !== undefined && JSON.stringify(body.zones) !== JSON.stringify(lead.zones)) out.push("zones");
-  if (body.rooms !== undefined && (body.rooms ?? null) !== lead.rooms) out.push("rooms");
-  return out;
-}
 
 export const leadUpserts: UpsertResource<Body, Stored, LeadObject> = {
   table: "Lead",
@@ -54,7 +26,7 @@ export const leadUpserts: UpsertResource<Body, Stored, LeadObject> = {
   find: (ctx, externalId) => ctx.db.lead.findFirst({ where: owned(ctx, { externalId }) }),
   create: (ctx, body, externalId) => insertLead(ctx, { ...body, externalId }),
   async update(ctx, lead, body, pre) {
-    const differs = differingCreateOnly(ctx, lead, body);
+    const differs = differingCreateOnly(LEAD_WRITES.createOnly, ctx, lead, body);
     if (differs.length) throw mayNotChange(differs);
     const row = await patchLead(ctx, lead, body, pre);
     return row ? toLead(row) : null;

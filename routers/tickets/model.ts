@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto";
 import type { CommentRow, TicketRow } from "../../model/ticket.js";
 import type { StoredRow } from "../../model/row.js";
 import type { AuthedContext } from "../trpc.js";
+import { storedId, type CreateOnly } from "../_lib/upsert.js";
 
 export interface TicketCreate {
   customerId?: string | null;
@@ -18,8 +19,12 @@ export interface TicketCreate {
 export const TICKET_WRITES = {
   /** PATCH's fields; PUT applies subject and assignedTo of them. */
   updatable: ["status", "subject", "assignedTo", "externalId"],
-  /** Set by a create only: PUT's body must leave them out or name the stored values. */
-  createOnly: ["customerId", "leadId", "conversationId"],
+  /** Set by a create only: PUT's body must leave them out or name the stored values (ids in any case). */
+  createOnly: {
+    customerId: (v, t) => storedId(v) === t.customerId,
+    leadId: (v, t) => storedId(v) === t.leadId,
+    conversationId: (v, t) => storedId(v) === t.conversationId,
+  } satisfies CreateOnly<TicketCreate, { customerId: string | null; leadId: string | null; conversationId: string | null }>,
   unique: { externalId: "Ticket_tenantId_externalId_key" },
 } as const;
 

@@ -9,10 +9,10 @@ import { z } from "zod";
 import { TicketObject } from "../../model/ticket.js";
 import { checkVersion } from "../_lib/sync.js";
 import { owned } from "../_lib/tenant.js";
-import { PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
+import { differingCreateOnly, mayNotChange, PathExternalId, putMeta, putResolver, storedId, type UpsertResource } from "../_lib/upsert.js";
 import { scoped, type AuthedContext } from "../trpc.js";
-import { mayNotChange } from "../leads/upsert.js";
 import { atLeastOneLink, insertTicket, TicketFields } from "./create.js";
+import { TICKET_WRITES } from "./model.js";
 import { mustBeAssignable, presentTickets, ticketRecord } from "./schemas.js";
 import { writeTicket } from "./update.js";
 
@@ -23,7 +23,6 @@ type Stored = NonNullable<Awaited<ReturnType<typeof findTicket>>>;
 
 // The ticket's own columns: whether it is created, updated or unchanged never needs its thread.
 const findTicket = (ctx: AuthedContext, externalId: string) => ctx.db.ticket.findFirst({ where: owned(ctx, { externalId }) });
-const lc = (id: string | null | undefined) => (typeof id === "string" ? id.toLowerCase() : (id ?? null));
 
 /**
  * A write gives the ticket's id; the answer's tickets are read last, with their threads, for the
@@ -36,13 +35,13 @@ export const ticketUpserts: UpsertResource<Body, Stored, { id: string }, TicketO
   find: findTicket,
   create: async (ctx, body, externalId) => ({ id: (await insertTicket(ctx, { ...body, externalId })).id }),
   async update(ctx, ticket, body, pre) {
-    const differs = (["customerId", "leadId", "conversationId"] as const).filter((k) => body[k] !== undefined && lc(body[k]) !== ticket[k]);
-    if (typeof body.assignedTo === "string" && lc(body.assignedTo) !== ticket.assignedToId) await mustBeAssignable(ctx, body.assignedTo);
+    const differs = differingCreateOnly(TICKET_WRITES.createOnly, ctx, ticket, body);
+    if (typeof body.assignedTo === "string" && storedId(body.assignedTo) !== ticket.assignedToId) await mustBeAssignable(ctx, body.assignedTo);
     if (differs.length) throw mayNotChange(differs);
     checkVersion(pre, ticket.version);
     const changes = {
       ...(body.subject !== ticket.subject ? { subject: body.subject } : {}),
-      ...(body.assignedTo !== undefined && lc(body.assignedTo) !== ticket.assignedToId ? { assignedTo: lc(body.assignedTo) } : {}),
+      ...(body.assignedTo !== undefined && storedId(body.assignedTo) !== ticket.assignedToId ? { assignedTo: storedId(body.assignedTo) } : {}),
     };
     if (Object.keys(changes).length === 0) return null;
     return { id: (await writeTicket(ctx, ticket, changes, pre)).id };
