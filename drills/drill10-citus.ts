@@ -40,7 +40,17 @@
 import pg from "pg";
 import type { TenantIds } from "../server/admin/fixture.js";
 import { bookingDay, checkBookings, raceForSlot, slotOf, type BookingRound } from "./lib/bookings.js";
-import { isolateTenant, moveShard, nodeWarnings, placements, rebalance, shardOf, startCitus, type Node, type TransferMode } from "./lib/citus.js";
+import {
+  isolateTenant,
+  moveShard,
+  nodeWarnings,
+  placements,
+  rebalance,
+  shardOf,
+  startCitus,
+  type Node,
+  type TransferMode,
+} from "./lib/citus.js";
 import { load, richTenant } from "./lib/fixture.js";
 import { Client, Tally, type ReqOpts, type Res } from "./lib/http.js";
 import { mapDiff } from "./lib/mirror.js";
@@ -71,7 +81,13 @@ const MAX_WINDOW_5XX = 20;
 const ISOLATE_MODE = (process.env.DRILL_CITUS_ISOLATE_MODE || "block_writes") as TransferMode;
 const TYPES = ["lead", "contact", "conversation", "appointment", "ticket"] as const;
 type Type = (typeof TYPES)[number];
-const RESOURCE: Record<Type, string> = { lead: "leads", contact: "contacts", conversation: "conversations", appointment: "appointments", ticket: "tickets" };
+const RESOURCE: Record<Type, string> = {
+  lead: "leads",
+  contact: "contacts",
+  conversation: "conversations",
+  appointment: "appointments",
+  ticket: "tickets",
+};
 
 interface Tenant {
   ref: string;
@@ -152,17 +168,35 @@ export const drill10: Drill = {
     // ── cluster, schema, tenants, services ───────────────────────────────────────────────────
     const cluster = await startCitus(scope, { workers: 2 });
     const url = await cluster.createDatabase("drill10");
-    log(`citus coordinator :${cluster.coordinator.port}, workers ${cluster.workers.map((w) => `:${w.port}`).join(" ")} (${cluster.dir})`);
+    log(
+      `citus coordinator :${cluster.coordinator.port}, workers ${cluster.workers.map((w) => `:${w.port}`).join(" ")} (${cluster.dir})`,
+    );
     const { DIRECT_DATABASE_URL: _direct, ...inherited } = process.env;
     const opEnv = { ...inherited, DATABASE_URL: url };
-    const migrated = JSON.parse((await runOk("npm", ["run", "--silent", "db:migrate"], { cwd: ROOT, env: opEnv, timeoutMs: 180_000 })).stdout);
-    const distributed = JSON.parse(
-      (await runOk("npm", ["run", "--silent", "db:distribute", "--", "--shard-count", String(SHARD_COUNT)], { cwd: ROOT, env: opEnv, timeoutMs: 180_000 })).stdout,
+    const migrated = JSON.parse(
+      (await runOk("npm", ["run", "--silent", "db:migrate"], { cwd: ROOT, env: opEnv, timeoutMs: 180_000 })).stdout,
     );
-    log(`db:migrate applied ${migrated.applied.length}; db:distribute: ${distributed.distributed.length} distributed, ${distributed.reference.length} reference, ${distributed.shardCount} shards on ${distributed.workers} workers`);
-    report.check(distributed.changed === true && distributed.workers === 2 && distributed.distributed.includes("Lead"), `db:distribute answered ${JSON.stringify(distributed).slice(0, 300)}`);
+    const distributed = JSON.parse(
+      (
+        await runOk("npm", ["run", "--silent", "db:distribute", "--", "--shard-count", String(SHARD_COUNT)], {
+          cwd: ROOT,
+          env: opEnv,
+          timeoutMs: 180_000,
+        })
+      ).stdout,
+    );
+    log(
+      `db:migrate applied ${migrated.applied.length}; db:distribute: ${distributed.distributed.length} distributed, ${distributed.reference.length} reference, ${distributed.shardCount} shards on ${distributed.workers} workers`,
+    );
+    report.check(
+      distributed.changed === true && distributed.workers === 2 && distributed.distributed.includes("Lead"),
+      `db:distribute answered ${JSON.stringify(distributed).slice(0, 300)}`,
+    );
     // The cluster as the service needs it: synchronous_commit on everywhere (drills/lib/citus.ts).
-    report.check(Array.isArray(distributed.warnings) && distributed.warnings.length === 0, `db:distribute warned: ${JSON.stringify(distributed.warnings)}`);
+    report.check(
+      Array.isArray(distributed.warnings) && distributed.warnings.length === 0,
+      `db:distribute warned: ${JSON.stringify(distributed.warnings)}`,
+    );
 
     const refs = ["busy", ...Array.from({ length: TENANTS - 1 }, (_, i) => `t${String(i + 1).padStart(2, "0")}`)];
     const loaded = await load(url, { tenants: refs.map((r) => richTenant(r)) });
@@ -179,11 +213,18 @@ export const drill10: Drill = {
     // race the others' for the same calendars and keys.
     const services: Service[] = await Promise.all(
       Array.from({ length: INSTANCES }, (_, i) =>
-        startService(scope, `d10-${"abc"[i]}`, { DATABASE_URL: url, REDIS_URL: redis.url, LOG_LEVEL: "info", DATABASE_ROUTING: i === 2 ? "coordinator" : "workers" }),
+        startService(scope, `d10-${"abc"[i]}`, {
+          DATABASE_URL: url,
+          REDIS_URL: redis.url,
+          LOG_LEVEL: "info",
+          DATABASE_ROUTING: i === 2 ? "coordinator" : "workers",
+        }),
       ),
     );
     const clients = services.map((svc, i) => new Client(svc.url, tallies[i]!, { maxSockets: 64 }));
-    scope.defer("close clients", () => clients.forEach((c) => c.close()));
+    scope.defer("close clients", () => {
+      for (const c of clients) c.close();
+    });
     const fiveXX: { at: number; status: number; what: string; error?: string }[] = [];
     const noAnswer: { at: number; what: string; error?: string }[] = [];
     let replays = 0;
@@ -212,7 +253,8 @@ export const drill10: Drill = {
     const keyed: Keyed[] = [];
     const unexpected: string[] = [];
     const note = (what: string, r: Res) => {
-      if (unexpected.length < 20) unexpected.push(`${what}: ${r.status} ${r.body?.error ?? r.error ?? r.text.slice(0, 80)}`);
+      if (unexpected.length < 20)
+        unexpected.push(`${what}: ${r.status} ${r.body?.error ?? r.error ?? r.text.slice(0, 80)}`);
     };
     let seq = 0;
     let busyWrites = 0;
@@ -221,7 +263,13 @@ export const drill10: Drill = {
     const pick = (n: number): Tenant => (n % 2 === 0 ? busy : others[(n >> 1) % others.length]!);
 
     /** Sends a keyed create once, then the client's retry with the same key at the next instance, then until acknowledged. */
-    const keyedWrite = async (k: Keyed, at: number, path: string, body: unknown, ok: (r: Res) => boolean): Promise<Res | null> => {
+    const keyedWrite = async (
+      k: Keyed,
+      at: number,
+      path: string,
+      body: unknown,
+      ok: (r: Res) => boolean,
+    ): Promise<Res | null> => {
       keyed.push(k);
       const t = byRef.get(k.tenant)!;
       allWrites += 1;
@@ -279,7 +327,15 @@ export const drill10: Drill = {
               if (t === busy) busyWrites += 1;
             } else if (n % 2 === 0) {
               const marker = `d10-lead-${n}`;
-              const k: Keyed = { what: "lead", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
+              const k: Keyed = {
+                what: "lead",
+                tenant: t.ref,
+                idem: marker,
+                marker,
+                ids: new Set(),
+                acked: false,
+                attempts: 0,
+              };
               const notes = `Citus lead ${n}`;
               const body = { customerName: marker, customerPhone: "+34600555000", notes };
               const r = await keyedWrite(k, n, "/public/v1/leads", body, (x) => x.status === 201);
@@ -289,8 +345,22 @@ export const drill10: Drill = {
               }
             } else {
               const marker = `d10-contact-${n}`;
-              const k: Keyed = { what: "contact", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
-              await keyedWrite(k, n, "/public/v1/contacts", { fullName: marker, phone: `+3461${String(n).padStart(7, "0")}` }, (x) => x.status === 201);
+              const k: Keyed = {
+                what: "contact",
+                tenant: t.ref,
+                idem: marker,
+                marker,
+                ids: new Set(),
+                acked: false,
+                attempts: 0,
+              };
+              await keyedWrite(
+                k,
+                n,
+                "/public/v1/contacts",
+                { fullName: marker, phone: `+3461${String(n).padStart(7, "0")}` },
+                (x) => x.status === 201,
+              );
             }
             await sleep(10);
           }
@@ -306,15 +376,43 @@ export const drill10: Drill = {
             const t = pick(n);
             if (!t.ticket || t.ticket.comments >= COMMENTS_PER_TICKET) {
               const marker = `d10-ticket-${n}`;
-              const k: Keyed = { what: "ticket", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
-              const r = await keyedWrite(k, n, "/public/v1/tickets", { subject: marker, customerId: t.ids.contacts.bea, assignedTo: t.ids.users.ana }, (x) => x.status === 201);
+              const k: Keyed = {
+                what: "ticket",
+                tenant: t.ref,
+                idem: marker,
+                marker,
+                ids: new Set(),
+                acked: false,
+                attempts: 0,
+              };
+              const r = await keyedWrite(
+                k,
+                n,
+                "/public/v1/tickets",
+                { subject: marker, customerId: t.ids.contacts.bea, assignedTo: t.ids.users.ana },
+                (x) => x.status === 201,
+              );
               if (r?.body?.id) t.ticket = { id: r.body.id, comments: 0 };
             } else {
               const ticket = t.ticket;
               ticket.comments += 1;
               const marker = `d10-comment-${n}`;
-              const k: Keyed = { what: "comment", tenant: t.ref, idem: marker, marker, ids: new Set(), acked: false, attempts: 0 };
-              await keyedWrite(k, n, `/public/v1/tickets/${ticket.id}/comments`, { body: marker }, (x) => x.status === 201 || x.status === 200);
+              const k: Keyed = {
+                what: "comment",
+                tenant: t.ref,
+                idem: marker,
+                marker,
+                ids: new Set(),
+                acked: false,
+                attempts: 0,
+              };
+              await keyedWrite(
+                k,
+                n,
+                `/public/v1/tickets/${ticket.id}/comments`,
+                { body: marker },
+                (x) => x.status === 201 || x.status === 200,
+              );
             }
             await sleep(10);
           }
@@ -342,14 +440,26 @@ export const drill10: Drill = {
 
     // A changes-feed mirror per tenant.
     let mirroring = true;
-    const mirrors = new Map<string, { map: Map<string, unknown>; since?: string; polls: number; items: number; failures: string[] }>();
-    const drain = async (t: Tenant, m: { map: Map<string, unknown>; since?: string; polls: number; items: number; failures: string[] }, inst: number) => {
+    const mirrors = new Map<
+      string,
+      { map: Map<string, unknown>; since?: string; polls: number; items: number; failures: string[] }
+    >();
+    const drain = async (
+      t: Tenant,
+      m: { map: Map<string, unknown>; since?: string; polls: number; items: number; failures: string[] },
+      inst: number,
+    ) => {
       for (let pages = 0; pages < 5_000; pages++) {
-        const r = await send(inst + pages, "GET", "/public/v1/changes", { key: t.key, query: { since: m.since, limit: 200 } });
+        const r = await send(inst + pages, "GET", "/public/v1/changes", {
+          key: t.key,
+          query: { since: m.since, limit: 200 },
+        });
         m.polls += 1;
         if (r.status !== 200) {
           if (r.status < 500 && r.status !== 0) {
-            m.failures.push(`${r.status} ${r.body?.error ?? ""} ${JSON.stringify(r.body?.details ?? {}).slice(0, 120)}`);
+            m.failures.push(
+              `${r.status} ${r.body?.error ?? ""} ${JSON.stringify(r.body?.details ?? {}).slice(0, 120)}`,
+            );
             note(`changes ${t.ref}`, r);
           }
           return false;
@@ -366,7 +476,13 @@ export const drill10: Drill = {
       return false;
     };
     const mirrorLoops = tenants.map((t, i) => {
-      const m = { map: new Map<string, unknown>(), since: undefined as string | undefined, polls: 0, items: 0, failures: [] as string[] };
+      const m = {
+        map: new Map<string, unknown>(),
+        since: undefined as string | undefined,
+        polls: 0,
+        items: 0,
+        failures: [] as string[],
+      };
       mirrors.set(t.ref, m);
       return (async () => {
         await sleep(i * 20);
@@ -403,22 +519,41 @@ export const drill10: Drill = {
     try {
       await timed("move", () => moveShard(ops, home.shardId, home.node, target));
       const moved = await shardOf(ops, "Lead", busy.ids.id);
-      report.check(moved.node.port === target.port, `after the move the busy tenant's shard ${moved.shardId} is on :${moved.node.port}, not :${target.port}`);
-      log(`move: shard ${home.shardId} (busy tenant's group) :${home.node.port} → :${target.port} in ${secs("move")} s`);
+      report.check(
+        moved.node.port === target.port,
+        `after the move the busy tenant's shard ${moved.shardId} is on :${moved.node.port}, not :${target.port}`,
+      );
+      log(
+        `move: shard ${home.shardId} (busy tenant's group) :${home.node.port} → :${target.port} in ${secs("move")} s`,
+      );
       await sleep(Math.round(3_000 * scale));
 
-      const isolatedShard = await timed("isolate", () => isolateTenant(ops, "Lead", busy.ids.id, ISOLATE_MODE, isolateRetries));
+      const isolatedShard = await timed("isolate", () =>
+        isolateTenant(ops, "Lead", busy.ids.id, ISOLATE_MODE, isolateRetries),
+      );
       const iso = await shardOf(ops, "Lead", busy.ids.id);
-      const sharing = (await ops.query(`SELECT count(*)::int AS n FROM "Tenant" WHERE get_shard_id_for_distribution_column('"Lead"', "id") = $1::bigint`, [iso.shardId])).rows[0].n;
-      report.check(iso.shardId === isolatedShard && sharing === 1, `after isolation the busy tenant's shard ${iso.shardId} (isolate answered ${isolatedShard}) holds ${sharing} tenants`);
-      log(`isolate (${ISOLATE_MODE}): busy tenant into shard ${isolatedShard} on :${iso.node.port} in ${secs("isolate")} s`);
+      const sharing = (
+        await ops.query(
+          `SELECT count(*)::int AS n FROM "Tenant" WHERE get_shard_id_for_distribution_column('"Lead"', "id") = $1::bigint`,
+          [iso.shardId],
+        )
+      ).rows[0].n;
+      report.check(
+        iso.shardId === isolatedShard && sharing === 1,
+        `after isolation the busy tenant's shard ${iso.shardId} (isolate answered ${isolatedShard}) holds ${sharing} tenants`,
+      );
+      log(
+        `isolate (${ISOLATE_MODE}): busy tenant into shard ${isolatedShard} on :${iso.node.port} in ${secs("isolate")} s`,
+      );
       await sleep(Math.round(3_000 * scale));
 
       await timed("rebalance", async () => {
         rb.third = await cluster.addWorker("drill10");
         rb.result = await rebalance(ops);
       });
-      log(`rebalance: worker :${rb.third!.port} added, ${rb.result!.moves} shard moves (job ${rb.result!.jobId}, ${rb.result!.state}) in ${secs("rebalance")} s`);
+      log(
+        `rebalance: worker :${rb.third!.port} added, ${rb.result!.moves} shard moves (job ${rb.result!.jobId}, ${rb.result!.state}) in ${secs("rebalance")} s`,
+      );
     } catch (e) {
       report.fail(`${phases.at(-1)?.name ?? "shard operation"} failed: ${(e as Error).message.split("\n")[0]}`);
     }
@@ -429,8 +564,13 @@ export const drill10: Drill = {
     // Instances a and b (DATABASE_ROUTING=workers) really send to the workers: while the writers still
     // run, the workers hold client sessions of the drill's database that no Citus connection opened
     // (Citus's own name theirs "citus_internal …", "citus_rebalancer …"); only a and b connect there.
-    const routedSessions = await workerClientSessions([...cluster.workers, ...(rb.third ? [rb.third] : [])].map((w) => cluster.url("drill10", w)));
-    report.check(routedSessions > 0, "the DATABASE_ROUTING=workers instances hold no session on any worker: they routed nothing there");
+    const routedSessions = await workerClientSessions(
+      [...cluster.workers, ...(rb.third ? [rb.third] : [])].map((w) => cluster.url("drill10", w)),
+    );
+    report.check(
+      routedSessions > 0,
+      "the DATABASE_ROUTING=workers instances hold no session on any worker: they routed nothing there",
+    );
     running = false;
     await Promise.all(lanes);
     const writersEnd = Date.now();
@@ -475,10 +615,17 @@ export const drill10: Drill = {
       }
       const diff = mapDiff(m.map, fresh);
       if (report.check(diff === null, `mirror of ${t.ref} differs from the lists: ${diff}`)) mirrorsEqual += 1;
-      const boot = { map: new Map<string, unknown>(), polls: 0, items: 0, failures: [] as string[] } as { map: Map<string, unknown>; since?: string; polls: number; items: number; failures: string[] };
+      const boot = { map: new Map<string, unknown>(), polls: 0, items: 0, failures: [] as string[] } as {
+        map: Map<string, unknown>;
+        since?: string;
+        polls: number;
+        items: number;
+        failures: string[];
+      };
       if (await drain(t, boot, i + 1)) {
         const d2 = mapDiff(m.map, boot.map);
-        if (report.check(d2 === null, `mirror of ${t.ref} differs from the feed read from the beginning: ${d2}`)) feedEqual += 1;
+        if (report.check(d2 === null, `mirror of ${t.ref} differs from the feed read from the beginning: ${d2}`))
+          feedEqual += 1;
       } else report.fail(`feed of ${t.ref} from the beginning: ${boot.failures[0] ?? "failed"}`);
       mirrored += m.map.size;
     }
@@ -488,10 +635,18 @@ export const drill10: Drill = {
     const count = async (sql: string) => {
       for (const r of (await db.query(sql)).rows) stored.set(r.m, r.n);
     };
-    await count(`SELECT "customerName" AS m, count(*)::int AS n FROM "Lead" WHERE "customerName" LIKE 'd10-lead-%' GROUP BY 1`);
-    await count(`SELECT "fullName" AS m, count(*)::int AS n FROM "Contact" WHERE "fullName" LIKE 'd10-contact-%' GROUP BY 1`);
-    await count(`SELECT "subject" AS m, count(*)::int AS n FROM "Ticket" WHERE "subject" LIKE 'd10-ticket-%' GROUP BY 1`);
-    await count(`SELECT "body" AS m, count(*)::int AS n FROM "TicketComment" WHERE "body" LIKE 'd10-comment-%' GROUP BY 1`);
+    await count(
+      `SELECT "customerName" AS m, count(*)::int AS n FROM "Lead" WHERE "customerName" LIKE 'd10-lead-%' GROUP BY 1`,
+    );
+    await count(
+      `SELECT "fullName" AS m, count(*)::int AS n FROM "Contact" WHERE "fullName" LIKE 'd10-contact-%' GROUP BY 1`,
+    );
+    await count(
+      `SELECT "subject" AS m, count(*)::int AS n FROM "Ticket" WHERE "subject" LIKE 'd10-ticket-%' GROUP BY 1`,
+    );
+    await count(
+      `SELECT "body" AS m, count(*)::int AS n FROM "TicketComment" WHERE "body" LIKE 'd10-comment-%' GROUP BY 1`,
+    );
     const acked = keyed.filter((k) => k.acked);
     const lost = acked.filter((k) => !stored.get(k.marker));
     const duplicates = keyed.filter((k) => (stored.get(k.marker) ?? 0) > 1 || k.ids.size > 1);
@@ -505,9 +660,21 @@ export const drill10: Drill = {
         [ackedIds],
       )
     ).rows[0].n;
-    report.check(lost.length === 0, `${lost.length} acknowledged writes missing from the database (${lost.slice(0, 3).map((k) => k.marker).join(", ")})`);
+    report.check(
+      lost.length === 0,
+      `${lost.length} acknowledged writes missing from the database (${lost
+        .slice(0, 3)
+        .map((k) => k.marker)
+        .join(", ")})`,
+    );
     report.check(idRows === ackedIds.length, `${ackedIds.length - idRows} acknowledged ids missing from the database`);
-    report.check(duplicates.length === 0, `${duplicates.length} Idempotency-Keys made two rows (${duplicates.slice(0, 3).map((k) => k.marker).join(", ")})`);
+    report.check(
+      duplicates.length === 0,
+      `${duplicates.length} Idempotency-Keys made two rows (${duplicates
+        .slice(0, 3)
+        .map((k) => k.marker)
+        .join(", ")})`,
+    );
     // Lead PATCHes: each patched lead holds its last acknowledged PATCH's notes (or those of one sent
     // after it and never acknowledged), at the version that PATCH answered (plus one per such PATCH).
     const patched = tenants.flatMap((t) => [...t.patches].filter(([, l]) => l.patches.length));
@@ -526,7 +693,10 @@ export const drill10: Drill = {
     const patchCount = patched.reduce((n, [, l]) => n + l.patches.length, 0);
     const patchAcked = patched.reduce((n, [, l]) => n + l.patches.filter((p) => p.acked).length, 0);
     report.check(patchAcked > 0, `no lead PATCH was acknowledged (${patchCount} sent): the read-back checked nothing`);
-    report.check(unacked <= CREATE_LANES + COMMENT_LANES, `${unacked} keyed writes never acknowledged (at most the ${CREATE_LANES + COMMENT_LANES} in flight at the end)`);
+    report.check(
+      unacked <= CREATE_LANES + COMMENT_LANES,
+      `${unacked} keyed writes never acknowledged (at most the ${CREATE_LANES + COMMENT_LANES} in flight at the end)`,
+    );
 
     // Bookings: at most one 201 per slot, every acknowledged booking stored, no overlap at all.
     const { bookedIds, doubleBookings, wonRounds } = await checkBookings(db, rounds, report, (x) => x.status >= 500);
@@ -537,17 +707,41 @@ export const drill10: Drill = {
     // 5xx and error logs: only inside the windows around the operations.
     const inWindow = (at: number) => windowOf(at) !== undefined;
     const late5xx = fiveXX.filter((x) => !inWindow(x.at));
-    report.check(late5xx.length === 0, `${late5xx.length} × 5xx outside the windows (${late5xx.slice(0, 3).map((x) => `${x.status} ${x.error ?? ""} ${x.what} at ${rel(x.at)}`).join("; ")})`);
+    report.check(
+      late5xx.length === 0,
+      `${late5xx.length} × 5xx outside the windows (${late5xx
+        .slice(0, 3)
+        .map((x) => `${x.status} ${x.error ?? ""} ${x.what} at ${rel(x.at)}`)
+        .join("; ")})`,
+    );
     const windowed5xx = fiveXX.length - late5xx.length;
-    report.check(windowed5xx <= MAX_WINDOW_5XX, `${windowed5xx} × 5xx inside the windows, more than the ${MAX_WINDOW_5XX} allowed (a shard operation's short unavailability, retried by the client)`);
-    report.check(noAnswer.length === 0, `${noAnswer.length} requests without an HTTP answer (${noAnswer.slice(0, 3).map((x) => `${x.what} ${x.error} at ${rel(x.at)}`).join("; ")})`);
+    report.check(
+      windowed5xx <= MAX_WINDOW_5XX,
+      `${windowed5xx} × 5xx inside the windows, more than the ${MAX_WINDOW_5XX} allowed (a shard operation's short unavailability, retried by the client)`,
+    );
+    report.check(
+      noAnswer.length === 0,
+      `${noAnswer.length} requests without an HTTP answer (${noAnswer
+        .slice(0, 3)
+        .map((x) => `${x.what} ${x.error} at ${rel(x.at)}`)
+        .join("; ")})`,
+    );
     const errorLogs = services.flatMap((svc) =>
       svc.logs.flatMap((line) => {
         try {
-          const j = JSON.parse(line) as { level: number; time: number; msg: string; err?: { message?: string; code?: string } };
+          const j = JSON.parse(line) as {
+            level: number;
+            time: number;
+            msg: string;
+            err?: { message?: string; code?: string };
+          };
           const { stack: _stack, ...err } = (j.err ?? {}) as Record<string, unknown>;
           // Prisma's messages open with "Invalid `…` invocation:"; the database's own words come last.
-          const last = String(j.err?.message ?? "").split("\n").map((x) => x.trim()).filter(Boolean).pop();
+          const last = String(j.err?.message ?? "")
+            .split("\n")
+            .map((x) => x.trim())
+            .filter(Boolean)
+            .pop();
           const why = last ? `${j.err?.code ?? ""} ${last}` : JSON.stringify(err);
           return j.level >= 50 ? [{ at: j.time, text: `${svc.name}: ${j.msg} ${why.slice(0, 300)}` }] : [];
         } catch {
@@ -569,13 +763,23 @@ export const drill10: Drill = {
     const all = tallies.reduce((n, t) => n + t.requests, 0);
     const elapsed = (writersEnd - t0) / 1000;
     const dist = (m: Map<number, number>) => [...m].map(([port, n]) => `:${port} ${n}`).join(", ");
-    report.figure(`move ${secs("move")} s, isolate ${secs("isolate")} s (${ISOLATE_MODE}${isolateRetries.n ? `, run again ${isolateRetries.n}× as a deadlock's victim` : ""}), rebalance ${secs("rebalance")} s (${rb.result?.moves ?? 0} shard moves onto :${rb.third?.port ?? "-"})`);
-    report.figure(`${all} requests over ${elapsed.toFixed(0)} s on ${TENANTS} tenants (busy: ${allWrites ? Math.round((100 * busyWrites) / allWrites) : 0}% of ${allWrites} writes)`);
-    report.figure(`writes acked ${acked.length + bookedIds.length}: lost ${lost.length}, duplicates ${duplicates.length} (${replays} replays)`);
+    report.figure(
+      `move ${secs("move")} s, isolate ${secs("isolate")} s (${ISOLATE_MODE}${isolateRetries.n ? `, run again ${isolateRetries.n}× as a deadlock's victim` : ""}), rebalance ${secs("rebalance")} s (${rb.result?.moves ?? 0} shard moves onto :${rb.third?.port ?? "-"})`,
+    );
+    report.figure(
+      `${all} requests over ${elapsed.toFixed(0)} s on ${TENANTS} tenants (busy: ${allWrites ? Math.round((100 * busyWrites) / allWrites) : 0}% of ${allWrites} writes)`,
+    );
+    report.figure(
+      `writes acked ${acked.length + bookedIds.length}: lost ${lost.length}, duplicates ${duplicates.length} (${replays} replays)`,
+    );
     const readWrong = wrongPatches.length;
     report.figure(`lead PATCHes acked ${patchAcked} of ${patchCount} on ${patched.length} leads, ${readWrong} wrong`);
-    report.figure(`bookings ${wonRounds} slots won of ${rounds.length} rounds × ${BOOKERS}: double bookings ${doubleBookings}`);
-    report.figure(`mirrors ${mirrorsEqual}/${TENANTS} equal to the lists, ${feedEqual}/${TENANTS} to the feed from scratch (${mirrored} objects, ${polls} polls)`);
+    report.figure(
+      `bookings ${wonRounds} slots won of ${rounds.length} rounds × ${BOOKERS}: double bookings ${doubleBookings}`,
+    );
+    report.figure(
+      `mirrors ${mirrorsEqual}/${TENANTS} equal to the lists, ${feedEqual}/${TENANTS} to the feed from scratch (${mirrored} objects, ${polls} polls)`,
+    );
     const byPhase = new Map<string, number>();
     for (const x of fiveXX) {
       const k = `${windowOf(x.at) ?? "outside"} ${x.status} ${x.error ?? ""}`.trim();
@@ -589,8 +793,13 @@ export const drill10: Drill = {
     // coordinator could not finish on a worker is a write acknowledged and not stored (nodeWarnings).
     const warnings = await nodeWarnings(cluster.dir);
     for (const w of warnings) log(`node ${w.node} ×${w.count} ${w.message}`);
-    const unfinished = warnings.filter((w) => /failed to commit transaction|failure on connection marked as essential/.test(w.message));
-    report.check(unfinished.length === 0, `the coordinator could not finish commits on workers: ${unfinished.map((w) => `${w.node} ×${w.count} ${w.first}`).join("; ")}`);
+    const unfinished = warnings.filter((w) =>
+      /failed to commit transaction|failure on connection marked as essential/.test(w.message),
+    );
+    report.check(
+      unfinished.length === 0,
+      `the coordinator could not finish commits on workers: ${unfinished.map((w) => `${w.node} ×${w.count} ${w.first}`).join("; ")}`,
+    );
     return report.result({ allowed5xx: fiveXX.length - late5xx.length });
   },
 };

@@ -37,15 +37,25 @@ export const drill2: Drill = {
     const services = await startServices(scope, ["d2-a", "d2-b"], { DATABASE_URL: url, REDIS_URL: redis.url });
     const clients = services.map((s) => new Client(s.url, tally));
     const probes = services.map((s) => new Client(s.url, probeTally));
-    scope.defer("close clients", () => [...clients, ...probes].forEach((c) => c.close()));
+    scope.defer("close clients", () => {
+      for (const c of [...clients, ...probes]) c.close();
+    });
 
     const key = ids.tenants.load!.apiKeys.full!.key;
-    const load1 = new SteadyLoad(clients, 4, (n) =>
-      n % 5 === 4
-        ? { kind: "write", method: "POST", path: "/public/v1/leads", opts: { key, body: { customerName: `Load ${n}`, customerPhone: "+34600111222" } } }
-        : n % 2
-          ? { kind: "read", method: "GET", path: "/public/v1/leads", opts: { key, query: { limit: 10 } } }
-          : { kind: "me", method: "GET", path: "/public/v1/me", opts: { key } },
+    const load1 = new SteadyLoad(
+      clients,
+      4,
+      (n) =>
+        n % 5 === 4
+          ? {
+              kind: "write",
+              method: "POST",
+              path: "/public/v1/leads",
+              opts: { key, body: { customerName: `Load ${n}`, customerPhone: "+34600111222" } },
+            }
+          : n % 2
+            ? { kind: "read", method: "GET", path: "/public/v1/leads", opts: { key, query: { limit: 10 } } }
+            : { kind: "me", method: "GET", path: "/public/v1/me", opts: { key } },
       { pauseMs: 5 },
     );
     const ready = new Poller(probes, "/readyz", 200);
@@ -67,7 +77,10 @@ export const drill2: Drill = {
       perInstance.push(rs.filter((r) => r.status === 200).length);
     }
     report.figure(`outage quota ${perInstance.join("+")} (ceiling ${Q} per instance)`);
-    report.check(perInstance.every((n) => n === Q), `during the outage a ${Q}/min key was admitted ${perInstance.join(" and ")} times (documented: ${Q} per instance)`);
+    report.check(
+      perInstance.every((n) => n === Q),
+      `during the outage a ${Q}/min key was admitted ${perInstance.join(" and ")} times (documented: ${Q} per instance)`,
+    );
     await sleep(Math.max(0, down + outageMs - Date.now()));
     await redis.start();
     const up = Date.now();
@@ -79,19 +92,30 @@ export const drill2: Drill = {
     while (Date.now() < deadline) {
       const last = services.map((_, i) => ready.samples.filter((s) => s.client === i && s.at > up).at(-1));
       if (last.every((s) => s?.status === 200)) {
-        recovered = Math.max(...services.map((_, i) => ready.samples.find((s) => s.client === i && s.at > up && s.status === 200)!.at)) - up;
+        recovered =
+          Math.max(
+            ...services.map((_, i) => ready.samples.find((s) => s.client === i && s.at > up && s.status === 200)!.at),
+          ) - up;
         break;
       }
       await sleep(100);
     }
     report.recoverySeconds = recovered === null ? null : recovered / 1000;
-    report.check(recovered !== null && recovered <= RECOVERY_TARGET_S * 1000, `readiness not back within ${RECOVERY_TARGET_S} s of Redis returning (${recovered ?? "never"} ms)`);
+    report.check(
+      recovered !== null && recovered <= RECOVERY_TARGET_S * 1000,
+      `readiness not back within ${RECOVERY_TARGET_S} s of Redis returning (${recovered ?? "never"} ms)`,
+    );
     // Shared again: exactly the ceiling across both instances.
     const afterKey = ids.tenants.after!.apiKeys.full!.key;
-    const shared = await pool(Q + 10, 4, (i) => clients[i % clients.length]!.request("GET", "/public/v1/me", { key: afterKey }));
+    const shared = await pool(Q + 10, 4, (i) =>
+      clients[i % clients.length]!.request("GET", "/public/v1/me", { key: afterKey }),
+    );
     const sharedOk = shared.filter((r) => r.status === 200).length;
     report.figure(`after quota ${sharedOk}/${Q} shared`);
-    report.check(sharedOk === Q, `after recovery a ${Q}/min key was admitted ${sharedOk} times across the instances (want exactly ${Q})`);
+    report.check(
+      sharedOk === Q,
+      `after recovery a ${Q}/min key was admitted ${sharedOk} times across the instances (want exactly ${Q})`,
+    );
     await sleep(3000 * scale);
     await load1.stop();
     await ready.stop();
@@ -101,25 +125,47 @@ export const drill2: Drill = {
     const during = load1.between(down, up);
     const slow = all.filter((s) => s.res.ms > 2000);
     const bad = all.filter((s) => s.res.status === 0 || s.res.status >= 500);
-    report.check(bad.length === 0, `${bad.length} load requests failed (${[...new Set(bad.map((s) => s.res.status || s.res.error))].join(",")})`);
+    report.check(
+      bad.length === 0,
+      `${bad.length} load requests failed (${[...new Set(bad.map((s) => s.res.status || s.res.error))].join(",")})`,
+    );
     report.check(slow.length === 0, `${slow.length} load requests took over 2 s`);
     const unexpected = all.filter((s) => ![200, 201].includes(s.res.status));
-    report.check(unexpected.length === 0, `${unexpected.length} load requests answered ${[...new Set(unexpected.map((s) => s.res.status))].join(",")}`);
-    report.figure(`load ${all.length} req (${during.length} in outage, p99 ${percentile(during.map((s) => s.res.ms), 99).toFixed(0)} ms)`);
+    report.check(
+      unexpected.length === 0,
+      `${unexpected.length} load requests answered ${[...new Set(unexpected.map((s) => s.res.status))].join(",")}`,
+    );
+    report.figure(
+      `load ${all.length} req (${during.length} in outage, p99 ${percentile(
+        during.map((s) => s.res.ms),
+        99,
+      ).toFixed(0)} ms)`,
+    );
 
     // /readyz while Redis was away: 503 with checks.redis unavailable, database ok.
     const outageProbes = ready.samples.filter((s) => s.at > down + 1000 && s.at < up);
-    const notReported = outageProbes.filter((s) => !(s.status === 503 && s.body?.checks?.redis === "unavailable" && s.body?.checks?.database === "ok"));
-    report.check(outageProbes.length > 0 && notReported.length === 0, `/readyz during the outage: ${notReported.length} of ${outageProbes.length} probes did not report 503 redis unavailable`);
+    const notReported = outageProbes.filter(
+      (s) => !(s.status === 503 && s.body?.checks?.redis === "unavailable" && s.body?.checks?.database === "ok"),
+    );
+    report.check(
+      outageProbes.length > 0 && notReported.length === 0,
+      `/readyz during the outage: ${notReported.length} of ${outageProbes.length} probes did not report 503 redis unavailable`,
+    );
     const before = ready.samples.filter((s) => s.at < down);
-    report.check(before.every((s) => s.status === 200), "/readyz not 200 before the outage");
+    report.check(
+      before.every((s) => s.status === 200),
+      "/readyz not 200 before the outage",
+    );
     report.figure(`readyz 503 ${outageProbes.length - notReported.length}/${outageProbes.length} in outage`);
 
     // The outage and the recovery are each logged once per instance.
     for (const s of services) {
       const lost = s.logs.filter((l) => l.includes("redis unavailable")).length;
       const back = s.logs.filter((l) => l.includes("redis back")).length;
-      report.check(lost === 1 && back === 1, `${s.name} logged the outage ${lost}× and the recovery ${back}× (want 1 each)`);
+      report.check(
+        lost === 1 && back === 1,
+        `${s.name} logged the outage ${lost}× and the recovery ${back}× (want 1 each)`,
+      );
     }
     // The readiness probes are not counted against the load's 5xx: their 503 is the documented signal.
     return report.result({ allowed5xx: probeTally.fiveXX });

@@ -63,7 +63,9 @@ export const drill3: Drill = {
     const syncClients = services.map((s) => new Client(s.url, syncTally));
     const mirrorClients = services.map((s) => new Client(s.url, mirrorTally));
     const all = [...clients, ...probes, ...syncClients, ...mirrorClients];
-    scope.defer("close clients", () => all.forEach((c) => c.close()));
+    scope.defer("close clients", () => {
+      for (const c of all) c.close();
+    });
 
     const writes: Write[] = [];
     const conv = w.conversations.cw!;
@@ -71,15 +73,45 @@ export const drill3: Drill = {
       const kind = (["lead", "ticket", "message", "contact", "read", "read"] as const)[((n % 6) + 6) % 6]!;
       const tag = n < 0 ? "Warm" : "PG";
       const phone = n < 0 ? `+3467${String(-n).padStart(7, "0")}` : `+3466${String(n).padStart(7, "0")}`;
-      if (kind === "read") return { kind, method: "GET", path: n % 4 ? "/public/v1/leads" : "/public/v1/me", opts: { key, query: n % 4 ? { limit: 5 } : undefined } };
+      if (kind === "read")
+        return {
+          kind,
+          method: "GET",
+          path: n % 4 ? "/public/v1/leads" : "/public/v1/me",
+          opts: { key, query: n % 4 ? { limit: 5 } : undefined },
+        };
       const wr: Write =
         kind === "lead"
-          ? { n, kind, path: "/public/v1/leads", body: { customerName: `${tag} lead ${n}`, customerPhone: "+34600999000", notes: `n=${n}` }, idem: `${tag}-${n}` }
+          ? {
+              n,
+              kind,
+              path: "/public/v1/leads",
+              body: { customerName: `${tag} lead ${n}`, customerPhone: "+34600999000", notes: `n=${n}` },
+              idem: `${tag}-${n}`,
+            }
           : kind === "ticket"
-            ? { n, kind, path: "/public/v1/tickets", body: { subject: `${tag} ticket ${n}`, comment: `${tag} comment ${n}`, leadId: w.leads.l1 }, idem: `${tag}-${n}` }
+            ? {
+                n,
+                kind,
+                path: "/public/v1/tickets",
+                body: { subject: `${tag} ticket ${n}`, comment: `${tag} comment ${n}`, leadId: w.leads.l1 },
+                idem: `${tag}-${n}`,
+              }
             : kind === "message"
-              ? { n, kind, path: `/public/v1/conversations/${conv}/messages`, body: { content: `${tag} message ${n}` }, idem: `${tag}-${n}` }
-              : { n, kind, path: "/public/v1/contacts", body: { fullName: `${tag} contact ${n}`, phone }, idem: `${tag}-${n}` };
+              ? {
+                  n,
+                  kind,
+                  path: `/public/v1/conversations/${conv}/messages`,
+                  body: { content: `${tag} message ${n}` },
+                  idem: `${tag}-${n}`,
+                }
+              : {
+                  n,
+                  kind,
+                  path: "/public/v1/contacts",
+                  body: { fullName: `${tag} contact ${n}`, phone },
+                  idem: `${tag}-${n}`,
+                };
       writes.push(wr);
       return {
         kind,
@@ -103,7 +135,11 @@ export const drill3: Drill = {
     }
     writes.length = 0;
     const steady = new SteadyLoad(clients, 6, step, { pauseMs: 2, maxRequests: Math.round(60_000 * scale) });
-    const ready = new Poller(services.map((s) => new Client(s.url, readyTally)), "/readyz", 250);
+    const ready = new Poller(
+      services.map((s) => new Client(s.url, readyTally)),
+      "/readyz",
+      250,
+    );
     const sync = new SyncWriters(syncClients, key, w, SYNC_LANES, 20);
     const mirror = new FeedMirror(mirrorClients, key, MIRRORED);
     mirror.follow(200);
@@ -138,7 +174,10 @@ export const drill3: Drill = {
     }
     const recovered = firstOk.every((t) => t !== null) ? Math.max(...(firstOk as number[])) - up : null;
     report.recoverySeconds = recovered === null ? null : recovered / 1000;
-    report.check(recovered !== null && recovered <= RECOVERY_TARGET_S * 1000, `instances not serving within ${RECOVERY_TARGET_S} s of PostgreSQL returning (${recovered ?? "never"} ms)`);
+    report.check(
+      recovered !== null && recovered <= RECOVERY_TARGET_S * 1000,
+      `instances not serving within ${RECOVERY_TARGET_S} s of PostgreSQL returning (${recovered ?? "never"} ms)`,
+    );
     await sleep(4000 * scale);
     await steady.stop();
     await ready.stop();
@@ -151,25 +190,55 @@ export const drill3: Drill = {
     // /readyz: 503 (database unavailable) while PostgreSQL is down, 200 again afterwards.
     const downProbes = ready.samples.filter((p) => p.at > down + 500 && p.at < up - 500);
     const notDown = downProbes.filter((p) => !(p.status === 503 && p.body?.checks?.database === "unavailable"));
-    report.check(downProbes.length > 0 && notDown.length === 0, `/readyz while PostgreSQL was down: ${notDown.length} of ${downProbes.length} probes not 503`);
+    report.check(
+      downProbes.length > 0 && notDown.length === 0,
+      `/readyz while PostgreSQL was down: ${notDown.length} of ${downProbes.length} probes not 503`,
+    );
     const lateProbes = ready.samples.filter((p) => p.at > up + RECOVERY_TARGET_S * 1000);
-    report.check(lateProbes.every((p) => p.status === 200), "/readyz not 200 after the recovery");
+    report.check(
+      lateProbes.every((p) => p.status === 200),
+      "/readyz not 200 after the recovery",
+    );
     report.figure(`readyz 503 ${downProbes.length - notDown.length}/${downProbes.length} while down`);
 
     // Every answer: 2xx or the exact 503 envelope, promptly; nothing but 2xx well after recovery.
     const samples = steady.samples;
     const unavailable = samples.filter((s) => s.res.status === 503);
-    const wrong = samples.filter((s) => !(s.res.status === 200 || s.res.status === 201 || (s.res.status === 503 && envelopeProblems(s.res, { error: "SERVICE_UNAVAILABLE" }).length === 0)));
-    report.check(wrong.length === 0, `${wrong.length} answers neither 2xx nor the 503 envelope: ${describe(wrong.map((s) => s.res))}`);
+    const wrong = samples.filter(
+      (s) =>
+        !(
+          s.res.status === 200 ||
+          s.res.status === 201 ||
+          (s.res.status === 503 && envelopeProblems(s.res, { error: "SERVICE_UNAVAILABLE" }).length === 0)
+        ),
+    );
+    report.check(
+      wrong.length === 0,
+      `${wrong.length} answers neither 2xx nor the 503 envelope: ${describe(wrong.map((s) => s.res))}`,
+    );
     const slow = samples.filter((s) => s.res.ms > PROMPT_MS);
-    report.check(slow.length === 0, `${slow.length} requests took over ${PROMPT_MS} ms (max ${Math.max(...samples.map((s) => s.res.ms)).toFixed(0)} ms)`);
+    report.check(
+      slow.length === 0,
+      `${slow.length} requests took over ${PROMPT_MS} ms (max ${Math.max(...samples.map((s) => s.res.ms)).toFixed(0)} ms)`,
+    );
     const late = unavailable.filter((s) => s.res.startedAt > up + RECOVERY_TARGET_S * 1000);
-    report.check(late.length === 0, `${late.length} requests got 503 more than ${RECOVERY_TARGET_S} s after PostgreSQL returned`);
+    report.check(
+      late.length === 0,
+      `${late.length} requests got 503 more than ${RECOVERY_TARGET_S} s after PostgreSQL returned`,
+    );
     const pre = samples.filter((s) => s.res.startedAt < stopAt - 1000);
-    report.figure(`before: ${pre.length} req p99 ${percentile(pre.map((s) => s.res.ms), 99).toFixed(0)} ms max ${Math.max(0, ...pre.map((s) => s.res.ms)).toFixed(0)} ms`);
+    report.figure(
+      `before: ${pre.length} req p99 ${percentile(
+        pre.map((s) => s.res.ms),
+        99,
+      ).toFixed(0)} ms max ${Math.max(0, ...pre.map((s) => s.res.ms)).toFixed(0)} ms`,
+    );
     const outage = samples.filter((s) => s.res.startedAt >= stopAt && s.res.startedAt < up);
     report.figure(
-      `load ${samples.length} req, ${unavailable.length}×503 (${outage.length} sent in outage, max ${Math.max(0, ...outage.map((s) => s.res.ms)).toFixed(0)} ms, p99 ${percentile(outage.map((s) => s.res.ms), 99).toFixed(0)} ms)`,
+      `load ${samples.length} req, ${unavailable.length}×503 (${outage.length} sent in outage, max ${Math.max(0, ...outage.map((s) => s.res.ms)).toFixed(0)} ms, p99 ${percentile(
+        outage.map((s) => s.res.ms),
+        99,
+      ).toFixed(0)} ms)`,
     );
 
     // Read everything back.
@@ -184,7 +253,10 @@ export const drill3: Drill = {
       const found = (await db.query(`SELECT 1 FROM "${table}" WHERE "id" = $1`, [id])).rowCount;
       if (!found) missing.push(`${x.kind} ${x.n}`);
     }
-    report.check(missing.length === 0, `${missing.length} acknowledged writes missing: ${missing.slice(0, 5).join(", ")}`);
+    report.check(
+      missing.length === 0,
+      `${missing.length} acknowledged writes missing: ${missing.slice(0, 5).join(", ")}`,
+    );
     report.figure(`${acked.length}/${writes.length} writes acked, ${missing.length} missing`);
 
     // Retry every write that was not acknowledged, with its Idempotency-Key: created exactly once. A
@@ -192,21 +264,32 @@ export const drill3: Drill = {
     // PROVIDER_TIMEOUT_MS + 10 s), which marks its message failed.
     const retried = writes.filter((x) => !x.acked);
     for (const x of retried) {
-      const r = await clients[x.n % clients.length]!.request("POST", x.path, { key, body: x.body, headers: { "Idempotency-Key": x.idem } });
+      const r = await clients[x.n % clients.length]!.request("POST", x.path, {
+        key,
+        body: x.body,
+        headers: { "Idempotency-Key": x.idem },
+      });
       if (r.status === 201) x.acked = r;
       else report.fail(`retry of ${x.kind} ${x.n} answered ${r.status} ${r.body?.error ?? r.error ?? ""}`);
     }
     // Partial writes, once retried (an unfinished send's message is "pending" until its retry or the
     // service's sweep — PROVIDER_TIMEOUT_MS + 10 s, swept every 15 s — settles it: wait for that).
     const settleFrom = Date.now();
-    const pendingAt = async () => (await db.query(`SELECT count(*)::int AS n FROM "Message" WHERE "deliveryStatus" = 'pending'`)).rows[0].n as number;
+    const pendingAt = async () =>
+      (await db.query(`SELECT count(*)::int AS n FROM "Message" WHERE "deliveryStatus" = 'pending'`)).rows[0]
+        .n as number;
     const pendingAfterRetries = await pendingAt();
     while ((await pendingAt()) > 0 && Date.now() < settleFrom + 35_000) await sleep(500);
-    if (pendingAfterRetries) report.figure(`${pendingAfterRetries} pending message(s) settled by the sweep in ${((Date.now() - settleFrom) / 1000).toFixed(1)} s`);
+    if (pendingAfterRetries)
+      report.figure(
+        `${pendingAfterRetries} pending message(s) settled by the sweep in ${((Date.now() - settleFrom) / 1000).toFixed(1)} s`,
+      );
     const partial: string[] = [];
-    const open = (await db.query(`SELECT count(*)::int AS n FROM "IdempotencyRecord" WHERE "statusCode" <> 201`)).rows[0].n;
+    const open = (await db.query(`SELECT count(*)::int AS n FROM "IdempotencyRecord" WHERE "statusCode" <> 201`))
+      .rows[0].n;
     if (open) partial.push(`${open} idempotency claims without a response`);
-    const pending = (await db.query(`SELECT count(*)::int AS n FROM "Message" WHERE "deliveryStatus" = 'pending'`)).rows[0].n;
+    const pending = (await db.query(`SELECT count(*)::int AS n FROM "Message" WHERE "deliveryStatus" = 'pending'`))
+      .rows[0].n;
     if (pending) partial.push(`${pending} messages left pending`);
     const ticketsWithout = (
       await db.query(`SELECT count(*)::int AS n FROM "Ticket" t WHERE t."subject" LIKE 'PG ticket %'
@@ -228,16 +311,27 @@ export const drill3: Drill = {
 
     const dupes: string[] = [];
     for (const [kind, sql] of [
-      ["lead", `SELECT "notes" AS k, count(*)::int AS n FROM "Lead" WHERE "customerName" LIKE 'PG lead %' GROUP BY 1 HAVING count(*) > 1`],
-      ["ticket", `SELECT "subject" AS k, count(*)::int AS n FROM "Ticket" WHERE "subject" LIKE 'PG ticket %' GROUP BY 1 HAVING count(*) > 1`],
-      ["message", `SELECT "content" AS k, count(*)::int AS n FROM "Message" WHERE "content" LIKE 'PG message %' GROUP BY 1 HAVING count(*) > 1`],
+      [
+        "lead",
+        `SELECT "notes" AS k, count(*)::int AS n FROM "Lead" WHERE "customerName" LIKE 'PG lead %' GROUP BY 1 HAVING count(*) > 1`,
+      ],
+      [
+        "ticket",
+        `SELECT "subject" AS k, count(*)::int AS n FROM "Ticket" WHERE "subject" LIKE 'PG ticket %' GROUP BY 1 HAVING count(*) > 1`,
+      ],
+      [
+        "message",
+        `SELECT "content" AS k, count(*)::int AS n FROM "Message" WHERE "content" LIKE 'PG message %' GROUP BY 1 HAVING count(*) > 1`,
+      ],
     ] as const)
       for (const r of (await db.query(sql)).rows) dupes.push(`${kind} ${r.k} ×${r.n}`);
-    const counts = (await db.query(`SELECT
+    const counts = (
+      await db.query(`SELECT
         (SELECT count(*) FROM "Lead" WHERE "customerName" LIKE 'PG lead %')::int AS lead,
         (SELECT count(*) FROM "Ticket" WHERE "subject" LIKE 'PG ticket %')::int AS ticket,
         (SELECT count(*) FROM "Message" WHERE "content" LIKE 'PG message %')::int AS message,
-        (SELECT count(*) FROM "Contact" WHERE "fullName" LIKE 'PG contact %')::int AS contact`)).rows[0];
+        (SELECT count(*) FROM "Contact" WHERE "fullName" LIKE 'PG contact %')::int AS contact`)
+    ).rows[0];
     for (const kind of ["lead", "ticket", "message", "contact"] as const) {
       const want = writes.filter((x) => x.kind === kind).length;
       if (counts[kind] !== want) dupes.push(`${kind}: ${counts[kind]} rows for ${want} distinct writes`);
@@ -282,11 +376,19 @@ export const drill3: Drill = {
     }
     report.figure(`mirror: ${mirror.map.size} objects, ${mirror.items} items in ${mirror.polls} polls`);
     for (const s of samples.filter((x) => x.res.status >= 500 && x.res.status !== 503).slice(0, 3))
-      report.fail(`server log of a ${s.res.status}: ${logsOf(services, s.res.body?.request_id).join(" | ").slice(0, 1500)}`);
+      report.fail(
+        `server log of a ${s.res.status}: ${logsOf(services, s.res.body?.request_id).join(" | ").slice(0, 1500)}`,
+      );
     for (const s of samples.filter((x) => x.res.status === 0).slice(0, 3))
-      report.fail(`network error: ${s.kind} ${s.res.error} after ${s.res.ms.toFixed(0)} ms, sent ${s.res.startedAt - stopAt} ms after the stop began (reused socket: ${s.res.reusedSocket})`);
-    for (const s of services) report.check(s.child.exitCode === null && s.child.signalCode === null, `${s.name} exited during the drill`);
-    for (const s of slow.slice(0, 3)) report.fail(`slow: ${s.kind} ${s.res.status} ${s.res.body?.error ?? s.res.error ?? ""} ${s.res.ms.toFixed(0)} ms, sent ${s.res.startedAt - stopAt} ms after the stop began (up at ${up - stopAt})`);
+      report.fail(
+        `network error: ${s.kind} ${s.res.error} after ${s.res.ms.toFixed(0)} ms, sent ${s.res.startedAt - stopAt} ms after the stop began (reused socket: ${s.res.reusedSocket})`,
+      );
+    for (const s of services)
+      report.check(s.child.exitCode === null && s.child.signalCode === null, `${s.name} exited during the drill`);
+    for (const s of slow.slice(0, 3))
+      report.fail(
+        `slow: ${s.kind} ${s.res.status} ${s.res.body?.error ?? s.res.error ?? ""} ${s.res.ms.toFixed(0)} ms, sent ${s.res.startedAt - stopAt} ms after the stop began (up at ${up - stopAt})`,
+      );
     const allowed5xx = unavailable.length + probeTally.fiveXX + readyTally.fiveXX + syncUnavailable;
     return report.result({ allowed5xx });
   },

@@ -34,14 +34,22 @@ export const drill4: Drill = {
     slow.conversations = [
       ...(slow.conversations ?? []),
       ...Array.from({ length: STUCK }, (_, i) => ({
-        ref: `h${i}`, channel: "wa", status: "active" as const, assignedTo: "ana",
+        ref: `h${i}`,
+        channel: "wa",
+        status: "active" as const,
+        assignedTo: "ana",
         identity: { externalId: `3460010${String(i).padStart(4, "0")}`, name: `Stuck ${i}` },
         messages: [{ role: "user" as const, content: "hello?", createdAt: new Date(now - 3_600_000).toISOString() }],
       })),
     ];
     slow.leads = [
       ...(slow.leads ?? []),
-      ...Array.from({ length: 100 }, (_, i) => ({ ref: `x${i}`, customerName: `Lead ${i}`, customerPhone: "+34600000009", createdAt: new Date(now - i * 60_000).toISOString() })),
+      ...Array.from({ length: 100 }, (_, i) => ({
+        ref: `x${i}`,
+        customerName: `Lead ${i}`,
+        customerPhone: "+34600000009",
+        createdAt: new Date(now - i * 60_000).toISOString(),
+      })),
     ];
     const ids = await load(url, { tenants: [slow, richTenant("reset", { providerBase: reset.baseUrl })] });
     const h = ids.tenants.hang!;
@@ -51,7 +59,11 @@ export const drill4: Drill = {
     scope.defer("close client", () => client.close());
     const key = h.apiKeys.full!.key;
     const send = (conversationId: string, k = key) =>
-      client.request("POST", `/public/v1/conversations/${conversationId}/messages`, { key: k, body: { content: "are you there?" }, timeoutMs: 60_000 });
+      client.request("POST", `/public/v1/conversations/${conversationId}/messages`, {
+        key: k,
+        body: { content: "are you there?" },
+        timeoutMs: 60_000,
+      });
 
     // Warm-up (the first use of each query shape compiles it).
     await client.request("GET", "/public/v1/leads", { key, query: { limit: 50 } });
@@ -62,7 +74,8 @@ export const drill4: Drill = {
       const until = Date.now() + ms;
       await Promise.all(
         Array.from({ length: 4 }, async () => {
-          while (Date.now() < until) lat.push(await client.request("GET", "/public/v1/leads", { key, query: { limit: 50 } }));
+          while (Date.now() < until)
+            lat.push(await client.request("GET", "/public/v1/leads", { key, query: { limit: 50 } }));
         }),
       );
       return lat;
@@ -103,33 +116,60 @@ export const drill4: Drill = {
     stuckOn = false;
     await stuckLoop;
     report.check(idleInTransaction === 0, `${idleInTransaction} transactions idle 1 s or more while sends were stuck`);
-    const p99w = percentile(without.map((x) => x.ms), 99);
-    const p99s = percentile(withStuck.map((x) => x.ms), 99);
-    report.figure(`GET /leads p99 ${p99w.toFixed(0)} ms without, ${p99s.toFixed(0)} ms with ${STUCK} stuck sends (n=${without.length}/${withStuck.length})`);
+    const p99w = percentile(
+      without.map((x) => x.ms),
+      99,
+    );
+    const p99s = percentile(
+      withStuck.map((x) => x.ms),
+      99,
+    );
+    report.figure(
+      `GET /leads p99 ${p99w.toFixed(0)} ms without, ${p99s.toFixed(0)} ms with ${STUCK} stuck sends (n=${without.length}/${withStuck.length})`,
+    );
     const p99Bound = Math.max(3 * p99w, p99w + 1000);
     const p99Says = `GET /leads p99 ${p99s.toFixed(0)} ms with ${STUCK} stuck sends vs ${p99w.toFixed(0)} ms without`;
     report.check(p99s <= p99Bound, `${p99Says} (bound ${p99Bound.toFixed(0)} ms)`);
-    report.check([...without, ...withStuck].every((x) => x.status === 200), `GET /leads answered ${[...new Set([...without, ...withStuck].map((x) => x.status))].join(",")}`);
+    report.check(
+      [...without, ...withStuck].every((x) => x.status === 200),
+      `GET /leads answered ${[...new Set([...without, ...withStuck].map((x) => x.status))].join(",")}`,
+    );
     log(`p99 without ${p99w.toFixed(0)} ms, with ${p99s.toFixed(0)} ms`);
 
     // Several concurrent sends to one conversation: each still within the bound.
     const same = await Promise.all(Array.from({ length: 5 }, () => send(h.conversations.c1!)));
     // Resetting provider: WhatsApp and Telegram, fast failures.
-    const resets = await pool(10, 5, (i) => send(i % 2 ? r.conversations.c1! : r.conversations.ct!, r.apiKeys.full!.key));
+    const resets = await pool(10, 5, (i) =>
+      send(i % 2 ? r.conversations.c1! : r.conversations.ct!, r.apiKeys.full!.key),
+    );
 
     const check = (what: string, list: Res[], maxMs: number) => {
       const bad = list.filter((x) => x.status !== 201 || x.body?.deliveryStatus !== "failed");
-      report.check(bad.length === 0, `${what}: ${bad.length} of ${list.length} not 201 failed (${[...new Set(bad.map((x) => `${x.status} ${x.body?.deliveryStatus ?? x.body?.error ?? x.error}`))].join(", ")})`);
+      report.check(
+        bad.length === 0,
+        `${what}: ${bad.length} of ${list.length} not 201 failed (${[...new Set(bad.map((x) => `${x.status} ${x.body?.deliveryStatus ?? x.body?.error ?? x.error}`))].join(", ")})`,
+      );
       const late = list.filter((x) => x.ms > maxMs);
-      report.check(late.length === 0, `${what}: ${late.length} of ${list.length} answered after ${maxMs} ms (max ${Math.max(...list.map((x) => x.ms)).toFixed(0)} ms)`);
+      report.check(
+        late.length === 0,
+        `${what}: ${late.length} of ${list.length} answered after ${maxMs} ms (max ${Math.max(...list.map((x) => x.ms)).toFixed(0)} ms)`,
+      );
       return Math.max(...list.map((x) => x.ms));
     };
     const maxStuck = check("stuck sends", stuckResults, TIMEOUT_MS + MARGIN_MS);
     const maxSame = check("concurrent sends to one conversation", same, TIMEOUT_MS + MARGIN_MS);
     const maxReset = check("reset sends", resets, TIMEOUT_MS - 100);
-    report.check(stuckResults.every((x) => x.ms >= TIMEOUT_MS - 100), "a send to the silent provider gave up before the timeout");
-    report.figure(`${stuckResults.length} stuck sends ≤ ${maxStuck.toFixed(0)} ms, 5 same-conversation ≤ ${maxSame.toFixed(0)} ms, ${resets.length} resets ≤ ${maxReset.toFixed(0)} ms (timeout ${TIMEOUT_MS})`);
-    report.check(hang.hits >= stuckResults.length && reset.hits >= resets.length, `provider stand-ins saw ${hang.hits}/${reset.hits} requests`);
+    report.check(
+      stuckResults.every((x) => x.ms >= TIMEOUT_MS - 100),
+      "a send to the silent provider gave up before the timeout",
+    );
+    report.figure(
+      `${stuckResults.length} stuck sends ≤ ${maxStuck.toFixed(0)} ms, 5 same-conversation ≤ ${maxSame.toFixed(0)} ms, ${resets.length} resets ≤ ${maxReset.toFixed(0)} ms (timeout ${TIMEOUT_MS})`,
+    );
+    report.check(
+      hang.hits >= stuckResults.length && reset.hits >= resets.length,
+      `provider stand-ins saw ${hang.hits}/${reset.hits} requests`,
+    );
 
     const db = new pg.Client({ connectionString: url });
     await db.connect();
@@ -145,8 +185,13 @@ export const drill4: Drill = {
     ]);
     const vc = new Client(victim.url, tally);
     const sc = new Client(survivor.url, tally);
-    scope.defer("close crash clients", () => [vc, sc].forEach((c) => c.close()));
-    await vc.request("POST", `/public/v1/conversations/${h.conversations.cw}/messages`, { key, body: { content: "warm-up" } });
+    scope.defer("close crash clients", () => {
+      for (const c of [vc, sc]) c.close();
+    });
+    await vc.request("POST", `/public/v1/conversations/${h.conversations.cw}/messages`, {
+      key,
+      body: { content: "warm-up" },
+    });
     const crashBody = { content: "cut by a crash" };
     const crashPath = `/public/v1/conversations/${h.conversations.h0}/messages`;
     const keyed = vc.request("POST", crashPath, { key, body: crashBody, headers: { "Idempotency-Key": "crash-1" } });
@@ -154,28 +199,56 @@ export const drill4: Drill = {
     // Kill once both messages are committed (pending) and their sends are waiting for the provider.
     let caught = 0;
     for (const until = Date.now() + 15_000; Date.now() < until && caught < 2; await sleep(50))
-      caught = (await db.query(`SELECT count(*)::int AS n FROM "Message" WHERE "content" LIKE 'cut by a crash%' AND "deliveryStatus" = 'pending'`)).rows[0].n;
+      caught = (
+        await db.query(
+          `SELECT count(*)::int AS n FROM "Message" WHERE "content" LIKE 'cut by a crash%' AND "deliveryStatus" = 'pending'`,
+        )
+      ).rows[0].n;
     await victim.stop("SIGKILL");
     report.check(caught === 2, `only ${caught} of 2 sends were caught mid-flight by the kill`);
     await Promise.all([keyed, unkeyed]);
     const t0 = Date.now();
-    const retry = await sc.request("POST", crashPath, { key, body: crashBody, headers: { "Idempotency-Key": "crash-1" }, timeoutMs: 60_000 });
+    const retry = await sc.request("POST", crashPath, {
+      key,
+      body: crashBody,
+      headers: { "Idempotency-Key": "crash-1" },
+      timeoutMs: 60_000,
+    });
     const waited = Date.now() - t0;
-    report.check(retry.status === 201 && retry.body?.deliveryStatus === "failed", `retry after the crash: ${retry.status} ${retry.body?.deliveryStatus ?? retry.body?.error ?? retry.error}`);
+    report.check(
+      retry.status === 201 && retry.body?.deliveryStatus === "failed",
+      `retry after the crash: ${retry.status} ${retry.body?.deliveryStatus ?? retry.body?.error ?? retry.error}`,
+    );
     report.check(retry.headers["idempotent-replayed"] === "true", "retry after the crash was not a replay");
-    const crashRows = (await db.query(`SELECT "deliveryStatus" AS s FROM "Message" WHERE "content" = 'cut by a crash'`)).rows;
-    report.check(crashRows.length === 1 && crashRows[0].s === "failed", `after the crash and retry: ${JSON.stringify(crashRows)}`);
+    const crashRows = (await db.query(`SELECT "deliveryStatus" AS s FROM "Message" WHERE "content" = 'cut by a crash'`))
+      .rows;
+    report.check(
+      crashRows.length === 1 && crashRows[0].s === "failed",
+      `after the crash and retry: ${JSON.stringify(crashRows)}`,
+    );
     let swept = "";
     for (const until = Date.now() + 35_000; Date.now() < until; await sleep(500)) {
-      swept = (await db.query(`SELECT "deliveryStatus" AS s FROM "Message" WHERE "content" = 'cut by a crash, no key'`)).rows.map((r) => r.s).join(",");
+      swept = (
+        await db.query(`SELECT "deliveryStatus" AS s FROM "Message" WHERE "content" = 'cut by a crash, no key'`)
+      ).rows
+        .map((r) => r.s)
+        .join(",");
       if (swept === "failed") break;
     }
     report.check(swept === "failed", `unkeyed send cut by the crash: ${swept} (want failed after the sweep)`);
     report.figure(`crash mid-send: keyed retry settled in ${(waited / 1000).toFixed(1)} s, unkeyed swept`);
-    const pending = (await db.query(`SELECT count(*)::int AS n FROM "Message" WHERE "deliveryStatus" = 'pending'`)).rows[0].n;
+    const pending = (await db.query(`SELECT count(*)::int AS n FROM "Message" WHERE "deliveryStatus" = 'pending'`))
+      .rows[0].n;
     report.check(pending === 0, `${pending} messages left pending`);
-    const failed = (await db.query(`SELECT count(*)::int AS n FROM "Message" WHERE "deliveryStatus" = 'failed' AND "content" = 'are you there?'`)).rows[0].n;
-    report.check(failed === stuckResults.length + same.length + resets.length, `${failed} failed messages stored for ${stuckResults.length + same.length + resets.length} sends`);
+    const failed = (
+      await db.query(
+        `SELECT count(*)::int AS n FROM "Message" WHERE "deliveryStatus" = 'failed' AND "content" = 'are you there?'`,
+      )
+    ).rows[0].n;
+    report.check(
+      failed === stuckResults.length + same.length + resets.length,
+      `${failed} failed messages stored for ${stuckResults.length + same.length + resets.length} sends`,
+    );
     return report.result();
   },
 };

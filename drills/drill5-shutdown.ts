@@ -33,9 +33,24 @@ export const drill5: Drill = {
     let n = 0;
     const next = (i: number) => {
       const k = i % 8;
-      if (k === 0) return { kind: "send", method: "POST", path: `/public/v1/conversations/${s.conversations.c1}/messages`, opts: { key, body: { content: `bye ${i}` }, timeoutMs: 30_000 } };
+      if (k === 0)
+        return {
+          kind: "send",
+          method: "POST",
+          path: `/public/v1/conversations/${s.conversations.c1}/messages`,
+          opts: { key, body: { content: `bye ${i}` }, timeoutMs: 30_000 },
+        };
       if (k === 1 || k === 2)
-        return { kind: "write", method: "POST", path: "/public/v1/leads", opts: { key, body: { customerName: `Shutdown ${i}`, customerPhone: "+34600000077" }, headers: { "Idempotency-Key": `sd-${i}` } } };
+        return {
+          kind: "write",
+          method: "POST",
+          path: "/public/v1/leads",
+          opts: {
+            key,
+            body: { customerName: `Shutdown ${i}`, customerPhone: "+34600000077" },
+            headers: { "Idempotency-Key": `sd-${i}` },
+          },
+        };
       return { kind: "read", method: "GET", path: "/public/v1/leads", opts: { key, query: { limit: 20 } } };
     };
     // Warm-up: one of each kind.
@@ -49,7 +64,10 @@ export const drill5: Drill = {
         const i = n++;
         if (i > 20_000) return;
         const st = next(i);
-        const res = await client.request(st.method, st.path, { ...st.opts, headers: { ...(st.opts as any).headers, "X-Request-Id": `d5-${i}` } });
+        const res = await client.request(st.method, st.path, {
+          ...st.opts,
+          headers: { ...(st.opts as any).headers, "X-Request-Id": `d5-${i}` },
+        });
         requests.push({ i, kind: st.kind, res });
         // After the signal: a refused connection means the instance no longer accepts — go elsewhere.
         if (sigAt && (res.error === "ECONNREFUSED" || svc.child.exitCode !== null)) return;
@@ -62,7 +80,10 @@ export const drill5: Drill = {
     const exit = await Promise.race([svc.exited, sleep(EXIT_TARGET_MS + 5000).then(() => null)]);
     await Promise.race([Promise.all(workers), sleep(35_000)]);
     const exitMs = exit ? exit.at - sigAt : null;
-    report.check(exit !== null && exitMs! <= EXIT_TARGET_MS, `exit ${exitMs ?? "none"} ms after SIGTERM (target ≤ ${EXIT_TARGET_MS} ms)`);
+    report.check(
+      exit !== null && exitMs! <= EXIT_TARGET_MS,
+      `exit ${exitMs ?? "none"} ms after SIGTERM (target ≤ ${EXIT_TARGET_MS} ms)`,
+    );
     report.check(exit?.code === 0, `exit status ${exit?.code} signal ${exit?.signal}`);
 
     const after = requests.filter((r) => r.res.startedAt + r.res.ms >= sigAt);
@@ -70,7 +91,9 @@ export const drill5: Drill = {
     // A reset is a failure when the instance had accepted the request: its access log (debug level)
     // records every request on arrival. A reset of a request it never read (a connection closed
     // while idle, or still in the listen backlog) is a refusal: the client can retry it elsewhere.
-    const received = new Set(svc.logs.filter((l) => l.includes("request received")).map((l) => /"reqId":"(d5-\d+)"/.exec(l)?.[1]));
+    const received = new Set(
+      svc.logs.filter((l) => l.includes("request received")).map((l) => /"reqId":"(d5-\d+)"/.exec(l)?.[1]),
+    );
     const dropped = requests.filter((r) => r.res.status === 0 && r.res.error !== "ECONNREFUSED");
     const resets = dropped.filter((r) => received.has(`d5-${r.i}`));
     const notRead = dropped.length - resets.length;
@@ -78,14 +101,32 @@ export const drill5: Drill = {
     const fiveXX = requests.filter((r) => r.res.status >= 500);
     const okAfter = after.filter((r) => r.res.status >= 200 && r.res.status < 300);
     const other = requests.filter((r) => r.res.status >= 300 && r.res.status < 500);
-    report.check(resets.length === 0, `${resets.length} connection resets: ${[...new Set(resets.map((r) => `${r.kind} ${r.res.error}${r.res.reusedSocket ? " (reused socket)" : ""} +${r.res.startedAt - sigAt} ms`))].slice(0, 5).join(", ")}`);
-    report.check(fiveXX.length === 0, `${fiveXX.length} 5xx: ${[...new Set(fiveXX.map((r) => `${r.kind} ${r.res.status} ${r.res.body?.error}`))].join(", ")}`);
-    report.check(other.length === 0, `${other.length} unexpected answers: ${[...new Set(other.map((r) => `${r.kind} ${r.res.status} ${r.res.body?.error}`))].join(", ")}`);
+    report.check(
+      resets.length === 0,
+      `${resets.length} connection resets: ${[...new Set(resets.map((r) => `${r.kind} ${r.res.error}${r.res.reusedSocket ? " (reused socket)" : ""} +${r.res.startedAt - sigAt} ms`))].slice(0, 5).join(", ")}`,
+    );
+    report.check(
+      fiveXX.length === 0,
+      `${fiveXX.length} 5xx: ${[...new Set(fiveXX.map((r) => `${r.kind} ${r.res.status} ${r.res.body?.error}`))].join(", ")}`,
+    );
+    report.check(
+      other.length === 0,
+      `${other.length} unexpected answers: ${[...new Set(other.map((r) => `${r.kind} ${r.res.status} ${r.res.body?.error}`))].join(", ")}`,
+    );
     const sendsInFlight = inFlight.filter((r) => r.kind === "send");
     // The drill proves a drain only if something was draining: at least one send (its provider call
     // takes 2 s) was in progress at SIGTERM — an `every` over an empty list would pass unloaded.
-    report.check(sendsInFlight.length > 0, `nothing to drain: ${inFlight.length} requests and no send in flight at SIGTERM`);
-    report.check(sendsInFlight.every((r) => r.res.status === 201), `a send in flight at SIGTERM was not answered 201: ${sendsInFlight.filter((r) => r.res.status !== 201).map((r) => r.res.status || r.res.error).join(", ")}`);
+    report.check(
+      sendsInFlight.length > 0,
+      `nothing to drain: ${inFlight.length} requests and no send in flight at SIGTERM`,
+    );
+    report.check(
+      sendsInFlight.every((r) => r.res.status === 201),
+      `a send in flight at SIGTERM was not answered 201: ${sendsInFlight
+        .filter((r) => r.res.status !== 201)
+        .map((r) => r.res.status || r.res.error)
+        .join(", ")}`,
+    );
     report.figure(
       `${requests.length} req, ${inFlight.length} in flight at SIGTERM (${sendsInFlight.length} sends) → ${inFlight.filter((r) => r.res.status >= 200 && r.res.status < 300).length} ok; ${okAfter.length} answered ok after it; ${refused.length} refused + ${notRead} unread; ${resets.length} resets of accepted; exit ${exit?.code} in ${exitMs} ms`,
     );

@@ -46,14 +46,68 @@ import type { TenantIds } from "../server/admin/fixture.js";
 const BODY_LIMIT = 1024 * 1024;
 
 const SPECIAL = [
-  "", " ", "'; DROP TABLE \"Lead\"; --", "' OR '1'='1", "%", "_", "\\", "%_\\%", ".*", "(a+)+$", "[", "(?<x>", "\\d{99999}", "^$|", "*", "?",
-  "\u0000", "\u0000abc", "\u0007\u001b[31m", "\r\n\r\nX-Injected: 1", "\u202e\u200b", "😀🙈", "ﷺ", "\ud800", "null", "undefined", "NaN", "-1", "1e309",
-  "<script>alert(1)</script>", "../../etc/passwd", "${jndi:ldap://x}", "{{7*7}}", "__proto__", "constructor", "+34600000001", "00000000-0000-0000-0000-000000000000",
+  "",
+  " ",
+  '\'; DROP TABLE "Lead"; --',
+  "' OR '1'='1",
+  "%",
+  "_",
+  "\\",
+  "%_\\%",
+  ".*",
+  "(a+)+$",
+  "[",
+  "(?<x>",
+  "\\d{99999}",
+  "^$|",
+  "*",
+  "?",
+  "\u0000",
+  "\u0000abc",
+  "\u0007\u001b[31m",
+  "\r\n\r\nX-Injected: 1",
+  "\u202e\u200b",
+  "😀🙈",
+  "ﷺ",
+  "\ud800",
+  "null",
+  "undefined",
+  "NaN",
+  "-1",
+  "1e309",
+  "<script>alert(1)</script>",
+  "../../etc/passwd",
+  "${jndi:ldap://x}",
+  "{{7*7}}",
+  "__proto__",
+  "constructor",
+  "+34600000001",
+  "00000000-0000-0000-0000-000000000000",
 ];
 const BAD_IDS = [
-  "", "not-a-uuid", "..", "../..", "..%2F..%2Fme", "%2e%2e%2f%2e%2e%2fme", "....//....//etc/passwd", "%00", "%2500", "12345678-1234-1234-1234-12345678901Z",
-  "12345678-1234-1234-1234-1234567890123", "{{id}}", "%7B%7D", "1%27%20OR%20%271%27%3D%271", "%F0%9F%98%80", "x".repeat(300), "00000000-0000-0000-0000-000000000000",
-  "ffffffff-ffff-ffff-ffff-ffffffffffff", "FFFFFFFF-FFFF-4FFF-BFFF-FFFFFFFFFFFF", "%20", "me", ";", "%0d%0aX-Injected:%201",
+  "",
+  "not-a-uuid",
+  "..",
+  "../..",
+  "..%2F..%2Fme",
+  "%2e%2e%2f%2e%2e%2fme",
+  "....//....//etc/passwd",
+  "%00",
+  "%2500",
+  "12345678-1234-1234-1234-12345678901Z",
+  "12345678-1234-1234-1234-1234567890123",
+  "{{id}}",
+  "%7B%7D",
+  "1%27%20OR%20%271%27%3D%271",
+  "%F0%9F%98%80",
+  "x".repeat(300),
+  "00000000-0000-0000-0000-000000000000",
+  "ffffffff-ffff-ffff-ffff-ffffffffffff",
+  "FFFFFFFF-FFFF-4FFF-BFFF-FFFFFFFFFFFF",
+  "%20",
+  "me",
+  ";",
+  "%0d%0aX-Injected:%201",
 ];
 
 /**
@@ -62,18 +116,91 @@ const BAD_IDS = [
  * ids tenant b holds (SHARED_EXTERNAL_IDS).
  */
 const PATH_EXTERNAL_IDS = [
-  "crm-10042", "a", "0", "-", "~", "..", ".", "%2E%2E", "%2e", "%20", "+", "%2B", "a+b", "%2F", "a%2Fb", "%2F%2F", "..%2F..%2Fetc%2Fpasswd", "%5C", "%3F", "%23",
-  "%25", "%2525", "%25E0%25A4%25A", "%E0%A4%A", "%E0%A4", "%E0", "%", "%%", "%G0", "%2", "%ZZ", "%%32%46", "%u0041", "%00", "a%00b", "%01", "%09", "%0A",
-  "%0D%0AX-Injected:%201", "%1F", "%7F", "%C2%80", "%C2%85", "%C2%9F", "%C2%A0", "%ED%A0%80", "%ED%BF%BF", "%F4%90%80%80", "%C0%AF", "%C0%80", "%FF", "%FE%FF",
-  "%EF%BB%BF", "%E2%80%AE", "%E2%80%8B", "%F0%9F%98%80", "%E4%BD%A0%E5%A5%BD", "%EF%B7%BA", "null", "undefined", "NaN", "__proto__", "constructor", "prototype",
-  "'%20OR%20'1'%3D'1", "%27%3B%20DROP%20TABLE%20%22Lead%22%3B%20--", "%22", "%7B%7Bid%7D%7D", "{{id}}", "${jndi:ldap:%2F%2Fx}", "<script>", "by-external-id", "batch", "upsert",
-  "shared-1", "crm%2F42", "%25E0%25A4%25A", "%F0%9F%98%80-shared",
+  "crm-10042",
+  "a",
+  "0",
+  "-",
+  "~",
+  "..",
+  ".",
+  "%2E%2E",
+  "%2e",
+  "%20",
+  "+",
+  "%2B",
+  "a+b",
+  "%2F",
+  "a%2Fb",
+  "%2F%2F",
+  "..%2F..%2Fetc%2Fpasswd",
+  "%5C",
+  "%3F",
+  "%23",
+  "%25",
+  "%2525",
+  "%25E0%25A4%25A",
+  "%E0%A4%A",
+  "%E0%A4",
+  "%E0",
+  "%",
+  "%%",
+  "%G0",
+  "%2",
+  "%ZZ",
+  "%%32%46",
+  "%u0041",
+  "%00",
+  "a%00b",
+  "%01",
+  "%09",
+  "%0A",
+  "%0D%0AX-Injected:%201",
+  "%1F",
+  "%7F",
+  "%C2%80",
+  "%C2%85",
+  "%C2%9F",
+  "%C2%A0",
+  "%ED%A0%80",
+  "%ED%BF%BF",
+  "%F4%90%80%80",
+  "%C0%AF",
+  "%C0%80",
+  "%FF",
+  "%FE%FF",
+  "%EF%BB%BF",
+  "%E2%80%AE",
+  "%E2%80%8B",
+  "%F0%9F%98%80",
+  "%E4%BD%A0%E5%A5%BD",
+  "%EF%B7%BA",
+  "null",
+  "undefined",
+  "NaN",
+  "__proto__",
+  "constructor",
+  "prototype",
+  "'%20OR%20'1'%3D'1",
+  "%27%3B%20DROP%20TABLE%20%22Lead%22%3B%20--",
+  "%22",
+  "%7B%7Bid%7D%7D",
+  "{{id}}",
+  "${jndi:ldap:%2F%2Fx}",
+  "<script>",
+  "by-external-id",
+  "batch",
+  "upsert",
+  "shared-1",
+  "crm%2F42",
+  "%25E0%25A4%25A",
+  "%F0%9F%98%80-shared",
 ];
 /** External ids tenant b holds on a lead, a contact and a ticket (set through its own PUTs before the fuzz). */
 const SHARED_EXTERNAL_IDS = ["shared-1", "crm/42", "%E0%A4%A", "😀-shared"];
 
 /** Every byte of a string's UTF-8, percent-encoded. */
-const encodeAll = (s: string) => [...Buffer.from(s)].map((x) => `%${x.toString(16).toUpperCase().padStart(2, "0")}`).join("");
+const encodeAll = (s: string) =>
+  [...Buffer.from(s)].map((x) => `%${x.toString(16).toUpperCase().padStart(2, "0")}`).join("");
 const encodeSegment = (s: string) => {
   try {
     return encodeURIComponent(s);
@@ -108,10 +235,22 @@ const pathExternalId: fc.Arbitrary<PathExternalId> = fc
     {
       weight: 1,
       arbitrary: fc
-        .tuple(fc.string({ maxLength: 6 }), fc.stringOf(fc.constantFrom(...CONTROL_CODES).map((c) => String.fromCharCode(c)), { minLength: 1, maxLength: 6 }), fc.string({ maxLength: 6 }))
+        .tuple(
+          fc.string({ maxLength: 6 }),
+          fc.stringOf(
+            fc.constantFrom(...CONTROL_CODES).map((c) => String.fromCharCode(c)),
+            { minLength: 1, maxLength: 6 },
+          ),
+          fc.string({ maxLength: 6 }),
+        )
         .map(([x, c, y]) => encodeSegment(x + c + y)),
     },
-    { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 24 }).map((bytes) => [...bytes].map((x) => `%${x.toString(16).padStart(2, "0")}`).join("")) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .uint8Array({ minLength: 1, maxLength: 24 })
+        .map((bytes) => [...bytes].map((x) => `%${x.toString(16).padStart(2, "0")}`).join("")),
+    },
     // Around the 255-character bound and far past it, at most 8,000 characters as sent (node answers a
     // request head past 16 KiB itself, 431 without the envelope, before the service sees it).
     {
@@ -133,13 +272,20 @@ interface TagPlan {
   garbage: string;
   count: number;
 }
-const HEADER_GARBAGE = [9, ...Array.from({ length: 95 }, (_, i) => 0x20 + i), ...Array.from({ length: 128 }, (_, i) => 0x80 + i)].filter((c) => c !== 0x22);
+const HEADER_GARBAGE = [
+  9,
+  ...Array.from({ length: 95 }, (_, i) => 0x20 + i),
+  ...Array.from({ length: 128 }, (_, i) => 0x80 + i),
+].filter((c) => c !== 0x22);
 const tagPlan = (classes: TagClass[]): fc.Arbitrary<TagPlan> =>
   fc.record({
     cls: fc.constantFrom(...classes),
     form: fc.nat(),
     n: fc.nat({ max: 1_000_000 }),
-    garbage: fc.stringOf(fc.constantFrom(...HEADER_GARBAGE).map((c) => String.fromCharCode(c)), { maxLength: 64 }),
+    garbage: fc.stringOf(
+      fc.constantFrom(...HEADER_GARBAGE).map((c) => String.fromCharCode(c)),
+      { maxLength: 64 },
+    ),
     count: fc.integer({ min: 2, max: 400 }),
   });
 /** A list separator: the list rule allows spaces, tabs and empty elements around commas. */
@@ -147,16 +293,60 @@ const listSeparator = (n: number) => [",", ", ", " ,\t", ",,"][n % 4]!;
 /** The value of an If-Match / If-None-Match of class `p.cls` for an object at version v. */
 function tagValue(p: TagPlan, v: number): string {
   const stale = (k: number) => `"${v + 1_000 + k}"`;
-  const list = (k: number, at: (i: number) => string) => Array.from({ length: k }, (_, i) => at(i)).join(listSeparator(p.n));
+  const list = (k: number, at: (i: number) => string) =>
+    Array.from({ length: k }, (_, i) => at(i)).join(listSeparator(p.n));
   const forms: Record<TagClass, string[]> = {
     malformed: [
-      `${v}`, `W/${v}`, `"${v}`, `${v}"`, `"${v}"x${p.garbage}`, `x"${v}"`, `"${v}" "${v}"`, `"a b"`, `"${v}"\t"${v}"`, `w/"${v}"`, `W/"${v}"W/"${v}"`, "", " ", "\t",
-      ",", ", ,", "**", `*, "${v}"`, `"${v}", *`, "*,*", "W/*", `"`, `'${v}'`, `"${v}";`, `<"${v}">`, `"\t"`, `g${p.garbage}`, `"${v}"\u00e9`,
-      list(Math.max(p.count, 101), () => `"${v}"`), list(Math.max(p.count, 101), stale),
+      `${v}`,
+      `W/${v}`,
+      `"${v}`,
+      `${v}"`,
+      `"${v}"x${p.garbage}`,
+      `x"${v}"`,
+      `"${v}" "${v}"`,
+      `"a b"`,
+      `"${v}"\t"${v}"`,
+      `w/"${v}"`,
+      `W/"${v}"W/"${v}"`,
+      "",
+      " ",
+      "\t",
+      ",",
+      ", ,",
+      "**",
+      `*, "${v}"`,
+      `"${v}", *`,
+      "*,*",
+      "W/*",
+      `"`,
+      `'${v}'`,
+      `"${v}";`,
+      `<"${v}">`,
+      `"\t"`,
+      `g${p.garbage}`,
+      `"${v}"\u00e9`,
+      list(Math.max(p.count, 101), () => `"${v}"`),
+      list(Math.max(p.count, 101), stale),
     ],
     stale: [
-      `"0"`, `"01"`, `"-1"`, `"1.0"`, `"${v}x"`, `"x${v}"`, stale(p.n), `"2147483648"`, `"99999999999999999999"`, `"abc"`, `"*"`, `""`, `"\u00e9\u00ff"`,
-      `"${"9".repeat(2_000 + (p.n % 3_000))}"`, `W/"${v + 1}"`, ` "0" `, list(Math.min(p.count, 100), stale), `"0",, ,${stale(p.n)}`,
+      `"0"`,
+      `"01"`,
+      `"-1"`,
+      `"1.0"`,
+      `"${v}x"`,
+      `"x${v}"`,
+      stale(p.n),
+      `"2147483648"`,
+      `"99999999999999999999"`,
+      `"abc"`,
+      `"*"`,
+      `""`,
+      `"\u00e9\u00ff"`,
+      `"${"9".repeat(2_000 + (p.n % 3_000))}"`,
+      `W/"${v + 1}"`,
+      ` "0" `,
+      list(Math.min(p.count, 100), stale),
+      `"0",, ,${stale(p.n)}`,
     ],
     weak: [`W/"${v}"`, `W/"${v}", "0"`, `"0", W/"${v}"`],
     current: [`"${v}"`, ` "${v}" `, `"0", "${v}"`, `"${v}",,`, list(Math.min(p.count, 99), stale) + `, "${v}"`],
@@ -168,20 +358,45 @@ function tagValue(p: TagPlan, v: number): string {
 
 /** Date-times and dates the database cannot store (years 0000, 10000, offsets that cross a bound). */
 const OUT_OF_RANGE_DATES = [
-  "0000-01-01T00:00:00Z", "0000-12-31T23:59:59.999Z", "0001-01-01T00:00:00+14:00", "0001-01-01T13:59:59+23:59", "9999-12-31T23:59:59-00:01",
-  "9999-12-31T12:00:00-14:00", "9999-12-31T00:00:00-23:59", "10000-01-01T00:00:00Z", "+010000-01-01T00:00:00.000Z", "-000001-01-01T00:00:00Z",
-  "0000-01-01", "0000-02-29", "9999-12-31", "10000-01-01", "0001-01-01", "9999-12-31T23:59:59.999Z", "0001-01-01T00:00:00Z",
+  "0000-01-01T00:00:00Z",
+  "0000-12-31T23:59:59.999Z",
+  "0001-01-01T00:00:00+14:00",
+  "0001-01-01T13:59:59+23:59",
+  "9999-12-31T23:59:59-00:01",
+  "9999-12-31T12:00:00-14:00",
+  "9999-12-31T00:00:00-23:59",
+  "10000-01-01T00:00:00Z",
+  "+010000-01-01T00:00:00.000Z",
+  "-000001-01-01T00:00:00Z",
+  "0000-01-01",
+  "0000-02-29",
+  "9999-12-31",
+  "10000-01-01",
+  "0001-01-01",
+  "9999-12-31T23:59:59.999Z",
+  "0001-01-01T00:00:00Z",
 ];
 const outOfRangeDate = fc.oneof(
   fc.constantFrom(...OUT_OF_RANGE_DATES),
   fc
-    .record({ year: fc.constantFrom("0000", "0001", "9999", "10000"), md: fc.constantFrom("01-01", "12-31", "06-15"), sign: fc.constantFrom("+", "-"), h: fc.integer({ min: 0, max: 23 }), m: fc.constantFrom(0, 30, 59) })
-    .map(({ year, md, sign, h, m }) => `${year}-${md}T${String(h).padStart(2, "0")}:00:00${sign}${String(h).padStart(2, "0")}:${String(m).padStart(2, "0")}`),
+    .record({
+      year: fc.constantFrom("0000", "0001", "9999", "10000"),
+      md: fc.constantFrom("01-01", "12-31", "06-15"),
+      sign: fc.constantFrom("+", "-"),
+      h: fc.integer({ min: 0, max: 23 }),
+      m: fc.constantFrom(0, 30, 59),
+    })
+    .map(
+      ({ year, md, sign, h, m }) =>
+        `${year}-${md}T${String(h).padStart(2, "0")}:00:00${sign}${String(h).padStart(2, "0")}:${String(m).padStart(2, "0")}`,
+    ),
 );
 /** Phone numbers longer than E.164's 15 digits (16–25 digits), with and without +. */
 const overLongPhone = fc
   .tuple(fc.integer({ min: 16, max: 25 }), fc.boolean(), fc.nat())
-  .map(([digits, plus, n]) => `${plus ? "+" : ""}${"49" + String(n).padEnd(digits, "7")}`.slice(0, digits + (plus ? 1 : 0)));
+  .map(([digits, plus, n]) =>
+    `${plus ? "+" : ""}${"49" + String(n).padEnd(digits, "7")}`.slice(0, digits + (plus ? 1 : 0)),
+  );
 
 const deep = (d: number, kind: number): unknown => {
   let v: unknown = kind % 2 ? "x" : 1;
@@ -193,12 +408,21 @@ const weirdString = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom(...SPECIAL) },
   { weight: 2, arbitrary: fc.string({ maxLength: 40 }) },
   { weight: 2, arbitrary: fc.fullUnicodeString({ maxLength: 40 }) },
-  { weight: 1, arbitrary: fc.stringOf(fc.integer({ min: 0, max: 31 }).map((c) => String.fromCharCode(c)), { maxLength: 10 }) },
+  {
+    weight: 1,
+    arbitrary: fc.stringOf(
+      fc.integer({ min: 0, max: 31 }).map((c) => String.fromCharCode(c)),
+      { maxLength: 10 },
+    ),
+  },
   { weight: 1, arbitrary: fc.integer({ min: 256, max: 120_000 }).map((n) => "x".repeat(n)) },
 );
 const weirdValue: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 4, arbitrary: weirdString },
-  { weight: 1, arbitrary: fc.constantFrom(0, -0, -1, 1.5, 1e308, -1e308, 2 ** 31, 2 ** 53 + 1, Number.MAX_SAFE_INTEGER, 1e-320) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(0, -0, -1, 1.5, 1e308, -1e308, 2 ** 31, 2 ** 53 + 1, Number.MAX_SAFE_INTEGER, 1e-320),
+  },
   { weight: 1, arbitrary: fc.integer() },
   { weight: 1, arbitrary: fc.boolean() },
   { weight: 1, arbitrary: fc.constant(null) },
@@ -210,7 +434,23 @@ const weirdValue: fc.Arbitrary<unknown> = fc.oneof(
 );
 const queryValue = fc.oneof(
   { weight: 3, arbitrary: weirdString.map((s) => s.slice(0, 3000)) },
-  { weight: 1, arbitrary: fc.constantFrom("1.5", "1e2", "-1", "0", "201", "99999999999999999999", "2026-02-30", "2026-11-20T08:00:00", "2026-11-20", "true", "[]", "{}") },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      "1.5",
+      "1e2",
+      "-1",
+      "0",
+      "201",
+      "99999999999999999999",
+      "2026-02-30",
+      "2026-11-20T08:00:00",
+      "2026-11-20",
+      "true",
+      "[]",
+      "{}",
+    ),
+  },
   { weight: 1, arbitrary: outOfRangeDate },
 );
 
@@ -226,9 +466,32 @@ interface Plan {
   pathCase: null | "upper" | "mixed" | "trpc" | "TRPC" | "bare" | "bare-slash";
   query: { param: number; value: string | "valid" | "valid-upper"; repeat: boolean }[];
   unknownQuery: boolean;
-  body: { kind: "drop" | "extra" | "replace" | "foreign-id" | "null" | "upper-ids" | "date" | "phone"; field: number; value: unknown }[];
-  whole: null | "array" | "string" | "number" | "null" | "invalid-json" | "empty" | "oversize" | "deep" | "bom" | "duplicate-keys" | "many-keys" | "deep-object";
-  contentType: null | "text/plain" | "none" | "application/json; charset=utf-8" | "application/vnd.api+json" | "application/x-www-form-urlencoded";
+  body: {
+    kind: "drop" | "extra" | "replace" | "foreign-id" | "null" | "upper-ids" | "date" | "phone";
+    field: number;
+    value: unknown;
+  }[];
+  whole:
+    | null
+    | "array"
+    | "string"
+    | "number"
+    | "null"
+    | "invalid-json"
+    | "empty"
+    | "oversize"
+    | "deep"
+    | "bom"
+    | "duplicate-keys"
+    | "many-keys"
+    | "deep-object";
+  contentType:
+    | null
+    | "text/plain"
+    | "none"
+    | "application/json; charset=utf-8"
+    | "application/vnd.api+json"
+    | "application/x-www-form-urlencoded";
   idem: null | "valid" | "long" | "space" | "latin1" | "empty" | "tab";
   /** The external id of a PUT's path (issue 39). */
   ext: PathExternalId;
@@ -242,13 +505,26 @@ interface Plan {
  * bodies of the creates and PATCHes of leads, contacts and tickets and in their list filters, and
  * the operations of two-way sync (SYNC_OPERATIONS, issue 39).
  */
-const WITH_EXTERNAL_ID = new Set(["leads.create", "leads.update", "contacts.create", "contacts.update", "tickets.create", "tickets.update", "leads.list", "contacts.list", "tickets.list"]);
+const WITH_EXTERNAL_ID = new Set([
+  "leads.create",
+  "leads.update",
+  "contacts.create",
+  "contacts.update",
+  "tickets.create",
+  "tickets.update",
+  "leads.list",
+  "contacts.list",
+  "tickets.list",
+]);
 const FUZZ_OPERATIONS: Operation[] = [
   ...OPERATIONS.map((op): Operation => {
     if (!WITH_EXTERNAL_ID.has(op.name)) return op;
     if (op.method === "GET") return { ...op, query: { ...op.query, externalId: null } };
     const body = op.body!;
-    return { ...op, body: (ids, n) => ({ ...body(ids, n), externalId: op.create ? `fz-${n}` : pick(SHARED_EXTERNAL_IDS, n)! }) };
+    return {
+      ...op,
+      body: (ids, n) => ({ ...body(ids, n), externalId: op.create ? `fz-${n}` : pick(SHARED_EXTERNAL_IDS, n)! }),
+    };
   }),
   ...SYNC_OPERATIONS,
 ];
@@ -257,21 +533,56 @@ const planArb: fc.Arbitrary<Plan> = fc.record({
   op: fc.integer({ min: 0, max: FUZZ_OPERATIONS.length - 1 }),
   key: fc.oneof(
     { weight: 30, arbitrary: fc.constant("full" as const) },
-    { weight: 1, arbitrary: fc.constantFrom("read", "none", "bobkey", "missing", "malformed", "revoked", "foreign-format") as fc.Arbitrary<Plan["key"]> },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        "read",
+        "none",
+        "bobkey",
+        "missing",
+        "malformed",
+        "revoked",
+        "foreign-format",
+      ) as fc.Arbitrary<Plan["key"]>,
+    },
   ),
-  pathId: fc.record({ kind: fc.constantFrom("own", "own", "random", "foreign", "bad", "bad", "upper") as fc.Arbitrary<Plan["pathId"]["kind"]>, bad: fc.nat({ max: BAD_IDS.length - 1 }) }),
+  pathId: fc.record({
+    kind: fc.constantFrom("own", "own", "random", "foreign", "bad", "bad", "upper") as fc.Arbitrary<
+      Plan["pathId"]["kind"]
+    >,
+    bad: fc.nat({ max: BAD_IDS.length - 1 }),
+  }),
   pathCase: fc.oneof(
     { weight: 24, arbitrary: fc.constant(null) },
-    { weight: 1, arbitrary: fc.constantFrom("upper", "mixed", "trpc", "TRPC", "bare", "bare-slash") as fc.Arbitrary<Plan["pathCase"]> },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom("upper", "mixed", "trpc", "TRPC", "bare", "bare-slash") as fc.Arbitrary<
+        Plan["pathCase"]
+      >,
+    },
   ),
   query: fc.array(
-    fc.record({ param: fc.nat(), value: fc.oneof(fc.constant("valid" as const), fc.constant("valid-upper" as const), queryValue), repeat: fc.integer({ min: 0, max: 11 }).map((x) => x === 0) }),
+    fc.record({
+      param: fc.nat(),
+      value: fc.oneof(fc.constant("valid" as const), fc.constant("valid-upper" as const), queryValue),
+      repeat: fc.integer({ min: 0, max: 11 }).map((x) => x === 0),
+    }),
     { maxLength: 4 },
   ),
   unknownQuery: fc.boolean(),
   body: fc.array(
     fc.record({
-      kind: fc.constantFrom("drop", "extra", "replace", "replace", "foreign-id", "null", "upper-ids", "date", "phone") as fc.Arbitrary<Plan["body"][number]["kind"]>,
+      kind: fc.constantFrom(
+        "drop",
+        "extra",
+        "replace",
+        "replace",
+        "foreign-id",
+        "null",
+        "upper-ids",
+        "date",
+        "phone",
+      ) as fc.Arbitrary<Plan["body"][number]["kind"]>,
       field: fc.nat(),
       value: weirdValue,
     }),
@@ -281,12 +592,34 @@ const planArb: fc.Arbitrary<Plan> = fc.record({
     { weight: 20, arbitrary: fc.constant(null) },
     {
       weight: 1,
-      arbitrary: fc.constantFrom("array", "string", "number", "null", "invalid-json", "empty", "oversize", "deep", "bom", "duplicate-keys", "many-keys", "deep-object") as fc.Arbitrary<Plan["whole"]>,
+      arbitrary: fc.constantFrom(
+        "array",
+        "string",
+        "number",
+        "null",
+        "invalid-json",
+        "empty",
+        "oversize",
+        "deep",
+        "bom",
+        "duplicate-keys",
+        "many-keys",
+        "deep-object",
+      ) as fc.Arbitrary<Plan["whole"]>,
     },
   ),
   contentType: fc.oneof(
     { weight: 25, arbitrary: fc.constant(null) },
-    { weight: 1, arbitrary: fc.constantFrom("text/plain", "none", "application/json; charset=utf-8", "application/vnd.api+json", "application/x-www-form-urlencoded") as fc.Arbitrary<Plan["contentType"]> },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        "text/plain",
+        "none",
+        "application/json; charset=utf-8",
+        "application/vnd.api+json",
+        "application/x-www-form-urlencoded",
+      ) as fc.Arbitrary<Plan["contentType"]>,
+    },
   ),
   idem: fc.oneof(
     { weight: 4, arbitrary: fc.constant(null) },
@@ -296,7 +629,13 @@ const planArb: fc.Arbitrary<Plan> = fc.record({
   ext: pathExternalId,
   precondition: fc.oneof(
     { weight: 3, arbitrary: fc.constant(null) },
-    { weight: 1, arbitrary: fc.record({ tag: tagPlan(["malformed", "malformed", "stale", "weak", "current", "any"]), v: fc.integer({ min: 1, max: 30 }) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        tag: tagPlan(["malformed", "malformed", "stale", "weak", "current", "any"]),
+        v: fc.integer({ min: 1, max: 30 }),
+      }),
+    },
   ),
   n: fc.nat({ max: 9_999_999 }),
 });
@@ -317,23 +656,40 @@ interface Built {
 
 /** The tRPC procedure of each operation, and the input field its path id goes in. */
 const TRPC: Record<string, { proc: string; idField?: string }> = {
-  me: { proc: "me.get" }, "leads.list": { proc: "leads.list" }, "leads.create": { proc: "leads.create" }, "leads.get": { proc: "leads.get", idField: "lead_id" },
-  "leads.update": { proc: "leads.update", idField: "lead_id" }, "contacts.list": { proc: "contacts.list" }, "contacts.create": { proc: "contacts.create" },
-  "contacts.update": { proc: "contacts.update", idField: "contact_id" }, "conversations.list": { proc: "conversations.list" },
-  "conversations.start": { proc: "conversations.start" }, "messages.list": { proc: "conversations.messages.list", idField: "id" },
-  "messages.send": { proc: "conversations.messages.send", idField: "id" }, "appointments.list": { proc: "appointments.list" },
-  "appointments.create": { proc: "appointments.create" }, "appointments.update": { proc: "appointments.update", idField: "appointment_id" },
-  "availability.get": { proc: "availability.get" }, "tickets.list": { proc: "tickets.list" }, "tickets.create": { proc: "tickets.create" },
-  "tickets.update": { proc: "tickets.update", idField: "ticket_id" }, "tickets.comment": { proc: "tickets.comment", idField: "ticket_id" },
+  me: { proc: "me.get" },
+  "leads.list": { proc: "leads.list" },
+  "leads.create": { proc: "leads.create" },
+  "leads.get": { proc: "leads.get", idField: "lead_id" },
+  "leads.update": { proc: "leads.update", idField: "lead_id" },
+  "contacts.list": { proc: "contacts.list" },
+  "contacts.create": { proc: "contacts.create" },
+  "contacts.update": { proc: "contacts.update", idField: "contact_id" },
+  "conversations.list": { proc: "conversations.list" },
+  "conversations.start": { proc: "conversations.start" },
+  "messages.list": { proc: "conversations.messages.list", idField: "id" },
+  "messages.send": { proc: "conversations.messages.send", idField: "id" },
+  "appointments.list": { proc: "appointments.list" },
+  "appointments.create": { proc: "appointments.create" },
+  "appointments.update": { proc: "appointments.update", idField: "appointment_id" },
+  "availability.get": { proc: "availability.get" },
+  "tickets.list": { proc: "tickets.list" },
+  "tickets.create": { proc: "tickets.create" },
+  "tickets.update": { proc: "tickets.update", idField: "ticket_id" },
+  "tickets.comment": { proc: "tickets.comment", idField: "ticket_id" },
   "changes.list": { proc: "changes.list" },
-  "contacts.get": { proc: "contacts.get", idField: "contact_id" }, "tickets.get": { proc: "tickets.get", idField: "ticket_id" },
+  "contacts.get": { proc: "contacts.get", idField: "contact_id" },
+  "tickets.get": { proc: "tickets.get", idField: "ticket_id" },
   "appointments.get": { proc: "appointments.get", idField: "appointment_id" },
-  "leads.upsert": { proc: "leads.upsert", idField: "externalId" }, "contacts.upsert": { proc: "contacts.upsert", idField: "externalId" },
-  "tickets.upsert": { proc: "tickets.upsert", idField: "externalId" }, "leads.batchUpsert": { proc: "leads.batchUpsert" },
-  "contacts.batchUpsert": { proc: "contacts.batchUpsert" }, "tickets.batchUpsert": { proc: "tickets.batchUpsert" },
+  "leads.upsert": { proc: "leads.upsert", idField: "externalId" },
+  "contacts.upsert": { proc: "contacts.upsert", idField: "externalId" },
+  "tickets.upsert": { proc: "tickets.upsert", idField: "externalId" },
+  "leads.batchUpsert": { proc: "leads.batchUpsert" },
+  "contacts.batchUpsert": { proc: "contacts.batchUpsert" },
+  "tickets.batchUpsert": { proc: "tickets.batchUpsert" },
 };
 // Every operation the drill generates has its tRPC procedure here (a new one fails at once, not mid-run).
-for (const op of FUZZ_OPERATIONS) if (!TRPC[op.name]) throw new Error(`drill 6: no tRPC procedure for operation ${op.name}`);
+for (const op of FUZZ_OPERATIONS)
+  if (!TRPC[op.name]) throw new Error(`drill 6: no tRPC procedure for operation ${op.name}`);
 
 const DATE_FIELDS = new Set(["startsAt", "endsAt"]);
 const PHONE_FIELDS = new Set(["phone", "customerPhone"]);
@@ -354,8 +710,14 @@ function manyKeys(body: Record<string, unknown>, bytes: number): string {
 function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
   const op: Operation = FUZZ_OPERATIONS[plan.op]!;
   const keys: Record<Plan["key"], string | undefined> = {
-    full: a.apiKeys.full!.key, read: a.apiKeys.read!.key, none: a.apiKeys.none!.key, bobkey: a.apiKeys.bobkey!.key, missing: undefined,
-    malformed: "crm_short", revoked: a.apiKeys.revoked!.key, "foreign-format": "Bearer " + a.apiKeys.full!.key,
+    full: a.apiKeys.full!.key,
+    read: a.apiKeys.read!.key,
+    none: a.apiKeys.none!.key,
+    bobkey: a.apiKeys.bobkey!.key,
+    missing: undefined,
+    malformed: "crm_short",
+    revoked: a.apiKeys.revoked!.key,
+    "foreign-format": "Bearer " + a.apiKeys.full!.key,
   };
   const headers: Record<string, string> = {};
   const key = keys[plan.key];
@@ -365,7 +727,15 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
   if (op.pathId) {
     const k = plan.pathId.kind;
     pathId =
-      k === "own" ? idOf(a, op.pathId) : k === "upper" ? idOf(a, op.pathId).toUpperCase() : k === "foreign" ? idOf(b, op.pathId) : k === "random" ? crypto.randomUUID() : BAD_IDS[plan.pathId.bad]!;
+      k === "own"
+        ? idOf(a, op.pathId)
+        : k === "upper"
+          ? idOf(a, op.pathId).toUpperCase()
+          : k === "foreign"
+            ? idOf(b, op.pathId)
+            : k === "random"
+              ? crypto.randomUUID()
+              : BAD_IDS[plan.pathId.bad]!;
     path = path.replace("{id}", pathId);
   }
   // A PUT's external id: as sent in the path; over /trpc, what it names goes in the input.
@@ -381,7 +751,8 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
     if (!params.length) break;
     const name = params[q.param % params.length]!;
     const idKind = op.query![name];
-    const value = q.value === "valid" || q.value === "valid-upper" ? (idKind ? idOf(a, idKind) : validQuery(name)) : q.value;
+    const value =
+      q.value === "valid" || q.value === "valid-upper" ? (idKind ? idOf(a, idKind) : validQuery(name)) : q.value;
     const spelled = q.value === "valid-upper" ? value.toUpperCase() : value;
     qs.append(name, spelled);
     queryInput[name] = spelled;
@@ -413,38 +784,76 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
           body[field] = idOf(b, kind);
         }
       } else if (m.kind === "upper-ids") {
-        for (const field of Object.keys(op.bodyIds ?? {})) if (typeof body[field] === "string") body[field] = (body[field] as string).toUpperCase();
+        for (const field of Object.keys(op.bodyIds ?? {}))
+          if (typeof body[field] === "string") body[field] = (body[field] as string).toUpperCase();
       } else if (m.kind === "date") {
-        const field = pick(fields.filter((x) => DATE_FIELDS.has(x)), m.field);
+        const field = pick(
+          fields.filter((x) => DATE_FIELDS.has(x)),
+          m.field,
+        );
         if (field) body[field] = OUT_OF_RANGE_DATES[m.field % OUT_OF_RANGE_DATES.length];
       } else if (m.kind === "phone") {
-        const field = pick(fields.filter((x) => PHONE_FIELDS.has(x)), m.field);
+        const field = pick(
+          fields.filter((x) => PHONE_FIELDS.has(x)),
+          m.field,
+        );
         if (field) body[field] = `+49${"3".repeat(13 + (m.field % 10))}`; // 16–25 digits
       } else body[f] = m.value;
     }
     if (trpc && pathId !== undefined && TRPC[op.name]!.idField) body[TRPC[op.name]!.idField!] = pathId;
     let text = JSON.stringify(body);
     switch (plan.whole) {
-      case "array": text = JSON.stringify([body]); break;
-      case "string": text = JSON.stringify("body"); break;
-      case "number": text = "42"; break;
-      case "null": text = "null"; break;
-      case "invalid-json": text = text.slice(0, Math.max(1, text.length - 3)); break;
-      case "empty": text = ""; break;
-      case "deep": text = "[".repeat(50_000) + "]".repeat(50_000); break;
-      case "bom": text = "\ufeff" + text; break;
-      case "duplicate-keys": text = text.replace(/^\{/, `{"notes":"a","notes":"b",`); break;
-      case "oversize": text = JSON.stringify({ ...body, notes: "x".repeat(BODY_LIMIT + (plan.n % 3) * 1_000_000) }); expect413 = key === a.apiKeys.full!.key; break;
-      case "many-keys": text = manyKeys(body, BODY_LIMIT - 64 - (plan.n % 100_000)); break;
-      case "deep-object": text = `{"a":${'{"a":'.repeat(33 + (plan.n % 20_000))}1${"}".repeat(34 + (plan.n % 20_000))}`; break;
+      case "array":
+        text = JSON.stringify([body]);
+        break;
+      case "string":
+        text = JSON.stringify("body");
+        break;
+      case "number":
+        text = "42";
+        break;
+      case "null":
+        text = "null";
+        break;
+      case "invalid-json":
+        text = text.slice(0, Math.max(1, text.length - 3));
+        break;
+      case "empty":
+        text = "";
+        break;
+      case "deep":
+        text = "[".repeat(50_000) + "]".repeat(50_000);
+        break;
+      case "bom":
+        text = "\ufeff" + text;
+        break;
+      case "duplicate-keys":
+        text = text.replace(/^\{/, `{"notes":"a","notes":"b",`);
+        break;
+      case "oversize":
+        text = JSON.stringify({ ...body, notes: "x".repeat(BODY_LIMIT + (plan.n % 3) * 1_000_000) });
+        expect413 = key === a.apiKeys.full!.key;
+        break;
+      case "many-keys":
+        text = manyKeys(body, BODY_LIMIT - 64 - (plan.n % 100_000));
+        break;
+      case "deep-object":
+        text = `{"a":${'{"a":'.repeat(33 + (plan.n % 20_000))}1${"}".repeat(34 + (plan.n % 20_000))}`;
+        break;
     }
     raw = Buffer.from(text);
     if (plan.contentType !== "none") headers["Content-Type"] = plan.contentType ?? "application/json";
   }
-  if (plan.precondition) headers[op.method === "GET" ? "If-None-Match" : "If-Match"] = tagValue(plan.precondition.tag, plan.precondition.v);
+  if (plan.precondition)
+    headers[op.method === "GET" ? "If-None-Match" : "If-Match"] = tagValue(plan.precondition.tag, plan.precondition.v);
   if (op.create && plan.idem) {
     headers["Idempotency-Key"] = {
-      valid: `fz-${plan.n}`, long: "k".repeat(256 + (plan.n % 1000)), space: "has space", latin1: "cl\u00e9", empty: "", tab: "a\tb",
+      valid: `fz-${plan.n}`,
+      long: "k".repeat(256 + (plan.n % 1000)),
+      space: "has space",
+      latin1: "cl\u00e9",
+      empty: "",
+      tab: "a\tb",
     }[plan.idem];
   }
   if (trpc) {
@@ -466,10 +875,18 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
     raw,
     expect413,
     trpc,
-    expectGuard401: plan.pathCase !== null && (plan.key === "missing" || plan.key === "malformed" || plan.key === "foreign-format"),
+    expectGuard401:
+      plan.pathCase !== null && (plan.key === "missing" || plan.key === "malformed" || plan.key === "foreign-format"),
     // Refused with 422 after the scope check, whatever else is wrong (a bad path id changes the route).
-    expect422: fullKey && shapeBeyondLimits && op.method !== "GET" && plan.contentType !== "text/plain" && plan.contentType !== "none" &&
-      plan.contentType !== "application/x-www-form-urlencoded" && (plan.pathId.kind !== "bad" || !op.pathId) && !(externalIdPath && !trpc && routeChanging(plan.ext.sent)) &&
+    expect422:
+      fullKey &&
+      shapeBeyondLimits &&
+      op.method !== "GET" &&
+      plan.contentType !== "text/plain" &&
+      plan.contentType !== "none" &&
+      plan.contentType !== "application/x-www-form-urlencoded" &&
+      (plan.pathId.kind !== "bad" || !op.pathId) &&
+      !(externalIdPath && !trpc && routeChanging(plan.ext.sent)) &&
       usableKey,
   };
 }
@@ -483,22 +900,39 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
 const THREAD_MAX_COMMENTS = 500;
 const THREAD_MAX_CHARS = 150_000;
 const shortBody = fc.fullUnicodeString({ minLength: 1, maxLength: 60 });
-const longBody = fc.tuple(fc.constantFrom("\u0001", "😀", "x", '"', "\\", "é"), fc.integer({ min: 1_000, max: 10_000 })).map(([c, n]) => c.repeat(n));
-const threadKey = fc.oneof({ weight: 9, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.nat({ max: 30 }) });
+const longBody = fc
+  .tuple(fc.constantFrom("\u0001", "😀", "x", '"', "\\", "é"), fc.integer({ min: 1_000, max: 10_000 }))
+  .map(([c, n]) => c.repeat(n));
+const threadKey = fc.oneof(
+  { weight: 9, arbitrary: fc.constant(undefined) },
+  { weight: 1, arbitrary: fc.nat({ max: 30 }) },
+);
 /** n comments; every use of one Idempotency-Key sends the body of its first use (a retry, replayed). */
 const threadArb = (body: fc.Arbitrary<string>, n: number) =>
   fc.array(fc.record({ body, key: threadKey }), { minLength: n, maxLength: n }).map((plan) => {
     const first = new Map<number, string>();
-    return plan.map((p) => (p.key === undefined ? p : { ...p, body: first.get(p.key) ?? (first.set(p.key, p.body), p.body) }));
+    return plan.map((p) =>
+      p.key === undefined ? p : { ...p, body: first.get(p.key) ?? (first.set(p.key, p.body), p.body) },
+    );
   });
 
-async function longThreads(client: Client, a: TenantIds, seed: number): Promise<{ requests: number; problems: string[]; figure: string }> {
+async function longThreads(
+  client: Client,
+  a: TenantIds,
+  seed: number,
+): Promise<{ requests: number; problems: string[]; figure: string }> {
   const key = a.apiKeys.full!.key;
   const problems: string[] = [];
   let requests = 0;
   const figures: string[] = [];
-  for (const [name, body, n] of [["count", shortBody, 600], ["chars", longBody, 60]] as const) {
-    const created = await client.request("POST", "/public/v1/tickets", { key, body: { subject: `long thread ${name}`, customerId: a.contacts.bea } });
+  for (const [name, body, n] of [
+    ["count", shortBody, 600],
+    ["chars", longBody, 60],
+  ] as const) {
+    const created = await client.request("POST", "/public/v1/tickets", {
+      key,
+      body: { subject: `long thread ${name}`, customerId: a.contacts.bea },
+    });
     requests++;
     if (created.status !== 201) {
       problems.push(`long thread ${name}: ticket not created (${created.status})`);
@@ -512,27 +946,42 @@ async function longThreads(client: Client, a: TenantIds, seed: number): Promise<
       const p = plan[i]!;
       const idem = p.key === undefined ? undefined : `thread-${name}-${seed}-${p.key}`;
       const res = await client.request("POST", `/public/v1/tickets/${id}/comments`, {
-        key, body: { body: p.body }, headers: idem ? { "Idempotency-Key": idem } : {}, timeoutMs: 30_000,
+        key,
+        body: { body: p.body },
+        headers: idem ? { "Idempotency-Key": idem } : {},
+        timeoutMs: 30_000,
       });
       requests++;
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       const where = `long thread ${name} #${i}`;
       if (res.status === 201) {
-        if (Buffer.byteLength(res.text) >= 1_000_000) problems.push(`${where}: a ticket of ${Buffer.byteLength(res.text)} bytes`);
+        if (Buffer.byteLength(res.text) >= 1_000_000)
+          problems.push(`${where}: a ticket of ${Buffer.byteLength(res.text)} bytes`);
         if (idem) byKey.set(idem, (byKey.get(idem) ?? new Set()).add(res.text));
-      } else if (res.status === 409) problems.push(...envelopeProblems(res, { status: 409, error: "TICKET_COMMENT_LIMIT_REACHED" }).map((x) => `${where}: ${x}`));
+      } else if (res.status === 409)
+        problems.push(
+          ...envelopeProblems(res, { status: 409, error: "TICKET_COMMENT_LIMIT_REACHED" }).map((x) => `${where}: ${x}`),
+        );
       else if (res.status !== 422) problems.push(`${where}: ${res.status} ${res.body?.error ?? res.text.slice(0, 80)}`);
       else problems.push(...envelopeProblems(res).map((x) => `${where}: ${x}`));
     });
-    for (const [k, texts] of byKey) if (texts.size > 1) problems.push(`long thread ${name}: ${texts.size} different 201 bodies for Idempotency-Key ${k}`);
+    for (const [k, texts] of byKey)
+      if (texts.size > 1)
+        problems.push(`long thread ${name}: ${texts.size} different 201 bodies for Idempotency-Key ${k}`);
     const final = await client.request("PATCH", `/public/v1/tickets/${id}`, { key, body: {} });
     requests++;
     const comments: { body: string }[] = final.body?.comments ?? [];
     const chars = comments.reduce((sum, c) => sum + [...c.body].length, 0);
     if (final.status !== 200) problems.push(`long thread ${name}: final read ${final.status}`);
-    else if (comments.length > THREAD_MAX_COMMENTS || chars > THREAD_MAX_CHARS) problems.push(`long thread ${name}: ${comments.length} comments, ${chars} characters`);
+    else if (comments.length > THREAD_MAX_COMMENTS || chars > THREAD_MAX_CHARS)
+      problems.push(`long thread ${name}: ${comments.length} comments, ${chars} characters`);
     if (!statuses.has(409)) problems.push(`long thread ${name}: the bound was never reached`);
-    figures.push(`${name}: ${comments.length} comments/${chars} chars/${Buffer.byteLength(final.text)} B, ${[...statuses].sort((x, y) => x[0] - y[0]).map(([st, c]) => `${st}:${c}`).join(" ")}`);
+    figures.push(
+      `${name}: ${comments.length} comments/${chars} chars/${Buffer.byteLength(final.text)} B, ${[...statuses]
+        .sort((x, y) => x[0] - y[0])
+        .map(([st, c]) => `${st}:${c}`)
+        .join(" ")}`,
+    );
   }
   return { requests, problems, figure: `long threads ${figures.join("; ")}` };
 }
@@ -554,7 +1003,12 @@ const surrogateArb = fc.record({
   n: fc.nat({ max: 9_999_999 }),
 });
 
-async function loneSurrogates(client: Client, url: string, a: TenantIds, seed: number): Promise<{ requests: number; problems: string[]; figure: string }> {
+async function loneSurrogates(
+  client: Client,
+  url: string,
+  a: TenantIds,
+  seed: number,
+): Promise<{ requests: number; problems: string[]; figure: string }> {
   const key = a.apiKeys.full!.key;
   const count = Number(process.env.DRILL_FUZZ_SURROGATES || 300);
   const plans = fc.sample(surrogateArb, { seed: seed + 25, numRuns: count });
@@ -571,7 +1025,9 @@ async function loneSurrogates(client: Client, url: string, a: TenantIds, seed: n
     let field: string | undefined;
     if (op.method !== "GET") {
       const body: Record<string, unknown> = op.body ? op.body(a, p.n) : {};
-      const fields = Object.entries(body).filter(([, v]) => typeof v === "string" || (Array.isArray(v) && typeof v[0] === "string")).map(([k]) => k);
+      const fields = Object.entries(body)
+        .filter(([, v]) => typeof v === "string" || (Array.isArray(v) && typeof v[0] === "string"))
+        .map(([k]) => k);
       const name = pick(fields, p.field);
       if (!name) return;
       field = Array.isArray(body[name]) ? `${name}.0` : name;
@@ -580,9 +1036,21 @@ async function loneSurrogates(client: Client, url: string, a: TenantIds, seed: n
       if (trpc && idField && pathId) body[idField] = pathId;
       const [head, tail] = JSON.stringify(body).split('"MARK"') as [string, string];
       // JSON.stringify writes a lone surrogate as its escape; "bytes" puts the surrogate's UTF-8 bytes (ED A0 80) raw in the string.
-      const value = p.via === "bytes" ? Buffer.concat([Buffer.from(JSON.stringify(p.before).slice(0, -1)), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from(JSON.stringify(p.after).slice(1))]) : Buffer.from(JSON.stringify(text));
+      const value =
+        p.via === "bytes"
+          ? Buffer.concat([
+              Buffer.from(JSON.stringify(p.before).slice(0, -1)),
+              Buffer.from([0xed, 0xa0, 0x80]),
+              Buffer.from(JSON.stringify(p.after).slice(1)),
+            ])
+          : Buffer.from(JSON.stringify(text));
       const path = trpc ? `/trpc/${proc}` : op.path.replace("{id}", pathId ?? "");
-      req = { method: trpc || op.method === "POST" ? "POST" : op.method, path, raw: Buffer.concat([Buffer.from(head), value, Buffer.from(tail)]), trpc };
+      req = {
+        method: trpc || op.method === "POST" ? "POST" : op.method,
+        path,
+        raw: Buffer.concat([Buffer.from(head), value, Buffer.from(tail)]),
+        trpc,
+      };
     } else {
       const params = Object.keys(op.query ?? {});
       const name = pick(params, p.field);
@@ -603,10 +1071,14 @@ async function loneSurrogates(client: Client, url: string, a: TenantIds, seed: n
     const found = envelopeProblems(env, { status: 422, error: "VALIDATION_ERROR" });
     const named = ((env.body?.details?.fields ?? []) as { field: string }[]).map((f) => f.field);
     if (!named.includes(field)) found.push(`field ${field} not named (${named.join(", ") || "none"})`);
-    if (found.length) problems.push(`lone surrogate #${i} ${req.method} ${req.path.slice(0, 100)} (${p.via}, ${field}): ${found.join("; ")}`);
+    if (found.length)
+      problems.push(
+        `lone surrogate #${i} ${req.method} ${req.path.slice(0, 100)} (${p.via}, ${field}): ${found.join("; ")}`,
+      );
   });
   const after = await dump(url, a.id);
-  if (digest(before) !== digest(after)) problems.push(`lone surrogates: tenant a changed: ${diff(before, after).join("; ").slice(0, 400)}`);
+  if (digest(before) !== digest(after))
+    problems.push(`lone surrogates: tenant a changed: ${diff(before, after).join("; ").slice(0, 400)}`);
   const sent = [...byVia.values()].reduce((x, y) => x + y, 0);
   return {
     requests: sent,
@@ -620,16 +1092,30 @@ async function loneSurrogates(client: Client, url: string, a: TenantIds, seed: n
 // deep a nesting or nothing wrong, sometimes given twice; and batches of 2 to 20 list calls, whose one
 // response has one page budget. Every bad input is 422 VALIDATION_ERROR in the tRPC shape, every good
 // one 200; a batch answers 200 with one result per call within PAGE_BUDGET_BYTES.
-const LIST_PROCS = ["leads.list", "contacts.list", "tickets.list", "appointments.list", "conversations.list", "changes.list"] as const;
+const LIST_PROCS = [
+  "leads.list",
+  "contacts.list",
+  "tickets.list",
+  "appointments.list",
+  "conversations.list",
+  "changes.list",
+] as const;
 const trpcQueryArb = fc.record({
   padding: fc.integer({ min: 0, max: 1_500 }),
   proc: fc.constantFrom("leads.list", "contacts.list", "tickets.list", "appointments.list"),
   bad: fc.constantFrom("none", "surrogate", "nul", "deep"),
   twice: fc.boolean(),
 });
-const trpcBatchArb = fc.array(fc.record({ proc: fc.constantFrom(...LIST_PROCS), limit: fc.integer({ min: 1, max: 200 }) }), { minLength: 2, maxLength: 20 });
+const trpcBatchArb = fc.array(
+  fc.record({ proc: fc.constantFrom(...LIST_PROCS), limit: fc.integer({ min: 1, max: 200 }) }),
+  { minLength: 2, maxLength: 20 },
+);
 
-async function trpcQueries(client: Client, a: TenantIds, seed: number): Promise<{ requests: number; problems: string[]; figure: string }> {
+async function trpcQueries(
+  client: Client,
+  a: TenantIds,
+  seed: number,
+): Promise<{ requests: number; problems: string[]; figure: string }> {
   const key = a.apiKeys.full!.key;
   const queries = fc.sample(trpcQueryArb, { seed: seed + 41, numRuns: Number(process.env.DRILL_FUZZ_TRPC || 200) });
   const batches = fc.sample(trpcBatchArb, { seed: seed + 42, numRuns: Number(process.env.DRILL_FUZZ_BATCHES || 40) });
@@ -637,7 +1123,10 @@ async function trpcQueries(client: Client, a: TenantIds, seed: number): Promise<
   let refused = 0;
   await pool(queries.length, 8, async (i) => {
     const q = queries[i]!;
-    const search = q.proc === "contacts.list" ? { search: q.bad === "surrogate" ? "x\ud800y" : q.bad === "nul" ? "a\u0000b" : "x" } : {};
+    const search =
+      q.proc === "contacts.list"
+        ? { search: q.bad === "surrogate" ? "x\ud800y" : q.bad === "nul" ? "a\u0000b" : "x" }
+        : {};
     const input: Record<string, unknown> = { limit: 5, ...search };
     if (q.proc !== "contacts.list" && q.bad === "surrogate") input.limit = "x\ud800y";
     if (q.proc !== "contacts.list" && q.bad === "nul") input.limit = "a\u0000b";
@@ -651,8 +1140,12 @@ async function trpcQueries(client: Client, a: TenantIds, seed: number): Promise<
       refused += 1;
       const env: Res = { ...res, body: res.body?.error?.data?.envelope };
       const found = envelopeProblems(env, { status: 422, error: "VALIDATION_ERROR" });
-      if (found.length) problems.push(`padded /trpc #${i} (${q.padding} params, ${q.bad}${q.twice ? ", twice" : ""}) ${q.proc}: ${found.join("; ")}`);
-    } else if (res.status !== 200) problems.push(`padded /trpc #${i} (${q.padding} params) ${q.proc}: ${res.status} ${res.text.slice(0, 120)}`);
+      if (found.length)
+        problems.push(
+          `padded /trpc #${i} (${q.padding} params, ${q.bad}${q.twice ? ", twice" : ""}) ${q.proc}: ${found.join("; ")}`,
+        );
+    } else if (res.status !== 200)
+      problems.push(`padded /trpc #${i} (${q.padding} params) ${q.proc}: ${res.status} ${res.text.slice(0, 120)}`);
   });
   let largest = 0;
   await pool(batches.length, 4, async (i) => {
@@ -664,10 +1157,13 @@ async function trpcQueries(client: Client, a: TenantIds, seed: number): Promise<
     largest = Math.max(largest, bytes);
     const where = `batch #${i} of ${calls.length} list calls`;
     if (res.status !== 200) problems.push(`${where}: ${res.status} ${res.text.slice(0, 120)}`);
-    else if (!Array.isArray(res.body) || res.body.length !== calls.length) problems.push(`${where}: not one result per call`);
+    else if (!Array.isArray(res.body) || res.body.length !== calls.length)
+      problems.push(`${where}: not one result per call`);
     else if (bytes > PAGE_BUDGET_BYTES) problems.push(`${where}: ${bytes} bytes, past the page budget`);
-    else for (const [n, r] of (res.body as { result?: { data?: { items?: unknown } } }[]).entries())
-      if (!Array.isArray(r.result?.data?.items)) problems.push(`${where}: call ${n} (${calls[n]!.proc}) has no items`);
+    else
+      for (const [n, r] of (res.body as { result?: { data?: { items?: unknown } } }[]).entries())
+        if (!Array.isArray(r.result?.data?.items))
+          problems.push(`${where}: call ${n} (${calls[n]!.proc}) has no items`);
   });
   return {
     requests: queries.length + batches.length,
@@ -693,29 +1189,91 @@ async function trpcQueries(client: Client, a: TenantIds, seed: number): Promise<
 // ignored): tenant a's dump is the same after them (DRILL_FUZZ_SYNC requests each part, 400 by default).
 const RESOURCES = ["leads", "contacts", "tickets"] as const;
 type Resource = (typeof RESOURCES)[number];
-const putBodyOf = (ids: TenantIds, r: Resource, n: number) => SYNC_OPERATIONS.find((o) => o.name === `${r}.upsert`)!.body!(ids, n);
+const putBodyOf = (ids: TenantIds, r: Resource, n: number) =>
+  SYNC_OPERATIONS.find((o) => o.name === `${r}.upsert`)!.body!(ids, n);
 /** A field an update of each resource may change (a batch's write of it shows). */
 const CHANGEABLE: Record<Resource, string> = { leads: "notes", contacts: "fullName", tickets: "subject" };
 /** A required string field of each PUT body (its bound: 255, 40 and 500 characters). */
 const REQUIRED_TEXT: Record<Resource, string> = { leads: "customerName", contacts: "phone", tickets: "subject" };
 const BAD_BODY_EXTERNAL_IDS: unknown[] = [
-  ".", "..",
-  "", "x".repeat(256), "é".repeat(256), "😀".repeat(256), "\u0000", "a\u0001b", "\u001f", "\u007f", "\u0085", "\u009f", "tab\there", "line\nbreak", 42, 0, -1, 1.5,
-  true, false, null, {}, [], ["a"], { externalId: "x" },
+  ".",
+  "..",
+  "",
+  "x".repeat(256),
+  "é".repeat(256),
+  "😀".repeat(256),
+  "\u0000",
+  "a\u0001b",
+  "\u001f",
+  "\u007f",
+  "\u0085",
+  "\u009f",
+  "tab\there",
+  "line\nbreak",
+  42,
+  0,
+  -1,
+  1.5,
+  true,
+  false,
+  null,
+  {},
+  [],
+  ["a"],
+  { externalId: "x" },
 ];
-const BAD_REQUIRED_TEXT: unknown[] = [null, 42, "", "x".repeat(600), [], {}, ["x"], { "": [null, { $ne: 1, x: [[[]]] }] }, true];
+const BAD_REQUIRED_TEXT: unknown[] = [
+  null,
+  42,
+  "",
+  "x".repeat(600),
+  [],
+  {},
+  ["x"],
+  { "": [null, { $ne: 1, x: [[[]]] }] },
+  true,
+];
 /** Path external ids the rule refuses: controls, past 255 characters; and route-changing ones. */
 const REFUSED_PATH_EXTERNAL_IDS = [
-  "%00", "a%00b", "%01", "%1F", "%7F", "%C2%80", "%C2%85", "%C2%9F", "%0D%0A", "%09", "x".repeat(256), encodeURIComponent("é".repeat(256)),
-  encodeURIComponent("😀".repeat(256)), "", "%2E%2E", ".",
+  "%00",
+  "a%00b",
+  "%01",
+  "%1F",
+  "%7F",
+  "%C2%80",
+  "%C2%85",
+  "%C2%9F",
+  "%0D%0A",
+  "%09",
+  "x".repeat(256),
+  encodeURIComponent("é".repeat(256)),
+  encodeURIComponent("😀".repeat(256)),
+  "",
+  "%2E%2E",
+  ".",
 ];
-const GET_ONE: Record<"lead" | "contact" | "ticket" | "appointment", string> = { lead: "leads", contact: "contacts", ticket: "tickets", appointment: "appointments" };
+const GET_ONE: Record<"lead" | "contact" | "ticket" | "appointment", string> = {
+  lead: "leads",
+  contact: "contacts",
+  ticket: "tickets",
+  appointment: "appointments",
+};
 type GetKind = keyof typeof GET_ONE;
 
 interface ItemPlan {
   kind:
-    | "valid" | "weird-ext" | "junk" | "bad-ext" | "bad-field" | "unknown-field" | "huge" | "dup" | "nested" | "shared"
-    | "if-match" | "dot";
+    | "valid"
+    | "weird-ext"
+    | "junk"
+    | "bad-ext"
+    | "bad-field"
+    | "unknown-field"
+    | "huge"
+    | "dup"
+    | "nested"
+    | "shared"
+    | "if-match"
+    | "dot";
   ext: string;
   value: unknown;
   field: number;
@@ -727,24 +1285,64 @@ interface ItemPlan {
  * (not an integer, out of range, a string, a tag as the header spells it, null, arrays and objects).
  */
 const ITEM_IF_MATCH: unknown[] = [
-  1, 2, 3, 17, 2_147_483_647,
-  0, -0, -1, 1.5, 2_147_483_648, 1e300, "1", '"1"', 'W/"1"', "*", "", null, true, false, [], [1], {}, { v: 1 },
+  1,
+  2,
+  3,
+  17,
+  2_147_483_647,
+  0,
+  -0,
+  -1,
+  1.5,
+  2_147_483_648,
+  1e300,
+  "1",
+  '"1"',
+  'W/"1"',
+  "*",
+  "",
+  null,
+  true,
+  false,
+  [],
+  [1],
+  {},
+  { v: 1 },
 ];
 const validVersion = (v: unknown) => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 2_147_483_647;
 /** External ids only items with `ifMatch` name (an item with ifMatch never creates: no object ever holds one). */
 const IF_MATCH_PREFIX = "fz-ifm-";
 const itemPlanArb: fc.Arbitrary<ItemPlan> = fc.record({
   kind: fc.constantFrom(
-    "valid", "valid", "valid", "weird-ext", "junk", "bad-ext", "bad-field", "unknown-field", "huge", "dup", "nested",
-    "shared", "if-match", "if-match", "dot",
+    "valid",
+    "valid",
+    "valid",
+    "weird-ext",
+    "junk",
+    "bad-ext",
+    "bad-field",
+    "unknown-field",
+    "huge",
+    "dup",
+    "nested",
+    "shared",
+    "if-match",
+    "if-match",
+    "dot",
   ) as fc.Arbitrary<ItemPlan["kind"]>,
-  ext: fc.oneof(pathExternalId.map((e) => e.decoded), weirdString.map((s) => s.slice(0, 300))),
+  ext: fc.oneof(
+    pathExternalId.map((e) => e.decoded),
+    weirdString.map((s) => s.slice(0, 300)),
+  ),
   value: weirdValue,
   field: fc.nat(),
   size: fc.integer({ min: 600, max: 200_000 }),
   n: fc.nat({ max: 9_999_999 }),
 });
-const batchCount = fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 1, max: 12 }) }, { weight: 1, arbitrary: fc.constantFrom(0, 1, 99, 100, 101, 150) });
+const batchCount = fc.oneof(
+  { weight: 8, arbitrary: fc.integer({ min: 1, max: 12 }) },
+  { weight: 1, arbitrary: fc.constantFrom(0, 1, 99, 100, 101, 150) },
+);
 
 /** Item `i` of a batch from its plan (`before`: the items so far, for a repeat). */
 function batchItem(ids: TenantIds, r: Resource, p: ItemPlan, i: number, before: unknown[]): unknown {
@@ -752,21 +1350,33 @@ function batchItem(ids: TenantIds, r: Resource, p: ItemPlan, i: number, before: 
   const body = putBodyOf(ids, r, p.n + i);
   const keys = Object.keys(body);
   switch (p.kind) {
-    case "valid": return { externalId: fresh, ...body };
-    case "weird-ext": return { externalId: p.ext, ...body };
-    case "shared": return { externalId: pick(SHARED_EXTERNAL_IDS, p.n), ...body };
-    case "junk": return p.value;
-    case "bad-ext": return { ...body, externalId: pick(BAD_BODY_EXTERNAL_IDS, p.field) };
-    case "bad-field": return { externalId: fresh, ...body, [keys[p.field % keys.length]!]: p.value };
-    case "unknown-field": return { externalId: fresh, ...body, [p.n % 2 ? "externalID" : `extra_${p.field % 5}`]: p.value };
-    case "huge": return { externalId: fresh, ...body, [REQUIRED_TEXT[r]]: "x".repeat(p.size) };
+    case "valid":
+      return { externalId: fresh, ...body };
+    case "weird-ext":
+      return { externalId: p.ext, ...body };
+    case "shared":
+      return { externalId: pick(SHARED_EXTERNAL_IDS, p.n), ...body };
+    case "junk":
+      return p.value;
+    case "bad-ext":
+      return { ...body, externalId: pick(BAD_BODY_EXTERNAL_IDS, p.field) };
+    case "bad-field":
+      return { externalId: fresh, ...body, [keys[p.field % keys.length]!]: p.value };
+    case "unknown-field":
+      return { externalId: fresh, ...body, [p.n % 2 ? "externalID" : `extra_${p.field % 5}`]: p.value };
+    case "huge":
+      return { externalId: fresh, ...body, [REQUIRED_TEXT[r]]: "x".repeat(p.size) };
     case "if-match":
       return { externalId: `${IF_MATCH_PREFIX}${p.n}-${i}`, ...body, ifMatch: pick(ITEM_IF_MATCH, p.field) };
     // Refused since they were once accepted: a URL path cannot name them, so PUT could never reach them.
-    case "dot": return { ...body, externalId: p.n % 2 ? "." : ".." };
-    case "nested": return { externalId: fresh, ...body, [keys[p.field % keys.length]!]: deep(2 + (p.size % 40), p.n) };
+    case "dot":
+      return { ...body, externalId: p.n % 2 ? "." : ".." };
+    case "nested":
+      return { externalId: fresh, ...body, [keys[p.field % keys.length]!]: deep(2 + (p.size % 40), p.n) };
     case "dup": {
-      const earlier = before.find((x) => x !== null && typeof x === "object" && typeof (x as { externalId?: unknown }).externalId === "string");
+      const earlier = before.find(
+        (x) => x !== null && typeof x === "object" && typeof (x as { externalId?: unknown }).externalId === "string",
+      );
       return earlier ? { ...(earlier as object) } : { externalId: fresh, ...body };
     }
   }
@@ -776,13 +1386,17 @@ const itemsOf = (ids: TenantIds, r: Resource, plans: ItemPlan[], count: number) 
   for (let i = 0; i < count; i++) items.push(batchItem(ids, r, plans[i % plans.length]!, i, items));
   return items;
 };
-const extOfItem = (x: unknown) => (x !== null && typeof x === "object" && !Array.isArray(x) ? (x as { externalId?: unknown }).externalId : undefined);
+const extOfItem = (x: unknown) =>
+  x !== null && typeof x === "object" && !Array.isArray(x) ? (x as { externalId?: unknown }).externalId : undefined;
 
 const syncFreeArb = fc.record({
   kind: fc.constantFrom("put", "put", "put", "batch", "batch", "list", "get"),
   r: fc.constantFrom(...RESOURCES),
   ext: pathExternalId,
-  tag: fc.option(fc.record({ tag: tagPlan(["malformed", "stale", "weak", "current", "any"]), v: fc.integer({ min: 1, max: 30 }) }), { freq: 3 }),
+  tag: fc.option(
+    fc.record({ tag: tagPlan(["malformed", "stale", "weak", "current", "any"]), v: fc.integer({ min: 1, max: 30 }) }),
+    { freq: 3 },
+  ),
   items: fc.array(itemPlanArb, { minLength: 1, maxLength: 12 }),
   count: batchCount,
   getKind: fc.constantFrom(...(Object.keys(GET_ONE) as GetKind[])),
@@ -793,22 +1407,45 @@ const syncFreeArb = fc.record({
 });
 const syncRefusedArb = fc.record({
   kind: fc.constantFrom(
-    "batch-whole", "batch-items", "batch-items", "batch-if-match", "batch-if-match", "if-match", "if-match", "if-match",
-    "if-match-new", "put-bad-ext", "put-body-ext", "dot-ext", "none-match", "none-match",
+    "batch-whole",
+    "batch-items",
+    "batch-items",
+    "batch-if-match",
+    "batch-if-match",
+    "if-match",
+    "if-match",
+    "if-match",
+    "if-match-new",
+    "put-bad-ext",
+    "put-body-ext",
+    "dot-ext",
+    "none-match",
+    "none-match",
   ),
   r: fc.constantFrom(...RESOURCES),
   target: fc.nat(),
   whole: fc.nat(),
   items: fc.array(
-    itemPlanArb.map((p) => ({ ...p, kind: (["junk", "bad-ext", "bad-field", "unknown-field", "huge", "nested", "same", "same"] as const)[p.field % 8]! })),
+    itemPlanArb.map((p) => ({
+      ...p,
+      kind: (["junk", "bad-ext", "bad-field", "unknown-field", "huge", "nested", "same", "same"] as const)[
+        p.field % 8
+      ]!,
+    })),
     { minLength: 1, maxLength: 12 },
   ),
-  count: fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 1, max: 12 }) }, { weight: 1, arbitrary: fc.constantFrom(1, 50, 99, 100) }),
+  count: fc.oneof(
+    { weight: 8, arbitrary: fc.integer({ min: 1, max: 12 }) },
+    { weight: 1, arbitrary: fc.constantFrom(1, 50, 99, 100) },
+  ),
   tag: tagPlan(["malformed", "malformed", "stale", "weak"]),
   anyTag: tagPlan(["malformed", "stale", "weak", "current", "any"]),
   idKind: fc.constantFrom("own", "own", "own", "random", "foreign", "bad", "deleted"),
   bad: fc.nat({ max: BAD_IDS.length - 1 }),
-  controls: fc.stringOf(fc.constantFrom(...CONTROL_CODES).map((c) => String.fromCharCode(c)), { minLength: 1, maxLength: 4 }),
+  controls: fc.stringOf(
+    fc.constantFrom(...CONTROL_CODES).map((c) => String.fromCharCode(c)),
+    { minLength: 1, maxLength: 4 },
+  ),
   n: fc.nat({ max: 9_999_999 }),
 });
 
@@ -823,14 +1460,17 @@ function answerProblems(res: Res, serverErrors: string[]): string[] {
   if (res.status >= 400) {
     problems.push(...envelopeProblems(res));
     const code = res.body?.error as keyof typeof ERROR_STATUS | undefined;
-    if (code && ERROR_STATUS[code] !== undefined && ERROR_STATUS[code] !== res.status) problems.push(`status ${res.status} for ${code}`);
+    if (code && ERROR_STATUS[code] !== undefined && ERROR_STATUS[code] !== res.status)
+      problems.push(`status ${res.status} for ${code}`);
   } else if (res.status === 304) {
     if (res.text !== "") problems.push("a 304 with a body");
     if (!res.headers.etag) problems.push("a 304 without an ETag");
-  } else if (res.status >= 200 && (typeof res.body !== "object" || res.body === null)) problems.push("2xx without a JSON body");
+  } else if (res.status >= 200 && (typeof res.body !== "object" || res.body === null))
+    problems.push("2xx without a JSON body");
   return problems;
 }
-const namesField = (res: Res, field: string) => ((res.body?.details?.fields ?? []) as { field: string }[]).some((f) => f.field === field);
+const namesField = (res: Res, field: string) =>
+  ((res.body?.details?.fields ?? []) as { field: string }[]).some((f) => f.field === field);
 
 /**
  * What an item must answer whatever else the batch holds: externalId "." or ".." fails with 422 naming
@@ -851,7 +1491,8 @@ function itemRule(item: unknown, first: boolean, x: any): string | null {
   if (!validVersion(ifMatch))
     return failed("VALIDATION_ERROR") && naming("ifMatch") ? null : `ifMatch ${JSON.stringify(ifMatch)}: ${answered}`;
   if (first && typeof ext === "string" && ext.startsWith(IF_MATCH_PREFIX))
-    return failed("PRECONDITION_FAILED") && x.error.details?.currentVersion === null ? null
+    return failed("PRECONDITION_FAILED") && x.error.details?.currentVersion === null
+      ? null
       : `ifMatch ${ifMatch}, no object: ${answered} ${JSON.stringify(x?.error?.details)}`;
   return null;
 }
@@ -862,7 +1503,8 @@ function batchProblems(res: Res, items: unknown[], expect?: (i: number, result: 
   const problems: string[] = [];
   if (items.length < 1 || items.length > 100) problems.push(`a batch of ${items.length} items answered 200`);
   const results = res.body?.results;
-  if (!Array.isArray(results) || results.length !== items.length) return [...problems, `${Array.isArray(results) ? results.length : "no"} results for ${items.length} items`];
+  if (!Array.isArray(results) || results.length !== items.length)
+    return [...problems, `${Array.isArray(results) ? results.length : "no"} results for ${items.length} items`];
   const kept = new Set<string>();
   const named = new Set<unknown>();
   for (const [i, x] of results.entries()) {
@@ -874,10 +1516,15 @@ function batchProblems(res: Res, items: unknown[], expect?: (i: number, result: 
     if (x?.status === "failed") {
       const code = x.error?.error as keyof typeof ERROR_STATUS | undefined;
       if (x.id !== null || x.item !== null) problems.push(`result ${i}: failed with an id or an item`);
-      if (!code || !(ERROR_STATUS[code] >= 400 && ERROR_STATUS[code] < 500) || typeof x.error?.message !== "string") problems.push(`result ${i}: failed with ${JSON.stringify(x.error).slice(0, 100)}`);
+      if (!code || !(ERROR_STATUS[code] >= 400 && ERROR_STATUS[code] < 500) || typeof x.error?.message !== "string")
+        problems.push(`result ${i}: failed with ${JSON.stringify(x.error).slice(0, 100)}`);
     } else if (["created", "updated", "unchanged"].includes(x?.status)) {
-      if (typeof x.id !== "string" || x.error !== null) problems.push(`result ${i}: ${x.status} without an id, or with an error`);
-      if (x.item !== null && (x.item?.id !== x.id || x.item?.externalId !== ext)) problems.push(`result ${i}: item ${x.item?.id} with externalId ${JSON.stringify(x.item?.externalId)?.slice(0, 60)}, not ${JSON.stringify(ext)?.slice(0, 60)}`);
+      if (typeof x.id !== "string" || x.error !== null)
+        problems.push(`result ${i}: ${x.status} without an id, or with an error`);
+      if (x.item !== null && (x.item?.id !== x.id || x.item?.externalId !== ext))
+        problems.push(
+          `result ${i}: item ${x.item?.id} with externalId ${JSON.stringify(x.item?.externalId)?.slice(0, 60)}, not ${JSON.stringify(ext)?.slice(0, 60)}`,
+        );
       if (typeof ext === "string" && kept.has(ext)) problems.push(`result ${i}: a repeated externalId ${x.status}`);
     } else problems.push(`result ${i}: status ${JSON.stringify(x?.status)}`);
     if (x?.status !== "failed" && typeof ext === "string") kept.add(ext);
@@ -887,20 +1534,47 @@ function batchProblems(res: Res, items: unknown[], expect?: (i: number, result: 
   return problems;
 }
 
-async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantIds, seed: number, serverErrors: string[]): Promise<{ requests: number; problems: string[]; figure: string }> {
+async function syncInputs(
+  client: Client,
+  url: string,
+  a: TenantIds,
+  b: TenantIds,
+  seed: number,
+  serverErrors: string[],
+): Promise<{ requests: number; problems: string[]; figure: string }> {
   const key = a.apiKeys.full!.key;
   const count = Number(process.env.DRILL_FUZZ_SYNC || 400);
   const problems: string[] = [];
   let requests = 0;
-  const send = async (method: string, path: string, o: { raw?: Buffer; body?: unknown; headers?: Record<string, string> } = {}) => {
+  const send = async (
+    method: string,
+    path: string,
+    o: { raw?: Buffer; body?: unknown; headers?: Record<string, string> } = {},
+  ) => {
     requests++;
     const raw = o.raw ?? (o.body === undefined ? undefined : Buffer.from(JSON.stringify(o.body)));
-    return client.request(method, path, { key, raw, headers: { ...(raw ? { "Content-Type": "application/json" } : {}), ...o.headers }, timeoutMs: 30_000 });
+    return client.request(method, path, {
+      key,
+      raw,
+      headers: { ...(raw ? { "Content-Type": "application/json" } : {}), ...o.headers },
+      timeoutMs: 30_000,
+    });
   };
   const idOfKind = (kind: string, getKind: GetKind, bad: number) => {
     const own = idOf(a, getKind);
-    return kind === "own" ? own : kind === "upper" ? own.toUpperCase() : kind === "foreign" ? idOf(b, getKind) : kind === "random" ? crypto.randomUUID()
-      : kind === "deleted" ? (getKind === "contact" ? a.contacts.gone! : crypto.randomUUID()) : BAD_IDS[bad]!;
+    return kind === "own"
+      ? own
+      : kind === "upper"
+        ? own.toUpperCase()
+        : kind === "foreign"
+          ? idOf(b, getKind)
+          : kind === "random"
+            ? crypto.randomUUID()
+            : kind === "deleted"
+              ? getKind === "contact"
+                ? a.contacts.gone!
+                : crypto.randomUUID()
+              : BAD_IDS[bad]!;
   };
 
   // ---- free ----
@@ -915,11 +1589,19 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
     if (p.kind === "put") {
       if (p.tag) headers["If-Match"] = tagValue(p.tag.tag, p.tag.v);
       where = `PUT /${p.r}/by-external-id/${p.ext.sent.slice(0, 80)}`;
-      res = await send("PUT", `/public/v1/${p.r}/by-external-id/${p.ext.sent}`, { body: putBodyOf(a, p.r, p.n), headers });
+      res = await send("PUT", `/public/v1/${p.r}/by-external-id/${p.ext.sent}`, {
+        body: putBodyOf(a, p.r, p.n),
+        headers,
+      });
       if ((res.status === 200 || res.status === 201) && !routeChanging(p.ext.sent)) {
-        if (res.body?.externalId !== p.ext.decoded) found.push(`externalId ${JSON.stringify(res.body?.externalId)?.slice(0, 80)}, not ${JSON.stringify(p.ext.decoded).slice(0, 80)}`);
-        if (res.headers.etag !== `"${res.body?.version}"`) found.push(`ETag ${res.headers.etag} for version ${res.body?.version}`);
-        if (res.status === 201 && res.headers.location !== `/public/v1/${p.r}/${res.body?.id}`) found.push(`Location ${res.headers.location}`);
+        if (res.body?.externalId !== p.ext.decoded)
+          found.push(
+            `externalId ${JSON.stringify(res.body?.externalId)?.slice(0, 80)}, not ${JSON.stringify(p.ext.decoded).slice(0, 80)}`,
+          );
+        if (res.headers.etag !== `"${res.body?.version}"`)
+          found.push(`ETag ${res.headers.etag} for version ${res.body?.version}`);
+        if (res.status === 201 && res.headers.location !== `/public/v1/${p.r}/${res.body?.id}`)
+          found.push(`Location ${res.headers.location}`);
       }
     } else if (p.kind === "batch") {
       const items = itemsOf(a, p.r, p.items, p.count);
@@ -927,25 +1609,38 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
       res = await send("POST", `/public/v1/${p.r}/batch/upsert`, { body: { items } });
       found.push(...batchProblems(res, items));
     } else if (p.kind === "list") {
-      const query = p.rawQuery ? `externalId=${p.ext.sent}` : new URLSearchParams({ externalId: p.ext.decoded }).toString();
+      const query = p.rawQuery
+        ? `externalId=${p.ext.sent}`
+        : new URLSearchParams({ externalId: p.ext.decoded }).toString();
       where = `GET /${p.r}?${query.slice(0, 80)}`;
       res = await send("GET", `/public/v1/${p.r}?${query}`);
       if (res.status === 200) {
         const items = res.body?.items ?? [];
-        if (items.length > 1 || res.body?.total > 1) found.push(`${items.length} items, total ${res.body?.total}, for one external id`);
-        if (!p.rawQuery && items.some((x: { externalId?: string }) => x.externalId !== p.ext.decoded)) found.push("an item of another external id");
+        if (items.length > 1 || res.body?.total > 1)
+          found.push(`${items.length} items, total ${res.body?.total}, for one external id`);
+        if (!p.rawQuery && items.some((x: { externalId?: string }) => x.externalId !== p.ext.decoded))
+          found.push("an item of another external id");
       }
     } else {
       if (p.tag) headers["If-None-Match"] = tagValue(p.tag.tag, p.tag.v);
       const id = idOfKind(p.idKind, p.getKind, p.bad);
       where = `GET /${GET_ONE[p.getKind]}/${id.slice(0, 60)} (${p.idKind})`;
       res = await send("GET", `/public/v1/${GET_ONE[p.getKind]}/${id}`, { headers });
-      if (res.status === 200 && res.body?.id && res.headers.etag !== `"${res.body.version}"`) found.push(`ETag ${res.headers.etag} for version ${res.body.version}`);
+      if (res.status === 200 && res.body?.id && res.headers.etag !== `"${res.body.version}"`)
+        found.push(`ETag ${res.headers.etag} for version ${res.body.version}`);
     }
     freeStatuses.set(res.status, (freeStatuses.get(res.status) ?? 0) + 1);
-    if (res.status === 412 && typeof res.body?.details?.currentVersion === "number" && res.headers.etag !== `"${res.body.details.currentVersion}"`) found.push(`a 412 with ETag ${res.headers.etag}`);
+    if (
+      res.status === 412 &&
+      typeof res.body?.details?.currentVersion === "number" &&
+      res.headers.etag !== `"${res.body.details.currentVersion}"`
+    )
+      found.push(`a 412 with ETag ${res.headers.etag}`);
     found.unshift(...answerProblems(res, serverErrors));
-    if (found.length) problems.push(`sync #${i} ${where}${headers["If-Match"] ?? headers["If-None-Match"] ? ` [${JSON.stringify(headers["If-Match"] ?? headers["If-None-Match"]).slice(0, 60)}]` : ""}: ${found.join("; ")}`);
+    if (found.length)
+      problems.push(
+        `sync #${i} ${where}${(headers["If-Match"] ?? headers["If-None-Match"]) ? ` [${JSON.stringify(headers["If-Match"] ?? headers["If-None-Match"]).slice(0, 60)}]` : ""}: ${found.join("; ")}`,
+      );
   });
 
   // ---- refused ----
@@ -954,10 +1649,14 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
   const seeds = {} as Record<Resource, { id: string; body: Record<string, unknown> }>;
   for (const r of RESOURCES) {
     // A contact's phone and email of its own (+3461…: no other generator's): no other contact holds them.
-    const own = r === "contacts" ? { phone: `+3461${String(seed % 10_000_000).padStart(7, "0")}`, email: `seed-${seed}@sync.test` } : {};
+    const own =
+      r === "contacts"
+        ? { phone: `+3461${String(seed % 10_000_000).padStart(7, "0")}`, email: `seed-${seed}@sync.test` }
+        : {};
     const body = { ...putBodyOf(a, r, seed % 1_000_000), ...own };
     const put = await send("PUT", `/public/v1/${r}/by-external-id/${seedExt}`, { body });
-    if (put.status !== 201 && put.status !== 200) problems.push(`sync: seed ${r} not upserted (${put.status} ${put.text.slice(0, 160)})`);
+    if (put.status !== 201 && put.status !== 200)
+      problems.push(`sync: seed ${r} not upserted (${put.status} ${put.text.slice(0, 160)})`);
     else seeds[r] = { id: put.body.id, body };
   }
   if (Object.keys(seeds).length < RESOURCES.length) return { requests, problems, figure: "sync inputs: seeds missing" };
@@ -968,8 +1667,10 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
     else versions.set(path, r.body.version);
   };
   const PATCHES = [
-    { path: `/public/v1/leads/${a.leads.l1}`, op: "leads.update" }, { path: `/public/v1/contacts/${a.contacts.bea}`, op: "contacts.update" },
-    { path: `/public/v1/tickets/${a.tickets.t1}`, op: "tickets.update" }, { path: `/public/v1/appointments/${a.appointments.a1}`, op: "appointments.update" },
+    { path: `/public/v1/leads/${a.leads.l1}`, op: "leads.update" },
+    { path: `/public/v1/contacts/${a.contacts.bea}`, op: "contacts.update" },
+    { path: `/public/v1/tickets/${a.tickets.t1}`, op: "tickets.update" },
+    { path: `/public/v1/appointments/${a.appointments.a1}`, op: "appointments.update" },
   ];
   for (const { path } of PATCHES) await readVersion(path);
   for (const r of RESOURCES) await readVersion(`/public/v1/${r}/${seeds[r].id}`);
@@ -984,17 +1685,30 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
     let where: string;
     const found: string[] = [];
     const expectStatus = (ok: number[], what: string) => {
-      if (!ok.includes(res.status)) found.push(`${res.status} ${res.body?.error ?? ""}, not ${ok.join(" or ")} (${what})`);
+      if (!ok.includes(res.status))
+        found.push(`${res.status} ${res.body?.error ?? ""}, not ${ok.join(" or ")} (${what})`);
     };
     if (p.kind === "batch-whole") {
       const item = { externalId: `fz-whole-${p.n}`, ...putBodyOf(a, p.r, p.n) };
-      const many = Array.from({ length: 101 + (p.n % 50) }, (_, k) => ({ ...putBodyOf(a, p.r, p.n + k), externalId: `fz-whole-${p.n}-${k}` }));
+      const many = Array.from({ length: 101 + (p.n % 50) }, (_, k) => ({
+        ...putBodyOf(a, p.r, p.n + k),
+        externalId: `fz-whole-${p.n}-${k}`,
+      }));
       const bodies: [string, string][] = [
-        ["no items", "{}"], ["items a string", JSON.stringify({ items: "x" })], ["items a number", JSON.stringify({ items: 42 })], ["items null", JSON.stringify({ items: null })],
-        ["items an object", JSON.stringify({ items: { 0: item } })], ["items true", JSON.stringify({ items: true })], ["0 items", JSON.stringify({ items: [] })],
-        [`${many.length} valid items`, JSON.stringify({ items: many })], ["an unknown member", JSON.stringify({ items: [item], extra: 1 })],
-        ["ITEMS", JSON.stringify({ ITEMS: [item] })], ["items as JSON text", JSON.stringify({ items: JSON.stringify([item]) })], ["an array body", JSON.stringify([{ items: [item] }])],
-        ["101 huge strings", JSON.stringify({ items: Array.from({ length: 101 }, () => "x".repeat(10_000)) })], ["items nested past the limit", JSON.stringify({ items: [deep(40, p.n)] })],
+        ["no items", "{}"],
+        ["items a string", JSON.stringify({ items: "x" })],
+        ["items a number", JSON.stringify({ items: 42 })],
+        ["items null", JSON.stringify({ items: null })],
+        ["items an object", JSON.stringify({ items: { 0: item } })],
+        ["items true", JSON.stringify({ items: true })],
+        ["0 items", JSON.stringify({ items: [] })],
+        [`${many.length} valid items`, JSON.stringify({ items: many })],
+        ["an unknown member", JSON.stringify({ items: [item], extra: 1 })],
+        ["ITEMS", JSON.stringify({ ITEMS: [item] })],
+        ["items as JSON text", JSON.stringify({ items: JSON.stringify([item]) })],
+        ["an array body", JSON.stringify([{ items: [item] }])],
+        ["101 huge strings", JSON.stringify({ items: Array.from({ length: 101 }, () => "x".repeat(10_000)) })],
+        ["items nested past the limit", JSON.stringify({ items: [deep(40, p.n)] })],
       ];
       const [what, text] = bodies[p.whole % bodies.length]!;
       where = `POST /${p.r}/batch/upsert (${what})`;
@@ -1008,8 +1722,18 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
         const ip = p.items[k % p.items.length]!;
         kinds.push(ip.kind);
         if (ip.kind === "same") items.push({ externalId: seedExt, ...seeds[p.r].body });
-        else if (ip.kind === "bad-field") items.push({ externalId: `fz-refused-${p.n}-${k}`, ...putBodyOf(a, p.r, p.n + k), [REQUIRED_TEXT[p.r]]: pick(BAD_REQUIRED_TEXT, ip.field) });
-        else if (ip.kind === "nested") items.push({ externalId: `fz-refused-${p.n}-${k}`, ...putBodyOf(a, p.r, p.n + k), [REQUIRED_TEXT[p.r]]: deep(1 + (ip.size % 40), ip.n) });
+        else if (ip.kind === "bad-field")
+          items.push({
+            externalId: `fz-refused-${p.n}-${k}`,
+            ...putBodyOf(a, p.r, p.n + k),
+            [REQUIRED_TEXT[p.r]]: pick(BAD_REQUIRED_TEXT, ip.field),
+          });
+        else if (ip.kind === "nested")
+          items.push({
+            externalId: `fz-refused-${p.n}-${k}`,
+            ...putBodyOf(a, p.r, p.n + k),
+            [REQUIRED_TEXT[p.r]]: deep(1 + (ip.size % 40), ip.n),
+          });
         else items.push(batchItem(a, p.r, { ...ip, kind: ip.kind }, k, items));
       }
       where = `POST /${p.r}/batch/upsert (${items.length} items: ${[...new Set(kinds)].join(",")})`;
@@ -1019,20 +1743,45 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
       found.push(
         ...batchProblems(res, items, (k, x) =>
           k === firstSame
-            ? x?.status === "unchanged" && x.id === seeds[p.r].id ? null : `the seed as stored answered ${x?.status} ${x?.error?.error ?? ""} ${JSON.stringify(x?.error?.details ?? "").slice(0, 120)}`
+            ? x?.status === "unchanged" && x.id === seeds[p.r].id
+              ? null
+              : `the seed as stored answered ${x?.status} ${x?.error?.error ?? ""} ${JSON.stringify(x?.error?.details ?? "").slice(0, 120)}`
             : kinds[k] === "same"
-              ? x?.status === "failed" && x.error?.error === "VALIDATION_ERROR" ? null : `a repeated externalId answered ${x?.status} ${x?.error?.error ?? ""}`
-              : x?.status === "failed" ? null : `a failing item (${kinds[k]}) answered ${x?.status}`,
+              ? x?.status === "failed" && x.error?.error === "VALIDATION_ERROR"
+                ? null
+                : `a repeated externalId answered ${x?.status} ${x?.error?.error ?? ""}`
+              : x?.status === "failed"
+                ? null
+                : `a failing item (${kinds[k]}) answered ${x?.status}`,
         ),
       );
     } else if (p.kind === "if-match") {
       const targets = [
-        ...PATCHES.map(({ path, op }) => ({ method: "PATCH", path, version: path, body: FUZZ_OPERATIONS.find((o) => o.name === op)!.body!(a, p.n) })),
-        ...RESOURCES.map((r) => ({
-          method: "PUT", path: `/public/v1/${r}/by-external-id/${seedExt}`, version: `/public/v1/${r}/${seeds[r].id}`,
-          body: { ...seeds[r].body, ...{ leads: { notes: `changed ${p.n}` }, contacts: { fullName: `Changed ${p.n}` }, tickets: { subject: `Changed ${p.n}` } }[r] },
+        ...PATCHES.map(({ path, op }) => ({
+          method: "PATCH",
+          path,
+          version: path,
+          body: FUZZ_OPERATIONS.find((o) => o.name === op)!.body!(a, p.n),
         })),
-        { method: "POST", path: `/public/v1/tickets/${seeds.tickets.id}/comments`, version: `/public/v1/tickets/${seeds.tickets.id}`, body: { body: "never stored" } },
+        ...RESOURCES.map((r) => ({
+          method: "PUT",
+          path: `/public/v1/${r}/by-external-id/${seedExt}`,
+          version: `/public/v1/${r}/${seeds[r].id}`,
+          body: {
+            ...seeds[r].body,
+            ...{
+              leads: { notes: `changed ${p.n}` },
+              contacts: { fullName: `Changed ${p.n}` },
+              tickets: { subject: `Changed ${p.n}` },
+            }[r],
+          },
+        })),
+        {
+          method: "POST",
+          path: `/public/v1/tickets/${seeds.tickets.id}/comments`,
+          version: `/public/v1/tickets/${seeds.tickets.id}`,
+          body: { body: "never stored" },
+        },
       ];
       const t = targets[p.target % targets.length]!;
       const body = { ...t.body };
@@ -1047,19 +1796,28 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
         if (res.status === 422 && !namesField(res, "If-Match")) found.push("the 422 does not name If-Match");
       } else {
         expectStatus([412], "If-Match naming no current version");
-        if (res.status === 412 && (res.body?.details?.currentVersion !== v || res.headers.etag !== `"${v}"`)) found.push(`412 with currentVersion ${res.body?.details?.currentVersion}, ETag ${res.headers.etag}, at version ${v}`);
+        if (res.status === 412 && (res.body?.details?.currentVersion !== v || res.headers.etag !== `"${v}"`))
+          found.push(
+            `412 with currentVersion ${res.body?.details?.currentVersion}, ETag ${res.headers.etag}, at version ${v}`,
+          );
       }
     } else if (p.kind === "if-match-new") {
       headers["If-Match"] = tagValue(p.anyTag, 1 + (p.n % 5));
       where = `PUT /${p.r}/by-external-id/fz-never-… (${p.anyTag.cls})`;
-      res = await send("PUT", `/public/v1/${p.r}/by-external-id/fz-never-${seed}-${p.n}`, { body: putBodyOf(a, p.r, p.n), headers });
+      res = await send("PUT", `/public/v1/${p.r}/by-external-id/fz-never-${seed}-${p.n}`, {
+        body: putBodyOf(a, p.r, p.n),
+        headers,
+      });
       if (p.anyTag.cls === "malformed") expectStatus([422], "a malformed If-Match");
       else {
         expectStatus([412], "If-Match on an external id no object holds");
-        if (res.status === 412 && (res.body?.details?.currentVersion !== null || res.headers.etag !== undefined)) found.push(`412 with currentVersion ${res.body?.details?.currentVersion}, ETag ${res.headers.etag}`);
+        if (res.status === 412 && (res.body?.details?.currentVersion !== null || res.headers.etag !== undefined))
+          found.push(`412 with currentVersion ${res.body?.details?.currentVersion}, ETag ${res.headers.etag}`);
       }
     } else if (p.kind === "put-bad-ext") {
-      const sent = [...REFUSED_PATH_EXTERNAL_IDS, encodeSegment(`a${p.controls}b`), encodeAll(p.controls)][p.target % (REFUSED_PATH_EXTERNAL_IDS.length + 2)]!;
+      const sent = [...REFUSED_PATH_EXTERNAL_IDS, encodeSegment(`a${p.controls}b`), encodeAll(p.controls)][
+        p.target % (REFUSED_PATH_EXTERNAL_IDS.length + 2)
+      ]!;
       where = `PUT /${p.r}/by-external-id/${sent.slice(0, 60)}`;
       res = await send("PUT", `/public/v1/${p.r}/by-external-id/${sent}`, { body: putBodyOf(a, p.r, p.n) });
       if (routeChanging(sent)) expectStatus([404, 405], "no such operation");
@@ -1109,7 +1867,9 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
       if (res.status === 422 && !namesField(res, "externalId")) found.push("the 422 does not name externalId");
     } else if (p.kind === "put-body-ext") {
       where = `PUT /${p.r}/by-external-id/fz-never-… (externalId in the body)`;
-      res = await send("PUT", `/public/v1/${p.r}/by-external-id/fz-never-${seed}-${p.n}`, { body: { ...putBodyOf(a, p.r, p.n), externalId: pick([`fz-never-${seed}-${p.n}`, "other", null, ""], p.target) } });
+      res = await send("PUT", `/public/v1/${p.r}/by-external-id/fz-never-${seed}-${p.n}`, {
+        body: { ...putBodyOf(a, p.r, p.n), externalId: pick([`fz-never-${seed}-${p.n}`, "other", null, ""], p.target) },
+      });
       expectStatus([422], "externalId in a PUT's body");
       if (res.status === 422 && !namesField(res, "externalId")) found.push("the 422 does not name externalId");
     } else {
@@ -1123,21 +1883,33 @@ async function syncInputs(client: Client, url: string, a: TenantIds, b: TenantId
       if (p.idKind === "own" && v !== undefined) {
         const notModified = p.anyTag.cls === "weak" || p.anyTag.cls === "current" || p.anyTag.cls === "any";
         expectStatus([notModified ? 304 : 200], `If-None-Match ${p.anyTag.cls}`);
-        if ((res.status === 200 || res.status === 304) && res.headers.etag !== `"${v}"`) found.push(`ETag ${res.headers.etag} at version ${v}`);
-      } else if (p.idKind === "random" || p.idKind === "foreign" || p.idKind === "deleted") expectStatus([404], `a ${p.idKind} id`);
+        if ((res.status === 200 || res.status === 304) && res.headers.etag !== `"${v}"`)
+          found.push(`ETag ${res.headers.etag} at version ${v}`);
+      } else if (p.idKind === "random" || p.idKind === "foreign" || p.idKind === "deleted")
+        expectStatus([404], `a ${p.idKind} id`);
     }
     found.unshift(...answerProblems(res, serverErrors));
-    if (found.length) problems.push(`sync refused #${i} ${where}${headers["If-Match"] ?? headers["If-None-Match"] ? ` [${JSON.stringify(headers["If-Match"] ?? headers["If-None-Match"]).slice(0, 60)}]` : ""}: ${found.join("; ")}`);
+    if (found.length)
+      problems.push(
+        `sync refused #${i} ${where}${(headers["If-Match"] ?? headers["If-None-Match"]) ? ` [${JSON.stringify(headers["If-Match"] ?? headers["If-None-Match"]).slice(0, 60)}]` : ""}: ${found.join("; ")}`,
+      );
   });
   const after = await dump(url, a.id);
   const same = digest(before) === digest(after);
-  if (!same) problems.push(`sync inputs: tenant a changed by refused input: ${diff(before, after).join("; ").slice(0, 400)}`);
+  if (!same)
+    problems.push(`sync inputs: tenant a changed by refused input: ${diff(before, after).join("; ").slice(0, 400)}`);
   return {
     requests,
     problems,
     figure:
-      `sync inputs: ${free.length} free (${[...freeStatuses].sort((x, y) => x[0] - y[0]).map(([st, c]) => `${st}:${c}`).join(" ")}), ` +
-      `${refused.length} refused (${[...byKind].sort().map(([k, c]) => `${k} ${c}`).join(", ")}), tenant a ${same ? "unchanged" : "CHANGED"}`,
+      `sync inputs: ${free.length} free (${[...freeStatuses]
+        .sort((x, y) => x[0] - y[0])
+        .map(([st, c]) => `${st}:${c}`)
+        .join(" ")}), ` +
+      `${refused.length} refused (${[...byKind]
+        .sort()
+        .map(([k, c]) => `${k} ${c}`)
+        .join(", ")}), tenant a ${same ? "unchanged" : "CHANGED"}`,
   };
 }
 
@@ -1162,7 +1934,12 @@ const hugeListArb = fc.record({
   limit: fc.constantFrom(200, 200, 50, 7),
 });
 
-async function hugeThreadLists(client: Client, url: string, a: TenantIds, seed: number): Promise<{ requests: number; problems: string[]; figure: string }> {
+async function hugeThreadLists(
+  client: Client,
+  url: string,
+  a: TenantIds,
+  seed: number,
+): Promise<{ requests: number; problems: string[]; figure: string }> {
   const key = a.apiKeys.full!.key;
   const plan = fc.sample(hugeListArb, { seed: seed + 4, numRuns: 1 })[0]!;
   const problems: string[] = [];
@@ -1188,10 +1965,22 @@ async function hugeThreadLists(client: Client, url: string, a: TenantIds, seed: 
   let contact: string;
   try {
     // A contact of its own (in the database: the fuzz may have taken any phone): only these tickets are its.
-    contact = (await db.query<{ id: string }>(`INSERT INTO "Contact" ("tenantId", "fullName") VALUES ($1::uuid, 'Huge threads') RETURNING "id"`, [a.id])).rows[0]!.id;
-    const worst = Array.from({ length: plan.worst }, () => ({ char: "\u0001", chars: THREAD_MAX_CHARS, comments: THREAD_MAX_COMMENTS }));
+    contact = (
+      await db.query<{ id: string }>(
+        `INSERT INTO "Contact" ("tenantId", "fullName") VALUES ($1::uuid, 'Huge threads') RETURNING "id"`,
+        [a.id],
+      )
+    ).rows[0]!.id;
+    const worst = Array.from({ length: plan.worst }, () => ({
+      char: "\u0001",
+      chars: THREAD_MAX_CHARS,
+      comments: THREAD_MAX_COMMENTS,
+    }));
     for (const [i, t] of [...worst, ...plan.threads].entries()) {
-      const created = await client.request("POST", "/public/v1/tickets", { key, body: { subject: t.char.repeat(500), customerId: contact } });
+      const created = await client.request("POST", "/public/v1/tickets", {
+        key,
+        body: { subject: t.char.repeat(500), customerId: contact },
+      });
       requests++;
       if (created.status !== 201) {
         problems.push(`huge thread lists: ticket ${i} not created (${created.status})`);
@@ -1212,7 +2001,8 @@ async function hugeThreadLists(client: Client, url: string, a: TenantIds, seed: 
   }
   const check = (where: string, r: Res) => {
     if (r.status !== 200) problems.push(`${where}: ${r.status} ${r.text.slice(0, 120)}`);
-    else if (Buffer.byteLength(r.text) > PAGE_BUDGET_BYTES) problems.push(`${where}: a body of ${Buffer.byteLength(r.text)} bytes`);
+    else if (Buffer.byteLength(r.text) > PAGE_BUDGET_BYTES)
+      problems.push(`${where}: a body of ${Buffer.byteLength(r.text)} bytes`);
     else if (r.body.items.length === 0) problems.push(`${where}: an empty page`);
     return r.status === 200;
   };
@@ -1227,11 +2017,15 @@ async function hugeThreadLists(client: Client, url: string, a: TenantIds, seed: 
     if (!check(`huge thread list page ${pages} (limit ${plan.limit})`, r)) break;
     largest = Math.max(largest, Buffer.byteLength(r.text));
     totalBytes += Buffer.byteLength(r.text);
-    if (r.body.total !== ids.length) problems.push(`huge thread list page ${pages}: total ${r.body.total}, not ${ids.length}`);
+    if (r.body.total !== ids.length)
+      problems.push(`huge thread list page ${pages}: total ${r.body.total}, not ${ids.length}`);
     listed.push(...r.body.items.map((t: { id: string }) => t.id));
     offset += r.body.items.length;
     if (r.body.items.length < plan.limit && r.body.pagination.hasNext) cut++;
-    if (r.body.pagination.hasNext !== offset < ids.length) problems.push(`huge thread list page ${pages}: hasNext ${r.body.pagination.hasNext} at ${offset} of ${ids.length}`);
+    if (r.body.pagination.hasNext !== offset < ids.length)
+      problems.push(
+        `huge thread list page ${pages}: hasNext ${r.body.pagination.hasNext} at ${offset} of ${ids.length}`,
+      );
     if (!r.body.pagination.hasNext || r.body.items.length === 0) break;
   }
   const once = (seen: string[], what: string) => {
@@ -1241,11 +2035,15 @@ async function hugeThreadLists(client: Client, url: string, a: TenantIds, seed: 
     if (wrong.length) problems.push(`huge thread lists: ${wrong.length} tickets not exactly once in the ${what}`);
   };
   once(listed, "list");
-  if (plan.limit >= 7 && cut === 0) problems.push(`huge thread lists: no page of limit ${plan.limit} was cut by the budget`);
+  if (plan.limit >= 7 && cut === 0)
+    problems.push(`huge thread lists: no page of limit ${plan.limit} was cut by the budget`);
   // The changes feed after the tip: each of these tickets exactly once, every page within the budget.
   const feed = await drain(tip);
   for (const [i, r] of feed.entries()) check(`huge thread feed page ${i}`, r);
-  once(feed.flatMap((r) => (r.body?.items ?? []).map((x: { id: string }) => x.id)), "changes feed");
+  once(
+    feed.flatMap((r) => (r.body?.items ?? []).map((x: { id: string }) => x.id)),
+    "changes feed",
+  );
   return {
     requests,
     problems,
@@ -1367,7 +2165,11 @@ async function longThreadBatches(client: Client, url: string, a: TenantIds, seed
       const item: Record<string, unknown> = { externalId: ext, subject, customerId: bea };
       if (x.kind === "valid") item.ifMatch = st.version;
       if (x.kind === "stale") item.ifMatch = pick([st.version + 1, st.version + 1_000, st.version - 1], x.v);
-      if (x.kind === "malformed") item.ifMatch = pick(ITEM_IF_MATCH.filter((v) => !validVersion(v)), x.v);
+      if (x.kind === "malformed")
+        item.ifMatch = pick(
+          ITEM_IF_MATCH.filter((v) => !validVersion(v)),
+          x.v,
+        );
       if (x.kind === "stale") expected.push({ status: "failed", code: "PRECONDITION_FAILED", version: st.version });
       else if (x.kind === "malformed") expected.push({ status: "failed", code: "VALIDATION_ERROR", version: 0 });
       else if (subject === st.subject) expected.push({ status: "unchanged", version: st.version, subject });
@@ -1414,7 +2216,9 @@ async function longThreadBatches(client: Client, url: string, a: TenantIds, seed
     let at = 0;
     while (at < k.text.length && k.text[at] === again.text[at]) at++;
     const near = (t: string) => JSON.stringify(t.slice(Math.max(0, at - 60), at + 60));
-    problems.push(`${k.where}: the replay (${replayed}) differs at character ${at}: ${near(k.text)} → ${near(again.text)}`);
+    problems.push(
+      `${k.where}: the replay (${replayed}) differs at character ${at}: ${near(k.text)} → ${near(again.text)}`,
+    );
   }
   const records = new pg.Client({ connectionString: url });
   await records.connect();
@@ -1582,8 +2386,12 @@ async function longFieldNames(client: Client, url: string, a: TenantIds, seed: n
 // in the body 422 naming it (the REST-only check applies) and writes nothing; a list filter applies;
 // GET one answers 304 to its ETag.
 const AUTHORITIES = [
-  "http://other.example", "http://other.example:8080", "HTTP://OTHER.EXAMPLE", "https://other.example",
-  "http://user:secret@other.example", "http://127.0.0.1:9",
+  "http://other.example",
+  "http://other.example:8080",
+  "HTTP://OTHER.EXAMPLE",
+  "https://other.example",
+  "http://user:secret@other.example",
+  "http://127.0.0.1:9",
 ];
 
 /** Chunked transfer coding's body, decoded. */
@@ -1743,17 +2551,32 @@ export const drill6: Drill = {
     const provider = await okProvider(scope);
     const pgc = await startPostgres(scope);
     const url = await pgc.createDatabase("drill6");
-    const ids = await load(url, { tenants: [richTenant("a", { providerBase: provider.baseUrl }), richTenant("b", { providerBase: provider.baseUrl })] });
+    const ids = await load(url, {
+      tenants: [
+        richTenant("a", { providerBase: provider.baseUrl }),
+        richTenant("b", { providerBase: provider.baseUrl }),
+      ],
+    });
     const a = ids.tenants.a!;
     const b = ids.tenants.b!;
-    const svc = await startService(scope, "d6-a", { DATABASE_URL: url, BODY_LIMIT_BYTES: String(BODY_LIMIT), LOG_LEVEL: "info" });
+    const svc = await startService(scope, "d6-a", {
+      DATABASE_URL: url,
+      BODY_LIMIT_BYTES: String(BODY_LIMIT),
+      LOG_LEVEL: "info",
+    });
     const client = new Client(svc.url, tally);
     scope.defer("close client", () => client.close());
     // Tenant b holds SHARED_EXTERNAL_IDS on a lead, a contact and a ticket (its own PUTs), which tenant a's fuzz names too.
     for (const [k, ext] of SHARED_EXTERNAL_IDS.entries())
       for (const r of RESOURCES) {
-        const put = await client.request("PUT", `/public/v1/${r}/by-external-id/${encodeURIComponent(ext)}`, { key: b.apiKeys.full!.key, body: putBodyOf(b, r, 9_000_000 + k) });
-        report.check(put.status === 201, `tenant b's ${r} by external id ${ext}: ${put.status} ${put.text.slice(0, 160)}`);
+        const put = await client.request("PUT", `/public/v1/${r}/by-external-id/${encodeURIComponent(ext)}`, {
+          key: b.apiKeys.full!.key,
+          body: putBodyOf(b, r, 9_000_000 + k),
+        });
+        report.check(
+          put.status === 201,
+          `tenant b's ${r} by external id ${ext}: ${put.status} ${put.text.slice(0, 160)}`,
+        );
       }
     const before = await dump(url, b.id);
 
@@ -1771,7 +2594,11 @@ export const drill6: Drill = {
       const plan = plans[i]!;
       const req = build(plan, a, b);
       opsSeen.add(FUZZ_OPERATIONS[plan.op]!.name);
-      const res: Res = await client.request(req.method, req.path, { raw: req.raw, headers: req.headers, timeoutMs: 30_000 });
+      const res: Res = await client.request(req.method, req.path, {
+        raw: req.raw,
+        headers: req.headers,
+        timeoutMs: 30_000,
+      });
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       const problems: string[] = [];
       if (res.status === 0) problems.push(`no answer: ${res.error}`);
@@ -1780,15 +2607,19 @@ export const drill6: Drill = {
         if (res.body?.request_id) serverErrors.push(res.body.request_id);
       }
       // Over /trpc the envelope is error.data.envelope (a 404 for an unknown spelling is Express's own).
-      const env: Res = req.trpc && res.body?.error?.data?.envelope ? { ...res, body: res.body.error.data.envelope } : res;
+      const env: Res =
+        req.trpc && res.body?.error?.data?.envelope ? { ...res, body: res.body.error.data.envelope } : res;
       if (res.status >= 400 && !(req.trpc && res.status === 404 && !res.body?.error)) {
         problems.push(...envelopeProblems(env));
         const code = env.body?.error as keyof typeof ERROR_STATUS | undefined;
-        if (code && ERROR_STATUS[code] !== undefined && ERROR_STATUS[code] !== res.status) problems.push(`status ${res.status} for ${code}`);
+        if (code && ERROR_STATUS[code] !== undefined && ERROR_STATUS[code] !== res.status)
+          problems.push(`status ${res.status} for ${code}`);
       } else if (res.status === 304) {
         // If-None-Match naming the version (issue 39): no body, the ETag.
-        if (res.text !== "" || !res.headers.etag) problems.push(`a 304 ${res.text ? "with a body" : "without an ETag"}`);
-      } else if (res.status >= 200 && (typeof res.body !== "object" || res.body === null)) problems.push("2xx without a JSON body");
+        if (res.text !== "" || !res.headers.etag)
+          problems.push(`a 304 ${res.text ? "with a body" : "without an ETag"}`);
+      } else if (res.status >= 200 && (typeof res.body !== "object" || res.body === null))
+        problems.push("2xx without a JSON body");
       if (req.expect413) {
         oversize += 1;
         problems.push(...envelopeProblems(env, { status: 413, error: "PAYLOAD_TOO_LARGE" }));
@@ -1798,10 +2629,15 @@ export const drill6: Drill = {
       }
       if (req.expectGuard401) {
         guardChecked += 1;
-        if (res.status !== 401 || !res.headers["x-ratelimit-limit"]) problems.push(`case-variant path without a key answered ${res.status} (quota headers ${res.headers["x-ratelimit-limit"] ? "present" : "missing"})`);
+        if (res.status !== 401 || !res.headers["x-ratelimit-limit"])
+          problems.push(
+            `case-variant path without a key answered ${res.status} (quota headers ${res.headers["x-ratelimit-limit"] ? "present" : "missing"})`,
+          );
       }
       if (problems.length)
-        failures.push(`#${i} ${req.method} ${req.path.slice(0, 120)} [${plan.key}${plan.whole ? `, ${plan.whole}` : ""}${plan.pathCase ? `, ${plan.pathCase}` : ""}] ${only !== undefined ? (req.raw?.toString().slice(0, 300) ?? "") : ""}: ${problems.join("; ")}`);
+        failures.push(
+          `#${i} ${req.method} ${req.path.slice(0, 120)} [${plan.key}${plan.whole ? `, ${plan.whole}` : ""}${plan.pathCase ? `, ${plan.pathCase}` : ""}] ${only !== undefined ? (req.raw?.toString().slice(0, 300) ?? "") : ""}: ${problems.join("; ")}`,
+        );
     });
     const threads = only === undefined ? await longThreads(client, a, seed) : undefined;
     if (threads) failures.push(...threads.problems);
@@ -1825,9 +2661,16 @@ export const drill6: Drill = {
     for (const e of edges) failures.push(...e.problems);
     for (const f of failures.slice(0, 8)) report.fail(f);
     await sleep(500); // the service's log lines arrive through a pipe
-    for (const id of serverErrors.slice(0, 3)) report.fail(`server log of ${id}: ${logsOf([svc], id).join(" | ").slice(0, 600)}`);
-    if (failures.length > 8) report.fail(`… ${failures.length - 8} more failing requests (replay one: DRILL_FUZZ_SEED=${seed} DRILL_FUZZ_ONLY=<#>)`);
-    report.check(only !== undefined || opsSeen.size === FUZZ_OPERATIONS.length, `only ${opsSeen.size} of ${FUZZ_OPERATIONS.length} operations generated`);
+    for (const id of serverErrors.slice(0, 3))
+      report.fail(`server log of ${id}: ${logsOf([svc], id).join(" | ").slice(0, 600)}`);
+    if (failures.length > 8)
+      report.fail(
+        `… ${failures.length - 8} more failing requests (replay one: DRILL_FUZZ_SEED=${seed} DRILL_FUZZ_ONLY=<#>)`,
+      );
+    report.check(
+      only !== undefined || opsSeen.size === FUZZ_OPERATIONS.length,
+      `only ${opsSeen.size} of ${FUZZ_OPERATIONS.length} operations generated`,
+    );
     const after = await dump(url, b.id);
     const same = digest(before) === digest(after);
     if (!same) report.leaks += 1;
@@ -1841,7 +2684,14 @@ export const drill6: Drill = {
     if (huge) report.figure(huge.figure);
     for (const e of edges) if (e.figure) report.figure(e.figure);
     report.figure(`seed from ${from}`);
-    report.figure(`seed ${seed}, ${plans.length} requests (DRILL_FUZZ_COUNT), ${opsSeen.size} ops, statuses ${[...statuses].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(" ")}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`);
+    report.figure(
+      `seed ${seed}, ${plans.length} requests (DRILL_FUZZ_COUNT), ${opsSeen.size} ops, statuses ${[...statuses]
+        .sort((x, y) => x[0] - y[0])
+        .map(([s, n]) => `${s}:${n}`)
+        .join(
+          " ",
+        )}, ${oversize}×413, ${shapeRefused}×422 (deep / many keys) and ${guardChecked}×401 (case-variant paths) checked, tenant b ${same ? "unchanged" : "CHANGED"} (${digest(after).slice(0, 12)})`,
+    );
     return report.result();
   },
 };

@@ -19,7 +19,6 @@ import { idOf, OPERATIONS, SYNC_OPERATIONS, type IdKind, type Operation } from "
 import { startPostgres } from "./lib/postgres.js";
 import { Report, type Drill } from "./lib/result.js";
 import { startService } from "./lib/service.js";
-import type { TenantIds } from "../server/admin/fixture.js";
 
 /** Where an id goes: the path, the body, the query, or a batch's one item. */
 type Slot = { where: "path" | "body" | "query" | "item"; name: string; kind: IdKind | "externalId" };
@@ -98,7 +97,8 @@ export const drill7: Drill = {
       if (external) headers["If-Match"] = '"1"';
       return client.request(op.method, path, { key, body, query, headers });
     };
-    const normal = (r: Res) => (r.body && typeof r.body === "object" ? JSON.stringify({ ...r.body, request_id: undefined }) : r.text);
+    const normal = (r: Res) =>
+      r.body && typeof r.body === "object" ? JSON.stringify({ ...r.body, request_id: undefined }) : r.text;
 
     let n = 0;
     let compared = 0;
@@ -122,7 +122,9 @@ export const drill7: Drill = {
           const what = `${op.name} ${slot.where}:${slot.name} with the ${k} key`;
           if (foreign.status !== random.status || normal(foreign) !== normal(random)) {
             report.leaks += 1;
-            report.fail(`${what}: foreign id → ${foreign.status} ${normal(foreign).slice(0, 120)}; random → ${random.status} ${normal(random).slice(0, 120)}`);
+            report.fail(
+              `${what}: foreign id → ${foreign.status} ${normal(foreign).slice(0, 120)}; random → ${random.status} ${normal(random).slice(0, 120)}`,
+            );
             continue;
           }
           // The baseline must be the interesting answer: 404 for ids (or the empty list for filters)
@@ -130,13 +132,19 @@ export const drill7: Drill = {
           // An external id under If-Match (an item's ifMatch): 412, no current version.
           const preconditioned = slot.kind === "externalId" && slot.where !== "query";
           const want =
-            k === "revoked" || k === "expired" ? 401
-            : k === "none" && op.name !== "me" ? 403
-            : k === "read" && op.method !== "GET" ? 403
-            : slot.where === "query" && op.name !== "availability.get" ? 200
-            : slot.where === "item" ? 200
-            : preconditioned ? 412
-            : 404;
+            k === "revoked" || k === "expired"
+              ? 401
+              : k === "none" && op.name !== "me"
+                ? 403
+                : k === "read" && op.method !== "GET"
+                  ? 403
+                  : slot.where === "query" && op.name !== "availability.get"
+                    ? 200
+                    : slot.where === "item"
+                      ? 200
+                      : preconditioned
+                        ? 412
+                        : 404;
           const answered = `${random.status} ${random.body?.error ?? ""}`;
           const kind = slot.kind === "externalId" ? "external id" : "UUID";
           report.check(random.status === want, `${what}: an unknown ${kind} answered ${answered} (want ${want})`);
@@ -159,7 +167,9 @@ export const drill7: Drill = {
     const same = digest(before) === digest(after);
     if (!same) report.leaks += 1;
     report.check(same, `database changed: ${diff(before, after).join("; ")}`);
-    report.figure(`${covered.length} ops with ids (${compared} slot×key pairs, ${n} requests), ${noSlot.length} without (${noSlot.join(", ")}); dump ${same ? "unchanged" : "CHANGED"}`);
+    report.figure(
+      `${covered.length} ops with ids (${compared} slot×key pairs, ${n} requests), ${noSlot.length} without (${noSlot.join(", ")}); dump ${same ? "unchanged" : "CHANGED"}`,
+    );
     log(`${compared} comparisons`);
     return report.result();
   },

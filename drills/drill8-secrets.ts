@@ -44,7 +44,11 @@ export const drill8: Drill = {
       ],
     });
     const s = ids.tenants.s!;
-    const svc = await startService(scope, "d8-a", { DATABASE_URL: url, LOG_LEVEL: "trace", PROVIDER_TIMEOUT_MS: "1000" });
+    const svc = await startService(scope, "d8-a", {
+      DATABASE_URL: url,
+      LOG_LEVEL: "trace",
+      PROVIDER_TIMEOUT_MS: "1000",
+    });
     const client = new Client(svc.url, tally);
     scope.defer("close client", () => client.close());
     const key = s.apiKeys.full!.key;
@@ -55,7 +59,8 @@ export const drill8: Drill = {
     for (const op of [...OPERATIONS, ...SYNC_OPERATIONS]) {
       const pathId = op.pathId ? idOf(s, op.pathId) : encodeURIComponent(`s8-${op.name}`);
       const query: Record<string, string> = {};
-      for (const [q, kind] of Object.entries(op.query ?? {})) if (!["cursor", "offset", "since"].includes(q)) query[q] = kind ? idOf(s, kind) : validQuery(q);
+      for (const [q, kind] of Object.entries(op.query ?? {}))
+        if (!["cursor", "offset", "since"].includes(q)) query[q] = kind ? idOf(s, kind) : validQuery(q);
       if (op.name === "availability.get") Object.assign(query, { from: today, to: today });
       if (op.name === "contacts.list") delete query.listId;
       const r = await client.request(op.method, op.path.replace(/\{id\}|\{externalId\}/, pathId), {
@@ -64,7 +69,10 @@ export const drill8: Drill = {
         body: op.body ? op.body(s, 100 + n++) : op.method === "GET" ? undefined : {},
         headers: op.create ? { "Idempotency-Key": `s8-${n}` } : {},
       });
-      report.check(r.status >= 200 && r.status < 300, `${op.name} answered ${r.status} ${r.body?.error ?? ""} ${JSON.stringify(r.body?.details ?? {}).slice(0, 200)}`);
+      report.check(
+        r.status >= 200 && r.status < 300,
+        `${op.name} answered ${r.status} ${r.body?.error ?? ""} ${JSON.stringify(r.body?.details ?? {}).slice(0, 200)}`,
+      );
     }
     // A batch item refused for a phone another contact holds: its 409 names the holder.
     const taken = await client.request("POST", "/public/v1/contacts/batch/upsert", {
@@ -78,12 +86,21 @@ export const drill8: Drill = {
     for (const t of ["s", "e", "h"] as const) {
       const tid = ids.tenants[t]!;
       for (const c of ["c1", "ct", "cf"]) {
-        const r = await client.request("POST", `/public/v1/conversations/${tid.conversations[c]}/messages`, { key: tid.apiKeys.full!.key, body: { content: `secret drill ${t}${c}` } });
+        const r = await client.request("POST", `/public/v1/conversations/${tid.conversations[c]}/messages`, {
+          key: tid.apiKeys.full!.key,
+          body: { content: `secret drill ${t}${c}` },
+        });
         const want = t === "s" ? "sent" : "failed";
-        report.check(r.status === 201 && r.body?.deliveryStatus === want, `send ${t}.${c}: ${r.status} ${r.body?.deliveryStatus ?? r.body?.error} (want ${want})`);
+        report.check(
+          r.status === 201 && r.body?.deliveryStatus === want,
+          `send ${t}.${c}: ${r.status} ${r.body?.deliveryStatus ?? r.body?.error} (want ${want})`,
+        );
       }
     }
-    report.check(ok.hits >= 3 && echo.hits >= 3 && hang.hits >= 3, `stand-ins saw ${ok.hits}/${echo.hits}/${hang.hits} sends`);
+    report.check(
+      ok.hits >= 3 && echo.hits >= 3 && hang.hits >= 3,
+      `stand-ins saw ${ok.hits}/${echo.hits}/${hang.hits} sends`,
+    );
     // Wrong, revoked, expired and misplaced keys.
     const prefix = /^(crm_[0-9A-Za-z]{12})_/.exec(key)![1]!;
     const wrongSecret = `${prefix}_${"A".repeat(40)}`;
@@ -108,7 +125,10 @@ export const drill8: Drill = {
 
     // The detector itself: the accepting stand-in legitimately received tenant s's tokens.
     const seenByProvider = new Set(ok.received.flatMap((r) => secretsIn(r)));
-    report.check(["wa", "tg", "fb"].every((c) => seenByProvider.has(`provider token s.${c}`)), `secret detector self-check failed (${[...seenByProvider].join(", ")})`);
+    report.check(
+      ["wa", "tg", "fb"].every((c) => seenByProvider.has(`provider token s.${c}`)),
+      `secret detector self-check failed (${[...seenByProvider].join(", ")})`,
+    );
     // Logs of every service process of this run.
     const logs = allLogs();
     const found = new Map<string, number>();
@@ -131,9 +151,17 @@ export const drill8: Drill = {
     // Constant-time comparison.
     const auth = await readFile(path.join(ROOT, "server/auth/authenticate.ts"), "utf8");
     const keys = await readFile(path.join(ROOT, "server/auth/keys.ts"), "utf8");
-    report.check(/hashesEqual\(row\.keyHash, hash\)/.test(auth) && /timingSafeEqual\(/.test(keys), "key hashes are not compared with timingSafeEqual");
-    report.check(!/keyHash\s*[!=]==|[!=]==\s*(?:row\.)?keyHash|\bkey\s*===|===\s*raw\b/.test(auth + keys), "a key or hash is compared with ===");
-    report.figure(`${logs.length} log lines from ${sources.size} processes, ${allSecrets().size} secrets, ${rawKeys.length} raw keys checked against the database`);
+    report.check(
+      /hashesEqual\(row\.keyHash, hash\)/.test(auth) && /timingSafeEqual\(/.test(keys),
+      "key hashes are not compared with timingSafeEqual",
+    );
+    report.check(
+      !/keyHash\s*[!=]==|[!=]==\s*(?:row\.)?keyHash|\bkey\s*===|===\s*raw\b/.test(auth + keys),
+      "a key or hash is compared with ===",
+    );
+    report.figure(
+      `${logs.length} log lines from ${sources.size} processes, ${allSecrets().size} secrets, ${rawKeys.length} raw keys checked against the database`,
+    );
     log(`scanned ${logs.length} log lines`);
     return report.result();
   },

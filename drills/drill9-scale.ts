@@ -76,9 +76,15 @@ export const drill9: Drill = {
     // ── topology ────────────────────────────────────────────────────────────────────────────
     const pgc = await startPostgres(scope, { maxConnections: PG_MAX_CONNECTIONS });
     const directUrl = await pgc.createDatabase("drill9");
-    const bouncer = await startPgBouncer(scope, { serverPort: pgc.port, poolSize: BOUNCER_POOL, statementTimeoutMs: 5000 });
+    const bouncer = await startPgBouncer(scope, {
+      serverPort: pgc.port,
+      poolSize: BOUNCER_POOL,
+      statementTimeoutMs: 5000,
+    });
     const cluster = await startRedisCluster(scope, { masters: 3, replicasPerMaster: 1, nodeTimeoutMs: 2000 });
-    log(`postgres :${pgc.port} (max_connections ${PG_MAX_CONNECTIONS}), pgbouncer :${bouncer.port}, redis cluster ${cluster.seeds}`);
+    log(
+      `postgres :${pgc.port} (max_connections ${PG_MAX_CONNECTIONS}), pgbouncer :${bouncer.port}, redis cluster ${cluster.seeds}`,
+    );
     const ids = await load(directUrl, {
       tenants: [
         richTenant("s"),
@@ -90,16 +96,24 @@ export const drill9: Drill = {
     const key = s.apiKeys.full!.key;
     const q1Key = ids.tenants.q1!.apiKeys.full!.key;
     const q2Key = ids.tenants.q2!.apiKeys.full!.key;
-    const env = { DATABASE_URL: bouncer.url("drill9"), DIRECT_DATABASE_URL: directUrl, REDIS_CLUSTER_NODES: cluster.seeds };
+    const env = {
+      DATABASE_URL: bouncer.url("drill9"),
+      DIRECT_DATABASE_URL: directUrl,
+      REDIS_CLUSTER_NODES: cluster.seeds,
+    };
     const metricsPorts: number[] = [];
     const services: Service[] = [];
     for (let i = 0; i < INSTANCES; i++) {
       const metricsPort = await freePort();
       metricsPorts.push(metricsPort);
-      services.push(await startService(scope, `d9-${"abcd"[i]}`, { ...env, METRICS_PORT: String(metricsPort), LOG_LEVEL: "info" }));
+      services.push(
+        await startService(scope, `d9-${"abcd"[i]}`, { ...env, METRICS_PORT: String(metricsPort), LOG_LEVEL: "info" }),
+      );
     }
     const clients = services.map((svc, i) => new Client(svc.url, tallies[i]!, { maxSockets: 64 }));
-    scope.defer("close clients", () => clients.forEach((c) => c.close()));
+    scope.defer("close clients", () => {
+      for (const c of clients) c.close();
+    });
     const replays = services.map(() => 0);
     const unavailable: number[] = []; // start times of the 503 answers
     const send = async (i: number, method: string, path: string, opts: ReqOpts = {}): Promise<Res> => {
@@ -112,8 +126,13 @@ export const drill9: Drill = {
     const db = new pg.Client({ connectionString: directUrl });
     await db.connect();
     scope.defer("close db", () => db.end());
-    const timeouts = services.map((svc) => svc.logs.map((l) => /"statementTimeout":"([^"]+)"/.exec(l)?.[1]).find(Boolean));
-    report.check(timeouts.every((t) => t === "5s"), `statement_timeout seen through PgBouncer: ${timeouts.join(",")} (want 5s from connect_query)`);
+    const timeouts = services.map((svc) =>
+      svc.logs.map((l) => /"statementTimeout":"([^"]+)"/.exec(l)?.[1]).find(Boolean),
+    );
+    report.check(
+      timeouts.every((t) => t === "5s"),
+      `statement_timeout seen through PgBouncer: ${timeouts.join(",")} (want 5s from connect_query)`,
+    );
 
     // Warm-up, not timed: each instance compiles its query shapes once.
     await pool(INSTANCES * 4, 4, (i) => send(i, "GET", "/public/v1/leads", { key, query: { limit: 5 } }));
@@ -132,13 +151,22 @@ export const drill9: Drill = {
           for (const row of await bouncer.admin("SHOW POOLS")) {
             if (row.database !== "drill9") continue;
             peakClients = Math.max(peakClients, Number(row.cl_active) + Number(row.cl_waiting));
-            peakServers = Math.max(peakServers, Number(row.sv_active) + Number(row.sv_idle) + Number(row.sv_used) + Number(row.sv_tested) + Number(row.sv_login));
+            peakServers = Math.max(
+              peakServers,
+              Number(row.sv_active) +
+                Number(row.sv_idle) +
+                Number(row.sv_used) +
+                Number(row.sv_tested) +
+                Number(row.sv_login),
+            );
           }
         } catch {
           /* PgBouncer restarting */
         }
         try {
-          const r = await direct.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend'`);
+          const r = await direct.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend'`,
+          );
           peakBackends = Math.max(peakBackends, r.rows[0].n);
         } catch {
           /* ignore */
@@ -182,7 +210,11 @@ export const drill9: Drill = {
           ? { customerName: `Scale lead ${c.n}`, customerPhone: "+34600555000", notes: c.marker }
           : { fullName: c.marker, phone: `+3461${String(c.n).padStart(7, "0")}` };
       c.attempts += 1;
-      const res = await send(at, "POST", c.kind === "lead" ? "/public/v1/leads" : "/public/v1/contacts", { key, body, headers: { "Idempotency-Key": c.idem } });
+      const res = await send(at, "POST", c.kind === "lead" ? "/public/v1/leads" : "/public/v1/contacts", {
+        key,
+        body,
+        headers: { "Idempotency-Key": c.idem },
+      });
       if (res.status === 201 && res.body?.id) c.ids.add(res.body.id);
       return res;
     };
@@ -191,7 +223,14 @@ export const drill9: Drill = {
         (async () => {
           while (running) {
             const n = createSeq++;
-            const c: Create = { n, kind: n % 2 ? "contact" : "lead", idem: `scale-${n}`, marker: `scale-${n}`, ids: new Set(), attempts: 0 };
+            const c: Create = {
+              n,
+              kind: n % 2 ? "contact" : "lead",
+              idem: `scale-${n}`,
+              marker: `scale-${n}`,
+              ids: new Set(),
+              attempts: 0,
+            };
             creates.push(c);
             await createOnce(c, n);
             let acked = c.ids.size > 0;
@@ -216,7 +255,9 @@ export const drill9: Drill = {
         for (let r = 0; running; r++) {
           const round: Round = { r, ...slotOf(day, r), results: [] };
           rounds.push(round);
-          round.results = await raceForSlot(round, BOOKERS, s.users.ana!, `Scale booking ${r}`, (b, body) => send(b, "POST", "/public/v1/appointments", { key, body }));
+          round.results = await raceForSlot(round, BOOKERS, s.users.ana!, `Scale booking ${r}`, (b, body) =>
+            send(b, "POST", "/public/v1/appointments", { key, body }),
+          );
           await sleep(1000);
         }
       })(),
@@ -263,7 +304,9 @@ export const drill9: Drill = {
 
     // A burst that opens every instance's pool: 4 × 10 client connections on PgBouncer.
     await sleep(3000);
-    await pool(INSTANCES * 16, INSTANCES * 16, (i) => send(i, "GET", "/public/v1/leads", { key, query: { limit: 50 } }));
+    await pool(INSTANCES * 16, INSTANCES * 16, (i) =>
+      send(i, "GET", "/public/v1/leads", { key, query: { limit: 50 } }),
+    );
 
     // ── fault 1: PgBouncer restart ───────────────────────────────────────────────────────────
     await sleep(Math.max(0, pgbAt - Date.now()));
@@ -272,7 +315,11 @@ export const drill9: Drill = {
     await bouncer.start();
     const pgbUp = Date.now();
     log(`pgbouncer restarted (${pgbUp - pgbStop} ms down)`);
-    const served = await firstServed(services.length, (i) => send(i, "GET", "/public/v1/leads", { key, query: { limit: 1 } }), pgbUp + 30_000);
+    const served = await firstServed(
+      services.length,
+      (i) => send(i, "GET", "/public/v1/leads", { key, query: { limit: 1 } }),
+      pgbUp + 30_000,
+    );
     const pgbRecovery = served === null ? null : (served - pgbUp) / 1000;
     log(`pgbouncer recovery ${pgbRecovery ?? "never"} s`);
 
@@ -298,7 +345,9 @@ export const drill9: Drill = {
       for (const node of cluster.nodes.filter((x) => x.port !== victim)) {
         const r = new Redis({ port: node.port, host: "127.0.0.1", maxRetriesPerRequest: 0, retryStrategy: () => null });
         r.on("error", () => {});
-        await r.call("ACL", "SETUSER", "default", "-@scripting").catch((e) => log(`ACL on :${node.port}: ${(e as Error).message}`));
+        await r
+          .call("ACL", "SETUSER", "default", "-@scripting")
+          .catch((e) => log(`ACL on :${node.port}: ${(e as Error).message}`));
         r.disconnect();
       }
       log("DRILL9_BREAK_QUOTA_SHARING=1: every Redis node refuses scripts (quotas counted in memory)");
@@ -334,7 +383,14 @@ export const drill9: Drill = {
         if (master !== victim) failoverAt = Date.now();
       }
       // The instances' own gauge: only whether they noticed (sharing is judged from Redis below).
-      const states = await Promise.all(metricsPorts.map((p) => scrape(p).then((m) => m.value("crm_redis_fallback"), () => NaN)));
+      const states = await Promise.all(
+        metricsPorts.map((p) =>
+          scrape(p).then(
+            (m) => m.value("crm_redis_fallback"),
+            () => NaN,
+          ),
+        ),
+      );
       if (states.some((v) => v === 1)) sawFallback = true;
       if (failoverAt !== null) {
         lastRound = await probeRound();
@@ -363,7 +419,12 @@ export const drill9: Drill = {
     // window (as Redis holds it) has room.
     const beforeFinal = await redisWindow();
     const finalAnswers: QuotaAnswer[] = [];
-    for (let i = 0; i < 2 * INSTANCES; i++) finalAnswers.push({ res: await send(i, "GET", "/public/v1/me", { key: q2Key }), inst: i % INSTANCES, phase: "final" });
+    for (let i = 0; i < 2 * INSTANCES; i++)
+      finalAnswers.push({
+        res: await send(i, "GET", "/public/v1/me", { key: q2Key }),
+        inst: i % INSTANCES,
+        phase: "final",
+      });
     const afterFinal = await redisWindow();
     q2.push(...finalAnswers);
 
@@ -377,15 +438,26 @@ export const drill9: Drill = {
 
     // Creates: every acknowledged one in the database exactly once, no duplicate.
     const leadRows = new Map<string, number>();
-    for (const r of (await db.query(`SELECT "notes" AS m, count(*)::int AS n FROM "Lead" WHERE "notes" LIKE 'scale-%' GROUP BY 1`)).rows) leadRows.set(r.m, r.n);
-    for (const r of (await db.query(`SELECT "fullName" AS m, count(*)::int AS n FROM "Contact" WHERE "fullName" LIKE 'scale-%' GROUP BY 1`)).rows) leadRows.set(r.m, r.n);
+    for (const r of (
+      await db.query(`SELECT "notes" AS m, count(*)::int AS n FROM "Lead" WHERE "notes" LIKE 'scale-%' GROUP BY 1`)
+    ).rows)
+      leadRows.set(r.m, r.n);
+    for (const r of (
+      await db.query(
+        `SELECT "fullName" AS m, count(*)::int AS n FROM "Contact" WHERE "fullName" LIKE 'scale-%' GROUP BY 1`,
+      )
+    ).rows)
+      leadRows.set(r.m, r.n);
     const acked = creates.filter((c) => c.ids.size > 0);
     const missing = acked.filter((c) => !leadRows.get(c.marker)).length;
     const duplicates = creates.filter((c) => (leadRows.get(c.marker) ?? 0) > 1 || c.ids.size > 1).length;
     const unacked = creates.length - acked.length;
     report.check(missing === 0, `${missing} acknowledged creates missing from the database`);
     report.check(duplicates === 0, `${duplicates} creates duplicated`);
-    report.check(unacked <= 6, `${unacked} creates never acknowledged after retries (at most the 6 in flight at the end)`);
+    report.check(
+      unacked <= 6,
+      `${unacked} creates never acknowledged after retries (at most the 6 in flight at the end)`,
+    );
 
     // Bookings: at most one 201 per slot, every acknowledged booking stored, no overlap at all.
     const { doubleBookings, wonRounds } = await checkBookings(db, rounds, report, (x) => x.status === 503);
@@ -394,29 +466,48 @@ export const drill9: Drill = {
     // 503 only while PgBouncer was away (until every instance served again, + 1 s of stragglers).
     const windowEnd = (served ?? pgbUp + 30_000) + 1000;
     const late503 = unavailable.filter((at) => at < pgbStop - 500 || at > windowEnd);
-    report.check(late503.length === 0, `${late503.length} × 503 outside the PgBouncer restart (first at +${late503.length ? ((late503[0]! - t0) / 1000).toFixed(1) : 0} s)`);
+    report.check(
+      late503.length === 0,
+      `${late503.length} × 503 outside the PgBouncer restart (first at +${late503.length ? ((late503[0]! - t0) / 1000).toFixed(1) : 0} s)`,
+    );
 
     // Quotas: exact before the faults; across the failover, judged from Redis's own counter.
     const admitted1 = q1.filter((r) => r.status === 200).length;
     const over1 = admitted1 - Q;
-    report.check(over1 === 0, `quota before the faults admitted ${admitted1} of ${q1.length} at ceiling ${Q} (want exactly ${Q})`);
-    report.check(q1.every((r) => r.status === 200 || r.status === 429), `quota key 1 answered ${[...new Set(q1.map((r) => r.status))].join(",")}`);
+    report.check(
+      over1 === 0,
+      `quota before the faults admitted ${admitted1} of ${q1.length} at ceiling ${Q} (want exactly ${Q})`,
+    );
+    report.check(
+      q1.every((r) => r.status === 200 || r.status === 429),
+      `quota key 1 answered ${[...new Set(q1.map((r) => r.status))].join(",")}`,
+    );
     const of = (phase: QuotaAnswer["phase"]) => q2.filter((a) => a.phase === phase);
     const ok = (xs: QuotaAnswer[]) => xs.filter((a) => a.res.status === 200).length;
     const [before2, failover2, after2, final2] = [of("before"), of("failover"), of("after"), of("final")];
     const admitted2 = ok(q2);
     // Before the kill: one shared window, exact (all admitted when fewer than the ceiling were sent).
-    report.check(ok(before2) === Math.min(Q, before2.length), `quota key 2 before the kill admitted ${ok(before2)} of ${before2.length} (want ${Math.min(Q, before2.length)})`);
+    report.check(
+      ok(before2) === Math.min(Q, before2.length),
+      `quota key 2 before the kill admitted ${ok(before2)} of ${before2.length} (want ${Math.min(Q, before2.length)})`,
+    );
     // The failover window (from the kill until every instance counts in Redis again): each instance
     // may count in its own memory — the stated tolerance is one ceiling per instance.
-    report.check(ok(failover2) <= INSTANCES * Q, `quota key 2 admitted ${ok(failover2)} during the failover window (tolerance ${INSTANCES} × ${Q})`);
+    report.check(
+      ok(failover2) <= INSTANCES * Q,
+      `quota key 2 admitted ${ok(failover2)} during the failover window (tolerance ${INSTANCES} × ${Q})`,
+    );
     // Shared again: Redis's window at that moment leaves room for max(0, Q − n) more, for all
     // instances together — while that window lasts (its PTTL then; later answers belong to a new window).
-    const sharedWindowEnd = sharedAgainAt !== null && atShared !== null && atShared.pttlMs > 0 ? sharedAgainAt + atShared.pttlMs - 500 : 0;
+    const sharedWindowEnd =
+      sharedAgainAt !== null && atShared !== null && atShared.pttlMs > 0 ? sharedAgainAt + atShared.pttlMs - 500 : 0;
     const inWindow = (a: QuotaAnswer) => a.res.startedAt < sharedWindowEnd;
     const sharedRoom = atShared === null ? 0 : Math.max(0, Q - atShared.n);
     const afterInWindow = [...after2, ...final2].filter(inWindow);
-    report.check(sharedAgainAt !== null, `quota key 2 never counted in Redis again by every instance after the failover (${probeRounds} probe rounds)`);
+    report.check(
+      sharedAgainAt !== null,
+      `quota key 2 never counted in Redis again by every instance after the failover (${probeRounds} probe rounds)`,
+    );
     report.check(
       ok(afterInWindow) <= sharedRoom,
       `quota key 2 admitted ${ok(afterInWindow)} of ${afterInWindow.length} after the failover, one shared window left room for ${sharedRoom} (Redis held ${atShared?.n ?? "?"})`,
@@ -425,22 +516,38 @@ export const drill9: Drill = {
     // was about to end: then the count starts anew in between and the difference says nothing).
     const finalCounted = beforeFinal !== null && afterFinal !== null ? afterFinal.n - beforeFinal.n : null;
     report.check(
-      (beforeFinal !== null && beforeFinal.pttlMs >= 0 && beforeFinal.pttlMs < 5000) || finalCounted === finalAnswers.length,
+      (beforeFinal !== null && beforeFinal.pttlMs >= 0 && beforeFinal.pttlMs < 5000) ||
+        finalCounted === finalAnswers.length,
       `Redis counted ${finalCounted ?? "?"} of the ${finalAnswers.length} requests sent to the ${INSTANCES} instances after the traffic (quotas not shared)`,
     );
-    report.check(q2.every((a) => a.res.status === 200 || a.res.status === 429), `quota key 2 answered ${[...new Set(q2.map((a) => a.res.status))].join(",")}`);
+    report.check(
+      q2.every((a) => a.res.status === 200 || a.res.status === 429),
+      `quota key 2 answered ${[...new Set(q2.map((a) => a.res.status))].join(",")}`,
+    );
 
     // Recovery.
     const redisRecovery = sharedAgainAt === null ? null : (sharedAgainAt - killAt) / 1000;
-    report.check(pgbRecovery !== null && pgbRecovery <= RECOVERY_TARGET_S, `instances not serving within ${RECOVERY_TARGET_S} s of PgBouncer's restart (${pgbRecovery ?? "never"})`);
+    report.check(
+      pgbRecovery !== null && pgbRecovery <= RECOVERY_TARGET_S,
+      `instances not serving within ${RECOVERY_TARGET_S} s of PgBouncer's restart (${pgbRecovery ?? "never"})`,
+    );
     report.check(failoverAt !== null, "the replica was not promoted within 30 s");
     report.check(sawFallback, "no instance reported the Redis fallback while the master was away");
-    report.check(redisRecovery !== null && redisRecovery <= 20, `quotas not shared again within 20 s of the kill (${redisRecovery ?? "never"})`);
+    report.check(
+      redisRecovery !== null && redisRecovery <= 20,
+      `quotas not shared again within 20 s of the kill (${redisRecovery ?? "never"})`,
+    );
     report.recoverySeconds = Math.max(pgbRecovery ?? Infinity, redisRecovery ?? Infinity);
 
     // Connections: more clients than PostgreSQL admits, multiplexed onto PgBouncer's pool.
-    report.check(peakClients > PG_MAX_CONNECTIONS, `peak ${peakClients} client connections on PgBouncer, not more than max_connections ${PG_MAX_CONNECTIONS}`);
-    report.check(peakServers <= BOUNCER_POOL, `PgBouncer opened ${peakServers} server connections (pool ${BOUNCER_POOL})`);
+    report.check(
+      peakClients > PG_MAX_CONNECTIONS,
+      `peak ${peakClients} client connections on PgBouncer, not more than max_connections ${PG_MAX_CONNECTIONS}`,
+    );
+    report.check(
+      peakServers <= BOUNCER_POOL,
+      `PgBouncer opened ${peakServers} server connections (pool ${BOUNCER_POOL})`,
+    );
 
     // /metrics of each instance against the drill's own counts.
     const disagreements: string[] = [];
@@ -467,7 +574,9 @@ export const drill9: Drill = {
         ["rate-limit rejections", rej, c429],
         ["replays", rep, replays[i]!],
       ];
-      for (const [what, server, client] of pairs) if (server !== client) disagreements.push(`${services[i]!.name} ${what}: /metrics ${server} vs drill ${client}`);
+      for (const [what, server, client] of pairs)
+        if (server !== client)
+          disagreements.push(`${services[i]!.name} ${what}: /metrics ${server} vs drill ${client}`);
       mRequests += req;
       m5xx += fx;
       m429 += tooMany;
@@ -492,21 +601,35 @@ export const drill9: Drill = {
     );
     for (const line of stray.slice(0, 5)) report.fail(`error log outside the PgBouncer restart: ${line}`);
 
-    report.figure(`${all} requests, ${(all / elapsed).toFixed(0)} req/s, 5xx ${fiveXX} (503 during the PgBouncer restart)`);
+    report.figure(
+      `${all} requests, ${(all / elapsed).toFixed(0)} req/s, 5xx ${fiveXX} (503 during the PgBouncer restart)`,
+    );
     report.figure(`creates ${acked.length} acked / ${creates.length}: missing ${missing}, duplicates ${duplicates}`);
-    report.figure(`bookings ${wonRounds} slots won of ${rounds.length} rounds × ${BOOKERS}: double bookings ${doubleBookings}`);
+    report.figure(
+      `bookings ${wonRounds} slots won of ${rounds.length} rounds × ${BOOKERS}: double bookings ${doubleBookings}`,
+    );
     report.figure(
       `quota over-admission ${over1} steady; failover key ${admitted2} admitted of ${q2.length} (ceiling ${Q}): before the kill ${ok(before2)}/${before2.length}, failover window ${ok(failover2)}/${failover2.length}, after ${ok(after2)}/${after2.length}, final ${ok(final2)}/${final2.length}; Redis counted ${finalCounted ?? "?"}/${finalAnswers.length} final requests`,
     );
-    report.figure(`recovery pgbouncer ${pgbRecovery?.toFixed(2) ?? "-"} s, redis failover ${failoverAt === null ? "-" : ((failoverAt - killAt) / 1000).toFixed(2)} s / quotas shared ${redisRecovery?.toFixed(2) ?? "-"} s`);
-    report.figure(`connections: ${peakClients} clients → ${peakServers} servers (PostgreSQL max ${PG_MAX_CONNECTIONS}, peak backends ${peakBackends})`);
-    report.figure(`/metrics ${disagreements.length ? "DISAGREE" : "agree"}: ${mRequests} requests, ${m5xx} 5xx, ${m429} 429 (${mRejections} rejections), ${mReplays} replays (drill ${replaysTotal})`);
+    report.figure(
+      `recovery pgbouncer ${pgbRecovery?.toFixed(2) ?? "-"} s, redis failover ${failoverAt === null ? "-" : ((failoverAt - killAt) / 1000).toFixed(2)} s / quotas shared ${redisRecovery?.toFixed(2) ?? "-"} s`,
+    );
+    report.figure(
+      `connections: ${peakClients} clients → ${peakServers} servers (PostgreSQL max ${PG_MAX_CONNECTIONS}, peak backends ${peakBackends})`,
+    );
+    report.figure(
+      `/metrics ${disagreements.length ? "DISAGREE" : "agree"}: ${mRequests} requests, ${m5xx} 5xx, ${m429} 429 (${mRejections} rejections), ${mReplays} replays (drill ${replaysTotal})`,
+    );
     return report.result({ allowed5xx: unavailable.length - late503.length });
   },
 };
 
 /** Sends probe(i) to every instance until each has answered 200 once; returns when the last did (or null at the deadline). */
-async function firstServed(instances: number, probe: (i: number) => Promise<Res>, deadline: number): Promise<number | null> {
+async function firstServed(
+  instances: number,
+  probe: (i: number) => Promise<Res>,
+  deadline: number,
+): Promise<number | null> {
   const served: (number | null)[] = Array.from({ length: instances }, () => null);
   while (Date.now() < deadline && served.some((t) => t === null)) {
     await Promise.all(
@@ -540,7 +663,8 @@ async function scrape(port: number): Promise<Scraped> {
     samples.push({ name: m[1]!, labels, value: Number(m[3]) });
   }
   return {
-    sum: (name, where) => samples.filter((x) => x.name === name && (!where || where(x.labels))).reduce((n, x) => n + x.value, 0),
+    sum: (name, where) =>
+      samples.filter((x) => x.name === name && (!where || where(x.labels))).reduce((n, x) => n + x.value, 0),
     value: (name) => samples.find((x) => x.name === name)?.value ?? NaN,
   };
 }

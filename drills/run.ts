@@ -24,22 +24,41 @@ import type { Drill, DrillResult } from "./lib/result.js";
 import { closeAllScopes, Scope } from "./lib/scope.js";
 
 const DRILLS: Drill[] = [drill1, drill2, drill3, drill4, drill5, drill6, drill7, drill8, drill9, drill10];
-const NAMES: Record<string, number> = { instances: 1, redis: 2, postgres: 3, providers: 4, shutdown: 5, fuzz: 6, tenants: 7, secrets: 8, scale: 9, citus: 10 };
+const NAMES: Record<string, number> = {
+  instances: 1,
+  redis: 2,
+  postgres: 3,
+  providers: 4,
+  shutdown: 5,
+  fuzz: 6,
+  tenants: 7,
+  secrets: 8,
+  scale: 9,
+  citus: 10,
+};
 
 const scale = Number(process.env.DRILL_SCALE || 1);
 const timeoutOf = (d: Drill) => Number(process.env.DRILL_TIMEOUT_S || d.timeoutS || 300) * 1000;
 const argv = process.argv.slice(2);
 const repeatAt = argv.findIndex((a) => a === "--repeat" || a.startsWith("--repeat="));
-const repeatValue = repeatAt < 0 ? "1" : argv[repeatAt]!.includes("=") ? argv[repeatAt]!.split("=")[1] : argv[repeatAt + 1];
+const repeatValue =
+  repeatAt < 0 ? "1" : argv[repeatAt]!.includes("=") ? argv[repeatAt]!.split("=")[1] : argv[repeatAt + 1];
 const repeat = Number(repeatValue);
 if (!Number.isInteger(repeat) || repeat < 1 || repeat > 100) {
   process.stderr.write(`--repeat wants a whole number from 1 to 100, got "${repeatValue ?? ""}"\n`);
   process.exit(2);
 }
-const args = repeatAt < 0 ? argv : argv.filter((_, i) => i !== repeatAt && !(i === repeatAt + 1 && !argv[repeatAt]!.includes("=")));
+const args =
+  repeatAt < 0
+    ? argv
+    : argv.filter((_, i) => i !== repeatAt && !(i === repeatAt + 1 && !argv[repeatAt]!.includes("=")));
 const unknown = args.filter((a) => !(a in NAMES) && !DRILLS.some((d) => String(d.id) === a));
 if (unknown.length) {
-  process.stderr.write(`unknown drill ${unknown.join(", ")}; drills: ${Object.entries(NAMES).map(([n, id]) => `${id} ${n}`).join(", ")}\n`);
+  process.stderr.write(
+    `unknown drill ${unknown.join(", ")}; drills: ${Object.entries(NAMES)
+      .map(([n, id]) => `${id} ${n}`)
+      .join(", ")}\n`,
+  );
   process.exit(2);
 }
 const wanted = args.map((a) => NAMES[a] ?? Number(a));
@@ -72,10 +91,21 @@ for (const { d, r } of runs) {
   try {
     result = await Promise.race([
       d.run({ scale, scope, log }),
-      new Promise<never>((_, rej) => (timer = setTimeout(() => rej(new Error(`drill exceeded ${perDrillTimeout / 1000} s`)), perDrillTimeout))),
+      new Promise<never>(
+        (_, rej) =>
+          (timer = setTimeout(() => rej(new Error(`drill exceeded ${perDrillTimeout / 1000} s`)), perDrillTimeout)),
+      ),
     ]);
   } catch (e) {
-    result = { requests: 0, failures: 1, fiveXX: 0, leaks: 0, recoverySeconds: null, figures: [], problems: [`aborted: ${(e as Error).stack ?? e}`] };
+    result = {
+      requests: 0,
+      failures: 1,
+      fiveXX: 0,
+      leaks: 0,
+      recoverySeconds: null,
+      figures: [],
+      problems: [`aborted: ${(e as Error).stack ?? e}`],
+    };
   } finally {
     clearTimeout(timer);
   }
@@ -89,9 +119,14 @@ for (const { d, r } of runs) {
   for (const p of result.problems.slice(0, 12)) process.stdout.write(`    - ${p}\n`);
   if (result.problems.length > 12) process.stdout.write(`    - … and ${result.problems.length - 12} more\n`);
 }
-process.stdout.write(`\n${runs.length} drill runs in ${((Date.now() - started) / 1000).toFixed(0)} s\ndrills: ${lines.length - failed} passed, ${failed} failed\n`);
+process.stdout.write(
+  `\n${runs.length} drill runs in ${((Date.now() - started) / 1000).toFixed(0)} s\ndrills: ${lines.length - failed} passed, ${failed} failed\n`,
+);
 // Machine-readable result for CI's closing `tests:` line (scripts/ci-summary.mjs): DRILLS_JSON=FILE.
 if (process.env.DRILLS_JSON)
-  writeFileSync(process.env.DRILLS_JSON, JSON.stringify({ numPassedTests: lines.length - failed, numFailedTests: failed, numPendingTests: 0, lines }));
+  writeFileSync(
+    process.env.DRILLS_JSON,
+    JSON.stringify({ numPassedTests: lines.length - failed, numFailedTests: failed, numPendingTests: 0, lines }),
+  );
 // Exit once stdout has drained (a pipe would otherwise cut the output).
 process.stdout.write("", () => process.exit(failed ? 1 : 0));

@@ -31,7 +31,9 @@ const { values, positionals } = parseArgs({
   },
 });
 if (!values.pgbouncer && !values["redis-cluster"]) {
-  process.stderr.write("usage: topology.ts [--pgbouncer POSTGRES_URL [--pool-size N] [--statement-timeout-ms N] [--ignore-startup-parameters LIST]] [--redis-cluster M[xR]] -- COMMAND...\n");
+  process.stderr.write(
+    "usage: topology.ts [--pgbouncer POSTGRES_URL [--pool-size N] [--statement-timeout-ms N] [--ignore-startup-parameters LIST]] [--redis-cluster M[xR]] -- COMMAND...\n",
+  );
   process.exit(2);
 }
 
@@ -78,7 +80,11 @@ try {
     process.stderr.write(`topology: redis cluster ${cluster.seeds}\n`);
   }
   if (positionals.length === 0) {
-    process.stdout.write(Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(""));
+    process.stdout.write(
+      Object.entries(env)
+        .map(([k, v]) => `${k}=${v}\n`)
+        .join(""),
+    );
     setInterval(() => {}, 1 << 30); // until a signal
   } else {
     const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };

@@ -36,7 +36,13 @@ export function raceForSlot(
 ): Promise<Res[]> {
   return Promise.all(
     Array.from({ length: bookers }, (_, b) =>
-      post(b, { assignedUserId: userId, title: `${title}.${b}`, appointmentType: "visit", startsAt: round.startsAt, endsAt: round.endsAt }),
+      post(b, {
+        assignedUserId: userId,
+        title: `${title}.${b}`,
+        appointmentType: "visit",
+        startsAt: round.startsAt,
+        endsAt: round.endsAt,
+      }),
     ),
   );
 }
@@ -46,22 +52,48 @@ export function raceForSlot(
  * appointments of one user overlapping (any tenant), and every answer a 201, a 409 APPOINTMENT_OVERLAP
  * or one the drill's faults explain (`unavailable`).
  */
-export async function checkBookings(db: pg.Client, rounds: BookingRound[], report: Report, unavailable: (res: Res) => boolean) {
+export async function checkBookings(
+  db: pg.Client,
+  rounds: BookingRound[],
+  report: Report,
+  unavailable: (res: Res) => boolean,
+) {
   const doubleRounds = rounds.filter((r) => r.results.filter((x) => x.status === 201).length > 1).length;
   const badAnswers = rounds
     .flatMap((r) => r.results)
-    .filter((x) => !(x.status === 201 || unavailable(x) || (x.status === 409 && envelopeProblems(x, { error: "APPOINTMENT_OVERLAP" }).length === 0)));
+    .filter(
+      (x) =>
+        !(
+          x.status === 201 ||
+          unavailable(x) ||
+          (x.status === 409 && envelopeProblems(x, { error: "APPOINTMENT_OVERLAP" }).length === 0)
+        ),
+    );
   const overlaps = (
     await db.query(`SELECT count(*)::int AS n FROM "Appointment" a JOIN "Appointment" b
         ON a."tenantId" = b."tenantId" AND a."assignedUserId" = b."assignedUserId" AND a."id" < b."id"
        WHERE a."status" = 'scheduled' AND b."status" = 'scheduled' AND a."startsAt" < b."endsAt" AND b."startsAt" < a."endsAt"`)
   ).rows[0].n as number;
   const bookedIds = rounds.flatMap((r) => r.results.filter((x) => x.status === 201).map((x) => x.body.id as string));
-  const storedBookings = (await db.query(`SELECT count(*)::int AS n FROM "Appointment" WHERE "id" = ANY($1::uuid[])`, [bookedIds])).rows[0].n as number;
+  const storedBookings = (
+    await db.query(`SELECT count(*)::int AS n FROM "Appointment" WHERE "id" = ANY($1::uuid[])`, [bookedIds])
+  ).rows[0].n as number;
   const doubleBookings = doubleRounds + overlaps;
   const wonRounds = rounds.filter((r) => r.results.some((x) => x.status === 201)).length;
-  report.check(doubleBookings === 0, `double bookings: ${doubleRounds} rounds with two 201s, ${overlaps} overlapping scheduled pairs`);
-  report.check(storedBookings === bookedIds.length, `${bookedIds.length - storedBookings} acknowledged bookings missing`);
-  report.check(badAnswers.length === 0, `bookings answered ${badAnswers.slice(0, 3).map((x) => `${x.status} ${x.body?.error ?? x.error ?? ""}`).join(", ")}`);
+  report.check(
+    doubleBookings === 0,
+    `double bookings: ${doubleRounds} rounds with two 201s, ${overlaps} overlapping scheduled pairs`,
+  );
+  report.check(
+    storedBookings === bookedIds.length,
+    `${bookedIds.length - storedBookings} acknowledged bookings missing`,
+  );
+  report.check(
+    badAnswers.length === 0,
+    `bookings answered ${badAnswers
+      .slice(0, 3)
+      .map((x) => `${x.status} ${x.body?.error ?? x.error ?? ""}`)
+      .join(", ")}`,
+  );
   return { bookedIds, doubleBookings, wonRounds };
 }

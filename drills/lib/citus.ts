@@ -36,8 +36,12 @@ export function citusShared(): string | null {
 export function citusMissing(): string | null {
   const shared = citusShared();
   if (!shared) return "../shared/citus/cluster.sh not found (set CITUS_SHARED)";
-  const libs = ["/usr/lib/postgresql/15/lib/citus.so", process.env.PG_BIN ? path.join(process.env.PG_BIN, "../lib/citus.so") : ""].filter(Boolean);
-  if (!libs.some((l) => existsSync(l))) return `the citus extension is not installed (run ${path.join(shared, "install.sh")} as root)`;
+  const libs = [
+    "/usr/lib/postgresql/15/lib/citus.so",
+    process.env.PG_BIN ? path.join(process.env.PG_BIN, "../lib/citus.so") : "",
+  ].filter(Boolean);
+  if (!libs.some((l) => existsSync(l)))
+    return `the citus extension is not installed (run ${path.join(shared, "install.sh")} as root)`;
   return null;
 }
 
@@ -87,7 +91,9 @@ async function alterSystem(node: Node, name: string, value: string, took: (shown
 
 /** Appends `citus` to output_plugin_libraries on a node that has that setting (see the header). */
 async function allowCitusDecoder(node: Node): Promise<void> {
-  const [rows] = await onNode(`postgresql://postgres@${node.host}:${node.port}/postgres`, [`SELECT setting FROM pg_settings WHERE name = 'output_plugin_libraries'`]);
+  const [rows] = await onNode(`postgresql://postgres@${node.host}:${node.port}/postgres`, [
+    `SELECT setting FROM pg_settings WHERE name = 'output_plugin_libraries'`,
+  ]);
   if (!rows!.length) return;
   const list = String(rows![0].setting)
     .split(",")
@@ -95,8 +101,15 @@ async function allowCitusDecoder(node: Node): Promise<void> {
     .filter(Boolean);
   if (list.includes("citus")) return;
   // A list setting: the names unquoted, comma-separated (quoting the whole value would make it one name).
-  const names = [...list, "citus"].map((n) => (/^[a-z_][a-z0-9_]*$/.test(n) ? n : `"${n.replace(/"/g, '""')}"`)).join(", ");
-  await alterSystem(node, "output_plugin_libraries", names, (shown) => /\bcitus\b/.test(shown) && !shown.startsWith('"'));
+  const names = [...list, "citus"]
+    .map((n) => (/^[a-z_][a-z0-9_]*$/.test(n) ? n : `"${n.replace(/"/g, '""')}"`))
+    .join(", ");
+  await alterSystem(
+    node,
+    "output_plugin_libraries",
+    names,
+    (shown) => /\bcitus\b/.test(shown) && !shown.startsWith('"'),
+  );
 }
 
 /** synchronous_commit = on for the node (see the header). */
@@ -163,7 +176,11 @@ export async function startCitus(scope: Scope, opts: { workers?: number } = {}):
 }
 
 /** Where a tenant's rows of `table` live: the shard and its (single) placement. */
-export async function shardOf(db: pg.ClientBase, table: string, tenantId: string): Promise<{ shardId: string; node: Node }> {
+export async function shardOf(
+  db: pg.ClientBase,
+  table: string,
+  tenantId: string,
+): Promise<{ shardId: string; node: Node }> {
   const r = await db.query(
     `SELECT s.shardid::text AS "shardId", p.nodename AS host, p.nodeport AS port
        FROM (SELECT get_shard_id_for_distribution_column($1::regclass, $2::uuid) AS shardid) s
@@ -176,7 +193,10 @@ export async function shardOf(db: pg.ClientBase, table: string, tenantId: string
 
 /** Moves a shard (with its co-located group) online: logical replication, writes blocked only for the switch. */
 export async function moveShard(db: pg.ClientBase, shardId: string, from: Node, to: Node): Promise<void> {
-  await db.query(`SELECT citus_move_shard_placement($1::bigint, $2, $3, $4, $5, shard_transfer_mode => 'force_logical')`, [shardId, from.host, from.port, to.host, to.port]);
+  await db.query(
+    `SELECT citus_move_shard_placement($1::bigint, $2, $3, $4, $5, shard_transfer_mode => 'force_logical')`,
+    [shardId, from.host, from.port, to.host, to.port],
+  );
 }
 
 export type TransferMode = "force_logical" | "block_writes" | "auto";
@@ -198,14 +218,19 @@ export type TransferMode = "force_logical" | "block_writes" | "auto";
  * group's locks statement by statement, and the isolation's lock acquisition can close a cycle with
  * one — Citus cancels one side, and an operator runs the isolation again. `retries` counts how often.
  */
-export async function isolateTenant(db: pg.ClientBase, table: string, tenantId: string, mode: TransferMode = "block_writes", retries = { n: 0 }): Promise<string> {
+export async function isolateTenant(
+  db: pg.ClientBase,
+  table: string,
+  tenantId: string,
+  mode: TransferMode = "block_writes",
+  retries = { n: 0 },
+): Promise<string> {
   for (let attempt = 1; ; attempt++) {
     try {
-      const r = await db.query(`SELECT isolate_tenant_to_new_shard($1::regclass, $2::uuid, cascade_option => 'CASCADE', shard_transfer_mode => $3::citus.shard_transfer_mode)::text AS id`, [
-        `"${table}"`,
-        tenantId,
-        mode,
-      ]);
+      const r = await db.query(
+        `SELECT isolate_tenant_to_new_shard($1::regclass, $2::uuid, cascade_option => 'CASCADE', shard_transfer_mode => $3::citus.shard_transfer_mode)::text AS id`,
+        [`"${table}"`, tenantId, mode],
+      );
       return r.rows[0].id;
     } catch (err) {
       if ((err as { code?: string }).code !== "40P01" || attempt >= 3) throw err;
@@ -220,14 +245,21 @@ export async function rebalance(db: pg.ClientBase): Promise<{ jobId: string | nu
   const jobId: string | null = started.rows[0]?.job ?? null;
   if (jobId === null) return { jobId, moves: 0, state: "nothing to move" };
   await db.query(`SELECT citus_rebalance_wait()`);
-  const job = await db.query(`SELECT state::text AS state FROM pg_dist_background_job WHERE job_id = $1::bigint`, [jobId]);
-  const tasks = await db.query(`SELECT count(*)::int AS n FROM pg_dist_background_task WHERE job_id = $1::bigint AND status = 'done'`, [jobId]);
+  const job = await db.query(`SELECT state::text AS state FROM pg_dist_background_job WHERE job_id = $1::bigint`, [
+    jobId,
+  ]);
+  const tasks = await db.query(
+    `SELECT count(*)::int AS n FROM pg_dist_background_task WHERE job_id = $1::bigint AND status = 'done'`,
+    [jobId],
+  );
   return { jobId, moves: tasks.rows[0].n, state: job.rows[0]?.state ?? "?" };
 }
 
 /** Shard placements per worker port (distributed tables only). */
 export async function placements(db: pg.ClientBase): Promise<Map<number, number>> {
-  const r = await db.query(`SELECT nodeport AS port, count(DISTINCT shardid)::int AS n FROM citus_shards WHERE citus_table_type = 'distributed' GROUP BY 1 ORDER BY 1`);
+  const r = await db.query(
+    `SELECT nodeport AS port, count(DISTINCT shardid)::int AS n FROM citus_shards WHERE citus_table_type = 'distributed' GROUP BY 1 ORDER BY 1`,
+  );
   return new Map(r.rows.map((x: any) => [Number(x.port), x.n]));
 }
 
@@ -239,7 +271,9 @@ export async function placements(db: pg.ClientBase): Promise<Map<number, number>
  * an acknowledgement for a write the worker never committed. The drill reads these lines so such a
  * loss is named by the database's own words, not only by a missing row.
  */
-export async function nodeWarnings(dir: string): Promise<{ node: string; message: string; count: number; first: string }[]> {
+export async function nodeWarnings(
+  dir: string,
+): Promise<{ node: string; message: string; count: number; first: string }[]> {
   const out = new Map<string, { node: string; message: string; count: number; first: string }>();
   for (const d of (await readdir(dir).catch(() => [] as string[])).filter((n) => n.startsWith("node-")).sort()) {
     const text = await readFile(path.join(dir, d, "log"), "utf8").catch(() => "");

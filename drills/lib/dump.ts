@@ -15,7 +15,11 @@ export async function dump(url: string, tenantId?: string): Promise<Dump> {
       )
     ).rows.map((r) => r.table_name);
     const cols = new Map<string, Set<string>>();
-    for (const r of (await c.query<{ table_name: string; column_name: string }>(`SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'`)).rows) {
+    for (const r of (
+      await c.query<{ table_name: string; column_name: string }>(
+        `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'`,
+      )
+    ).rows) {
       if (!cols.has(r.table_name)) cols.set(r.table_name, new Set());
       cols.get(r.table_name)!.add(r.column_name);
     }
@@ -37,7 +41,9 @@ export async function dump(url: string, tenantId?: string): Promise<Dump> {
       // columns (a new row, a new changedAt or action).
       if (t === "ChangeHead") continue;
       const row = t === "ChangeLog" ? `(row_to_json(x)::jsonb - 'pos')` : "row_to_json(x)";
-      const rows = (await c.query<{ j: string }>(`SELECT ${row}::text AS j FROM "${t}" x ${where}`, params)).rows.map((r) => r.j);
+      const rows = (await c.query<{ j: string }>(`SELECT ${row}::text AS j FROM "${t}" x ${where}`, params)).rows.map(
+        (r) => r.j,
+      );
       out.set(t, rows.sort());
     }
     return out;
@@ -60,7 +66,8 @@ export function diff(before: Dump, after: Dump): string[] {
     const a = new Set(after.get(t) ?? []);
     const added = [...a].filter((r) => !b.has(r));
     const removed = [...b].filter((r) => !a.has(r));
-    if (added.length || removed.length) out.push(`${t}: +${added.length} −${removed.length}${added[0] ? ` e.g. ${added[0].slice(0, 160)}` : ""}`);
+    if (added.length || removed.length)
+      out.push(`${t}: +${added.length} −${removed.length}${added[0] ? ` e.g. ${added[0].slice(0, 160)}` : ""}`);
   }
   return out;
 }

@@ -37,14 +37,19 @@ export class Tally {
     this.statuses.set(res.status, (this.statuses.get(res.status) ?? 0) + 1);
   }
   describe(): string {
-    return [...this.statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s || "net"}:${n}`).join(" ");
+    return [...this.statuses]
+      .sort((a, b) => a[0] - b[0])
+      .map(([s, n]) => `${s || "net"}:${n}`)
+      .join(" ");
   }
 }
 
 export function queryString(q?: ReqOpts["query"]): string {
   if (!q) return "";
   const entries = Object.entries(q).filter(([, v]) => v !== undefined) as [string, string | number | boolean][];
-  return entries.length ? "?" + new URLSearchParams(entries.map(([k, v]): [string, string] => [k, String(v)])).toString() : "";
+  return entries.length
+    ? "?" + new URLSearchParams(entries.map(([k, v]): [string, string] => [k, String(v)])).toString()
+    : "";
 }
 
 export class Client {
@@ -62,7 +67,11 @@ export class Client {
     this.port = Number(u.port);
     // Idle sockets are dropped after 4 s, before the server's 5 s keep-alive timeout (the usual client
     // practice: otherwise a request can race the server closing an idle socket).
-    this.agent = new http.Agent({ keepAlive: opts.keepAlive ?? true, maxSockets: opts.maxSockets ?? 32, timeout: 4000 });
+    this.agent = new http.Agent({
+      keepAlive: opts.keepAlive ?? true,
+      maxSockets: opts.maxSockets ?? 32,
+      timeout: 4000,
+    });
   }
 
   request(method: string, path: string, o: ReqOpts = {}): Promise<Res> {
@@ -89,20 +98,51 @@ export class Client {
       };
       let req: http.ClientRequest;
       try {
-        req = http.request({ host: this.host, port: this.port, method, path: path + queryString(o.query), headers, agent: this.agent });
+        req = http.request({
+          host: this.host,
+          port: this.port,
+          method,
+          path: path + queryString(o.query),
+          headers,
+          agent: this.agent,
+        });
       } catch (e) {
         // Invalid header value or path: the request never left (the drills' own generator's fault).
-        finish({ status: 0, headers: {}, text: "", body: undefined, error: `client refused: ${(e as any).code ?? (e as Error).message}` });
+        finish({
+          status: 0,
+          headers: {},
+          text: "",
+          body: undefined,
+          error: `client refused: ${(e as any).code ?? (e as Error).message}`,
+        });
         return;
       }
       const timer = setTimeout(() => {
         req.destroy(new Error("client timeout"));
       }, o.timeoutMs ?? 20_000);
-      req.on("error", (e: any) => finish({ status: 0, headers: {}, text: "", body: undefined, error: e.code ?? e.message, reusedSocket: req.reusedSocket }));
+      req.on("error", (e: any) =>
+        finish({
+          status: 0,
+          headers: {},
+          text: "",
+          body: undefined,
+          error: e.code ?? e.message,
+          reusedSocket: req.reusedSocket,
+        }),
+      );
       req.on("response", (resp) => {
         const chunks: Buffer[] = [];
         resp.on("data", (c: Buffer) => chunks.push(c));
-        resp.on("error", (e: any) => finish({ status: 0, headers: {}, text: "", body: undefined, error: `response ${e.code ?? e.message}`, reusedSocket: req.reusedSocket }));
+        resp.on("error", (e: any) =>
+          finish({
+            status: 0,
+            headers: {},
+            text: "",
+            body: undefined,
+            error: `response ${e.code ?? e.message}`,
+            reusedSocket: req.reusedSocket,
+          }),
+        );
         resp.on("end", () => {
           const text = Buffer.concat(chunks).toString("utf8");
           let body: any;
@@ -138,15 +178,18 @@ export function envelopeProblems(res: Res, expect?: { status?: number; error?: s
   const p: string[] = [];
   if (expect?.status !== undefined && res.status !== expect.status) p.push(`status ${res.status} != ${expect.status}`);
   const b = res.body;
-  if (!b || typeof b !== "object" || Array.isArray(b)) return [...p, `body is not a JSON object: ${res.text.slice(0, 120)}`];
+  if (!b || typeof b !== "object" || Array.isArray(b))
+    return [...p, `body is not a JSON object: ${res.text.slice(0, 120)}`];
   const keys = Object.keys(b).sort().join(",");
   if (keys !== ENVELOPE_KEYS) p.push(`envelope keys ${keys}`);
   if (typeof b.error !== "string" || !/^[A-Z_]+$/.test(b.error)) p.push(`error ${JSON.stringify(b.error)}`);
   if (expect?.error !== undefined && b.error !== expect.error) p.push(`error ${b.error} != ${expect.error}`);
   if (typeof b.message !== "string" || !b.message) p.push("message is not a non-empty string");
-  if (typeof b.request_id !== "string" || !b.request_id || b.request_id !== res.headers["x-request-id"]) p.push("request_id missing or != X-Request-Id");
+  if (typeof b.request_id !== "string" || !b.request_id || b.request_id !== res.headers["x-request-id"])
+    p.push("request_id missing or != X-Request-Id");
   if (!b.details || typeof b.details !== "object" || Array.isArray(b.details)) p.push("details is not an object");
-  if (!String(res.headers["content-type"] ?? "").startsWith("application/json")) p.push(`content-type ${res.headers["content-type"]}`);
+  if (!String(res.headers["content-type"] ?? "").startsWith("application/json"))
+    p.push(`content-type ${res.headers["content-type"]}`);
   return p;
 }
 

@@ -23,7 +23,12 @@ export class SteadyLoad {
   private running = true;
   private readonly done: Promise<void>;
 
-  constructor(clients: Client[], workers: number, next: (n: number) => Step, opts: { pauseMs?: number; maxRequests?: number } = {}) {
+  constructor(
+    clients: Client[],
+    workers: number,
+    next: (n: number) => Step,
+    opts: { pauseMs?: number; maxRequests?: number } = {},
+  ) {
     let n = 0;
     this.done = Promise.all(
       Array.from({ length: workers }, async (_, w) => {

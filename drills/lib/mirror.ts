@@ -61,9 +61,11 @@ export class FeedMirror {
       if (r.status !== 200) {
         // An outage's 503 (and a request cut by it) is the drill's to judge; anything else is wrong.
         const wrong =
-          r.status === 503 ? envelopeProblems(r, { error: "SERVICE_UNAVAILABLE" })
-          : r.status !== 0 ? [`${r.status} ${r.body?.error ?? r.text.slice(0, 120)}`]
-          : [];
+          r.status === 503
+            ? envelopeProblems(r, { error: "SERVICE_UNAVAILABLE" })
+            : r.status !== 0
+              ? [`${r.status} ${r.body?.error ?? r.text.slice(0, 120)}`]
+              : [];
         for (const p of wrong) this.problems.push(`changes: ${p}`);
         return false;
       }

@@ -43,7 +43,8 @@ export function secretsIn(text: string): string[] {
 }
 
 // A V8 stack frame ("    at fn (file:line:col)") or a source path with a line number.
-const STACK_RE = /\n\s+at .+:\d+:\d+\)?|\bat (?:async )?[\w.$<>]+ \((?:file:|node:|\/)[^)]*:\d+:\d+\)|node_modules\/|\.ts:\d+:\d+/;
+const STACK_RE =
+  /\n\s+at .+:\d+:\d+\)?|\bat (?:async )?[\w.$<>]+ \((?:file:|node:|\/)[^)]*:\d+:\d+\)|node_modules\/|\.ts:\d+:\d+/;
 
 export function hasStackTrace(text: string): boolean {
   return STACK_RE.test(text);

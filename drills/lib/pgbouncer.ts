@@ -50,7 +50,9 @@ export interface OwnPgBouncer {
 export function pgbouncerConfig(o: PgBouncerOptions & { port: number; dir: string }): string {
   const entry = [`host=${o.serverHost ?? "127.0.0.1"}`, `port=${o.serverPort}`];
   if (o.ignoreStartupParameters !== undefined && !/^[a-z_]*(,[a-z_]+)*$/.test(o.ignoreStartupParameters))
-    throw new Error(`ignore_startup_parameters wants names separated by commas, got ${JSON.stringify(o.ignoreStartupParameters)}`);
+    throw new Error(
+      `ignore_startup_parameters wants names separated by commas, got ${JSON.stringify(o.ignoreStartupParameters)}`,
+    );
   if (o.statementTimeoutMs) entry.push(`connect_query='SET statement_timeout = ${Math.trunc(o.statementTimeoutMs)}'`);
   return `[databases]
 * = ${entry.join(" ")}
@@ -119,7 +121,10 @@ async function startOn(scope: Scope, opts: PgBouncerOptions, dir: string, port: 
       child.on("error", (e) => (failed = e));
       for (let i = 0; i < 200; i++) {
         if (failed) throw new Error(`pgbouncer: ${failed.message}`);
-        if (child.exitCode !== null) throw new Error(`pgbouncer exited ${child.exitCode}: ${stderr.trim().slice(0, 400)} ${(await self.log()).slice(-400)}`);
+        if (child.exitCode !== null)
+          throw new Error(
+            `pgbouncer exited ${child.exitCode}: ${stderr.trim().slice(0, 400)} ${(await self.log()).slice(-400)}`,
+          );
         try {
           await self.admin("SHOW VERSION");
           return;

@@ -11,7 +11,9 @@ import type { Scope } from "./scope.js";
 
 function pgBin(): string {
   const installed = existsSync("/usr/lib/postgresql")
-    ? readdirSync("/usr/lib/postgresql").sort((a, b) => Number(b) - Number(a)).map((v) => `/usr/lib/postgresql/${v}/bin`)
+    ? readdirSync("/usr/lib/postgresql")
+        .sort((a, b) => Number(b) - Number(a))
+        .map((v) => `/usr/lib/postgresql/${v}/bin`)
     : [];
   const dirs = [process.env.PG_BIN, "/usr/lib/postgresql/15/bin", ...installed].filter(Boolean) as string[];
   for (const d of dirs) if (existsSync(path.join(d, "initdb"))) return d;

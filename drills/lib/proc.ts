@@ -71,9 +71,14 @@ export function run(cmd: string, args: string[], opts: SpawnOptions & { timeoutM
 }
 
 /** Runs a command and fails when it exits non-zero. */
-export async function runOk(cmd: string, args: string[], opts: SpawnOptions & { timeoutMs?: number } = {}): Promise<RunResult> {
+export async function runOk(
+  cmd: string,
+  args: string[],
+  opts: SpawnOptions & { timeoutMs?: number } = {},
+): Promise<RunResult> {
   const r = await run(cmd, args, opts);
-  if (r.code !== 0) throw new Error(`${cmd} ${args.join(" ")} exited ${r.code}: ${(r.stderr || r.stdout).trim().slice(0, 500)}`);
+  if (r.code !== 0)
+    throw new Error(`${cmd} ${args.join(" ")} exited ${r.code}: ${(r.stderr || r.stdout).trim().slice(0, 500)}`);
   return r;
 }
 
@@ -94,7 +99,11 @@ export function exitOf(child: ChildProcess): Promise<Exit> {
  * Stops a child: `signal` unless it already exited, SIGKILL if it is still running `killAfterMs`
  * later; resolves with its exit.
  */
-export async function terminate(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM", killAfterMs = 5000): Promise<Exit> {
+export async function terminate(
+  child: ChildProcess,
+  signal: NodeJS.Signals = "SIGTERM",
+  killAfterMs = 5000,
+): Promise<Exit> {
   const exited = exitOf(child);
   if (child.exitCode === null && child.signalCode === null) child.kill(signal);
   const t = setTimeout(() => child.kill("SIGKILL"), killAfterMs);
@@ -112,8 +121,7 @@ export function lines(stream: NodeJS.ReadableStream | null | undefined, sink: (l
   stream.setEncoding?.("utf8");
   stream.on("data", (d: string) => {
     buf += d;
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
+    for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
       sink(buf.slice(0, i));
       buf = buf.slice(i + 1);
     }

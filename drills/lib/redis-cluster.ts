@@ -46,7 +46,14 @@ export interface RedisClusterOptions {
 type SlotRange = [number, number, [string, number, ...unknown[]], ...unknown[]];
 
 const ask = async <T>(port: number, fn: (r: Redis) => Promise<T>): Promise<T> => {
-  const r = new Redis({ port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
+  const r = new Redis({
+    port,
+    host: "127.0.0.1",
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1000,
+    retryStrategy: () => null,
+  });
   r.on("error", () => {});
   try {
     await r.connect();
@@ -85,9 +92,26 @@ export async function startRedisCluster(scope: Scope, opts: RedisClusterOptions 
     const child = spawn(
       "redis-server",
       [
-        "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
-        "--cluster-enabled", "yes", "--cluster-config-file", path.join(dir, `nodes-${port}.conf`),
-        "--cluster-node-timeout", String(opts.nodeTimeoutMs ?? 2000), "--dir", dir, "--logfile", logOf(port),
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        path.join(dir, `nodes-${port}.conf`),
+        "--cluster-node-timeout",
+        String(opts.nodeTimeoutMs ?? 2000),
+        "--dir",
+        dir,
+        "--logfile",
+        logOf(port),
       ],
       { stdio: "ignore" },
     );
@@ -113,7 +137,14 @@ export async function startRedisCluster(scope: Scope, opts: RedisClusterOptions 
   const ports = nodes.map((n) => n.port);
   await runOk(
     "redis-cli",
-    ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", String(replicas), "--cluster-yes"],
+    [
+      "--cluster",
+      "create",
+      ...ports.map((p) => `127.0.0.1:${p}`),
+      "--cluster-replicas",
+      String(replicas),
+      "--cluster-yes",
+    ],
     { timeoutMs: 60_000 },
   );
 
@@ -160,7 +191,10 @@ export async function startRedisCluster(scope: Scope, opts: RedisClusterOptions 
           // Every slot range must have a live master.
           const slots = (await ask(live()[0]!.port, (r) => r.cluster("SLOTS"))) as unknown as SlotRange[];
           const livePorts = new Set(live().map((n) => n.port));
-          const covered = slots.reduce((sum, [from, to, master]) => sum + (livePorts.has(Number(master[1])) ? to - from + 1 : 0), 0);
+          const covered = slots.reduce(
+            (sum, [from, to, master]) => sum + (livePorts.has(Number(master[1])) ? to - from + 1 : 0),
+            0,
+          );
           if (ok && covered === 16384 && syncing === 0) return;
           last = `covered ${covered}/16384, states ${states.map((s) => /cluster_state:(\w+)/.exec(s)?.[1]).join(",")}, ${syncing} replicas not in sync`;
         } catch (e) {

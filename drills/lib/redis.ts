@@ -38,12 +38,18 @@ async function startOn(scope: Scope, port: number): Promise<OwnRedis> {
     port,
     url: `redis://127.0.0.1:${port}`,
     async start() {
-      child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"], {
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      child = spawn(
+        "redis-server",
+        ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"],
+        {
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
       // Its last words, for a start that fails (a port taken meanwhile: "Address already in use").
       let said = "";
-      const keep = (d: Buffer) => void (said = (said + d.toString()).slice(-2000));
+      const keep = (d: Buffer) => {
+        said = (said + d.toString()).slice(-2000);
+      };
       child.stdout?.on("data", keep);
       child.stderr?.on("data", keep);
       let failed: Error | undefined;

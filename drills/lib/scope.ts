@@ -45,7 +45,10 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<T>((_, rej) => (timer = setTimeout(() => rej(new Error(`${what}: no answer within ${ms} ms`)), ms)))]);
+    return await Promise.race([
+      p,
+      new Promise<T>((_, rej) => (timer = setTimeout(() => rej(new Error(`${what}: no answer within ${ms} ms`)), ms))),
+    ]);
   } finally {
     clearTimeout(timer);
   }

@@ -19,11 +19,29 @@ export interface Service {
   stop(signal?: NodeJS.Signals, killAfterMs?: number): Promise<Exit>;
 }
 
-const INHERITED_OUT = ["DATABASE_URL", "DIRECT_DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_NODES", "METRICS_PORT", "METRICS_HOST", "PORT", "HOST", "LOG_LEVEL", "PROVIDER_TIMEOUT_MS", "NO_DEMO", "PGLITE_DATA_DIR", "BODY_LIMIT_BYTES"];
+const INHERITED_OUT = [
+  "DATABASE_URL",
+  "DIRECT_DATABASE_URL",
+  "REDIS_URL",
+  "REDIS_CLUSTER_NODES",
+  "METRICS_PORT",
+  "METRICS_HOST",
+  "PORT",
+  "HOST",
+  "LOG_LEVEL",
+  "PROVIDER_TIMEOUT_MS",
+  "NO_DEMO",
+  "PGLITE_DATA_DIR",
+  "BODY_LIMIT_BYTES",
+];
 
 export const DEFAULT_LOG_LEVEL = process.env.DRILL_LOG_LEVEL || "debug";
 
-export async function startService(scope: Scope, name: string, env: Record<string, string | undefined>): Promise<Service> {
+export async function startService(
+  scope: Scope,
+  name: string,
+  env: Record<string, string | undefined>,
+): Promise<Service> {
   await ensureBuild();
   // On another port when the one picked was taken before the service bound it.
   return onFreePort((port) => startOn(scope, name, env, port));
@@ -36,7 +54,14 @@ async function startOn(scope: Scope, name: string, env: Env, port: number): Prom
   const { command, args } = serviceCommand();
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { ...base, PORT: String(port), HOST: "127.0.0.1", NO_DEMO: "1", LOG_LEVEL: DEFAULT_LOG_LEVEL, ...env } as NodeJS.ProcessEnv,
+    env: {
+      ...base,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      NO_DEMO: "1",
+      LOG_LEVEL: DEFAULT_LOG_LEVEL,
+      ...env,
+    } as NodeJS.ProcessEnv,
     stdio: ["ignore", "pipe", "pipe"],
   });
   const logs: string[] = [];
@@ -79,7 +104,11 @@ async function startOn(scope: Scope, name: string, env: Env, port: number): Prom
 }
 
 /** Starts several instances at once (they migrate concurrently: the migrator takes an advisory lock). */
-export function startServices(scope: Scope, names: string[], env: Record<string, string | undefined>): Promise<Service[]> {
+export function startServices(
+  scope: Scope,
+  names: string[],
+  env: Record<string, string | undefined>,
+): Promise<Service[]> {
   return Promise.all(names.map((n) => startService(scope, n, env)));
 }
 

@@ -12,7 +12,10 @@ export interface StandIn {
   received: string[];
 }
 
-async function listen(server: { listen: (port: number, host: string, cb: () => void) => unknown; address: () => unknown }): Promise<number> {
+async function listen(server: {
+  listen: (port: number, host: string, cb: () => void) => unknown;
+  address: () => unknown;
+}): Promise<number> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
   return (server.address() as { port: number }).port;
 }

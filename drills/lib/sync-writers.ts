@@ -101,8 +101,10 @@ export class SyncWriters {
 
   private ledger(r: Resource, ext: string, owned = true): Ledger {
     const k = `${r}/${ext}`;
-    let l = this.ledgers.get(k);
-    if (!l) this.ledgers.set(k, (l = { r, ext, owned, writes: [], exact: true }));
+    const known = this.ledgers.get(k);
+    if (known) return known;
+    const l: Ledger = { r, ext, owned, writes: [], exact: true };
+    this.ledgers.set(k, l);
     return l;
   }
 
@@ -158,7 +160,10 @@ export class SyncWriters {
         }
         default: {
           const [a, b] = [owned(r), owned(r)];
-          res = await this.batch(lane, [{ l: a, pre: this.pre(a, "stale") }, { l: b, pre: this.pre(b, "valid") }]);
+          res = await this.batch(lane, [
+            { l: a, pre: this.pre(a, "stale") },
+            { l: b, pre: this.pre(b, "valid") },
+          ]);
         }
       }
       // An outage answers at once: no need to spin on it.
@@ -288,8 +293,7 @@ export class SyncWriters {
         this.acked(l, w, x.status, x.item, where);
       } else if (x?.status === "failed" && x.error?.error === "PRECONDITION_FAILED") {
         this.refused(l, w, x.error.details?.currentVersion, where);
-      }
-      else {
+      } else {
         // A failed item changes nothing (it is rolled back to its savepoint); none is expected here.
         w.outcome = "refused";
         this.problems.push(`${where} ${l.r}/${l.ext}: ${x?.status} ${JSON.stringify(x?.error ?? null).slice(0, 200)}`);
