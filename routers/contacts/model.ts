@@ -21,6 +21,8 @@ export interface ContactCreate {
 export const CONTACT_WRITES = {
   /** PATCH's fields; PUT applies fullName and email of them. */
   updatable: ["fullName", "email", "marketingOptOut", "externalId"],
+  /** What PUT applies to an object it finds (every other field of its body is create-only). */
+  put: ["fullName", "email"],
   /** Set by a create only: PUT's body must name the stored phone (normalised, 422 when not a number) and leave out or name the country. */
   createOnly: {
     phone: (v, c, ctx, body) => requirePhone(v, body.country ?? c.country ?? ctx.caller.tenant.defaultCountry, "phone") === c.phone,

@@ -26,6 +26,8 @@ const phone = (ctx: AuthedContext, p: string | null | undefined) => phoneForMatc
 export const LEAD_WRITES = {
   /** PATCH's fields, and what PUT applies. */
   updatable: ["stageId", "quality", "assignedOperatorId", "notes", "externalId"],
+  /** What PUT applies to an object it finds (every other field of its body is create-only). */
+  put: ["stageId", "quality", "assignedOperatorId", "notes"],
   /** Set by a create only, each with what "the same value" means (the phone after normalisation). */
   createOnly: {
     conversationId: (v, l) => storedId(v) === l.conversationId,

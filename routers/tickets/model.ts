@@ -19,6 +19,8 @@ export interface TicketCreate {
 export const TICKET_WRITES = {
   /** PATCH's fields; PUT applies subject and assignedTo of them. */
   updatable: ["status", "subject", "assignedTo", "externalId"],
+  /** What PUT applies to an object it finds (every other field of its body is create-only). */
+  put: ["subject", "assignedTo"],
   /** Set by a create only: PUT's body must leave them out or name the stored values (ids in any case). */
   createOnly: {
     customerId: (v, t) => storedId(v) === t.customerId,
