@@ -128,26 +128,46 @@ const UNAVAILABLE_KINDS = new Set(["DatabaseNotReachable", "ConnectionClosed", "
 const UNAVAILABLE_MESSAGE =
   /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|DatabaseNotReachable|ConnectionClosed|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery)|could not find valid entry for shard|could not find the intermediate result file/i;
 
+/** One error of a chain as the walk reads it: the fields the driver, the adapter and Prisma set. */
+interface ChainLink {
+  code?: unknown;
+  originalCode?: unknown;
+  kind?: unknown;
+  message?: unknown;
+  cause?: unknown;
+  meta?: { driverAdapterError?: unknown } | null;
+}
+
 /**
- * PostgreSQL / driver errors that mean "the database is not reachable right now": SQLSTATE classes
- * 08 (connection exception) and 57P (operator intervention: admin/crash shutdown, cannot connect
- * now), socket errors, and the adapter's connection kinds — wherever they sit in the chain (`cause`,
- * or `meta.driverAdapterError` of a PrismaClientKnownRequestError such as P2010/P2039).
+ * Each object of an error's chain once, outermost first: its `cause`, and the
+ * `meta.driverAdapterError` of a PrismaClientKnownRequestError such as P2010/P2039.
  */
-function isUnavailable(err: unknown): boolean {
+function* errorChain(err: unknown): Generator<ChainLink> {
   const seen = new Set<unknown>();
-  const queue: any[] = [err];
+  const queue: unknown[] = [err];
   while (queue.length) {
     const e = queue.shift();
     if (!e || typeof e !== "object" || seen.has(e)) continue;
     seen.add(e);
+    const link: ChainLink = e;
+    yield link;
+    queue.push(link.cause, link.meta?.driverAdapterError);
+  }
+}
+
+/**
+ * PostgreSQL / driver errors that mean "the database is not reachable right now": SQLSTATE classes
+ * 08 (connection exception) and 57P (operator intervention: admin/crash shutdown, cannot connect
+ * now), socket errors, and the adapter's connection kinds, wherever they sit in the chain.
+ */
+function isUnavailable(err: unknown): boolean {
+  for (const e of errorChain(err)) {
     for (const code of [e.code, e.originalCode]) {
       if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || /^(?:08[0-9A-Z]{3}|57P0[1-3])$/.test(code)))
         return true;
     }
     if (typeof e.kind === "string" && UNAVAILABLE_KINDS.has(e.kind)) return true;
     if (UNAVAILABLE_MESSAGE.test(String(e.message ?? ""))) return true;
-    queue.push(e.cause, e.meta?.driverAdapterError);
   }
   return false;
 }
@@ -155,15 +175,8 @@ function isUnavailable(err: unknown): boolean {
 /** The SQLSTATEs found in an error chain (driver, adapter and Prisma wrappers). */
 export function sqlStates(err: unknown): string[] {
   const out: string[] = [];
-  const seen = new Set<unknown>();
-  const queue: any[] = [err];
-  while (queue.length) {
-    const e = queue.shift();
-    if (!e || typeof e !== "object" || seen.has(e)) continue;
-    seen.add(e);
+  for (const e of errorChain(err))
     for (const c of [e.code, e.originalCode]) if (typeof c === "string" && /^[0-9A-Z]{5}$/.test(c)) out.push(c);
-    queue.push(e.cause, e.meta?.driverAdapterError);
-  }
   return out;
 }
 
@@ -176,13 +189,19 @@ const built = new WeakMap<object, AppError>();
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError || !err || typeof err !== "object") return convert(err);
   let app = built.get(err);
-  if (!app) built.set(err, (app = convert(err)));
+  if (!app) {
+    app = convert(err);
+    built.set(err, app);
+  }
   return app;
 }
 
 /** A zod error (zod's own class, or one from another copy of zod: by name and issues). */
-const isZodError = (e: unknown): e is ZodError =>
-  e instanceof ZodError || ((e as any)?.name === "ZodError" && Array.isArray((e as any)?.issues));
+const isZodError = (e: unknown): e is ZodError => {
+  if (e instanceof ZodError) return true;
+  const other = e as { name?: unknown; issues?: unknown } | null | undefined;
+  return other?.name === "ZodError" && Array.isArray(other?.issues);
+};
 
 /** Most output issues named in the log line of an output that failed its schema. */
 const MAX_LOGGED_OUTPUT_ISSUES = 10;
@@ -264,7 +283,10 @@ function convert(err: unknown): AppError {
 const TRANSIENT_STATES = new Set(["40P01", "40001"]);
 
 /** What an error log needs: the innermost cause tRPC or the adapter wrapped. */
-const causeOf = (err: unknown) => ((err as any)?.cause instanceof Error ? (err as any).cause : err);
+const causeOf = (err: unknown): unknown => {
+  const cause = (err as { cause?: unknown } | null | undefined)?.cause;
+  return cause instanceof Error ? cause : err;
+};
 
 /**
  * The one place request failures are logged (facade, /trpc, the guard): a 5xx at error level with
