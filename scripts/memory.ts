@@ -19,13 +19,13 @@
 //   CPU   the service's CPU time (user + system) during the load, per request
 // plus the V8 heap and "external" (ArrayBuffers, WebAssembly memories) seen by the process itself
 // at the end (MEMORY_PROBE: scripts/memory-probe.mjs, loaded with --import). Prints a Markdown table.
-import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
-import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
 import { ensureBuild, serviceCommand, ROOT, SERVICE_ENTRY } from "./ensure-build.js";
+import { freePort, sleep, startService, stopService } from "./service-process.js";
 import { openPglite, openPostgres, type Database } from "../server/db/client.js";
 import { migrate } from "../server/db/migrate.js";
 import { loadFixture } from "../server/admin/fixture.js";
@@ -55,7 +55,6 @@ const PG_BASE = process.env.DATABASE_BASE || "postgresql://postgres@127.0.0.1:54
 const REDIS_URL = process.env.REDIS_URL || "redis://127.0.0.1:6379";
 const PROBE = path.join(ROOT, "scripts/memory-probe.mjs");
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mib = (kb: number) => kb / 1024;
 
 function status(pid: number): { rss: number; hwm: number } {
@@ -68,17 +67,6 @@ function status(pid: number): { rss: number; hwm: number } {
 function cpuMs(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   return (Number(f[11]) + Number(f[12])) * 10;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-    s.on("error", reject);
-  });
 }
 
 /** Demo tenant, migrated, rate limits lifted: returns its API key. */
@@ -119,53 +107,13 @@ async function prepare(backend: Backend): Promise<Prepared> {
 
 async function start(runtime: Runtime, env: Record<string, string>, port: number, probeFile: string) {
   const flags = [...nodeFlags, "--import", PROBE];
-  const { command, args } =
+  const command =
     runtime === "dist"
       ? serviceCommand(flags)
       : runtime === "dist-plain"
         ? { command: process.execPath, args: [...flags, "--enable-source-maps", SERVICE_ENTRY] }
         : { command: process.execPath, args: [...flags, "--import", "tsx", "server/main.ts"] };
-  const clean = Object.fromEntries(
-    Object.entries(process.env).filter(
-      ([k]) => !["DATABASE_URL", "REDIS_URL", "PGLITE_DATA_DIR", "REDIS_CLUSTER_NODES"].includes(k),
-    ),
-  );
-  const child = spawn(command, args, {
-    cwd: ROOT,
-    env: {
-      ...clean,
-      ...env,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      LOG_LEVEL: "warn",
-      NODE_ENV: "production",
-      NO_DEMO: "1",
-      MEMORY_PROBE: probeFile,
-    },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`service exited: ${stderr}`);
-    if (Date.now() > deadline) throw new Error(`service not ready: ${stderr}`);
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) break;
-    } catch {
-      /* not yet */
-    }
-    await sleep(200);
-  }
-  return child;
-}
-
-async function stop(child: ChildProcess) {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  child.kill("SIGTERM");
-  await Promise.race([exited, sleep(12_000)]);
-  if (child.exitCode === null) child.kill("SIGKILL");
+  return startService(command, { ...env, MEMORY_PROBE: probeFile }, port);
 }
 
 function load(port: number, key: string) {
@@ -182,7 +130,7 @@ function load(port: number, key: string) {
         method: "POST",
         path: "/public/v1/leads",
         headers,
-        setupRequest: (req: any) => {
+        setupRequest: (req) => {
           n++;
           return {
             ...req,
@@ -196,7 +144,7 @@ function load(port: number, key: string) {
         },
       },
     ],
-  } as any);
+  });
 }
 
 interface Row {
@@ -243,7 +191,7 @@ async function measure(runtime: Runtime, backend: Backend): Promise<Row> {
       external: probe.external,
     };
   } finally {
-    await stop(child);
+    await stopService(child);
     rmSync(probeFile, { force: true });
     db.cleanup();
   }
@@ -267,4 +215,4 @@ const lines = [
       `| ${r.runtime} | ${r.backend} | ${f0(r.idle)} | ${f0(r.peak)} | ${f0(r.hwm)} | ${f0(r.heapUsed)} / ${f0(r.external)} | ${r.requests} (${r.non2xx}) | ${r.cpu.toFixed(2)} |`,
   ),
 ];
-process.stdout.write(lines.join("\n") + "\n");
+process.stdout.write(`${lines.join("\n")}\n`);

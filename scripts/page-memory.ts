@@ -21,11 +21,11 @@
 //             name of U+0001), the batch's one response within the budget
 // sampling VmRSS every 20 ms. Prints one Markdown table: idle, peak, peak − idle, the largest body,
 // pages, and the median and largest time of a page. Not a test: a measurement to run by hand.
-import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { execFileSync, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import os from "node:os";
-import { ensureBuild, serviceCommand, ROOT } from "./ensure-build.js";
+import { ensureBuild, serviceCommand } from "./ensure-build.js";
+import { freePort, sleep, startService, stopService } from "./service-process.js";
 import { openPostgres } from "../server/db/client.js";
 import { migrate } from "../server/db/migrate.js";
 import { loadFixture } from "../server/admin/fixture.js";
@@ -47,20 +47,8 @@ const STATEMENT_TIMEOUT = opt("statement-timeout-ms", "");
 const PG_BASE = process.env.DATABASE_BASE || "postgresql://postgres@127.0.0.1:5432";
 const REDIS_URL = process.env.REDIS_URL || "redis://127.0.0.1:6379";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const rssMiB = (pid: number) =>
   Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-    s.on("error", reject);
-  });
-}
 
 interface Seeded {
   key: string;
@@ -120,50 +108,6 @@ async function seed(url: string): Promise<Seeded> {
   } finally {
     await db.close();
   }
-}
-
-async function start(env: Record<string, string>, port: number): Promise<ChildProcess> {
-  const { command, args } = serviceCommand();
-  const clean = Object.fromEntries(
-    Object.entries(process.env).filter(
-      ([k]) => !["DATABASE_URL", "REDIS_URL", "PGLITE_DATA_DIR", "REDIS_CLUSTER_NODES"].includes(k),
-    ),
-  );
-  const child = spawn(command, args, {
-    cwd: ROOT,
-    env: {
-      ...clean,
-      ...env,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      LOG_LEVEL: "warn",
-      NODE_ENV: "production",
-      NO_DEMO: "1",
-    },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`service exited: ${stderr}`);
-    if (Date.now() > deadline) throw new Error(`service not ready: ${stderr}`);
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) break;
-    } catch {
-      /* not yet */
-    }
-    await sleep(200);
-  }
-  return child;
-}
-
-async function stop(child: ChildProcess) {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  child.kill("SIGTERM");
-  await Promise.race([exited, sleep(12_000)]);
-  if (child.exitCode === null) child.kill("SIGKILL");
 }
 
 interface Pages {
@@ -234,7 +178,8 @@ try {
   }
   await ensureBuild();
   const port = await freePort();
-  child = await start(
+  child = await startService(
+    serviceCommand(),
     {
       DATABASE_URL: url,
       REDIS_URL,
@@ -272,9 +217,10 @@ try {
       "| scenario | idle RSS MiB | peak RSS MiB | peak − idle MiB | largest body MiB | pages (items) | page ms median / max | seconds | failures |",
       "|---|---:|---:|---:|---:|---:|---:|---:|---|",
       ...rows,
-    ].join("\n") + "\n",
+      "",
+    ].join("\n"),
   );
 } finally {
-  if (child) await stop(child);
+  if (child) await stopService(child);
   execFileSync("psql", [`${PG_BASE}/postgres`, "-qc", `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`]);
 }
