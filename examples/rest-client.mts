@@ -12,7 +12,7 @@ for (let offset = 0; ; ) {
   const { data, error } = await crm.GET("/public/v1/leads", { params: { query: { dateFrom, offset, limit: 200 } } });
   if (error) throw new Error(error.error); // the stable code, e.g. "RATE_LIMIT_EXCEEDED"
   const fresh: Lead[] = data.items.filter((l) => !seen.has(l.id));
-  fresh.forEach((l) => seen.add(l.id));
+  for (const l of fresh) seen.add(l.id);
   if (!data.pagination.hasNext) {
     dateFrom = data.cursor ?? dateFrom;
     break;

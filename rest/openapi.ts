@@ -7,6 +7,7 @@
 // recommended rules pass: `npm run lint:openapi`); optional query parameters as the REST adapter
 // reads them (an empty value counts as absent); and the examples of rest/examples.ts — a request
 // example on every operation, an error example for every code of every error status.
+import type { AnyProcedure } from "@trpc/server";
 import { generateOpenApiDocument, type OpenAPIObject } from "trpc-to-openapi";
 import { ERROR_STATUS, type ErrorCode } from "../server/errors.js";
 import { API_CACHE_HEADERS } from "../server/http.js";
@@ -146,8 +147,32 @@ const CODE_SUMMARY: Record<ErrorCode, string> = {
   SERVICE_UNAVAILABLE: "The database or Redis is briefly unavailable",
 };
 
+/** A zod schema's internals, as far as they tell a strict object (catchall never). */
+type ZodInternals = { _zod?: { def?: { type?: string; catchall?: ZodInternals } } };
+
+/** What this file reads and rewrites of a generated operation and its parts. */
+interface GeneratedParameter {
+  name: string;
+  in?: string;
+  required?: boolean;
+  allowEmptyValue?: boolean;
+  example?: unknown;
+  schema?: { minLength?: number };
+}
+interface MediaType {
+  schema?: { $ref?: string; additionalProperties?: boolean };
+  examples?: Record<string, unknown>;
+}
+interface Operation {
+  description?: string;
+  security?: Record<string, string[]>[];
+  parameters?: (GeneratedParameter | { $ref: string })[];
+  requestBody?: { content?: Record<string, MediaType> };
+  responses: Record<string, unknown>;
+}
+
 export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
-  const doc = generateOpenApiDocument(router as any, {
+  const doc = generateOpenApiDocument(router, {
     title: "CRM public API",
     version: "1.0.0",
     description: DESCRIPTION,
@@ -158,18 +183,21 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
 
   const metaByOperation = new Map<string, Meta>();
   const strictBody = new Set<string>();
-  for (const proc of Object.values(router._def.procedures)) {
-    const def = (proc as any)._def;
+  // Every procedure by its dotted path (typed as the nested record the router was built from).
+  for (const proc of Object.values(router._def.procedures as unknown as Record<string, AnyProcedure>)) {
+    const def = proc._def;
     const meta = def.meta as Meta | undefined;
     if (!meta?.openapi) continue;
     const key = `${meta.openapi.method.toLowerCase()} ${meta.openapi.path}`;
     metaByOperation.set(key, meta);
     // A strict zod object (catchall never) rejects unknown fields; refinements can make the
     // generator drop that fact, so it is restated from the schema itself.
-    if (def.inputs?.some((i: any) => i?._zod?.def?.catchall?._zod?.def?.type === "never")) strictBody.add(key);
+    if (def.inputs?.some((i) => (i as ZodInternals | undefined)?._zod?.def?.catchall?._zod?.def?.type === "never"))
+      strictBody.add(key);
   }
 
-  const components = (doc.components ??= {});
+  doc.components ??= {};
+  const components = doc.components;
   components.schemas = Object.fromEntries(
     Object.entries(components.schemas ?? {}).filter(([k]) => !k.startsWith("error.")),
   );
@@ -242,9 +270,11 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       schema: { type: "string", maxLength: 8192 },
     },
   };
-  const versioned = (op: any): boolean => {
-    const ref: string | undefined = op.responses?.["200"]?.content?.["application/json"]?.schema?.$ref;
-    const schema = ref ? (components.schemas as Record<string, any>)[ref.split("/").pop()!] : undefined;
+  const versioned = (op: Operation): boolean => {
+    const ok = op.responses?.["200"] as { content?: Record<string, MediaType> } | undefined;
+    const ref = ok?.content?.["application/json"]?.schema?.$ref;
+    const schemas = components.schemas as Record<string, { properties?: Record<string, unknown> }>;
+    const schema = ref ? schemas[ref.split("/").pop()!] : undefined;
     return !!schema?.properties?.version;
   };
   const etagHeaders = (h: Record<string, unknown>) => ({ ...h, ETag: { $ref: "#/components/headers/ETag" } });
@@ -260,7 +290,7 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
   };
 
   for (const [path, item] of Object.entries(doc.paths ?? {})) {
-    for (const [method, op] of Object.entries(item as Record<string, any>)) {
+    for (const [method, op] of Object.entries(item as Record<string, Operation>)) {
       const meta = metaByOperation.get(`${method} ${path}`);
       if (!meta) continue;
       op.security = [{ ApiKey: [] }];
@@ -272,7 +302,7 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
       op.description = [op.description, scopeLine].filter(Boolean).join("\n\n");
       const key = `${method.toUpperCase()} ${path}`;
       const example = OPERATION_EXAMPLES[key];
-      for (const p of op.parameters ?? []) {
+      for (const p of (op.parameters ?? []) as GeneratedParameter[]) {
         if (p.in === "query" && !p.required) {
           // The REST adapter drops an empty query value: `?search=` is the same request as no
           // `search`. Said with allowEmptyValue, and a lower length bound of 1 (zod's min(1), which
@@ -283,18 +313,18 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
         const value = example?.parameters?.[p.name];
         if (value !== undefined) p.example = value;
       }
-      if (method === "post" || method === "put")
-        (op.parameters ??= []).push({ $ref: "#/components/parameters/IdempotencyKey" });
+      const parameters = op.parameters ?? [];
+      if (method === "post" || method === "put") parameters.push({ $ref: "#/components/parameters/IdempotencyKey" });
       const hasVersion = versioned(op);
-      if (meta.errors?.includes("PRECONDITION_FAILED"))
-        (op.parameters ??= []).push({ $ref: "#/components/parameters/IfMatch" });
-      if (method === "get" && hasVersion) (op.parameters ??= []).push({ $ref: "#/components/parameters/IfNoneMatch" });
+      if (meta.errors?.includes("PRECONDITION_FAILED")) parameters.push({ $ref: "#/components/parameters/IfMatch" });
+      if (method === "get" && hasVersion) parameters.push({ $ref: "#/components/parameters/IfNoneMatch" });
+      if (parameters.length) op.parameters = parameters;
       const media = op.requestBody?.content?.["application/json"];
       const body = media?.schema;
       if (body && strictBody.has(`${method} ${path}`)) body.additionalProperties = false;
       if (media && example?.body) media.examples = { demo: { summary: example.summary, value: example.body } };
 
-      const success = op.responses["200"];
+      const success = op.responses["200"] as object | undefined;
       const status = String(meta.successStatus ?? 200);
       const okHeaders = hasVersion ? etagHeaders(rateHeaders) : rateHeaders;
       const responses: Record<string, unknown> = meta.upsert

@@ -1,6 +1,7 @@
 // Route templates for metrics labels: a request path → the template it was served by
 // ("/public/v1/leads/{id}", "/trpc/leads.get"), never the raw path, so label cardinality is bounded
 // by the procedures that exist. Anything else is "unmatched".
+import type { AnyProcedure } from "@trpc/server";
 import type { AppRouter } from "../routers/index.js";
 import type { Meta } from "../routers/trpc.js";
 import { PUBLIC_PREFIX } from "./facade.js";
@@ -12,9 +13,10 @@ export const UNMATCHED = "unmatched";
 export function routeTemplates(router: AppRouter): (method: string, path: string) => string {
   const templates: { method: string; template: string; re: RegExp }[] = [];
   const procedures = new Set<string>();
-  for (const [name, proc] of Object.entries(router._def.procedures)) {
+  // Every procedure by its dotted path (typed as the nested record the router was built from).
+  for (const [name, proc] of Object.entries(router._def.procedures as unknown as Record<string, AnyProcedure>)) {
     procedures.add(name);
-    const meta = (proc as any)._def.meta as Meta | undefined;
+    const meta = proc._def.meta as Meta | undefined;
     if (!meta?.openapi) continue;
     const template = meta.openapi.path;
     const pattern = template

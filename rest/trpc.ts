@@ -144,11 +144,12 @@ function batchRules(services: Services): RequestHandler {
           },
         ),
       );
-    const batch = (x.batch = {
+    const batch = {
       pageBudget: batchShare(calls),
       oversized: { taken: false },
       refusals: [] as (AppError | undefined)[],
-    });
+    };
+    x.batch = batch;
     if (req.headers["idempotency-key"] !== undefined)
       return refuse(
         new AppError(

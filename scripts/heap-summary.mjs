@@ -41,4 +41,4 @@ for (const [t, s] of [...byType].sort((a, b) => b[1] - a[1])) out.push(`  ${mb(s
 out.push("", `top ${top} by self size (MiB, count):`);
 for (const [n, e] of [...byName].sort((a, b) => b[1].size - a[1].size).slice(0, top))
   out.push(`  ${mb(e.size).padStart(7)} ${String(e.count).padStart(8)}  ${n}`);
-process.stdout.write(out.join("\n") + "\n");
+process.stdout.write(`${out.join("\n")}\n`);

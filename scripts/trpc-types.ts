@@ -28,11 +28,6 @@ const SHARED_MIN_CHARS = 80;
 
 class Unprintable extends Error {}
 
-interface Printed {
-  /** The type's text with declared names (after interning). */
-  text: string;
-}
-
 function compilerOptions(): ts.CompilerOptions {
   const file = ts.readConfigFile(path.join(ROOT, "tsconfig.json"), ts.sys.readFile);
   if (file.error) throw new Error(ts.flattenDiagnosticMessageText(file.error.messageText, "\n"));
@@ -315,7 +310,7 @@ function render(routers: PrintedRouter[], declarations: { name: string; text: st
     "// CI fails when it is stale. The tRPC router types of the internal API, self-contained: an app",
     "// type-checks against them with @trpc/client (and @trpc/server, its peer) and nothing of the service.",
     '//   import type { AppRouter } from "<this file without .d.ts>.js";',
-    '//   createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: `${base}/trpc`, maxItems: 20, headers: { "X-API-Key": key } })] })',
+    `//   createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: \`\${base}/trpc\`, maxItems: 20, headers: { "X-API-Key": key } })] })`,
     'import type { inferRouterInputs, inferRouterOutputs, TRPCBuiltRouter, TRPCMutationProcedure, TRPCQueryProcedure } from "@trpc/server";',
     "",
   ];
@@ -324,7 +319,10 @@ function render(routers: PrintedRouter[], declarations: { name: string; text: st
     const tree: Record<string, unknown> = {};
     for (const p of r.procedures) {
       let node = tree;
-      for (const part of p.path.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>;
+      for (const part of p.path.slice(0, -1)) {
+        node[part] ??= {};
+        node = node[part] as Record<string, unknown>;
+      }
       node[p.path.at(-1)!] =
         `${p.kind === "query" ? "TRPCQueryProcedure" : "TRPCMutationProcedure"}<{ input: ${p.inputText}; output: ${p.outputText}; meta: object; errorShape: unknown; }>`;
     }

@@ -10,7 +10,7 @@ export default class TimingReporter implements Reporter {
   onTestRunEnd(modules: ReadonlyArray<TestModule>) {
     const report = process.env.REPORT;
     if (!report) return;
-    const out = report.replace(/\.json$/, "") + ".times.json";
+    const out = `${report.replace(/\.json$/, "")}.times.json`;
     const files = modules.map((m) => {
       const d = m.diagnostic();
       return {

@@ -142,7 +142,7 @@ export function createApp(services: Services): App {
   app.use(adminTrpc(services));
   // The front door: what this service is and where its reference lives; anything else outside
   // /public/v1 is a JSON 404 in the API's envelope (never Express's HTML page).
-  app.get("/", (req, res) => {
+  app.get("/", (_req, res) => {
     res.json({
       service: "CRM public API",
       docs: "/docs",

@@ -346,12 +346,12 @@ export function jsonBodyReader(
   const raw = express.raw({ type: () => true, limit: limitBytes }) as unknown as (
     req: IncomingMessage,
     res: ServerResponse,
-    next: (err?: any) => void,
+    next: (err?: { type?: unknown } | null) => void,
   ) => void;
   return (req, res, next) => {
     if (WITHOUT_BODY.has(req.method!)) return next();
     const withBody = req as IncomingMessage & { body?: unknown };
-    raw(req, res, (err?: any) => {
+    raw(req, res, (err) => {
       if (err?.type === "entity.too.large")
         return tooLarge(
           req,

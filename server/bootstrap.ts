@@ -125,7 +125,9 @@ export const emptyWritesRerun = { count: 0 };
 export const WORKER_POOL: Pick<PostgresOptions, "inlineTenant" | "rerunEmptyWrites" | "onRerun"> = {
   inlineTenant: true,
   rerunEmptyWrites: true,
-  onRerun: () => void (emptyWritesRerun.count += 1),
+  onRerun: () => {
+    emptyWritesRerun.count += 1;
+  },
 };
 
 /**

@@ -26,7 +26,10 @@ const exchanges = new WeakMap<IncomingMessage, Exchange>();
 /** The request's exchange, made on first use (server/app.ts makes it on arrival, with the request id). */
 export function exchangeOf(req: IncomingMessage): Exchange {
   let x = exchanges.get(req);
-  if (!x) exchanges.set(req, (x = { id: "" }));
+  if (!x) {
+    x = { id: "" };
+    exchanges.set(req, x);
+  }
   return x;
 }
 

@@ -258,7 +258,10 @@ function stdoutDestination(): DestinationStream {
   if (stdout) return stdout;
   guardStdio();
   const replaced = process.stdout.write !== process.stdout.constructor.prototype.write; // pino's own test
-  if (replaced || typeof process.stdout.fd !== "number") return (stdout = process.stdout);
+  if (replaced || typeof process.stdout.fd !== "number") {
+    stdout = process.stdout;
+    return stdout;
+  }
   const dest = new LogDestination(process.stdout.fd, {
     onClose: (err) => {
       // Said once on stderr, which may well be the same closed pipe (then nobody hears it).
@@ -266,7 +269,8 @@ function stdoutDestination(): DestinationStream {
     },
   });
   process.on("exit", () => dest.flushSync());
-  return (stdout = dest);
+  stdout = dest;
+  return dest;
 }
 
 /**

@@ -17,7 +17,7 @@ export function parsePhone(raw: string, country?: string | null): PhoneResult {
   if (!text) return { ok: false, problem: "empty" };
   if (text.length > 40) return { ok: false, problem: "longer than 40 characters" };
   const region = country ? (country.toUpperCase() as CountryCode) : undefined;
-  let parsed;
+  let parsed: ReturnType<typeof parsePhoneNumberFromString>;
   try {
     parsed = parsePhoneNumberFromString(text, region ? { defaultCountry: region } : undefined);
   } catch {
@@ -25,7 +25,7 @@ export function parsePhone(raw: string, country?: string | null): PhoneResult {
   }
   // isPossible (right length for the region) rather than isValid: fictional test ranges such as
   // +1 555 01xx are real-world integration data and must not be refused (docs/decisions/api.md, "Phone numbers").
-  if (!parsed || !parsed.isPossible()) return { ok: false, problem: "not a possible phone number for its region" };
+  if (!parsed?.isPossible()) return { ok: false, problem: "not a possible phone number for its region" };
   if (!E164.test(parsed.number)) return { ok: false, problem: `E.164 allows at most ${E164_MAX_DIGITS} digits` };
   return { ok: true, e164: parsed.number };
 }

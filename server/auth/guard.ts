@@ -9,7 +9,7 @@
 // Written on node's request/response objects: the public API calls it without Express
 // (rest/facade.ts), /trpc mounts it in Express; each says how a rejection is written (`reject`).
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { AppError, logFailure, toAppError } from "../errors.js";
+import { type AppError, logFailure, toAppError } from "../errors.js";
 import { headerOf, sendEnvelope } from "../http.js";
 import type { Admission, QuotaState } from "../limits/quotas.js";
 import type { Services } from "../services.js";
@@ -32,7 +32,8 @@ export function setQuotaHeaders(res: ServerResponse, q: QuotaState): void {
  * its transports (/public/v1, /trpc, the in-process core).
  */
 export function keyAdmission(services: Services): Admission<Caller> {
-  const unknown = (services.unknownPrefixes ??= new UnknownPrefixes());
+  services.unknownPrefixes ??= new UnknownPrefixes();
+  const unknown = services.unknownPrefixes;
   return {
     lookup: (presented, keyHash) => authenticate(services.db, presented, services.now(), keyHash, unknown),
     anonymousPerMinute: services.config.anonymousPerMinute,

@@ -1,5 +1,6 @@
-export const RESOURCES = ["leads", "contacts", "conversations", "appointments", "tickets"] as const;
-export type Resource = (typeof RESOURCES)[number];
+import { RESOURCES, type Resource } from "../../model/resources.js";
+
+export { RESOURCES, type Resource };
 export type Scope = `tenant:${Resource}.${"read" | "manage"}`;
 export const ALL_SCOPES: Scope[] = RESOURCES.flatMap((r) => [`tenant:${r}.read`, `tenant:${r}.manage`] as Scope[]);
 
@@ -14,7 +15,7 @@ export function parseScopes(input: unknown): Scope[] {
   for (const raw of list) {
     const s = String(raw).trim();
     if (s === "") continue;
-    if (s === "all") ALL_SCOPES.forEach((x) => out.add(x));
+    if (s === "all") for (const x of ALL_SCOPES) out.add(x);
     else if (isScope(s)) out.add(s);
     else throw new Error(`unknown scope "${s}"`);
   }

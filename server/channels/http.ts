@@ -50,7 +50,7 @@ export async function postJson(req: ProviderRequest): Promise<ProviderAnswer | S
 export const isAnswer = (r: ProviderAnswer | SendResult): r is ProviderAnswer => "status" in r;
 
 function classify(err: unknown): string {
-  const e = err as any;
+  const e = err as { name?: unknown; code?: unknown; cause?: { code?: unknown } | null } | null | undefined;
   if (e?.name === "TimeoutError" || e?.name === "AbortError") return "provider timed out";
   const code: unknown = e?.cause?.code ?? e?.code;
   if (code === "ECONNREFUSED") return "connection refused";
@@ -72,10 +72,10 @@ export function baseUrl(config: unknown, fallback: string): string {
 
 /** A non-empty string at obj[path...], or undefined. Numbers are accepted and stringified. */
 export function pick(obj: unknown, ...path: (string | number)[]): string | undefined {
-  let cur: any = obj;
+  let cur: unknown = obj;
   for (const p of path) {
     if (cur === null || typeof cur !== "object") return undefined;
-    cur = cur[p];
+    cur = (cur as Record<string | number, unknown>)[p];
   }
   if (typeof cur === "string" && cur !== "") return cur;
   if (typeof cur === "number" && Number.isFinite(cur)) return String(cur);

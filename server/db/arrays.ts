@@ -7,6 +7,8 @@
 import pg from "pg";
 
 const TEXT_ARRAY = 1009;
+/** "text" or "binary": the format node-postgres asks a parser for. */
+export type TypeFormat = Parameters<typeof pg.types.getTypeParser>[1];
 const general = (pg.types.getTypeParser as (oid: number, format: string) => (text: string) => unknown)(
   TEXT_ARRAY,
   "text",
@@ -27,8 +29,8 @@ export function parseTextArray(text: string): unknown {
 
 /** node-postgres `types` of the raw runner: the driver's parsers, text[] through parseTextArray. */
 export const rawTypes = {
-  getTypeParser(oid: number, format?: string) {
+  getTypeParser(oid: number, format?: TypeFormat) {
     if (oid === TEXT_ARRAY && format !== "binary") return parseTextArray;
-    return pg.types.getTypeParser(oid, format as any);
+    return pg.types.getTypeParser(oid, format);
   },
 };

@@ -210,12 +210,13 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   };
 }
 
-type QueryFn = (...args: unknown[]) => any;
+type QueryFn = (...args: unknown[]) => unknown;
 
 /** Every connection of `pool`, as it opens, sends its statements through `wrap(its own query())`. */
 function wrapQueries(pool: pg.Pool, wrap: (query: QueryFn) => QueryFn): void {
-  pool.on("connect", (c: any) => {
-    c.query = wrap(c.query.bind(c));
+  pool.on("connect", (c) => {
+    const client = c as unknown as { query: QueryFn };
+    client.query = wrap(client.query.bind(client));
   });
 }
 
@@ -224,11 +225,10 @@ function wrapQueries(pool: pg.Pool, wrap: (query: QueryFn) => QueryFn): void {
 let queriesSent = 0;
 let countTold = false;
 function countQueries(pool: pg.Pool): void {
-  wrapQueries(
-    pool,
-    (query) =>
-      (...args) => (queriesSent++, query(...args)),
-  );
+  wrapQueries(pool, (query) => (...args) => {
+    queriesSent++;
+    return query(...args);
+  });
   if (countTold) return;
   countTold = true;
   process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${queriesSent}\n`));
@@ -271,8 +271,11 @@ function isolationRefusal(statement: unknown): IsolationRefused | undefined {
  * take no such lock. Each rerun is counted (/metrics: crm_db_empty_writes_rerun_total).
  */
 function rerunEmptyWrites(pool: pg.Pool, onRerun: () => void = () => {}): void {
-  const empty = (r: any) =>
-    Boolean(r) && !Array.isArray(r) && (r.command === "UPDATE" || r.command === "DELETE") && r.rowCount === 0;
+  const empty = (r: unknown) => {
+    if (!r || Array.isArray(r)) return false;
+    const { command, rowCount } = r as { command?: unknown; rowCount?: unknown };
+    return (command === "UPDATE" || command === "DELETE") && rowCount === 0;
+  };
   wrapQueries(pool, (query) => (...args) => {
     const refused = isolationRefusal(args[0]);
     if (refused) {
@@ -284,13 +287,19 @@ function rerunEmptyWrites(pool: pg.Pool, onRerun: () => void = () => {}): void {
     if (typeof last === "function") {
       // The callback form (pg.Pool's own query()).
       const rest = args.slice(0, -1);
-      return query(...rest, (err: unknown, r: unknown) =>
-        !err && empty(r) ? (onRerun(), query(...rest, last)) : last(err, r),
-      );
+      return query(...rest, (err: unknown, r: unknown) => {
+        if (err || !empty(r)) return last(err, r);
+        onRerun();
+        return query(...rest, last);
+      });
     }
     const sent = query(...args);
     if (!(sent instanceof Promise)) return sent; // a submittable (a cursor, a stream): as it is
-    return sent.then((r: unknown) => (empty(r) ? (onRerun(), query(...args)) : r));
+    return sent.then((r: unknown) => {
+      if (!empty(r)) return r;
+      onRerun();
+      return query(...args);
+    });
   });
 }
 
@@ -306,16 +315,18 @@ function statementOf(args: unknown[]): [string, readonly unknown[]] {
 function report(observe: StatementObserver, args: unknown[]): void {
   const [text, params] = statementOf(args);
   const parts = undelegated(text, params);
-  if (!parts) return observe(text, params);
-  parts.forEach(([t, p], index) => observe(t, p, { index, of: parts.length }));
+  if (!parts) {
+    observe(text, params);
+    return;
+  }
+  for (const [index, [t, p]] of parts.entries()) observe(t, p, { index, of: parts.length });
 }
 
 function observePool(pool: pg.Pool, observe: StatementObserver): void {
-  wrapQueries(
-    pool,
-    (query) =>
-      (...args) => (report(observe, args), query(...args)),
-  );
+  wrapQueries(pool, (query) => (...args) => {
+    report(observe, args);
+    return query(...args);
+  });
 }
 
 /**
@@ -328,8 +339,16 @@ function observedPglite<T extends object>(lite: T, observe: StatementObserver): 
       get(t, key) {
         const value = Reflect.get(t, key, t);
         if (typeof value !== "function") return value;
-        if (key === "query") return (...args: unknown[]) => (report(observe, args), value.apply(t, args));
-        if (key === "exec") return (...args: unknown[]) => (observe(String(args[0]), []), value.apply(t, args));
+        if (key === "query")
+          return (...args: unknown[]) => {
+            report(observe, args);
+            return value.apply(t, args);
+          };
+        if (key === "exec")
+          return (...args: unknown[]) => {
+            observe(String(args[0]), []);
+            return value.apply(t, args);
+          };
         if (key === "transaction" && !inner)
           return (fn: (tx: object) => unknown) => value.call(t, (tx: object) => fn(wrap(tx, true)));
         return value.bind(t);

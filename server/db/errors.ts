@@ -6,13 +6,24 @@ export interface Violation {
   constraint?: string;
 }
 
+/** The fields of an error (Prisma's, the adapter's, the driver's) that name a violation. */
+interface ErrorFields {
+  code?: unknown;
+  originalCode?: unknown;
+  message?: unknown;
+  originalMessage?: unknown;
+  constraint?: { index?: string } | null;
+  cause?: ErrorFields | null;
+  meta?: { code?: unknown; driverAdapterError?: { cause?: ErrorFields | null } | null } | null;
+}
+
 export function dbViolation(err: unknown): Violation | undefined {
-  const e = err as any;
+  const e = err as ErrorFields | null | undefined;
   const cause = e?.meta?.driverAdapterError?.cause ?? e?.cause?.cause ?? e?.cause ?? e;
-  const sqlState: unknown = cause?.originalCode ?? cause?.code ?? e?.meta?.code;
+  const sqlState = cause?.originalCode ?? cause?.code ?? e?.meta?.code;
   if (typeof sqlState !== "string" || !/^[0-9A-Z]{5}$/.test(sqlState)) return undefined;
-  const message: string = cause?.originalMessage ?? cause?.message ?? e?.message ?? "";
-  const named: string | undefined = cause?.constraint?.index ?? /constraint "([^"]+)"/.exec(message)?.[1];
+  const message = String(cause?.originalMessage ?? cause?.message ?? e?.message ?? "");
+  const named = cause?.constraint?.index ?? /constraint "([^"]+)"/.exec(message)?.[1];
   return { sqlState, constraint: named === undefined ? undefined : schemaName(named) };
 }
 

@@ -64,9 +64,13 @@ function rewrite(text: string, at: (n: number) => string | undefined): string {
       let depth = 1;
       i += 2;
       while (i < n && depth > 0) {
-        if (text[i] === "/" && text[i + 1] === "*") depth++, (i += 2);
-        else if (text[i] === "*" && text[i + 1] === "/") depth--, (i += 2);
-        else i++;
+        if (text[i] === "/" && text[i + 1] === "*") {
+          depth++;
+          i += 2;
+        } else if (text[i] === "*" && text[i + 1] === "/") {
+          depth--;
+          i += 2;
+        } else i++;
       }
     } else if (c === "$" && !(i > 0 && IDENT_CHAR.test(text[i - 1]!))) {
       if (DIGIT.test(text[i + 1] ?? "")) {
@@ -112,7 +116,7 @@ function inlineParams(
 ): { text: string; params: unknown[] } {
   const number: number[] = [];
   const kept: unknown[] = [];
-  params.forEach((p, i) => number.push(literal(i) !== undefined ? 0 : kept.push(p)));
+  for (const [i, p] of params.entries()) number.push(literal(i) !== undefined ? 0 : kept.push(p));
   const out = rewrite(text, (n) =>
     n - 1 < number.length ? (number[n - 1] === 0 ? literal(n - 1)! : `$${number[n - 1]}`) : undefined,
   );

@@ -70,7 +70,7 @@ export class TimeoutPool extends pg.Pool {
 
   override connect(): Promise<pg.PoolClient>;
   override connect(callback: Checkout): void;
-  override connect(callback?: Checkout): Promise<pg.PoolClient> | void {
+  override connect(callback?: Checkout): Promise<pg.PoolClient> | undefined {
     // A refused checkout is made once more after the switch: its connection never got to run
     // anything. Bounded: one retry per checkout (a connection made after the switch does not send
     // the parameter, so it cannot be refused for it).
@@ -133,11 +133,16 @@ export class SetLocalClient extends pg.Client {
   }
 
   // pg's overloads (promise or callback; text or config; a Submittable) in one signature.
-  override query(config: any, values?: any, callback?: any): any {
+  // biome-ignore lint/suspicious/noExplicitAny: one implementation of pg's query() overloads returns a Promise, void or the Submittable
+  override query(config: unknown, values?: unknown, callback?: unknown): any {
     // A Submittable (pg-cursor, pg-query-stream) drives the protocol itself: sent as is.
-    if (config != null && typeof config.submit === "function") return super.query(config, values, callback);
+    if (config != null && typeof (config as { submit?: unknown }).submit === "function")
+      return super.query(config as never, values as never, callback as never);
     if (typeof values === "function") [callback, values] = [values, undefined];
-    const run = this.last.then(() => this.timed(config, values));
+    // The overloads' text or config, and its values.
+    const statement = config as string | QueryConfig;
+    const params = values as unknown[] | undefined;
+    const run = this.last.then(() => this.timed(statement, params));
     this.last = run.then(noop, noop);
     if (typeof callback !== "function") return run;
     run.then(

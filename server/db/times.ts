@@ -2,7 +2,7 @@
 // (they are only ever serialized), without a Date per value — parsing the text into a Date and
 // formatting it back cost ~1 µs a value, ~0.1 ms of CPU for a 50-row page of two instants each.
 import pg from "pg";
-import { rawTypes } from "./arrays.js";
+import { rawTypes, type TypeFormat } from "./arrays.js";
 
 const parseDate = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ, "text") as (text: string) => Date;
 
@@ -36,7 +36,7 @@ export function isoTimestamptz(text: string): string {
 
 /** node-postgres `types` for a query whose timestamptz columns should come back as ISO text (the rest: rawTypes). */
 export const isoTimesTypes = {
-  getTypeParser(oid: number, format?: string) {
+  getTypeParser(oid: number, format?: TypeFormat) {
     if (oid === pg.types.builtins.TIMESTAMPTZ && format !== "binary") return isoTimestamptz;
     return rawTypes.getTypeParser(oid, format);
   },

@@ -142,6 +142,13 @@ return r`;
 
 type ConsumeBoth = (minuteKey: string, dayKey: string, perMinute: string) => Promise<number[]>;
 
+/** The scripts defineCommand adds to a client: ioredis types such commands only where they are declared. */
+interface QuotaCommands {
+  crmConsumeQuotas?: ConsumeBoth;
+  crmCountQuotas?: (minuteKey: string, dayKey: string) => Promise<number[]>;
+  crmGiveBackQuotas?: (keyCount: number, ...keys: string[]) => Promise<number[]>;
+}
+
 /** A request counted in both windows before its key was known to be valid: in Redis, or in process memory when Redis did not answer. */
 export interface Counted {
   minute: Window;
@@ -179,16 +186,16 @@ export class Quotas {
         })
       : this.memoryMinute;
     if (redis) {
-      if (typeof (redis as any).crmConsumeQuotas !== "function")
+      const client: RedisClient & QuotaCommands = redis;
+      if (typeof client.crmConsumeQuotas !== "function")
         redis.defineCommand("crmConsumeQuotas", { numberOfKeys: 2, lua: CONSUME_BOTH });
-      this.consumeBoth = (m, d, perMinute) => (redis as any).crmConsumeQuotas(m, d, perMinute);
-      if (typeof (redis as any).crmCountQuotas !== "function")
+      this.consumeBoth = (m, d, perMinute) => client.crmConsumeQuotas!(m, d, perMinute);
+      if (typeof client.crmCountQuotas !== "function")
         redis.defineCommand("crmCountQuotas", { numberOfKeys: 2, lua: COUNT_BOTH });
-      this.countBoth = (m, d) => (redis as any).crmCountQuotas(m, d);
+      this.countBoth = (m, d) => client.crmCountQuotas!(m, d);
       // numberOfKeys unset: the first argument says how many keys follow (one window or both).
-      if (typeof (redis as any).crmGiveBackQuotas !== "function")
-        redis.defineCommand("crmGiveBackQuotas", { lua: GIVE_BACK });
-      this.giveBack = (...keys) => (redis as any).crmGiveBackQuotas(keys.length, ...keys);
+      if (typeof client.crmGiveBackQuotas !== "function") redis.defineCommand("crmGiveBackQuotas", { lua: GIVE_BACK });
+      this.giveBack = (...keys) => client.crmGiveBackQuotas!(keys.length, ...keys);
     }
   }
 
