@@ -8,6 +8,7 @@
 //     (`versionGuard()`, then `missedWrite()` tells a vanished row, 404, from a newer one, 412);
 //   - If-None-Match for the GET-one answers (`noneMatch()`, used by rest/facade.ts for the 304).
 // The ETag header itself is set in one place, rest/facade.ts, from the answer's `version`.
+import { SYNCED_TABLES, type SyncedTable } from "../../model/resources.js";
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { dbViolation } from "../../server/db/errors.js";
@@ -19,12 +20,8 @@ import { AppError, notFound } from "../../server/errors.js";
 export { ExternalId, EXTERNAL_ID_MAX } from "../../model/sync.js";
 
 /** The resources that carry an external id, with their unique index. */
-export const EXTERNAL_KEYS = {
-  Lead: "Lead_tenantId_externalId_key",
-  Contact: "Contact_tenantId_externalId_key",
-  Ticket: "Ticket_tenantId_externalId_key",
-} as const;
-export type SyncedTable = keyof typeof EXTERNAL_KEYS;
+export const EXTERNAL_KEYS = Object.fromEntries(SYNCED_TABLES.map((t) => [t, `${t}_tenantId_externalId_key`])) as Record<SyncedTable, string>;
+export type { SyncedTable };
 
 export const isExternalIdTaken = (err: unknown, table: SyncedTable) => {
   const v = dbViolation(err);

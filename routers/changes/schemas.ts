@@ -1,5 +1,6 @@
 // The changes feed (GET /public/v1/changes): the types and their read scopes, the public item and
 // page, the `types` and `since` query parameters, and the opaque `since` token.
+import { CHANGE_TYPES, resourceOfType, type ChangeType } from "../../model/resources.js";
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Scope } from "../../server/auth/scopes.js";
@@ -10,18 +11,11 @@ import { LeadObject } from "../../model/lead.js";
 import { TicketObject } from "../../model/ticket.js";
 import { Timestamp } from "../_lib/schemas.js";
 
-export const CHANGE_TYPES = ["lead", "contact", "conversation", "appointment", "ticket"] as const;
-export type ChangeType = (typeof CHANGE_TYPES)[number];
+export { CHANGE_TYPES, type ChangeType };
 export const isChangeType = (s: string): s is ChangeType => (CHANGE_TYPES as readonly string[]).includes(s);
 
 /** The scope that lets a key read each type (the same as the resource's own list). */
-export const READ_SCOPE: Record<ChangeType, Scope> = {
-  lead: "tenant:leads.read",
-  contact: "tenant:contacts.read",
-  conversation: "tenant:conversations.read",
-  appointment: "tenant:appointments.read",
-  ticket: "tenant:tickets.read",
-};
+export const READ_SCOPE = Object.fromEntries(CHANGE_TYPES.map((t) => [t, `tenant:${resourceOfType(t)}.read`])) as Record<ChangeType, Scope>;
 
 export const CHANGE_ACTIONS = ["upsert", "delete"] as const;
 export type ChangeAction = (typeof CHANGE_ACTIONS)[number];
