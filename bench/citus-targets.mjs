@@ -25,7 +25,7 @@ const lines = [
   "| scenario | p50 1 conn single / cluster ms (≤ +2) | db ms/req 1 conn single / cluster | ratio 1 / 32 conns (≥ " +
     "0.5 reads, 0.4 writes) |" +
     (before ? " before: p50 cluster, db ms, ratios |" : ""),
-  "|---|---|---|---|" + (before ? "---|" : ""),
+  `|---|---|---|---|${before ? "---|" : ""}`,
 ];
 for (const p of after.pairs) {
   const s1 = run(p, "single", 1);
@@ -55,8 +55,8 @@ for (const p of after.pairs) {
 }
 lines.push(
   "",
-  "| list | cluster db ms/req smallest → largest | growth (≤ 1.5×) |" + (before ? " before |" : ""),
-  "|---|---|---|" + (before ? "---|" : ""),
+  `| list | cluster db ms/req smallest → largest | growth (≤ 1.5×) |${before ? " before |" : ""}`,
+  `|---|---|---|${before ? "---|" : ""}`,
 );
 for (const g of after.growth) {
   const sizes = Object.keys(g.bySize);

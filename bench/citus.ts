@@ -31,7 +31,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import pg from "pg";
-import { benchConfig as cfg, dbUrl } from "./config.js";
+import { benchConfig as cfg } from "./config.js";
 import { CHANGES_REBUILD, createDataset, reuseDataset, type Dataset } from "./dataset.js";
 import { cpuSeconds, memory, serviceCommand, startProcess, waitReady, type Proc } from "./proc.js";
 import { commandLine, ensureBuild } from "../scripts/ensure-build.js";
@@ -47,7 +47,7 @@ import {
   writeReport,
   type Run,
 } from "./run.js";
-import { buildScenarios, type Prepared, type Req, type Scenario } from "./scenarios.js";
+import { buildScenarios, type Req, type Scenario } from "./scenarios.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const started = Date.now();
@@ -856,8 +856,7 @@ export async function citusMain(): Promise<void> {
       let buf = "";
       p.child.stderr!.on("data", (d: Buffer) => {
         buf += d.toString();
-        let i: number;
-        while ((i = buf.indexOf("\n")) >= 0) {
+        for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
           const line = buf.slice(0, i);
           buf = buf.slice(i + 1);
           if (!line.startsWith("{")) continue;
@@ -975,8 +974,10 @@ export async function citusMain(): Promise<void> {
       );
       for (const sc of per[0]!.scenarios) {
         let g = growth.find((x) => x.name === sc.name);
-        if (!g)
-          growth.push((g = { name: sc.name, title: sc.title.replace(/\(half the leads\)/, "(half)"), bySize: {} }));
+        if (!g) {
+          g = { name: sc.name, title: sc.title.replace(/\(half the leads\)/, "(half)"), bySize: {} };
+          growth.push(g);
+        }
         const got: Partial<Record<"single" | "cluster", CitusRun>> = {};
         for (const s of per) {
           const own = s.scenarios.find((x) => x.name === sc.name)!;
@@ -1085,7 +1086,7 @@ export async function citusMain(): Promise<void> {
             : "none",
         });
       }
-      writeFileSync(jsonFile, JSON.stringify({ meta, checks, growth, pairs }, null, 2) + "\n");
+      writeFileSync(jsonFile, `${JSON.stringify({ meta, checks, growth, pairs }, null, 2)}\n`);
       writeReport(out, report(meta, pairs, growth, checks));
       log(`results: ${path.relative(ROOT, out)} (${((Date.now() - started) / 1000).toFixed(0)} s in all)`);
     }

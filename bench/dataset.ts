@@ -241,7 +241,6 @@ function tenantSql(t: number, s: TenantSize, anchorIso: string, big: boolean, op
   const user = (i: string) => uid(t, "user", `(${i}) % ${s.users}`);
   const contact = (i: string) => uid(t, "contact", `(${i}) % ${s.contacts}`);
   const conv = (i: string) => uid(t, "conv", `(${i}) % ${s.conversations}`);
-  const leadSpacing = (365 * 86400) / s.leads; // seconds between leads: one year of history
   const ticketSpacing = (365 * 86400) / Math.max(1, s.tickets);
   const perUser = Math.ceil(s.appointments / s.users);
   const scopes = `ARRAY[${ALL_SCOPES.map((x) => `'${x}'`).join(",")}]::text[]`;

@@ -93,7 +93,8 @@ async function contention() {
       );
       await pool.end();
       latencies.sort((a, b) => a - b);
-      const r = (results[v.label] ??= { tps: [], p50: [], p99: [] });
+      const r = results[v.label] ?? { tps: [], p50: [], p99: [] };
+      results[v.label] = r;
       r.tps.push(done / seconds);
       r.p50.push(pct(latencies, 50));
       r.p99.push(pct(latencies, 99));

@@ -34,17 +34,21 @@ export function startProcess(opts: {
   child.stdout!.on("data", (d: Buffer) => (tail = (tail + d.toString()).slice(-4000)));
   child.stderr!.on("data", (d: Buffer) => {
     buf += d.toString();
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
+    for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
       const m = /^bench:queries (\d+)$/.exec(line);
       if (m) waiters.shift()?.(Number(m[1]));
-      else tail = (tail + line + "\n").slice(-4000);
+      else tail = `${tail}${line}\n`.slice(-4000);
     }
   });
   let exited = false;
-  const exit = new Promise<void>((r) => child.on("exit", () => ((exited = true), r())));
+  const exit = new Promise<void>((r) =>
+    child.on("exit", () => {
+      exited = true;
+      r();
+    }),
+  );
   return {
     name: opts.name,
     child,
@@ -56,7 +60,10 @@ export function startProcess(opts: {
           () => reject(new Error(`${opts.name}: no query count in 60 s (is BENCH_COUNT_QUERIES=1 honoured?)`)),
           60_000,
         );
-        waiters.push((n) => (clearTimeout(t), resolve(n)));
+        waiters.push((n) => {
+          clearTimeout(t);
+          resolve(n);
+        });
         child.kill("SIGUSR2");
       }),
     async stop() {

@@ -199,7 +199,7 @@ export function profileMarkdown(file: string, caption?: string, skipMs = 0): str
   const pct = (ms: number) => ((100 * ms) / s.totalMs).toFixed(1);
   const groups = new Map<string, number>();
   for (const [k, v] of s.byPackage) groups.set(group(k), (groups.get(group(k)) ?? 0) + v);
-  const lines = [`${caption ? caption + " " : ""}Busy (non-idle) CPU sampled: ${(s.totalMs / 1000).toFixed(1)} s.`, ""];
+  const lines = [`${caption ? `${caption} ` : ""}Busy (non-idle) CPU sampled: ${(s.totalMs / 1000).toFixed(1)} s.`, ""];
   lines.push("| self time by group | ms | % |", "|---|---:|---:|");
   for (const [k, v] of [...groups.entries()].sort((a, b) => b[1] - a[1]))
     lines.push(`| ${k} | ${v.toFixed(0)} | ${pct(v)} |`);
@@ -213,4 +213,4 @@ export function profileMarkdown(file: string, caption?: string, skipMs = 0): str
 }
 
 if (process.argv[1]?.endsWith("profile.ts") && process.argv[2])
-  process.stdout.write(profileMarkdown(process.argv[2]) + "\n");
+  process.stdout.write(`${profileMarkdown(process.argv[2])}\n`);

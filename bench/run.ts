@@ -985,20 +985,23 @@ async function main() {
     for (const order of [ds.sized, [...ds.sized].reverse()]) {
       for (const t of order) {
         let tp = t === ds.big ? prep : prepared.get(t.label);
-        if (!tp) prepared.set(t.label, (tp = await prepare(service, ds, t)));
+        if (!tp) {
+          tp = await prepare(service, ds, t);
+          prepared.set(t.label, tp);
+        }
         for (const sc of buildScenarios(ds, t, tp, runId).filter(
           (x) => x.growth && (!cfg.only || cfg.only.has(x.name)),
         )) {
           let g = growth.find((x) => x.name === sc.name);
-          if (!g)
-            growth.push(
-              (g = {
-                name: sc.name,
-                title: sc.title.replace(/\(half the leads\)/, "(half)"),
-                bySize: {},
-                roundTrips: {},
-              }),
-            );
+          if (!g) {
+            g = {
+              name: sc.name,
+              title: sc.title.replace(/\(half the leads\)/, "(half)"),
+              bySize: {},
+              roundTrips: {},
+            };
+            growth.push(g);
+          }
           g.roundTrips[t.label] ??= (
             await countRoundTrips(service, t.key, sc, Math.min(5, cfg.countRequests))
           ).perRequest;
@@ -1074,9 +1077,10 @@ async function main() {
     await Promise.all([service.stop(), baseline.stop()]);
     // 3. Profiling: a separate, short phase (it does not skew the measured runs).
     if (cfg.profile)
-      profile = await profilePhase(ds, chosen, svc).catch(
-        (e) => (log(`profile failed: ${(e as Error).message}`), undefined),
-      );
+      profile = await profilePhase(ds, chosen, svc).catch((e) => {
+        log(`profile failed: ${(e as Error).message}`);
+        return undefined;
+      });
   } finally {
     await db.close().catch(() => {});
     await Promise.all([service.stop(), baseline.stop()]);
@@ -1097,7 +1101,7 @@ async function main() {
         sanity,
         jsonFile: path.relative(ROOT, jsonFile),
       };
-      writeFileSync(jsonFile, JSON.stringify({ meta, growth, results }, null, 2) + "\n");
+      writeFileSync(jsonFile, `${JSON.stringify({ meta, growth, results }, null, 2)}\n`);
       writeReport(out, report(meta, results, growth, profile));
       log(`results: ${path.relative(ROOT, out)} (${((Date.now() - started) / 1000).toFixed(0)} s in all)`);
     }

@@ -30,7 +30,10 @@ let queries = 0;
 if (process.env.BENCH_COUNT_QUERIES === "1") {
   pool.on("connect", (c: any) => {
     const q = c.query.bind(c);
-    c.query = (...a: unknown[]) => (queries++, q(...a));
+    c.query = (...a: unknown[]) => {
+      queries++;
+      return q(...a);
+    };
   });
   process.on("SIGUSR2", () => process.stderr.write(`bench:queries ${queries}\n`));
 }

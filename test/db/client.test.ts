@@ -397,7 +397,9 @@ describe("typed client: the spec's typical uses", () => {
     /** What the resources' own lists say now (each list is small here: one page). */
     const fresh = async () => {
       const m = new Map<string, unknown>();
-      const put = (type: string, items: { id: string }[]) => items.forEach((o) => m.set(`${type}:${o.id}`, o));
+      const put = (type: string, items: { id: string }[]) => {
+        for (const o of items) m.set(`${type}:${o.id}`, o);
+      };
       put("lead", ok(await crm.GET("/public/v1/leads", { params: { query: { limit: 200 } } }), 200).items);
       put("contact", ok(await crm.GET("/public/v1/contacts", { params: { query: { limit: 200 } } }), 200).items);
       put(

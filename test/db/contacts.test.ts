@@ -246,7 +246,7 @@ describe("POST /public/v1/contacts", () => {
     const intl = await post({ phone: "+44 20 7946 0958", country: "ES" });
     expect(intl.status).toBe(201);
     expect(intl.body).toMatchObject({ phone: "+442079460958", country: "ES" });
-    const email = "x".repeat(320 - "@bounds.test".length) + "@bounds.test";
+    const email = `${"x".repeat(320 - "@bounds.test".length)}@bounds.test`;
     const r = await post({ phone: "+34 612 345 681".padEnd(40, " "), fullName: "n".repeat(255), email });
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ phone: "+34612345681", fullName: "n".repeat(255), email });
@@ -270,7 +270,7 @@ describe("POST /public/v1/contacts", () => {
     ["email not an email", { phone: "612345692", email: "not-an-email" }, "email"],
     [
       "email over 320",
-      { phone: "612345692", email: "x".repeat(321 - "@bounds.test".length) + "@bounds.test" },
+      { phone: "612345692", email: `${"x".repeat(321 - "@bounds.test".length)}@bounds.test` },
       "email",
     ],
     ["fullName over 255", { phone: "612345692", fullName: "n".repeat(256) }, "fullName"],
@@ -353,7 +353,7 @@ describe("POST /public/v1/contacts", () => {
       const statuses = res.map((r) => r.status).sort();
       expect(statuses.filter((s) => s === 201)).toHaveLength(1);
       expect(statuses.filter((s) => s === 409)).toHaveLength(19);
-      res.filter((r) => r.status === 409).forEach((r) => expectEnvelope(r, 409, "ALREADY_EXISTS"));
+      for (const r of res.filter((r) => r.status === 409)) expectEnvelope(r, 409, "ALREADY_EXISTS");
       expect(await count(acme)).toBe(before + 1);
       expect(await app.db.prisma.contact.count({ where: { tenantId: acme.id, phone: "+34612999000" } })).toBe(1);
     });
@@ -404,8 +404,8 @@ describe("POST /public/v1/contacts", () => {
       const res = await Promise.all(
         Array.from({ length: 10 }, () => post({ phone: "612 345 803", fullName: "Con Current" }, key(acme), h)),
       );
-      res.forEach((r) => expect(r.status).toBe(201));
-      res.forEach((r) => expect(r.body).toEqual(res[0]!.body));
+      for (const r of res) expect(r.status).toBe(201);
+      for (const r of res) expect(r.body).toEqual(res[0]!.body);
       expect(await count(acme)).toBe(before + 1);
     });
 
@@ -781,7 +781,7 @@ describe("PATCH /public/v1/contacts/{contact_id}", () => {
     ["marketingOptOut as a string", { marketingOptOut: "true" }, "marketingOptOut"],
     ["marketingOptOut as a number", { marketingOptOut: 1 }, "marketingOptOut"],
     ["email not an email", { email: "nope" }, "email"],
-    ["email over 320", { email: "x".repeat(321 - "@bounds.test".length) + "@bounds.test" }, "email"],
+    ["email over 320", { email: `${"x".repeat(321 - "@bounds.test".length)}@bounds.test` }, "email"],
     ["fullName over 255", { fullName: "n".repeat(256) }, "fullName"],
     ["fullName not a string", { fullName: 1 }, "fullName"],
   ];

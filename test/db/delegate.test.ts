@@ -271,8 +271,9 @@ describe.runIf(onCitus)("tenant_exec on the tenant's worker (Citus)", () => {
   /** A call's result on `node`, and whether Citus ran its statement on a local shard there. */
   async function callOn(node: pg.Client, statement: string): Promise<{ result: unknown; local: boolean }> {
     let local = false;
-    const listen = (n: { message?: string }) =>
-      void (n.message?.startsWith("executing the command locally") && (local = true));
+    const listen = (n: { message?: string }) => {
+      if (n.message?.startsWith("executing the command locally")) local = true;
+    };
     node.on("notice", listen);
     try {
       await node.query("SET citus.log_local_commands = on; SET client_min_messages = notice");

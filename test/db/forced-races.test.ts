@@ -92,14 +92,13 @@ async function holdRow(table: string, id: string): Promise<() => Promise<void>> 
  */
 async function queued(n: number, started: Promise<Response>[]) {
   let waited = false;
-  const early = new Promise<never>((_, reject) =>
-    started.forEach((p, i) =>
+  const early = new Promise<never>((_, reject) => {
+    for (const [i, p] of started.entries())
       p.then(
         (r) => waited || reject(new Error(`request ${i} answered before ${n} waited: ${r.status} ${r.text}`)),
         (err) => waited || reject(err),
-      ),
-    ),
-  );
+      );
+  });
   try {
     return await Promise.race([waitForLockWaiters(app.testDb, n), early]);
   } finally {

@@ -7,7 +7,7 @@
 import { TRPCError } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../../server/admin/fixture.js";
-import { CoreError, openCore, type CallOptions, type Core, type CoreApi } from "../../server/core.js";
+import { CoreError, openCore, type CallOptions, type Core } from "../../server/core.js";
 import { appRouter } from "../../routers/index.js";
 import { operations, type Meta } from "../../routers/trpc.js";
 import { startApp, type TestApp } from "../helpers/app.js";

@@ -74,7 +74,8 @@ beforeAll(async () => {
   rest.set("query parser", "simple");
   rest.use(internalTrpc(app.services, testRouter));
   server = createServer((req, res) => {
-    const id = (exchangeOf(req).id = randomUUID());
+    const id = randomUUID();
+    exchangeOf(req).id = id;
     res.setHeader("X-Request-Id", id);
     if (isPublicRequest(req)) api(req, res);
     else rest(req, res);

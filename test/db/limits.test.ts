@@ -289,7 +289,7 @@ describe("a count given back when Redis stops answering (process memory)", () =>
   it("count() never rejects, and refund() leaves nothing in the in-process windows", async () => {
     const quotas = new Quotas(failing as any, `rl-mem-${Date.now()}`);
     expect(quotas.shared).toBe(true);
-    const hash = hashKey("crm_" + "m".repeat(12) + "_" + "n".repeat(40));
+    const hash = hashKey(`crm_${"m".repeat(12)}_${"n".repeat(40)}`);
     const first = await quotas.count(hash);
     expect(first).toMatchObject({ memory: true, minute: { consumed: 1 }, day: { consumed: 1 } });
     expect(quotas.fallback).toBe(true);
@@ -325,8 +325,12 @@ describe("Quotas.admit(): one decision per request", () => {
       crmGiveBackQuotas: (_n: number, ...keys: string[]) =>
         keys.flatMap((k) => {
           const n = (store.get(k) ?? 0) - 1;
-          if (n <= 0) return (store.delete(k), [0, -2]);
-          return (store.set(k, n), [n, 59_000]);
+          if (n <= 0) {
+            store.delete(k);
+            return [0, -2];
+          }
+          store.set(k, n);
+          return [n, 59_000];
         }),
     };
     const client = {
@@ -335,7 +339,10 @@ describe("Quotas.admit(): one decision per request", () => {
       multi() {
         let key = "";
         const chain = {
-          get: (k: string) => ((key = k), chain),
+          get: (k: string) => {
+            key = k;
+            return chain;
+          },
           pttl: () => chain,
           exec: async () => {
             log.push(`Read ${key}`);

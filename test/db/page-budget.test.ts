@@ -570,7 +570,7 @@ describe("the sizes computed in SQL bound each item's JSON", () => {
     "plain",
     'quote " and backslash \\',
     "new\nline\ttab\r\b\f",
-    C + "\u001f",
+    `${C}\u001f`,
     "émoji 😀 ✓",
     "\u007f\u2028",
     "",
@@ -612,8 +612,8 @@ describe("the sizes computed in SQL bound each item's JSON", () => {
         `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus") VALUES ($1::uuid, $2::uuid, 'user', $3 || 'm', 'received')`,
         [t.id, conversation, s],
       );
-      const [ticket] = await tickets("sizes", 1, s + "s");
-      if (i % 2 === 0) await fill([ticket!], 3, s + "c");
+      const [ticket] = await tickets("sizes", 1, `${s}s`);
+      if (i % 2 === 0) await fill([ticket!], 3, `${s}c`);
     }
     await sql(`UPDATE "Contact" SET "fullName" = $2, "email" = NULL WHERE "tenantId" = $1::uuid AND "id" = $3::uuid`, [
       t.id,

@@ -60,9 +60,17 @@ describe("the routing table", () => {
     );
     const told: string[] = [];
     const opened: string[] = [];
-    const routes = tenantRoutes(c.db, "postgresql://u@coord:5432/d", async (url) => (opened.push(url), c.db), {
-      onError: (_e, t) => told.push(t),
-    });
+    const routes = tenantRoutes(
+      c.db,
+      "postgresql://u@coord:5432/d",
+      async (url) => {
+        opened.push(url);
+        return c.db;
+      },
+      {
+        onError: (_e, t) => told.push(t),
+      },
+    );
     expect(await routes.forTenant("t1")).toBe(c.db);
     expect(await routes.forTenant("t2")).toBe(c.db);
     expect(told).toEqual(["t1"]);

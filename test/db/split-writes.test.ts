@@ -54,9 +54,10 @@ describe.runIf(onPostgres)("a worker pool sends an UPDATE or DELETE that changed
       const id = await newLead("Rerun");
       const none = `UPDATE "Lead" SET "customerName" = 'never' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`;
       const one = `UPDATE "Lead" SET "notes" = coalesce("notes", '') || 'x' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`;
-      const count = async (sql: string, ...params: unknown[]) => (
-        (sent.length = 0), await worker.prisma.$executeRawUnsafe(sql, ...params)
-      );
+      const count = async (sql: string, ...params: unknown[]) => {
+        sent.length = 0;
+        return worker.prisma.$executeRawUnsafe(sql, ...params);
+      };
       expect(await count(none, tenantId, crypto.randomUUID())).toBe(0);
       expect(sent).toEqual([none.slice(0, 40), none.slice(0, 40)]);
       expect(await count(one, tenantId, id)).toBe(1);

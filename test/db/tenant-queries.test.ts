@@ -159,7 +159,7 @@ const replayKey = `replay-${randomUuid()}`;
 /** The whole surface: every operation's success, and each id it accepts given as another tenant's (404 or empty). */
 const calls: Call[] = [
   call(ME, 200, () => "/public/v1/me"),
-  call(ME, 401, () => "/public/v1/me", { key: () => "crm_AAAAAAAAAAAA_" + "B".repeat(40) }),
+  call(ME, 401, () => "/public/v1/me", { key: () => `crm_AAAAAAAAAAAA_${"B".repeat(40)}` }),
 
   call(LEADS, 200, () => "/public/v1/leads"),
   call(LEADS, 200, () => "/public/v1/leads", {

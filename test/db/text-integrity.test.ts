@@ -456,7 +456,7 @@ describe("a lone surrogate in any text field of any write → 422 naming the fie
     const before = await snapshot();
     const res = await app.request("POST", "/public/v1/leads", {
       key,
-      body: { customerName: "a\udc00", notes: "\ude00\ud83d", zones: ["ok", "b\ud800"], ["k\ud800"]: 1 },
+      body: { customerName: "a\udc00", notes: "\ude00\ud83d", zones: ["ok", "b\ud800"], "k\ud800": 1 },
     });
     const env = expectEnvelope(res, 422, "VALIDATION_ERROR");
     expect((env.details.fields as { field: string }[]).map((f) => f.field).sort()).toEqual(

@@ -3,7 +3,7 @@
 // @topology pooler citus
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { LoadResult } from "../../server/admin/fixture.js";
-import { expectEnvelope, randomUuid, startApp, type Response, type TestApp } from "../helpers/app.js";
+import { expectEnvelope, randomUuid, startApp, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 
 let app: TestApp;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Prisma } from "../../generated/prisma/client.js";
 import type { LoadResult } from "../../server/admin/fixture.js";
 import { DEEP_OFFSET } from "../../routers/_lib/totals.js";
-import { randomUuid, startApp, type TestApp } from "../helpers/app.js";
+import { randomUuid, startApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 import { lockWaits } from "../helpers/cluster.js";
 
@@ -405,7 +405,7 @@ describe("counters", () => {
   });
 
   it("soft deletes, undeletes, status changes, re-links, moves across days and hard deletes move exactly their keys", async () => {
-    const some = async (q: string, n = 3) => (await rows<{ id: string }>(q + ` LIMIT ${n}`, A)).map((r) => r.id);
+    const some = async (q: string, n = 3) => (await rows<{ id: string }>(`${q} LIMIT ${n}`, A)).map((r) => r.id);
     const [ana] = await some(`SELECT "id"::text AS id FROM "User" WHERE "tenantId" = $1::uuid AND "bookable"`, 1);
     // Through the API: ticket status and assignee, appointment status and a reschedule to another day.
     for (const id of await some(

@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net";
 import { readFile } from "node:fs/promises";
 import { inject } from "vitest";
 import { createApp } from "../../server/app.js";
-import { instanceMetrics, WORKER_POOL, workerRoutes } from "../../server/bootstrap.js";
+import { instanceMetrics, type WORKER_POOL, workerRoutes } from "../../server/bootstrap.js";
 import { loadConfig, type Config } from "../../server/config.js";
 import { openPglite, openPostgres, type Database, type StatementObserver } from "../../server/db/client.js";
 import { migrate } from "../../server/db/migrate.js";
@@ -266,7 +266,7 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
       }
       const res = await fetch(url + path + qs, { method, headers, body });
       const text = await res.text();
-      let parsed: any = undefined;
+      let parsed: any;
       try {
         parsed = text ? JSON.parse(text) : undefined;
       } catch {

@@ -55,7 +55,7 @@ export async function startProviderStub(): Promise<ProviderStub> {
     req.on("end", () => {
       const raw = Buffer.concat(chunks).toString("utf8");
       const url = new URL(req.url ?? "/", "http://stub");
-      let body: any = undefined;
+      let body: any;
       try {
         body = raw ? JSON.parse(raw) : undefined;
       } catch {

@@ -165,7 +165,7 @@ class Scope {
   }
   pinsOf(key: string): Pins | undefined {
     const p = this.pins.get(this.find(key));
-    return p && p.size ? p : undefined;
+    return p?.size ? p : undefined;
   }
 }
 
@@ -280,7 +280,7 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
     if (pass === 1 && e && isEq(e)) {
       if (e.kind === "AEXPR_OP") {
         const [l, r] = [rowArgs(e.lexpr), rowArgs(e.rexpr)];
-        if (l && r && l.length === r.length) l.forEach((x, i) => equal(x, r[i], scope, only));
+        if (l && r && l.length === r.length) for (const [i, x] of l.entries()) equal(x, r[i], scope, only);
         else equal(e.lexpr, e.rexpr, scope, only);
       } else if (e.kind === "AEXPR_IN") {
         const items: Node[] = e.rexpr?.List?.items ?? [];
@@ -324,7 +324,10 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
   const sublinks = (n: Node, scope: Scope) => {
     spend();
     if (!n || typeof n !== "object") return;
-    if (Array.isArray(n)) return n.forEach((x) => sublinks(x, scope));
+    if (Array.isArray(n)) {
+      for (const x of n) sublinks(x, scope);
+      return;
+    }
     if (n.SubLink) {
       select(n.SubLink.subselect, scope);
       sublinks(n.SubLink.testexpr, scope);

@@ -576,7 +576,9 @@ describe("npm run studio", { timeout: 60_000 }, () => {
     leftovers.push(svc.child.pid!);
     const seen = new Set<string>();
     // Whatever runs under npm meanwhile (Prisma's CLI would be its child for many seconds).
-    const watch = setInterval(() => descendants(svc.child.pid!).forEach((p) => seen.add(p.cmd)), 20);
+    const watch = setInterval(() => {
+      for (const p of descendants(svc.child.pid!)) seen.add(p.cmd);
+    }, 20);
     const exit = await Promise.race([
       svc.exited,
       new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000)),

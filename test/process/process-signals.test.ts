@@ -24,7 +24,6 @@ import {
   spawnNpm,
   until,
   waitReady,
-  type Spawned,
 } from "../helpers/processes.js";
 
 /** How long a stop may take, npm included: an idle service stops in well under a second; the rest is room for a loaded 2-core machine. */
@@ -73,13 +72,7 @@ async function startService(extra: NodeJS.ProcessEnv = {}, stdio?: Parameters<ty
 }
 
 /** After a stop: npm and every process of its tree gone, and the port free, within 20 s of `since`. */
-async function expectAllGone(
-  svc: Spawned,
-  npmPid: number,
-  tree: { pid: number; cmd: string }[],
-  port: number,
-  since: number,
-) {
+async function expectAllGone(npmPid: number, tree: { pid: number; cmd: string }[], port: number, since: number) {
   const gone = await until(
     async () => !running(npmPid) && tree.every((p) => !running(p.pid)) && (await portFree(port)),
     STOP_MS + 2_000,
@@ -103,7 +96,7 @@ describe("npm start: a signal to npm stops the service", { timeout: 180_000 }, (
       const at = Date.now();
       process.kill(npmPid, signal);
       const exit = await svc.exited;
-      await expectAllGone(svc, npmPid, tree, port, at);
+      await expectAllGone(npmPid, tree, port, at);
       expect(exit, svc.err()).toMatchObject({ code: 0, signal: null });
       // The service's own graceful path ran, with the signal npm passed on.
       expect(svc.out()).toMatch(
@@ -118,7 +111,7 @@ describe("npm start: a signal to npm stops the service", { timeout: 180_000 }, (
     const at = Date.now();
     process.kill(npmPid, "SIGKILL");
     await svc.exited;
-    await expectAllGone(svc, npmPid, tree, port, at);
+    await expectAllGone(npmPid, tree, port, at);
     // Its stdout is a pipe this test still reads: the stop went through shutdown().
     await until(() => svc.out().includes('"msg":"stopped"'), 2_000);
     expect(svc.out()).toMatch(/"signal":"parent exited".*"msg":"shutting down/);
@@ -145,7 +138,7 @@ describe("npm run dev: a signal to npm stops the service run from its sources", 
       const at = Date.now();
       process.kill(npmPid, signal);
       const exit = await svc.exited;
-      await expectAllGone(svc, npmPid, tree, port, at);
+      await expectAllGone(npmPid, tree, port, at);
       expect(exit, svc.err()).toMatchObject({ code: 0, signal: null });
       expect(svc.out()).toMatch(
         new RegExp(`"signal":"${signal}".*"msg":"shutting down: finishing in-flight requests"`),
@@ -176,7 +169,7 @@ describe.skipIf(embedded)("npm run studio: a signal to npm stops Prisma Studio",
       const at = Date.now();
       process.kill(npmPid, signal);
       await svc.exited;
-      await expectAllGone(svc, npmPid, tree, port, at);
+      await expectAllGone(npmPid, tree, port, at);
     });
   }
 });
@@ -195,7 +188,7 @@ describe.skipIf(!embedded)("a closed standard output (the log's reader died)", {
     const at = Date.now();
     process.kill(npmPid, "SIGTERM");
     const exit = await svc.exited;
-    await expectAllGone(svc, npmPid, tree, port, at);
+    await expectAllGone(npmPid, tree, port, at);
     expect(exit).toMatchObject({ code: 0, signal: null });
   });
 
@@ -208,7 +201,7 @@ describe.skipIf(!embedded)("a closed standard output (the log's reader died)", {
     const at = Date.now();
     process.kill(npmPid, "SIGTERM");
     await svc.exited;
-    await expectAllGone(svc, npmPid, tree, port, at);
+    await expectAllGone(npmPid, tree, port, at);
   });
 
   it("a reader that stops reading (the pipe fills up): requests are still served, and SIGTERM to npm stops it within 20 s", async () => {
@@ -225,7 +218,7 @@ describe.skipIf(!embedded)("a closed standard output (the log's reader died)", {
     const at = Date.now();
     process.kill(npmPid, "SIGTERM");
     await svc.exited;
-    await expectAllGone(svc, npmPid, tree, port, at);
+    await expectAllGone(npmPid, tree, port, at);
   });
 
   it("the logger: lines queued when the process exits into a closed pipe do not block the exit", async () => {

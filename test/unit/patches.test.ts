@@ -56,7 +56,10 @@ describe("trpc-to-openapi: the node-http handler", async () => {
       .meta({ openapi: { method: "GET", path: "/things/{id}/items" } })
       .input(z.object({ id: z.string(), tag: z.array(z.string()).optional(), n: z.number().optional() }))
       .output(z.any())
-      .query(({ input, ctx }) => (seen.push({ input, ctx }), { ok: true, input })),
+      .query(({ input, ctx }) => {
+        seen.push({ input, ctx });
+        return { ok: true, input };
+      }),
     ping: t.procedure
       .meta({ openapi: { method: "GET", path: "/ping" } })
       .input(z.void())
@@ -82,7 +85,10 @@ describe("trpc-to-openapi: the node-http handler", async () => {
     let signal: AbortSignal | undefined;
     const handler = createOpenApiNodeHttpHandler({
       router,
-      createContext: ({ info }: any) => ((signal = readSignal ? info.signal : undefined), { who: "ctx" }),
+      createContext: ({ info }: any) => {
+        signal = readSignal ? info.signal : undefined;
+        return { who: "ctx" };
+      },
     } as any) as any;
     await handler(req, res);
     return { status: res.statusCode, body: JSON.parse(body), closeListeners: res.listenerCount("close"), signal, res };

@@ -35,14 +35,20 @@ describe("onFreePort", () => {
 
   it("any other failure is not retried; a port taken every time gives up after the attempts", async () => {
     let calls = 0;
-    await expect(onFreePort(async () => (calls++, Promise.reject(new Error("initdb: bad locale"))))).rejects.toThrow(
-      "bad locale",
-    );
+    await expect(
+      onFreePort(async () => {
+        calls++;
+        throw new Error("initdb: bad locale");
+      }),
+    ).rejects.toThrow("bad locale");
     expect(calls).toBe(1);
     calls = 0;
-    await expect(onFreePort(async () => (calls++, Promise.reject(new Error("listen EADDRINUSE"))), 3)).rejects.toThrow(
-      "EADDRINUSE",
-    );
+    await expect(
+      onFreePort(async () => {
+        calls++;
+        throw new Error("listen EADDRINUSE");
+      }, 3),
+    ).rejects.toThrow("EADDRINUSE");
     expect(calls).toBe(3);
   });
 

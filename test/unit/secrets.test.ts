@@ -5,7 +5,6 @@
 // migrator, the admin CLI, at LOG_LEVEL=debug with the stack), for DATABASE_URL,
 // DIRECT_DATABASE_URL and REDIS_URL.
 import { spawn } from "node:child_process";
-import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { commandLine, ensureBuild, ROOT, serviceCommand } from "../../scripts/ensure-build.js";
 import { createLogger } from "../../server/logger.js";
