@@ -1,4 +1,4 @@
-// `BENCH_CITUS=1 npm run bench` (issue 26, "Measured cost"): the benchmark's scenarios on a local
+// `BENCH_CITUS=1 npm run bench`: the benchmark's scenarios on a local
 // Citus cluster AND on a single PostgreSQL in one run, back to back, and the ratio cluster ÷ single-node
 // per scenario.
 //   1. Servers: a coordinator and two workers (../shared/citus/cluster.sh, under BENCH_CITUS_DIR) and

@@ -1,5 +1,5 @@
 // The benchmark dataset, loaded with set-based SQL (generate_series) into a fresh database that the
-// project's own migrator has built: tenants of 10k, 100k and 1M leads (issue 13, BENCH_SIZES), the
+// project's own migrator has built: tenants of 10k, 100k and 1M leads (BENCH_SIZES), the
 // availability worst case and 50 small tenants.
 // Ids are md5-derived UUIDs (random-looking, so indexes see the same spread as with
 // gen_random_uuid()), which lets every reference be computed inside the INSERT ... SELECT.
@@ -23,7 +23,7 @@ export interface TenantSize {
 }
 
 /**
- * The tenant of `leads` leads and, in proportion, everything else (issue 13: the same scenarios at
+ * The tenant of `leads` leads and, in proportion, everything else (the same scenarios at
  * 10k, 100k and 1M leads): a contact per 5 leads, a conversation (50 messages) per 200, an
  * appointment and a ticket (0–3 comments) per 20; a bookable user per 10,000 leads (10 to 100), so
  * that each user's one-a-day appointments stay within ±250 days of the anchor.
@@ -50,7 +50,7 @@ export const smallTenantSize: TenantSize = {
 };
 
 /**
- * The worst case of GET /availability without userId that the benchmark measures (issue 12): many
+ * The worst case of GET /availability without userId that the benchmark measures: many
  * bookable users who all work around the clock (7 × 00:00–24:00) in the shortest slots the schema
  * allows (5 minutes), each booked back to back for the first 700 hours of the 31-day range (50
  * appointments of 14 h), so every user's earliest free slot lies late in the range and each of them
@@ -439,7 +439,7 @@ async function keyFor(c: pg.Client, t: number, s: TenantSize, label?: string): P
 export interface DatasetOptions {
   pgBase: string;
   dbName: string;
-  /** Lead counts of the sized tenants (issue 13: 10k, 100k, 1M). */
+  /** Lead counts of the sized tenants (10k, 100k, 1M). */
   sizes: number[];
   /** The size whose tenant the service/baseline matrix uses (`big`). */
   matrixSize: number;

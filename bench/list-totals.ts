@@ -1,4 +1,5 @@
-// Issue 13 measurements on the local PostgreSQL (numbers in bench/results/history.md, "Issue 13"; the decisions in docs/decisions/performance.md):
+// Measurements of the list counters on the local PostgreSQL (numbers in bench/results/history.md, the
+// decisions in docs/decisions/performance.md):
 //
 //   npx tsx bench/list-totals.ts contention   32 connections creating leads of ONE tenant, each in a
 //                                             transaction of two round trips (the insert, then a second

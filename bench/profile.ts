@@ -72,7 +72,7 @@ export function summarizeProfile(
 }
 
 /**
- * The flame summary's groups (issue 13): where a package's self time is charged. Prisma includes the
+ * The flame summary's groups: where a package's self time is charged. Prisma includes the
  * generated client (generated/) and the query compiler's wasm; "node internals" are node core, V8's
  * native code and the garbage collector.
  */

@@ -1,4 +1,4 @@
-// `npm run bench`: the benchmark of issue 8, end to end.
+// `npm run bench`: the benchmark, end to end.
 //   1. a fresh database on the local PostgreSQL (migrated by the project's migrator) with the dataset
 //   2. the service (the compiled bundle `npm start` runs, production settings) and the raw
 //      baseline (bench/baseline/server.ts) as child processes
@@ -49,7 +49,7 @@ export interface Run {
   cpuMsPerReq: number;
   dbCpuMsPerReq: number;
   roundTripsPerReq: number;
-  /** A scenario with a tally (issue 39): the objects its answers created, and the ones they did not. */
+  /** A scenario with a tally: the objects its answers created, and the ones they did not. */
   itemsCreated?: number;
   itemsFailed?: number;
 }
@@ -91,7 +91,7 @@ export interface ScenarioResult {
   roundTrips: { service: number; baseline?: number };
   countStatuses: Record<string, number>;
   runs: Run[];
-  /** Objects written per request (a batch), and the one-object scenario it is compared with (issue 39). */
+  /** Objects written per request (a batch), and the one-object scenario it is compared with. */
   items?: number;
   batchOf?: { single: string; factor: number };
   /** Its service CPU per request against another scenario's (bench/scenarios.ts `cpuOf`). */
@@ -404,7 +404,7 @@ async function longThreadTickets(ds: Dataset, tenant: BenchTenant): Promise<Prep
 }
 
 /**
- * Issue 39: the first 1,000 contacts of the tenant (the live ones: contact k is soft-deleted when
+ * The first 1,000 contacts of the tenant (the live ones: contact k is soft-deleted when
  * k mod 100 = 99) hold the external id `bench-contact-<k>` — the update path of PUT
  * /contacts/by-external-id. Set here with one statement (the loaded dataset has no external ids; a
  * reused database already has them and nothing is written), read back with the stored phones.
@@ -431,7 +431,7 @@ async function externalIdContacts(ds: Dataset, tenant: BenchTenant): Promise<Pre
 }
 
 /**
- * Changes feed tokens (issue 15) of the tenant, made directly from its head: the head itself (a
+ * Changes feed tokens of the tenant, made directly from its head: the head itself (a
  * caught-up poll: nothing new) and 50 positions spread over it. Waits until the tenant has no change
  * still to be placed (the service's sequencer places them within a second), so that the head is the
  * feed's end. Taken again after the answer check, whose creates add changes to the tenant's feed: a
@@ -570,7 +570,7 @@ export interface GrowthRow {
   roundTrips: Record<string, number>;
 }
 
-/** The criteria of issue 13 ("Done when"), each with its measured value and PASS/FAIL. */
+/** The benchmark's criteria, each with its measured value and PASS/FAIL. */
 function targets(meta: Record<string, any>, results: ScenarioResult[], growth: GrowthRow[]) {
   const T: { criterion: string; measured: string; ok: boolean | undefined }[] = [];
   const sizes: string[] = meta.sizeLabels;
@@ -591,7 +591,7 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
   }
   const run = (s: ScenarioResult, t: Run["target"], c: number) =>
     s.runs.find((r) => r.target === t && r.connections === c);
-  // (A batch's baseline is reported in its own table: issue 39 sets its target against single creates.)
+  // (A batch's baseline is reported in its own table: its target is set against single creates.)
   for (const s of results.filter((x) => !x.items && x.runs.some((r) => r.target === "baseline"))) {
     const isList = s.title.startsWith("GET") && s.name !== "me";
     const need = s.name === "me" || isList ? 0.8 : 0.7;
@@ -621,7 +621,7 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
         });
     }
   }
-  // Issue 39: a batch's objects per second at 1 connection against the one-object creates' requests
+  // A batch's objects per second at 1 connection against the one-object creates' requests
   // per second at 1 connection, both the service's, in the same run (and every object sent created).
   for (const s of results.filter((x) => x.items && x.batchOf)) {
     const single = results.find((x) => x.name === s.batchOf!.single);
@@ -883,7 +883,7 @@ async function profilePhase(ds: Dataset, scenarios: Scenario[], svc: { args: str
     "post-leads",
     "post-appointments",
   ];
-  // A run of other scenarios only (BENCH_ONLY naming none of the main ones, e.g. issue 39's upserts) profiles those.
+  // A run of other scenarios only (BENCH_ONLY naming none of the main ones, e.g. the upserts) profiles those.
   const mains = scenarios.filter((x) => main.includes(x.name));
   const profiled = mains.length ? mains : scenarios;
   const spawned = Date.now();

@@ -1,5 +1,5 @@
-// The scenarios of issues 8, 13 and 39 (its upserts: put-contacts, post-contacts and
-// batch-upsert-contacts, run last with the other writes). Each one yields request after request
+// The benchmark's scenarios (the upserts, put-contacts, post-contacts and batch-upsert-contacts, run
+// last with the other writes). Each one yields request after request
 // (rotating over ids and search terms, fresh Idempotency-Keys, never-overlapping appointment slots),
 // used alike by autocannon and by the sequential round-trip count. buildScenarios() makes them for
 // one tenant: the matrix tenant (every scenario, service against baseline) and each sized tenant
@@ -29,7 +29,7 @@ export interface Scenario {
    * (req/s × items), and `batchOf` names the one-object scenario it must beat at 1 connection.
    */
   items?: number;
-  /** Issue 39: items/s at 1 connection ≥ `factor` × the req/s of the scenario `single`, both in the same run. */
+  /** Items/s at 1 connection ≥ `factor` × the req/s of the scenario `single`, both in the same run. */
   batchOf?: { single: string; factor: number };
   /**
    * The objects one answer created and the ones it did not (a batch answers 200 with a status per
@@ -86,7 +86,7 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
     Date.UTC(ds.anchor.getUTCFullYear(), ds.anchor.getUTCMonth(), ds.anchor.getUTCDate()) + runDays * 86400_000;
   let slot = 0;
   let lead = 0;
-  // Issue 39: the contacts that hold an external id (PUT's update path), and the new contacts'
+  // The contacts that hold an external id (PUT's update path), and the new contacts'
   // numbering. The clock tag (minutes) keeps a reused database's next run off this run's values.
   const externals = prep.externalContacts;
   if (externals.length === 0) throw new Error("no contacts with an external id prepared");
@@ -187,7 +187,7 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
       next: () => ({ method: "GET", path: `${P}/availability?from=${day(from)}&to=${day(to)}&userId=${rot(users)}` }),
     },
     {
-      // Issue 12: the worst case allowed — every bookable user swept over 31 days of 5-minute slots.
+      // The worst case allowed — every bookable user swept over 31 days of 5-minute slots.
       name: "availability-any",
       title: `GET /availability (31 days, no userId: ${availabilityWorstCase.users} bookable users × ${availabilityWorstCase.appointmentsPerUser} appointments, 5-min slots)`,
       baseline: false,
@@ -310,7 +310,7 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
         };
       },
     },
-    // Issue 39, two-way sync. One clock tag per run (the same on both sides of a Citus run, built
+    // Two-way sync. One clock tag per run (the same on both sides of a Citus run, built
     // back to back; another on a reused database's next run): the PUT's names, the new contacts'
     // external ids, phones (+34 7…: no loaded contact, no POST /leads phone) and emails.
     {

@@ -1,4 +1,4 @@
-// The tRPC HTTP mounts for internal TypeScript apps (issue 7; batching and calls without input, issue 28):
+// The tRPC HTTP mounts for internal TypeScript apps (batching and calls without input):
 //   /trpc        the app router (the same procedures as /public/v1), behind the same guard: API key,
 //                plan gate, quotas and X-RateLimit-* headers, then the procedures' own scope check,
 //                validation and logic. Errors carry the public envelope in `error.data.envelope` and

@@ -1,4 +1,4 @@
-// Resident memory of the service as a process (issue 13 §4: ≤ 120 MiB idle after start, ≤ 200 MiB
+// Resident memory of the service as a process (≤ 120 MiB idle after start, ≤ 200 MiB
 // peak under 32 connections), read from /proc/<pid>/status:
 //
 //   npx tsx scripts/memory.ts [--runtime dist|tsx|both|all] [--backend pglite|postgres|both]

@@ -1,4 +1,4 @@
-// Memory of the service for the largest list pages the bounds allow (issue 25, point 4: every page
+// Memory of the service for the largest list pages the bounds allow (every page
 // has a byte budget; 4 concurrent worst-case requests keep the peak RSS within +150 MiB of idle):
 //
 //   npx tsx scripts/page-memory.ts [--tickets 200] [--clients 4] [--rounds 3] [--scenarios tickets,changes,messages]

@@ -11,7 +11,7 @@
 // `application/json`, so the adapters behind (trpc-to-openapi, tRPC), which only know that
 // spelling, see the same thing for every variant.
 //
-// Text stored as sent (issue 25): the one check of the text a request brings, for both transports.
+// Text stored as sent: the one check of the text a request brings, for both transports.
 // Text the database would store other than as sent is refused with 422 VALIDATION_ERROR naming the
 // field, never altered: U+0000 (PostgreSQL text cannot hold it) and ill-formed UTF-16 — a lone
 // surrogate, which only a JSON escape ("\ud800") can make, and which the driver's UTF-8 encoding

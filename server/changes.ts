@@ -1,4 +1,4 @@
-// The changes feed's database mechanics (issue 15; docs/architecture.md, "Changes feed"): the
+// The changes feed's database mechanics (docs/architecture.md, "Changes feed"): the
 // sequencer that places committed changes at their tenant's next positions, and the retention purge
 // of tombstones. Rows are written by the "changes_capture" trigger function only
 // (its current body: prisma/migrations/20261201000000_local_prepared); GET /changes (routers/changes/list.ts) runs a

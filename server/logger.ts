@@ -128,7 +128,7 @@ function humanAccessLine(log: Record<string, unknown>): Record<string, unknown> 
  * then wait, at most MAX_PENDING_BYTES of them — beyond that they are dropped and counted — and are
  * retried every RETRY_MS). A destination that fails otherwise — EPIPE: the reader of the pipe is gone
  * (`npm start | tee log`, then tee dies), EBADF, EIO — is written to no more: the service keeps
- * serving without a log and stops as usual on SIGTERM (issue 25 §2). What still waits when the
+ * serving without a log and stops as usual on SIGTERM. What still waits when the
  * process exits is written synchronously, giving up at the first error (and after ~1 s of a pipe
  * that stays full). No write is ever in flight in the thread pool, so lines keep their order, also at exit.
  *

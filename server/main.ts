@@ -27,7 +27,7 @@ const base = localBaseUrl(config.host, config.port);
 // On the embedded database: a token for the admin CLI's calls while this process holds the folder.
 // (memory:// has no folder, and no other process can share it.)
 if (!config.databaseUrl && config.dataDir !== "memory://") services.localAdminToken = newLocalToken();
-// What this start says about the tenants (issue 28 §3), logged after "listening": the demo key on
+// What this start says about the tenants, logged after "listening": the demo key on
 // the first start; later, how to get a new one; on a database without tenants, the next step.
 let tenants: Awaited<ReturnType<typeof tenantsNotice>>;
 if (!config.databaseUrl && !config.noDemo && (await services.db.prisma.tenant.count()) === 0) {
@@ -106,7 +106,7 @@ server.listen(config.port, config.host, () => {
   }
 });
 if (services.localAdminToken) process.on("exit", () => removeServiceFile(config.dataDir, process.pid));
-/** Redis as it is now (issue 28 §4): not configured, connected, or configured but unreachable (quotas then count in this process). */
+/** Redis as it is now: not configured, connected, or configured but unreachable (quotas then count in this process). */
 function redisState(): {
   state: "not configured" | "connected" | "unreachable";
   cluster: boolean;

@@ -1,4 +1,4 @@
-// Start-up failures as one line (issue 25 §8): a configuration or connection error at the start of
+// Start-up failures as one line: a configuration or connection error at the start of
 // the service (server/main.ts), the migrator (server/db/migrate-cli.ts) or the admin CLI
 // (server/admin/cli.ts) prints ONE line on stderr that names the variable and the cause, and the
 // process exits non-zero; the stack (with the error's cause and fields) follows only at

@@ -1,4 +1,4 @@
-// The raw baseline (issue 13: the physical limit): the smallest honest server for GET /me, the lists
+// The raw baseline (the physical limit): the smallest honest server for GET /me, the lists
 // (leads, contacts, tickets, appointments, conversations), POST /leads, POST /appointments and (issue
 // 39) PUT /contacts/by-external-id/{externalId} and POST /contacts/batch/upsert on
 // node:http + pg (+ ioredis for the quotas), giving the same answers as the service (checked before
@@ -429,7 +429,7 @@ async function createAppointment(c: Caller, req: IncomingMessage) {
   }
 }
 
-// PUT /contacts/by-external-id/{externalId} (issue 39) — the update path in ONE statement: the contact
+// PUT /contacts/by-external-id/{externalId} — the update path in ONE statement: the contact
 // holding the external id (cur) and, in the same statement, the UPDATE … RETURNING of the fields
 // that differ, only while it is live and the body's phone (E.164) and country are the stored ones.
 // Nothing updated: the row read (cur) decides in JS — a deleted contact 409, a phone or country that
@@ -598,7 +598,7 @@ async function upsertContact(c: Caller, req: IncomingMessage, externalId: string
   return upsertContactItem(c, contactItem(c, body, externalId), new Date());
 }
 
-// POST /contacts/batch/upsert (issue 39) — every valid item in ONE statement: the contacts holding the
+// POST /contacts/batch/upsert — every valid item in ONE statement: the contacts holding the
 // items' external ids (cur), the INSERT of the others (ON CONFLICT DO NOTHING: an item whose phone,
 // email or external id is taken is simply not inserted) and the UPDATE of the held ones whose fields
 // differ (the PUT's conditions), each RETURNING its rows. An item that statement did not settle (not

@@ -37,7 +37,7 @@ export function curlLine(key: string, baseUrl: string): string {
 }
 
 /**
- * The line a start logs about the tenants, when there is something to say (issue 28 §3): on a
+ * The line a start logs about the tenants, when there is something to say: on a
  * database without any tenant, the next step (the admin CLI's load); on one with the demo tenant,
  * how to get a new key of it (on the embedded database the CLI needs the service stopped: one
  * process per folder). Nothing otherwise (a production database). Two small queries, once per start.

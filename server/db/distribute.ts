@@ -1,4 +1,4 @@
-// `npm run db:distribute` (issue 26): turns a migrated schema on a Citus coordinator into the
+// `npm run db:distribute`: turns a migrated schema on a Citus coordinator into the
 // distributed schema its tables' roles describe. Each table's role is its comment, set by the
 // migration that creates it: 'citus:reference' (a copy on every node: plans, tenants, users, keys),
 // 'citus:distributed(tenantId)' (sharded by tenant, every such table co-located with the others, so

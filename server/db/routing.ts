@@ -1,4 +1,4 @@
-// DATABASE_ROUTING=workers (issue 26, "Measured cost"): on a Citus cluster, a tenant's request sends
+// DATABASE_ROUTING=workers: on a Citus cluster, a tenant's request sends
 // its statements straight to the worker that holds the tenant's shards, not through the coordinator.
 //
 // Why: through the coordinator every statement is planned twice (by Citus on the coordinator, then

@@ -1,4 +1,4 @@
-// Authentication, plan gate, scopes and the check order (spec "Authentication", issue 2 §5).
+// Authentication, plan gate, scopes and the check order (spec "Authentication").
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKey, revokeKey, setPlan } from "../../server/admin/operations.js";
 import { ALL_SCOPES } from "../../server/auth/scopes.js";

@@ -1,4 +1,4 @@
-// GET /public/v1/changes (issue 15) through HTTP, on both backends: bootstrap, every kind of change
+// GET /public/v1/changes through HTTP, on both backends: bootstrap, every kind of change
 // with its action and data (deep-equal to the resource's own GET/list), compaction, commit order,
 // concurrent writers plus (on PostgreSQL) a transaction held open across polls with the mirror
 // compared object by object to a fresh full read, scope and tenant matrices, token validation and

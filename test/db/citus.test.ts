@@ -1,4 +1,4 @@
-// Citus-ready schema (issue 14): the migrated catalog holds only keys, indexes, constraints and foreign
+// Citus-ready schema: the migrated catalog holds only keys, indexes, constraints and foreign
 // keys that a Citus cluster sharded by "tenantId" accepts, and every table has its role. Generic: a table
 // added by a later migration is checked the same way (and fails until it has a role).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -1,4 +1,4 @@
-// List counters bounded by the data, not by the requests (issue 25, point 6; migration
+// List counters bounded by the data, not by the requests (migration
 // 20261127000000_list_counter_bounds): a slot row that reaches 0 is removed by the statement that
 // brought it there, so moves that come back leave the tenant's counter rows as they were; the deep
 // offset seek walks only the years that have rows; and deletions never lose a concurrent writer's

@@ -1,4 +1,4 @@
-// The counter registry (routers/_lib/counters.ts) and the database agree (issue 27): the pairs (list,
+// The counter registry (routers/_lib/counters.ts) and the database agree: the pairs (list,
 // filter) the registry says are counted are exactly those the migrated "ListCounter_keys" produces,
 // from the same columns; the order column's buckets are the registry's; every counted column is in
 // its table's UPDATE trigger (else an update moving a row to another filter value would not move its

@@ -1,4 +1,4 @@
-// `npm run db:distribute` (issue 26): on a Citus coordinator the migrated schema is distributed as the
+// `npm run db:distribute`: on a Citus coordinator the migrated schema is distributed as the
 // tables' roles say, in one transaction, idempotently, foreign keys and triggers kept; later
 // migrations reach every shard. Elsewhere it refuses with one line and changes nothing.
 // @topology citus

@@ -1,4 +1,4 @@
-// One error envelope for everything under /public/v1 (spec "Errors", issue 2 §7, §9).
+// One error envelope for everything under /public/v1 (spec "Errors").
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toAppError, AppError } from "../../server/errors.js";
 import { expectEnvelope, randomUuid, startApp, type TestApp } from "../helpers/app.js";
@@ -153,7 +153,7 @@ describe("error envelope", () => {
     const err = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
     expect(toAppError(err).code).toBe("SERVICE_UNAVAILABLE");
   });
-  it("a restarted or lost PostgreSQL connection becomes 503, however Prisma wraps it (issue 9)", () => {
+  it("a restarted or lost PostgreSQL connection becomes 503, however Prisma wraps it", () => {
     // What a fast shutdown does to a query in flight, as Prisma 7 + adapter-pg report it.
     const adapter = Object.assign(new Error("terminating connection due to administrator command"), {
       name: "DriverAdapterError",
@@ -178,7 +178,7 @@ describe("error envelope", () => {
       "SERVICE_UNAVAILABLE",
     );
   });
-  it("NUL (U+0000) in a body string or a searched query value → 422, nothing persisted (issue 9)", async () => {
+  it("NUL (U+0000) in a body string or a searched query value → 422, nothing persisted", async () => {
     const before = await leads();
     const r = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "a\u0000b" } });
     const b = expectEnvelope(r, 422, "VALIDATION_ERROR");

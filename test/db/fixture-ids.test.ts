@@ -1,4 +1,4 @@
-// The fixture format's optional `id` (issue 28 §7; README "Admin CLI"): an object may carry its own
+// The fixture format's optional `id` (README "Admin CLI"): an object may carry its own
 // UUID, so that its id is known before the load (the demo tenant's, which the OpenAPI document's
 // examples name). Stored in lower case; refused when malformed, used twice in a kind, or already in
 // use in the database (any tenant) — with nothing of the document persisted.

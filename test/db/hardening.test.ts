@@ -1,4 +1,4 @@
-// Hardening (issue 12, part A): no 500 on any input, and the guard's holes. Every finding is
+// Hardening: no 500 on any input, and the guard's holes. Every finding is
 // asserted through HTTP: status, error code, envelope, and that nothing was persisted.
 //   dates the database cannot store · over-long phone numbers · deeply nested bodies · the SQLSTATE
 //   backstop (22xxx, 23514 → 422; 40P01, 40001 → 503) and its log · the capped validation details ·

@@ -1,4 +1,4 @@
-// Internal errors are 500 (issue 25, point 7): a procedure's result that fails its own `.output()`
+// Internal errors are 500: a procedure's result that fails its own `.output()`
 // schema is a server bug — 500 INTERNAL_ERROR with the envelope (nothing of the output's fields in
 // it), logged once at error level with the request id, the procedure and the failing output paths —
 // never the 422 VALIDATION_ERROR of the client's input. On /public/v1 and /trpc, through the real

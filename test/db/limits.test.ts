@@ -1,4 +1,4 @@
-// Rate limits (spec "Limits", issue 2 §6): headers on every response, 429 + Retry-After,
+// Rate limits (spec "Limits"): headers on every response, 429 + Retry-After,
 // per-key independence, minute and day windows, tenant overrides, shared across instances on Redis.
 // @topology redis
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";

@@ -45,9 +45,9 @@ const SPEC_OPERATIONS = [
   "POST /public/v1/tickets",
   "PATCH /public/v1/tickets/{ticket_id}",
   "POST /public/v1/tickets/{ticket_id}/comments",
-  // Additive (issue 15).
+  // Additive.
   "GET /public/v1/changes",
-  // Additive (issue 39): read one object, upsert by external id, one and in batches.
+  // Additive: read one object, upsert by external id, one and in batches.
   "GET /public/v1/contacts/{contact_id}",
   "GET /public/v1/tickets/{ticket_id}",
   "GET /public/v1/appointments/{appointment_id}",
@@ -57,6 +57,11 @@ const SPEC_OPERATIONS = [
   "POST /public/v1/leads/batch/upsert",
   "POST /public/v1/contacts/batch/upsert",
   "POST /public/v1/tickets/batch/upsert",
+  // Additive: the tenant's reference data (what stageId, the user ids, channelId and template names mean).
+  "GET /public/v1/stages",
+  "GET /public/v1/users",
+  "GET /public/v1/channels",
+  "GET /public/v1/templates",
 ];
 
 let app: TestApp;
@@ -73,7 +78,7 @@ describe("OpenAPI document", () => {
   it("is a valid OpenAPI 3.1 document", async () => {
     await expect(SwaggerParser.validate(doc())).resolves.toBeTruthy();
   });
-  it("has exactly the spec's 20 operations plus the changes feed and the sync operations, and no DELETE", () => {
+  it("has exactly the spec's 20 operations plus the changes feed, the sync operations and the reference lists, and no DELETE", () => {
     expect(documentedOperations().sort()).toEqual([...SPEC_OPERATIONS].sort());
   });
   it("every operation: X-API-Key security, scope in the description, envelope errors, rate-limit headers", () => {
@@ -184,7 +189,7 @@ describe("conformance hook", () => {
   });
 });
 
-// ---- the document as tools read it (issue 28 §7) --------------------------------------------------
+// ---- the document as tools read it --------------------------------------------------
 
 type Json = any;
 /** Every operation of a document: method, path, the operation, its parameters with $refs resolved. */

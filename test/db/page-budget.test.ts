@@ -1,4 +1,4 @@
-// The byte budget of every list page (issue 25, point 4; routers/_lib/page-budget.ts), through HTTP on
+// The byte budget of every list page (routers/_lib/page-budget.ts), through HTTP on
 // both backends: tickets whose threads exceed the budget, the changes feed, messages, leads,
 // appointments, contacts and conversations — a page that reaches the budget holds fewer than `limit`
 // items (at least one) with hasNext/hasMore true and `total` unchanged, its body is within the budget,

@@ -1,4 +1,4 @@
-// Issue 25 §3: behind a PgBouncer whose ignore_startup_parameters does not list statement_timeout
+// Behind a PgBouncer whose ignore_startup_parameters does not list statement_timeout
 // (e.g. `extra_float_digits,options`), which refuses every connection that sends it (08P01
 // "unsupported startup parameter: statement_timeout"). The pool falls back by itself to connections
 // without the parameter that set the timeout with SET LOCAL (server/db/pooler-timeout.ts): requests

@@ -185,7 +185,7 @@ const throughPooler = Boolean(
     process.env.DIRECT_DATABASE_URL !== process.env.DATABASE_URL,
 );
 describe.runIf(throughPooler)("prepared statements through a transaction pooler", () => {
-  it("200 concurrent named statements on 4 connections: every one answers (issue 8 measured 130 failures without the fallback)", async () => {
+  it("200 concurrent named statements on 4 connections: every one answers (130 failed without the fallback)", async () => {
     const t = await freshDatabase();
     const reasons: string[] = [];
     const db = await openPostgres(t.url!, { max: 4, onUnnamed: (r) => reasons.push(r) });

@@ -1,4 +1,4 @@
-// Races and slow statements (issue 12), through HTTP, with the other party played by the database
+// Races and slow statements, through HTTP, with the other party played by the database
 // directly: an Idempotency-Key record purged between the claim's INSERT and SELECT, two requests
 // taking over one expired key, a deadlock, a statement past statement_timeout; and the abandoned-send
 // sweep on its partial index. The concurrency cases need real PostgreSQL (PGlite runs one

@@ -1,4 +1,4 @@
-// Scale-out (issue 14): the Prometheus /metrics listener (separate port, bounded labels, every
+// Scale-out: the Prometheus /metrics listener (separate port, bounded labels, every
 // figure it promises), quotas whose Redis keys share one hash slot per API key (no CROSSSLOT on a
 // Redis Cluster), the Redis fallback visible in /metrics, configuration of the new variables, and
 // migrations through DIRECT_DATABASE_URL.

@@ -1,4 +1,4 @@
-// Two-way sync (issue 39) over HTTP: external ids (create, PATCH, 409 with existingId, the lists'
+// Two-way sync over HTTP: external ids (create, PATCH, 409 with existingId, the lists'
 // filter), PUT by external id (create 201 / update 200 / unchanged, create-only fields, races),
 // batch upsert (mixed results, atomic items, bounds, idempotency), versions with ETag, If-Match
 // (412, atomic), GET one with If-None-Match (304), and the feed and totals afterwards.

@@ -1,4 +1,4 @@
-// No query of the API joins across tenants or looks a tenant-owned row up without "tenantId" (issue 14).
+// No query of the API joins across tenants or looks a tenant-owned row up without "tenantId".
 // Every statement the service sends to the database while it answers the whole HTTP surface (every
 // documented operation, its success and its not-found / foreign-id paths, an idempotent replay, a
 // conflict, a bad key) is recorded at the driver and analysed (test/helpers/tenant-sql.ts): every
@@ -153,6 +153,10 @@ const TICKET_PUT = "PUT /public/v1/tickets/by-external-id/{externalId}";
 const TICKET_BATCH = "POST /public/v1/tickets/batch/upsert";
 const COMMENT = "POST /public/v1/tickets/{ticket_id}/comments";
 const CHANGES = "GET /public/v1/changes";
+const STAGES = "GET /public/v1/stages";
+const USERS = "GET /public/v1/users";
+const CHANNELS = "GET /public/v1/channels";
+const TEMPLATES = "GET /public/v1/templates";
 
 const replayKey = `replay-${randomUuid()}`;
 
@@ -528,7 +532,7 @@ const calls: Call[] = [
     results: ["updated", "unchanged", "created", "NOT_FOUND", "NOT_FOUND"],
   }),
   call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, { body: () => ({ body: "Done" }) }),
-  // A comment's Idempotency-Key record rebuilds the thread on replay (issue 12): that read is scoped too.
+  // A comment's Idempotency-Key record rebuilds the thread on replay: that read is scoped too.
   call(COMMENT, 201, () => `/public/v1/tickets/${A().tickets.t1}/comments`, {
     body: () => ({ body: "Again" }),
     headers: { "Idempotency-Key": `c-${replayKey}` },
@@ -551,6 +555,14 @@ const calls: Call[] = [
     body: () => ({ body: "Done" }),
     headers: { "If-Match": "*" },
   }),
+
+  // The reference lists: the tenant's rows only, a page past the first, a filter by another tenant's channel.
+  call(STAGES, 200, () => "/public/v1/stages"),
+  call(STAGES, 200, () => "/public/v1/stages", { query: () => ({ offset: "1", limit: "1" }) }),
+  call(USERS, 200, () => "/public/v1/users"),
+  call(CHANNELS, 200, () => "/public/v1/channels"),
+  call(TEMPLATES, 200, () => "/public/v1/templates", { query: () => ({ channelId: A().channels.wa! }) }),
+  call(TEMPLATES, 200, () => "/public/v1/templates", { query: () => ({ channelId: G().channels.wa!, limit: "5" }) }),
 
   // Last: the writes above left unplaced changes, so the poll runs its sequencer step too.
   call(CHANGES, 200, () => "/public/v1/changes"),
@@ -624,7 +636,7 @@ describe("every statement of the API is scoped to the caller's tenant", () => {
   }
 
   it("totals", () => {
-    // Printed for the record (issue 14 report): requests, statements, statements on distributed tables.
+    // Printed for the record: requests, statements, statements on distributed tables.
     console.log(
       `tenant-queries: ${checked.requests} requests, ${checked.statements} statements, ${checked.distributed} on distributed tables`,
     );

@@ -1,4 +1,4 @@
-// Text is stored as sent, or refused (issue 25, point 5): one check (server/body.ts) for every string
+// Text is stored as sent, or refused: one check (server/body.ts) for every string
 // of every body, query and header — a lone UTF-16 surrogate ("\ud800" as a JSON escape), bytes that
 // are not UTF-8 (a body's, or a query's percent-encoded "%ED%A0%80") → 422 VALIDATION_ERROR naming
 // the field, nothing persisted; never a silent U+FFFD. Over /public/v1 and /trpc.

@@ -1,4 +1,4 @@
-// Bounded ticket threads (issue 12): at most TICKET_COMMENTS_MAX comments and
+// Bounded ticket threads: at most TICKET_COMMENTS_MAX comments and
 // TICKET_THREAD_CHARS_MAX characters per ticket, held by the database; a comment past a bound is
 // 409 TICKET_COMMENT_LIMIT_REACHED with nothing stored; an Idempotency-Key on a comment stores the
 // ticket's scalars and thread length, not the thread, and its replay is byte-identical.

@@ -1,4 +1,4 @@
-// Exact list totals (issue 13): every list's `total` equals count(*) of the rows its filters select,
+// Exact list totals: every list's `total` equals count(*) of the rows its filters select,
 // in the same snapshot, while the counters behind it are kept by the "ListCounter_apply" trigger; deep
 // offsets (walked through the day buckets) return exactly what a plain OFFSET returns.
 // @topology pooler
@@ -1172,7 +1172,7 @@ describe("under concurrent writes", () => {
     expect(pages).toBeGreaterThan(2);
     expect(await mismatches(A)).toEqual([]);
     expect(await mismatches(B)).toEqual([]);
-    // A counter row that reaches 0 is removed by the statement that brought it there (issue 25).
+    // A counter row that reaches 0 is removed by the statement that brought it there.
     expect((await one<{ n: number }>(`SELECT count(*)::int AS n FROM "ListCounter" WHERE "n" = 0`)).n).toBe(0);
     await expectTotalsExact(A, key);
     await expectTotalsExact(B, keyB);

@@ -1,7 +1,7 @@
-// The internal tRPC API (issue 7): the app router at /trpc behind the same guard as /public/v1 (keys,
+// The internal tRPC API: the app router at /trpc behind the same guard as /public/v1 (keys,
 // plan gate, quotas, scopes), errors carrying the public envelope in error.data.envelope, and the
 // platform-admin router at /trpc-admin behind the internal token — all through @trpc/client.
-// Issue 28: calls without input (`me.get.query()`), httpBatchLink batches (each call authenticated,
+// Calls without input (`me.get.query()`), httpBatchLink batches (each call authenticated,
 // scope-checked and counted against the quotas; a cap; answers in order), the error's message.
 // @topology redis
 import { createTRPCClient, httpBatchLink, httpLink, TRPCClientError } from "@trpc/client";

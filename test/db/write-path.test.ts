@@ -1,4 +1,4 @@
-// Issue 13 §3: the round trips of a create. A successful POST /leads and a successful POST
+// The round trips of a create. A successful POST /leads and a successful POST
 // /appointments are each ONE round trip besides the guard's key lookup — one "tenant_exec" call
 // (server/db/delegate.ts): the lookups the row needs + the Idempotency-Key claim + the row + the
 // stored response; for an appointment also the calendar lock and the checks — with no BEGIN/COMMIT. Everything else — replays, mismatches, 404s, 409s —

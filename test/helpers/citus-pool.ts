@@ -1,4 +1,4 @@
-// The test databases of a run on a Citus cluster, reused (issue 36 §4). Citus copies no database but
+// The test databases of a run on a Citus cluster, reused. Citus copies no database but
 // template1, so a file's fresh database is created on every node, given the extension, the workers
 // registered, migrated and distributed: seconds a file. Instead, a file's database goes back to the
 // run's pool when the file is done, emptied with TRUNCATE, and the next file takes it — but only when

@@ -1,4 +1,4 @@
-// Citus readiness, read from the migrated catalog (issue 14). Each table's role is its comment:
+// Citus readiness, read from the migrated catalog. Each table's role is its comment:
 // 'citus:reference', 'citus:local' or 'citus:distributed(<column>)'. schemaViolations() lists every
 // key, index, constraint and foreign key that a Citus cluster sharded by tenant would reject or that
 // could let a row point into another tenant; it is generic over whatever tables the catalog holds.

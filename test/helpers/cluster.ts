@@ -1,4 +1,4 @@
-// The test suite on a Citus cluster (issue 26): when DATABASE_URL (its server: DIRECT_DATABASE_URL)
+// The test suite on a Citus cluster: when DATABASE_URL (its server: DIRECT_DATABASE_URL)
 // is a Citus coordinator, each test file's fresh database is created on the coordinator and on every
 // worker, with the extension and the workers registered (as ../shared/citus/cluster.sh db does), then
 // migrated and distributed by `distribute()` — the same code as `npm run db:distribute`.

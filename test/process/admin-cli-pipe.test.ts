@@ -1,4 +1,4 @@
-// The admin CLI through a pipe (issue 12): `npm run --silent admin -- load FILE | …` prints its
+// The admin CLI through a pipe: `npm run --silent admin -- load FILE | …` prints its
 // whole JSON document — several MB here — and exits only after it has been written out, however
 // slowly the reader drains the pipe; a failure prints one line on stderr and exits 1.
 import { spawn } from "node:child_process";

@@ -1,4 +1,4 @@
-// One owner per embedded database folder (issue 25 §1, server/db/pglite-lock.ts). A second process
+// One owner per embedded database folder (server/db/pglite-lock.ts). A second process
 // on the folder of a running `npm start` — another `npm start`, the admin CLI, `npm run db:migrate` —
 // refuses at once with one line naming the holder and the way out, exits non-zero and changes
 // nothing; a lock left by a killed holder (kill -9) does not block the next start; `memory://` is

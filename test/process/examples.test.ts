@@ -1,4 +1,4 @@
-// The examples the README points to, type-checked and RUN against a live service (issue 28 §2, §6):
+// The examples the README points to, type-checked and RUN against a live service:
 // - examples/internal-app/digest.ts: an internal team's daily pipeline digest over /trpc
 //   (createTRPCClient<AppRouter> from client/trpc.d.ts, httpBatchLink), on a fixture whose day is known;
 // - examples/rest-client.mts: the README's typed REST client example, on the demo tenant

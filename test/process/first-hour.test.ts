@@ -1,4 +1,4 @@
-// Issue 28 §3–5, a newcomer's first hour: a working key on any later start of the demo (the admin
+// A newcomer's first hour: a working key on any later start of the demo (the admin
 // verb demo-key, and the start naming it), the next step on a database without tenants, logs for
 // people (LOG_FORMAT=pretty, or a terminal) and for machines (JSON), the real Redis state in the
 // "listening" line, and `npm run studio` refusing in one line without DATABASE_URL.

@@ -1,4 +1,4 @@
-// Stops that reach the process (issue 25 §2): a supervisor signals the process it started — npm,
+// Stops that reach the process: a supervisor signals the process it started — npm,
 // for `npm start` and `npm run studio` — and the service stops as on a signal to node itself
 // (graceful drain, exit 0), leaving no process behind and its port free within seconds. A closed
 // standard output (`npm start 2>&1 | tee log`, then tee dies) never makes the service unkillable.

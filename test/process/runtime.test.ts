@@ -1,4 +1,4 @@
-// The compiled production runtime (issue 13 §4): what `npm start` runs — `node --enable-source-maps
+// The compiled production runtime: what `npm start` runs — `node --enable-source-maps
 // dist/server/main.js`, built by scripts/build.mjs (rebuilt here when missing or stale; the operator's
 // commands are entry points of the same build, run by `npm run admin` etc.) — starts as
 // a process, migrates its database from the checkout's prisma/migrations, answers with a seeded key

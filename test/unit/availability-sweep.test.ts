@@ -1,4 +1,4 @@
-// The linear slot sweep of GET /availability (issue 12) gives exactly the slots of the direct
+// The linear slot sweep of GET /availability gives exactly the slots of the direct
 // definition (every slot checked against every busy interval), on random hours, appointments,
 // clocks, slot lengths and time zones (with DST changes). The HTTP behaviour is in availability.test.ts.
 import fc from "fast-check";

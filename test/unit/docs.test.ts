@@ -3,7 +3,7 @@
 // (a) plain HTTP: the page, its assets and content types, only relative URLs;
 // (b) headless Chromium (skipped when /usr/bin/chromium is missing; CI installs it): the page
 //     renders every operation and makes no request outside 127.0.0.1; and "Try it out" as a person
-//     does it (issue 28 §7): Authorize with the demo tenant's key, then on every POST "Try it out"
+//     does it: Authorize with the demo tenant's key, then on every POST "Try it out"
 //     and "Execute" with what the page pre-fills (the document's examples, rest/examples.ts) — each
 //     create answers its 201, each batch upsert its 200 — and an error status shows its own code in
 //     its example.

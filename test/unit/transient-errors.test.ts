@@ -1,4 +1,4 @@
-// Errors a shard operation on Citus makes short-lived (issue 26: drill 10 saw them while a shard moved
+// Errors a shard operation on Citus makes short-lived (drill 10 saw them while a shard moved
 // or a tenant was isolated): 503 SERVICE_UNAVAILABLE, retry shortly — never a 500, which would say
 // "a bug". Found wherever they sit in the error chain (driver error, adapter error, Prisma wrapper).
 import { describe, expect, it } from "vitest";

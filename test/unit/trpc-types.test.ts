@@ -1,4 +1,4 @@
-// client/trpc.d.ts (issue 28 §1): the tRPC router types an internal app imports without compiling
+// client/trpc.d.ts: the tRPC router types an internal app imports without compiling
 // the service. Checked three ways:
 // - it is what scripts/trpc-types.ts generates from routers/client-types.ts now (the CI staleness
 //   check, `npm run --silent client:trpc -- --check`, is the same comparison);
