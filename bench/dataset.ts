@@ -337,7 +337,10 @@ SELECT ${uid(t, "comment", "i * 4 + k")}, ${tid}, ${uid(t, "ticket", "i")}, ${us
 `;
 }
 
-/** The availability worst-case tenant: users, round-the-clock hours, back-to-back appointments from the day after the anchor. */
+/**
+ * The availability worst-case tenant: users, round-the-clock
+ * hours, back-to-back appointments from the day after the anchor.
+ */
 export function availabilitySql(anchorIso: string): string {
   const w = availabilityWorstCase;
   const t = w.tenant;
@@ -446,9 +449,14 @@ export interface DatasetOptions {
   log?: (s: string) => void;
   /** Connections loading in parallel (default 2: the machine's cores). */
   jobs?: number;
-  /** The dataset's clock (default: now, to the second). Two loads with one anchor hold the same rows (bench/citus.ts). */
+  /**
+   * The dataset's clock (default: now, to the second). Two loads with one anchor hold the same rows (bench/citus.ts).
+   */
   anchor?: Date;
-  /** Creates the empty database instead of DROP/CREATE DATABASE on pgBase (bench/citus.ts: on every node of a Citus cluster). */
+  /**
+   * Creates the empty database instead of DROP/CREATE DATABASE on
+   * pgBase (bench/citus.ts: on every node of a Citus cluster).
+   */
   createDatabase?: () => Promise<void>;
   /** Runs after the rows, the rebuilds and the keys, before VACUUM ANALYZE (bench/citus.ts: db:distribute). */
   afterLoad?: (url: string, phases: Record<string, number>) => Promise<void>;

@@ -54,7 +54,9 @@ export interface Run {
   itemsFailed?: number;
 }
 
-/** Two runs of one scenario as one: counts summed, per-request costs over all requests, rates averaged, tails the worse. */
+/**
+ * Two runs of one scenario as one: counts summed, per-request costs over all requests, rates averaged, tails the worse.
+ */
 export function combineRuns<R extends Omit<Run, "target">>(a: R, b: R): R {
   const n = a.requests + b.requests;
   const per = (x: number, y: number) => (n ? (x * a.requests + y * b.requests) / n : NaN);
@@ -226,7 +228,9 @@ export async function send(target: Proc, key: string, r: Req, extra?: Record<str
   return { status: res.status, text };
 }
 
-/** Waits until the server has finished the requests a previous run left in flight (its statement count stands still). */
+/**
+ * Waits until the server has finished the requests a previous run left in flight (its statement count stands still).
+ */
 async function settle(target: Proc): Promise<number> {
   let last = await target.queries();
   for (let i = 0; i < 100; i++) {

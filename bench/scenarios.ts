@@ -50,13 +50,21 @@ const P = "/public/v1";
 export interface Prepared {
   /** nextCursor of the first message page of each conversation used. */
   messageCursors: Map<string, string>;
-  /** Changes feed tokens of the large tenant: at its head (a caught-up poll), and spread over its feed (500-item pages). */
+  /**
+   * Changes feed tokens of the large tenant: at its head (a caught-up poll), and spread over its feed (500-item pages).
+   */
   changes: { caughtUp: string; pages: string[] };
   /** Ids of contacts of the tenant that have leads. */
   leadContacts: string[];
-  /** Live contacts given an external id by prepare() (the update path of PUT /contacts/by-external-id), with their stored phone. */
+  /**
+   * Live contacts given an external id by prepare() (the update
+   * path of PUT /contacts/by-external-id), with their stored phone.
+   */
   externalContacts: { externalId: string; phone: string }[];
-  /** 100 tickets of one contact with long threads and external ids (prepare(): the batch over long threads and its list page). */
+  /**
+   * 100 tickets of one contact with long threads and external ids
+   * (prepare(): the batch over long threads and its list page).
+   */
   longTickets: { contactId: string; items: { externalId: string; subject: string }[] };
 }
 
@@ -341,7 +349,8 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
       next: () => ({ method: "POST", path: `${P}/contacts`, body: JSON.stringify(newContact(created++)) }),
     },
     {
-      // Against the service's single creates (the criterion), and the raw baseline's one-statement batch (how far a set-based write goes).
+      // Against the service's single creates (the criterion), and the raw
+      // baseline's one-statement batch (how far a set-based write goes).
       name: "batch-upsert-contacts",
       title: `POST /contacts/batch/upsert (${BATCH} new contacts per request)`,
       baseline: true,

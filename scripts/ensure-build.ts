@@ -48,7 +48,10 @@ export function serviceCommand(nodeFlags: string[] = []): { command: string; arg
   return { command: process.execPath, args: [...RUNTIME_FLAGS, ...nodeFlags, ENTRY] };
 }
 
-/** The operator's commands as package.json's scripts run them (built entry points of scripts/build.mjs, the service's runtime flags). */
+/**
+ * The operator's commands as package.json's scripts run them (built
+ * entry points of scripts/build.mjs, the service's runtime flags).
+ */
 export const COMMANDS = {
   admin: "dist/server/admin/cli.js",
   "db:migrate": "dist/server/db/migrate-cli.js",

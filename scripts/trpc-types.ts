@@ -12,8 +12,8 @@
 // How: the TypeScript checker resolves AppRouter/AdminRouter from routers/client-types.ts; a printer
 // writes each resolved type structurally (never by a name from the service's sources). An object type
 // printed the same way at several places is declared once and named after its shortest place
-// (e.g. `LeadsGetOutput`, also the items of leads.list); anything the printer does not know (a function, a class other than Date, a
-// generic parameter, a symbol key, a recursive type) stops the generation with its path.
+// (e.g. `LeadsGetOutput`, also the items of leads.list); anything the printer does not know (a function, a class
+// other than Date, a generic parameter, a symbol key, a recursive type) stops the generation with its path.
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";

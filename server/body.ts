@@ -1,7 +1,7 @@
 // The JSON body reader of both API transports (/public/v1 in rest/facade.ts, /trpc in rest/trpc.ts),
 // mounted after the guard. A body that cannot be used is not answered here: it is recorded on the
-// request (its exchange's inputProblem, server/exchange.ts) and reported as 422 after the scope check (routers/trpc.ts scoped()),
-// the documented check order. Only an oversized body is answered at once (413).
+// request (its exchange's inputProblem, server/exchange.ts) and reported as 422 after the scope check
+// (routers/trpc.ts scoped()), the documented check order. Only an oversized body is answered at once (413).
 //
 // What it accepts: a JSON object (UTF-8) under a JSON media type — `application/json` or
 // `application/<anything>+json`, any letter case, with any parameters — at most MAX_JSON_DEPTH
@@ -79,7 +79,10 @@ export function jsonShapeProblem(text: string, maxMembers = MAX_JSON_MEMBERS): "
   return null;
 }
 
-/** Whether a parsed JSON value nests arrays/objects deeper than `max` (iterative; for documents not read by jsonBodyReader). */
+/**
+ * Whether a parsed JSON value nests arrays/objects deeper than
+ * `max` (iterative; for documents not read by jsonBodyReader).
+ */
 export function valueDepthExceeds(root: unknown, max = MAX_JSON_DEPTH): boolean {
   const stack: [unknown, number][] = [[root, 1]];
   while (stack.length) {

@@ -1,4 +1,5 @@
-// Environment → typed configuration. The one place that turns process.env into settings (start-up errors and masking read the raw values of a few).
+// Environment → typed configuration. The one place that turns process.env
+// into settings (start-up errors and masking read the raw values of a few).
 import { statSync } from "node:fs";
 import { fromRoot } from "./root.js";
 import { maskUrl } from "./secrets.js";
@@ -11,7 +12,10 @@ export interface Config {
    * a transaction-pooling PgBouncer. Defaults to DATABASE_URL.
    */
   directDatabaseUrl: string | undefined;
-  /** Folder of the embedded PGlite database when DATABASE_URL is unset ("memory://" keeps it in memory; default .data/ in the checkout). */
+  /**
+   * Folder of the embedded PGlite database when DATABASE_URL is unset
+   * ("memory://" keeps it in memory; default .data/ in the checkout).
+   */
   dataDir: string;
   redisUrl: string | undefined;
   /** Seed nodes of a Redis Cluster (REDIS_CLUSTER_NODES="host:port,host:port"); excludes REDIS_URL. */
@@ -32,7 +36,10 @@ export interface Config {
    */
   databaseRouting: "coordinator" | "workers";
   logLevel: string;
-  /** LOG_FORMAT: "pretty" (lines for people) or "json"; undefined = pretty when standard output is a terminal, else JSON. */
+  /**
+   * LOG_FORMAT: "pretty" (lines for people) or "json"; undefined
+   * = pretty when standard output is a terminal, else JSON.
+   */
   logFormat: LogFormat | undefined;
   /** Request body limit in bytes for /public/v1 writes. */
   bodyLimitBytes: number;

@@ -36,7 +36,10 @@ export class AppError extends Error {
   readonly status: number;
   /** Set when the database refused a value (the backstop in toAppError): logged at warn. */
   sqlState?: string;
-  /** What the error log line says besides the error itself (never in the envelope): e.g. the paths of an output that failed its schema. */
+  /**
+   * What the error log line says besides the error itself (never in
+   * the envelope): e.g. the paths of an output that failed its schema.
+   */
   logFields?: Record<string, unknown>;
   constructor(
     readonly code: ErrorCode,
@@ -108,7 +111,8 @@ export function zodDetails(err: ZodError): Record<string, unknown> {
   return { fields, fieldCount: count, truncated: count > fields.length };
 }
 
-// 57014: a statement cancelled by statement_timeout (DATABASE_STATEMENT_TIMEOUT_MS) — the database is too slow right now.
+// 57014: a statement cancelled by statement_timeout
+// (DATABASE_STATEMENT_TIMEOUT_MS) — the database is too slow right now.
 const UNAVAILABLE_CODES = new Set([
   "ECONNREFUSED",
   "ECONNRESET",

@@ -11,13 +11,19 @@ export interface Exchange {
   /** Request id: the client's X-Request-Id when it is a sane token, else a new UUID. */
   id: string;
   caller?: Caller;
-  /** A problem of the request's input (a body that could not be used, text that cannot be stored): 422 after the scope check. */
+  /**
+   * A problem of the request's input (a body that could not be
+   * used, text that cannot be stored): 422 after the scope check.
+   */
   inputProblem?: AppError;
   /** The failure this request answered (the REST facade writes its envelope). */
   appError?: AppError;
   /** The envelope's `error` code this request answered with (the first, for a /trpc batch): for the log line. */
   errorCode?: string;
-  /** A /trpc batch: each call's share of the page budget, its one allowance for a larger item, the quota's refusals by call. */
+  /**
+   * A /trpc batch: each call's share of the page budget, its one
+   * allowance for a larger item, the quota's refusals by call.
+   */
   batch?: { pageBudget: number; oversized: { taken: boolean }; refusals: (AppError | undefined)[] };
 }
 

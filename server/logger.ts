@@ -109,7 +109,9 @@ export class PrettyDestination implements DestinationStream {
   }
 }
 
-/** server/app.ts's access log record ({reqId, method, path, status, ms}, "request") as "GET /path 200 3.1 ms" {reqId}. */
+/**
+ * server/app.ts's access log record ({reqId, method, path, status, ms}, "request") as "GET /path 200 3.1 ms" {reqId}.
+ */
 function humanAccessLine(log: Record<string, unknown>): Record<string, unknown> {
   if (
     log.msg !== "request" ||
@@ -228,7 +230,10 @@ export class LogDestination implements DestinationStream {
     this.opts.onClose?.(err);
   }
 
-  /** At exit (no event loop any more): writes what waits, while the reader keeps reading (giving up after ~1 s without progress). */
+  /**
+   * At exit (no event loop any more): writes what waits, while the
+   * reader keeps reading (giving up after ~1 s without progress).
+   */
   flushSync(): void {
     if (this.closedBy || this.pending.length === 0) return;
     clearTimeout(this.retry);

@@ -137,7 +137,8 @@ const metricsServer =
     ? undefined
     : await startMetricsServer(services.metrics, config.metricsHost, config.metricsPort);
 if (metricsServer) logger.info({ url: `${metricsServer.url}/metrics` }, "metrics listening");
-if (!server.listening) await once(server, "listening"); // a listen error (port in use) rejects: reported by the handler above
+// A listen error (port in use) rejects: reported by the handler above
+if (!server.listening) await once(server, "listening");
 started();
 
 // The feed's sequencer, the purges and the delivery sweep (server/background.ts).

@@ -104,7 +104,9 @@ function configuredForms(env: NodeJS.ProcessEnv): string[] {
   return cached.forms;
 }
 
-/** `text` with every configured password replaced by "***" (and those of `urls`: a configuration read from elsewhere). */
+/**
+ * `text` with every configured password replaced by "***" (and those of `urls`: a configuration read from elsewhere).
+ */
 export function maskSecrets(
   text: string,
   env: NodeJS.ProcessEnv = process.env,

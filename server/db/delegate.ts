@@ -38,7 +38,10 @@ const delegation = readOncePerDatabase(detect);
  */
 export const tenantDelegation = (db: Database): Promise<boolean> => delegation.get(db);
 
-/** Tests: the creates of `db` through "tenant_exec" (true) or not (false) whatever the database; undefined: detect again. */
+/**
+ * Tests: the creates of `db` through "tenant_exec" (true) or
+ * not (false) whatever the database; undefined: detect again.
+ */
 export function useTenantDelegation(db: Database, on: boolean | undefined): void {
   if (on === undefined) delegation.forget(db);
   else delegation.set(db, on);

@@ -145,10 +145,10 @@ export async function citusCoordinator(sql: SqlRunner): Promise<{ version: strin
 
 /**
  * A problem per node of the cluster (the coordinator too) whose synchronous_commit is off, or that
- * did not answer (distribute() refuses then). With asynchronous commit a transaction is visible, and its COMMIT answered, before
- * its WAL is written, and Citus's logical shard transfer (citus_move_shard_placement,
- * citus_rebalance_start, isolate_tenant_to_new_shard with force_logical) can switch a shard over
- * without that transaction: the write is acknowledged to the client and gone from the cluster
+ * did not answer (distribute() refuses then). With asynchronous commit a transaction is visible, and its
+ * COMMIT answered, before its WAL is written, and Citus's logical shard transfer (citus_move_shard_placement,
+ * citus_rebalance_start, isolate_tenant_to_new_shard with force_logical) can switch a shard over without that
+ * transaction: the write is acknowledged to the client and gone from the cluster
  * (reproduced: 3 of 6 moves under a stream of single-row inserts lost one acknowledged row with it off,
  * none of 6 with it on; drill 10 lost one acknowledged create in 8 runs with it off). Read in each
  * node's own session for this database, as Citus's connections get it (a role's or database's

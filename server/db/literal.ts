@@ -108,7 +108,9 @@ export function inlineValue(
   return inlineParams(text, params, (i) => (params[i] === value ? literal : undefined));
 }
 
-/** `text` with each parameter `$n` for which `literal(n - 1)` gives a text written as it, the rest renumbered in order. */
+/**
+ * `text` with each parameter `$n` for which `literal(n - 1)` gives a text written as it, the rest renumbered in order.
+ */
 function inlineParams(
   text: string,
   params: readonly unknown[],

@@ -192,7 +192,9 @@ const recordFunction = (s: SqlRunner, f: Migration) =>
     [f.name, f.checksum],
   );
 
-/** One transaction of the migrator: BEGIN, no statement timeout, the lock, Citus's settings, the ledger; `fn`; COMMIT. */
+/**
+ * One transaction of the migrator: BEGIN, no statement timeout, the lock, Citus's settings, the ledger; `fn`; COMMIT.
+ */
 async function inMigration<T>(sql: SqlRunner, fn: (s: SqlRunner) => Promise<T>): Promise<T> {
   return sql.session(async (s) => {
     await s.exec("BEGIN");

@@ -194,7 +194,10 @@ export function breakLock(dataDir: string): LockHolder | null {
   return before && before !== "gone" && before !== "unreadable" ? before : null;
 }
 
-/** Creates `file` whole with `text`, or returns false if it exists: written aside, then linked (link(2) fails on an existing name). */
+/**
+ * Creates `file` whole with `text`, or returns false if it exists:
+ * written aside, then linked (link(2) fails on an existing name).
+ */
 function create(file: string, text: string): boolean {
   const aside = `${file}.${process.pid}.${randomUUID()}.new`;
   const fd = openSync(aside, "wx", 0o644);
@@ -319,7 +322,10 @@ function shownDir(dataDir: string): string {
   return shown.endsWith(path.sep) ? shown : `${shown}${path.sep}`;
 }
 
-/** How this process was started, for the other side's line: `npm start`, `npm run admin -- set-plan`, `node dist/server/main.js`. */
+/**
+ * How this process was started, for the other side's line: `npm start`,
+ * `npm run admin -- set-plan`, `node dist/server/main.js`.
+ */
 function describeCommand(): string {
   const event = npmScript();
   let cmd: string;

@@ -133,7 +133,7 @@ export class SetLocalClient extends pg.Client {
   }
 
   // pg's overloads (promise or callback; text or config; a Submittable) in one signature.
-  // biome-ignore lint/suspicious/noExplicitAny: one implementation of pg's query() overloads returns a Promise, void or the Submittable
+  // biome-ignore lint/suspicious/noExplicitAny: one body for pg's query() overloads (a Promise, void or a Submittable)
   override query(config: unknown, values?: unknown, callback?: unknown): any {
     // A Submittable (pg-cursor, pg-query-stream) drives the protocol itself: sent as is.
     if (config != null && typeof (config as { submit?: unknown }).submit === "function")

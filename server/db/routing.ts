@@ -39,7 +39,9 @@ export const PLACEMENT_SQL = `
      AND n.isactive AND n.noderole = 'primary'
    LIMIT 1`;
 
-/** Whether a statement is the placement lookup (test/db/tenant-queries.test.ts: a catalog read of the caller's tenant). */
+/**
+ * Whether a statement is the placement lookup (test/db/tenant-queries.test.ts: a catalog read of the caller's tenant).
+ */
 export const isPlacementLookup = (sql: string): boolean => sql === PLACEMENT_SQL;
 
 export interface TenantRoutes {

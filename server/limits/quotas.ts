@@ -76,7 +76,10 @@ export interface Admission<C extends Admittee> {
   now(): Date;
 }
 
-/** admit()'s answer: the guard sets `quota` as the X-RateLimit-* / Retry-After headers, then serves `caller` or answers `refusal`. */
+/**
+ * admit()'s answer: the guard sets `quota` as the X-RateLimit-* /
+ * Retry-After headers, then serves `caller` or answers `refusal`.
+ */
 export type Decision<C> =
   | { admitted: true; caller: C; quota: QuotaState }
   /**
@@ -110,12 +113,17 @@ if ${ttl} < 0 then
   ${ttl} = ${secs * 1000}
 end`;
 
-/** Counts a request whose ceiling is known (ARGV[1]: per minute): the day window is not counted for a request already over its minute ceiling. */
+/**
+ * Counts a request whose ceiling is known (ARGV[1]: per minute): the day
+ * window is not counted for a request already over its minute ceiling.
+ */
 const CONSUME_BOTH = `${countWindow(1, 60, "m", "mt")}
 if m > tonumber(ARGV[1]) then return {m, mt} end${countWindow(2, 86_400, "d", "dt")}
 return {m, mt, d, dt}`;
 
-/** Counts a request in both windows before its key is known to be valid (Quotas.count); settle() or refund() follows. */
+/**
+ * Counts a request in both windows before its key is known to be valid (Quotas.count); settle() or refund() follows.
+ */
 const COUNT_BOTH = `${countWindow(1, 60, "m", "mt")}${countWindow(2, 86_400, "d", "dt")}
 return {m, mt, d, dt}`;
 
@@ -149,7 +157,10 @@ interface QuotaCommands {
   crmGiveBackQuotas?: (keyCount: number, ...keys: string[]) => Promise<number[]>;
 }
 
-/** A request counted in both windows before its key was known to be valid: in Redis, or in process memory when Redis did not answer. */
+/**
+ * A request counted in both windows before its key was known to be
+ * valid: in Redis, or in process memory when Redis did not answer.
+ */
 export interface Counted {
   minute: Window;
   day: Window;
@@ -157,7 +168,10 @@ export interface Counted {
 }
 
 export class Quotas {
-  /** The minute window as peek() reads it: rate-limiter-flexible's Redis limiter (its memory insurance when Redis fails), or the in-process window. */
+  /**
+   * The minute window as peek() reads it: rate-limiter-flexible's Redis
+   * limiter (its memory insurance when Redis fails), or the in-process window.
+   */
   private readonly minute: RateLimiterAbstract;
   /** The in-process windows: the only ones without Redis, the fallback with it. */
   private readonly memoryMinute: RateLimiterMemory;
@@ -242,7 +256,8 @@ export class Quotas {
           ? state(limits, now, minute.consumed, minute.ms, day.consumed, day.ms)
           : await this.settle(keyHash!, counted, limits, now);
     } else {
-      // Counted at the key's ceilings: one script call with Redis (awaited here, not in a helper: one hop less per request).
+      // Counted at the key's ceilings: one script call with Redis
+      // (awaited here, not in a helper: one hop less per request).
       const now = how.now().getTime();
       let r: number[] | undefined;
       if (this.consumeBoth) {
@@ -325,7 +340,10 @@ export class Quotas {
     return unauthenticated(perMinute, now, minute?.consumed ?? 0, minute && minute.ms > 0 ? minute.ms : undefined);
   }
 
-  /** Gives one request back to the day window, and to the minute window too if `both`; the minute window after (undefined if unknown). */
+  /**
+   * Gives one request back to the day window, and to the minute window
+   * too if `both`; the minute window after (undefined if unknown).
+   */
   private async giveBackOne(keyHash: string, memory: boolean, both: boolean): Promise<Window | undefined> {
     try {
       if (!memory && this.giveBack) {
@@ -348,7 +366,10 @@ export class Quotas {
     }
   }
 
-  /** Counts a request at the key's ceilings in the in-process windows (no Redis, or Redis not answering): the day window only within the minute ceiling. */
+  /**
+   * Counts a request at the key's ceilings in the in-process windows (no Redis,
+   * or Redis not answering): the day window only within the minute ceiling.
+   */
   private async countInMemory(keyHash: string, limits: Limits, now: number): Promise<QuotaState> {
     const key = quotaKey(keyHash);
     const m = await this.memoryMinute.consume(key);
@@ -362,7 +383,10 @@ export class Quotas {
     this.fallbackCount += 1;
   }
 
-  /** The minute window of a key at a given ceiling, without counting (a key that did not authenticate; none given: a malformed key, whose window is empty). */
+  /**
+   * The minute window of a key at a given ceiling, without counting (a key that
+   * did not authenticate; none given: a malformed key, whose window is empty).
+   */
   private async peek(keyHash: string | undefined, perMinute: number, now: number): Promise<QuotaState> {
     if (keyHash === undefined) return unauthenticated(perMinute, now, 0, undefined);
     let res: RateLimiterRes | null = null;
@@ -410,7 +434,10 @@ function state(limits: Limits, now: number, m: number, mMs: number, d?: number, 
   };
 }
 
-/** Rule 2, the headers of a key that did not authenticate: its minute window (`used`, `ms` before it resets; none: a new window) at `perMinute`. */
+/**
+ * Rule 2, the headers of a key that did not authenticate: its minute window
+ * (`used`, `ms` before it resets; none: a new window) at `perMinute`.
+ */
 function unauthenticated(perMinute: number, now: number, used: number, ms: number | undefined): QuotaState {
   return {
     limit: perMinute,

@@ -213,7 +213,8 @@ describe("POST /appointments", () => {
   });
 
   it("may be booked outside working hours and in the past (manual appointments)", async () => {
-    expect((await post(body({ startsAt: "2027-03-06T22:00:00Z", endsAt: "2027-03-07T01:00:00Z" }))).status).toBe(201); // Sat night
+    // Sat night
+    expect((await post(body({ startsAt: "2027-03-06T22:00:00Z", endsAt: "2027-03-07T01:00:00Z" }))).status).toBe(201);
     expect((await post(body({ startsAt: "2020-01-01T10:00:00Z", endsAt: "2020-01-01T11:00:00Z" }))).status).toBe(201);
   });
 

@@ -665,7 +665,8 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
               );
               await c.query(`SELECT pg_sleep(0.002 * ($1::int % 3))`, [w + r]);
               await c.query(
-                // Immutable expressions of the row (in UTC): Citus refuses a STABLE function (timestamptz + interval) of a column in an UPDATE.
+                // Immutable expressions of the row (in UTC): Citus refuses a STABLE
+                // function (timestamptz + interval) of a column in an UPDATE.
                 `UPDATE "Appointment" SET "startsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time) AT TIME ZONE 'UTC',
                                           "endsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time + interval '1 minute') AT TIME ZONE 'UTC'
                   WHERE "tenantId" = $1::uuid AND "title" = $2`,

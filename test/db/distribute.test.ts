@@ -38,7 +38,10 @@ const envWith = (url: string | undefined) => {
   return env;
 };
 
-/** Foreign keys of the public schema's tables (not of the reference tables' local shards on a coordinator): name → definition. */
+/**
+ * Foreign keys of the public schema's tables (not of the reference
+ * tables' local shards on a coordinator): name → definition.
+ */
 async function foreignKeys(db: Database): Promise<Map<string, string>> {
   const rows = await db.sql.query<{ name: string; def: string }>(
     `SELECT conrelid::regclass::text || '.' || conname AS name, pg_get_constraintdef(oid) AS def

@@ -242,7 +242,8 @@ describe("dates the database cannot store → 422 naming the field", () => {
 });
 
 describe("phone numbers longer than E.164's 15 digits → 422 before the database", () => {
-  const overLong = Array.from({ length: 10 }, (_, i) => `+4930${"1234567890123456789012".slice(0, 12 + i)}`); // 16–25 digits
+  // 16–25 digits
+  const overLong = Array.from({ length: 10 }, (_, i) => `+4930${"1234567890123456789012".slice(0, 12 + i)}`);
 
   it("POST /contacts: the issue's number and 16–25 digits, with and without +; nothing persisted", async () => {
     const before = await counts();

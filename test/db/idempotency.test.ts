@@ -139,7 +139,8 @@ describe("Idempotency-Key", () => {
     // The first attempt has committed its claim and waits in its finish: poll for it (bounded).
     expect(await until(() => finishes === 1, 30_000, 10)).toBe(true);
     const second = attempt();
-    await new Promise((r) => setTimeout(r, 300)); // the second one meets the claim in progress (or, later, its result: replayed either way)
+    // The second one meets the claim in progress (or, later, its result: replayed either way)
+    await new Promise((r) => setTimeout(r, 300));
     release();
     const [a, b] = await Promise.all([first, second]);
     expect(a.replayed).toBe(false);

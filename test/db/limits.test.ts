@@ -241,7 +241,8 @@ describe.skipIf(!process.env.REDIS_URL && !process.env.REDIS_CLUSTER_NODES)(
       };
       it(`${path}: a well-formed key that does not authenticate counts in neither window`, async () => {
         const unknown = `crm_${"Z".repeat(12)}_${busy ? "B" : "I"}${"x".repeat(39)}`;
-        const wrongSecret = ids.apiKeys.k6!.key.slice(0, -1) + (ids.apiKeys.k6!.key.endsWith("a") ? "b" : "a"); // right prefix, wrong secret
+        // Right prefix, wrong secret
+        const wrongSecret = ids.apiKeys.k6!.key.slice(0, -1) + (ids.apiKeys.k6!.key.endsWith("a") ? "b" : "a");
         for (const key of [unknown, wrongSecret]) {
           for (let i = 0; i < 3; i++) {
             const r = await withLoad(() => app.request("GET", "/public/v1/me", { key }));
@@ -369,7 +370,10 @@ describe("Quotas.admit(): one decision per request", () => {
     };
     return client;
   }
-  /** The guard's admission, with a lookup that logs when it starts and answers, and resolves with `limits` (or throws `refusal`). */
+  /**
+   * The guard's admission, with a lookup that logs when it starts
+   * and answers, and resolves with `limits` (or throws `refusal`).
+   */
   function admission(
     log: string[],
     o: {
@@ -423,7 +427,8 @@ describe("Quotas.admit(): one decision per request", () => {
       const refusal = (minute as { refusal: AppError }).refusal;
       expect(refusal).toBeInstanceOf(AppError);
       expect(refusal).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", status: 429, details: { retryAfter: 60 } });
-      // A new minute: the day window holds 2 (the refused request not counted there), so one more is admitted, at 0 left.
+      // A new minute: the day window holds 2 (the refused request
+      // not counted there), so one more is admitted, at 0 left.
       vi.setSystemTime(t0 + 60_000);
       expect(await admit()).toMatchObject({ admitted: true, quota: { limit: 2, remaining: 0 } });
       const day = await admit();

@@ -134,7 +134,10 @@ async function walk(path: string, query: Record<string, string | number> = {}, l
   throw new Error("no end");
 }
 
-/** Every page within the budget, at least one item, fewer than the limit while more follow (the budget cut it), `total` the same throughout. */
+/**
+ * Every page within the budget, at least one item, fewer than the limit
+ * while more follow (the budget cut it), `total` the same throughout.
+ */
 function expectBudgetPages(w: Walked, total: number, limit = 200) {
   for (const [i, p] of w.pages.entries()) {
     expect(p.bytes).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
@@ -202,7 +205,8 @@ describe("tickets with threads past the budget", () => {
 
   it("the cut is tight: threads of plain text are sized by their real bytes, not six per character", async () => {
     const ascii = await tickets("ascii", 30, "Plain");
-    await fill(ascii, TICKET_COMMENTS_MAX, "x".repeat(300)); // ~216 KB of JSON a ticket (the worst case of 150,000 characters would be ~980 KB)
+    // ~216 KB of JSON a ticket (the worst case of 150,000 characters would be ~980 KB)
+    await fill(ascii, TICKET_COMMENTS_MAX, "x".repeat(300));
     const w = await walk("/public/v1/tickets", { customerId: acme().contacts.ascii! });
     expectBudgetPages(w, 30);
     const perTicket = Buffer.byteLength(JSON.stringify(w.items[0])) + 1;

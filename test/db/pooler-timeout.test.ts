@@ -39,8 +39,10 @@ const SLOW_S = 20; // far past the timeout: a statement the timeout did not cut 
 describe("refusesStartupTimeout", () => {
   it("recognises the pooler's refusal of statement_timeout, and only that", () => {
     const err = (code: string, message: string) => Object.assign(new Error(message), { code, severity: "FATAL" });
-    expect(refusesStartupTimeout(err("08P01", "unsupported startup parameter: statement_timeout"))).toBe(true); // PgBouncer 1.18
-    expect(refusesStartupTimeout(err("08P01", "Unsupported startup parameter: statement_timeout"))).toBe(true); // older PgBouncer
+    // PgBouncer 1.18
+    expect(refusesStartupTimeout(err("08P01", "unsupported startup parameter: statement_timeout"))).toBe(true);
+    // Older PgBouncer
+    expect(refusesStartupTimeout(err("08P01", "Unsupported startup parameter: statement_timeout"))).toBe(true);
     expect(refusesStartupTimeout(err("08P01", "unsupported startup parameter: search_path"))).toBe(false);
     expect(refusesStartupTimeout(err("08P01", "query_wait_timeout"))).toBe(false);
     expect(refusesStartupTimeout(err("57014", "canceling statement due to statement timeout"))).toBe(false);
@@ -266,7 +268,8 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
       expect(sqlStates(err), route).toContain("57014");
       const mapped = toAppError(err);
       expect([mapped.status, mapped.code], route).toEqual([503, "SERVICE_UNAVAILABLE"]);
-      expect(Date.now() - started, route).toBeLessThan((SLOW_S * 1000) / 2); // cut by the timeout (57014 above), not run to its end: bounds for a loaded machine
+      // Cut by the timeout (57014 above), not run to its end: bounds for a loaded machine
+      expect(Date.now() - started, route).toBeLessThan((SLOW_S * 1000) / 2);
       expect(await probeCount(), route).toBe(0);
     }
   });
@@ -284,7 +287,8 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
       const started = Date.now();
       const [list, create, patch] = await Promise.all([
         app.request("GET", "/public/v1/leads", { key: KEY }), // a read outside a transaction
-        app.request("POST", "/public/v1/leads", { key: KEY, body: { customerName: "Dee" } }), // the one-statement create
+        // The one-statement create
+        app.request("POST", "/public/v1/leads", { key: KEY, body: { customerName: "Dee" } }),
         app.request("PATCH", `/public/v1/leads/${lead.id}`, { key: KEY, body: { notes: "never" } }), // a transaction
       ]);
       clearTimeout(release);
@@ -389,7 +393,8 @@ describe.runIf(onPostgres)("through a PgBouncer that refuses the statement_timeo
       const reasons: string[] = [];
       const { pool, clients, measure } = counted(url, (r) => reasons.push(r));
       try {
-        expect(await measure(() => pool.query("SELECT $1::int", [1]))).toBe(3); // BEGIN; SET LOCAL → the statement → COMMIT
+        // BEGIN; SET LOCAL → the statement → COMMIT
+        expect(await measure(() => pool.query("SELECT $1::int", [1]))).toBe(3);
         expect(reasons).toHaveLength(1);
         expect(await measure(() => pool.query("SELECT 1"))).toBe(1); // SET LOCAL …; SELECT 1
         const c = await pool.connect();

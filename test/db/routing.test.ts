@@ -197,7 +197,8 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     );
     expect((await placement()).port).toBe(other!.port);
 
-    // The route is stale now: the old worker sends the statements on (Citus routes them). Writes and reads still answer.
+    // The route is stale now: the old worker sends the statements
+    // on (Citus routes them). Writes and reads still answer.
     const afterMove = await app.request("POST", "/public/v1/leads", {
       key,
       body: { customerName: "After move", customerPhone: "+34600111223" },

@@ -274,7 +274,8 @@ describe("database functions: one current source each (prisma/functions/)", () =
        WHERE n.nspname = current_schema() AND d.objid IS NULL ORDER BY 1`,
     );
     const sources = await Promise.all(files.map(parsed));
-    expect(sources.map((s) => `functions/${s.name}.sql`).sort()).toEqual(files.map((f) => f.name).sort()); // named after its function
+    // Named after its function
+    expect(sources.map((s) => `functions/${s.name}.sql`).sort()).toEqual(files.map((f) => f.name).sort());
     expect(rows.map((r) => r.name).sort()).toEqual(sources.map((s) => s.name).sort());
     for (const src of sources) expect(rows.find((r) => r.name === src.name)!.body, src.name).toBe(src.body);
     expect(rows.filter((r) => retired.includes(r.name))).toEqual([]);

@@ -54,7 +54,10 @@ const bea = () => ids.tenants.acme!.contacts.bea!;
 const batchItems = (count = TICKETS) =>
   Array.from({ length: count }, (_, i) => ({ externalId: hd(i), subject: `Ticket ${i}`, customerId: bea() }));
 
-/** Runs `fn` and returns what it returned and the bytes JSON.stringify produced meanwhile (the whole process: the service's serialization). */
+/**
+ * Runs `fn` and returns what it returned and the bytes JSON.stringify
+ * produced meanwhile (the whole process: the service's serialization).
+ */
 async function serialized<T>(fn: () => Promise<T>): Promise<{ result: T; bytes: number }> {
   const spy = vi.spyOn(JSON, "stringify");
   try {

@@ -252,7 +252,9 @@ function ticketUpsert() {
   };
 }
 
-/** Free-text fields (any character allowed), for the astral round trip: the rest are ids, enums, dates, phones, emails. */
+/**
+ * Free-text fields (any character allowed), for the astral round trip: the rest are ids, enums, dates, phones, emails.
+ */
 const FREE_TEXT: Record<string, string[]> = {
   "leads.create": ["customerName", "intent", "quality", "notes", "zones.0"],
   "leads.update": ["quality", "notes"],

@@ -1027,7 +1027,8 @@ describe("under concurrent writes", () => {
               key,
               body: { subject: `W${w}-${i}`, customerId: pick(contactIds) },
             });
-            if (r.status !== 201 && r.status !== 404) errors.push(`ticket ${r.status}`); // 404: the contact is soft-deleted right now
+            // 404: the contact is soft-deleted right now
+            if (r.status !== 201 && r.status !== 404) errors.push(`ticket ${r.status}`);
           } else if (op === 2) {
             const r = await app.request("PATCH", `/public/v1/tickets/${pick(ticketIds)}`, {
               key,

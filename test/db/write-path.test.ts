@@ -1,10 +1,10 @@
 // The round trips of a create. A successful POST /leads and a successful POST
 // /appointments are each ONE round trip besides the guard's key lookup — one "tenant_exec" call
 // (server/db/delegate.ts): the lookups the row needs + the Idempotency-Key claim + the row + the
-// stored response; for an appointment also the calendar lock and the checks — with no BEGIN/COMMIT. Everything else — replays, mismatches, 404s, 409s —
-// goes through the transactional path and must behave exactly as before (the resource files test each
-// behaviour; here: that they still hold after a one-statement write, and that nothing is persisted by
-// a refused one).
+// stored response; for an appointment also the calendar lock and the checks — with no
+// BEGIN/COMMIT. Everything else — replays, mismatches, 404s, 409s — goes through the transactional
+// path and must behave exactly as before (the resource files test each behaviour; here: that they
+// still hold after a one-statement write, and that nothing is persisted by a refused one).
 // @topology pooler
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TenantIds } from "../../server/admin/fixture.js";

@@ -30,7 +30,10 @@ export interface TestDb {
   db: Database;
   /** The database's URL as the service uses it (through PgBouncer in the PgBouncer leg). */
   url?: string;
-  /** Opens another pool with this one's options (statement timeout, observer) at `url`: a worker's, for DATABASE_ROUTING=workers. */
+  /**
+   * Opens another pool with this one's options (statement timeout,
+   * observer) at `url`: a worker's, for DATABASE_ROUTING=workers.
+   */
   open?: (url: string, worker: typeof WORKER_POOL) => Promise<Database>;
   /** The same database on PostgreSQL itself (DIRECT_DATABASE_URL's server). */
   directUrl?: string;
@@ -73,7 +76,8 @@ export async function seedEmbeddedFolder(folder: string): Promise<void> {
  * database copied from the run's migrated template (on a Citus coordinator: one of the run's pool of
  * distributed databases, test/helpers/citus-pool.ts, made on every node when none is free), dropped
  * afterwards (on Citus: emptied and handed back when still pristine) — created, dropped and copied
- * through DIRECT_DATABASE_URL when DATABASE_URL points at PgBouncer (test/helpers/global-setup.ts). Without a snapshot or template
+ * through DIRECT_DATABASE_URL when DATABASE_URL points at PgBouncer
+ * (test/helpers/global-setup.ts). Without a snapshot or template
  * (a script outside vitest): created and migrated here.
  */
 export async function freshDatabase(opts: { observe?: StatementObserver } = {}): Promise<TestDb> {

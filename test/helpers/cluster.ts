@@ -22,7 +22,9 @@ export async function onNode(url: string, sql: string | string[]): Promise<void>
   }
 }
 
-/** The URL of `database` on `node`, with `base`'s user and options (the service's own node URL, server/db/routing.ts). */
+/**
+ * The URL of `database` on `node`, with `base`'s user and options (the service's own node URL, server/db/routing.ts).
+ */
 export const nodeUrl = (base: string, node: { host: string; port: number }, database: string) => {
   const url = new URL(routedUrl(base, node.host, node.port));
   url.pathname = `/${database}`;

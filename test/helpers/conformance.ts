@@ -55,7 +55,10 @@ for (const [template, item] of Object.entries<Json>(doc.paths)) {
 export const documentedOperations = () => operations.map((o) => `${o.method} ${o.template}`);
 export const checked = { responses: 0 };
 
-/** Throws when a response does not conform to the document; returns the operation it matched (or undefined: no operation, e.g. an unknown path). */
+/**
+ * Throws when a response does not conform to the document; returns the
+ * operation it matched (or undefined: no operation, e.g. an unknown path).
+ */
 export function assertConforms(
   method: string,
   url: string,

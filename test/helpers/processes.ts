@@ -86,7 +86,9 @@ export function spawnNpm(
   return { child, out: () => out, err: () => err, exited };
 }
 
-/** `npm <args>` run to its end: the exit code and everything it wrote; `pids`, when given, gets its pid (for cleanup). */
+/**
+ * `npm <args>` run to its end: the exit code and everything it wrote; `pids`, when given, gets its pid (for cleanup).
+ */
 export function runNpm(
   args: string[],
   env: NodeJS.ProcessEnv,

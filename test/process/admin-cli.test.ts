@@ -35,7 +35,10 @@ function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...e, ...extra };
 }
 
-/** The CLI's command line run as main() runs it (server/admin/cli.ts execute), in this process: its exit code and output. */
+/**
+ * The CLI's command line run as main() runs it (server/admin/cli.ts
+ * execute), in this process: its exit code and output.
+ */
 const admin = async (args: string[], e: NodeJS.ProcessEnv = env) => {
   const r = await execute(args, e);
   return { code: r.code, stdout: r.out, stderr: r.err };

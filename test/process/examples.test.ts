@@ -176,7 +176,8 @@ describe("examples/rest-client.mts (the README's typed REST client example)", ()
     expect(again[1]).toBe("2. contact: 201 +34611000222"); // the Idempotency-Key replays the same contact
     expect(again.at(-1)).toBe("5. template: 201 failed");
     expect(await app.db.prisma.contact.count({ where: { tenantId: demo.id, phone: "+34611000222" } })).toBe(1);
-    expect(await app.db.prisma.appointment.count({ where: { tenantId: demo.id, title: "Flat viewing" } })).toBe(2); // the next free slot
+    // The next free slot
+    expect(await app.db.prisma.appointment.count({ where: { tenantId: demo.id, title: "Flat viewing" } })).toBe(2);
   });
 
   it("is the README's example, as written there", () => {

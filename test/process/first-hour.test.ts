@@ -486,7 +486,9 @@ describe("LOG_FORMAT", { timeout: 60_000 }, () => {
     expect(code).toBe(1);
   });
 
-  /** A script logging three records through createLogger(format), its stdout a pipe or (through script(1)) a terminal. */
+  /**
+   * A script logging three records through createLogger(format), its stdout a pipe or (through script(1)) a terminal.
+   */
   function logScript(
     format: string | undefined,
     terminal: boolean,
@@ -591,7 +593,9 @@ describe("npm run studio", { timeout: 60_000 }, () => {
     ]);
     expect(svc.out()).toBe("");
     expect([...seen].filter((c) => /prisma/.test(c))).toEqual([]);
-    expect(Date.now() - at).toBeLessThan(30_000); // refused before anything slow starts (the Prisma CLI would take many seconds more); a loaded machine decides the rest
+    // Refused before anything slow starts (the Prisma CLI would
+    // take many seconds more); a loaded machine decides the rest
+    expect(Date.now() - at).toBeLessThan(30_000);
     expect(await portFree(port)).toBe(true);
   });
 });

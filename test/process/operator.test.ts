@@ -39,7 +39,9 @@ function admin(...args: string[]) {
   return { code: r.status, stdout, stderr: r.stderr.trim(), json: r.status === 0 ? JSON.parse(stdout) : undefined };
 }
 
-/** The same verbs in-process (run() is what the CLI's main calls), for speed where the spawned path is already covered. */
+/**
+ * The same verbs in-process (run() is what the CLI's main calls), for speed where the spawned path is already covered.
+ */
 async function adminInProcess(...args: string[]) {
   return withDb(async (db) => {
     try {

@@ -26,7 +26,10 @@ import {
   waitReady,
 } from "../helpers/processes.js";
 
-/** How long a stop may take, npm included: an idle service stops in well under a second; the rest is room for a loaded 2-core machine. */
+/**
+ * How long a stop may take, npm included: an idle service stops in
+ * well under a second; the rest is room for a loaded 2-core machine.
+ */
 const STOP_MS = 20_000;
 const embedded = !process.env.DATABASE_URL;
 const dir = mkdtempSync(path.join(tmpdir(), "crm-signals-"));

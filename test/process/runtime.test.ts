@@ -55,7 +55,8 @@ afterAll(async () => {
 describe("the compiled service (dist/server/main.js)", () => {
   it("npm start runs the same command as serviceCommand() (drills, benchmark, this test)", () => {
     const pkg = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8"));
-    expect(pkg.scripts.start).toBe(`exec node ${RUNTIME_FLAGS.join(" ")} dist/server/main.js`); // exec: npm's signals reach node
+    // `exec`: npm's signals reach node
+    expect(pkg.scripts.start).toBe(`exec node ${RUNTIME_FLAGS.join(" ")} dist/server/main.js`);
     expect(serviceCommand(["--cpu-prof"]).args).toEqual([
       ...RUNTIME_FLAGS,
       "--cpu-prof",

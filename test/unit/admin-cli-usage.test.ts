@@ -1,8 +1,9 @@
 // The admin CLI's usage (server/admin/cli.ts): as a process (the built dist/server/admin/cli.js, as
-// `npm run --silent admin -- …` runs it), and each command line through execute(), what main() writes and exits with: `help` and `--help` print the verbs with their arguments on stdout (exit 0); no verb, an
-// unknown verb, wrong arguments or an unknown option print the reason, then the verbs (exit 2). No
-// database is opened for any of it (test/process/admin-cli.test.ts checks that on the leg's database,
-// and every refusal of a verb): the same on every backend, so once.
+// `npm run --silent admin -- …` runs it), and each command line through execute(), what main()
+// writes and exits with: `help` and `--help` print the verbs with their arguments on stdout (exit
+// 0); no verb, an unknown verb, wrong arguments or an unknown option print the reason, then the
+// verbs (exit 2). No database is opened for any of it (test/process/admin-cli.test.ts checks that
+// on the leg's database, and every refusal of a verb): the same on every backend, so once.
 import { describe, expect, it } from "vitest";
 import { execute, USAGE } from "../../server/admin/cli.js";
 import { baseEnv, runAdminCli } from "../helpers/processes.js";

@@ -11,7 +11,10 @@ import {
   type SlotQuery,
 } from "../../routers/availability/slots.js";
 
-/** The definition, quadratic: a slot of a working interval is free when no busy interval intersects it and it does not start before now. */
+/**
+ * The definition, quadratic: a slot of a working interval is free when
+ * no busy interval intersects it and it does not start before now.
+ */
 function reference(q: SlotQuery): Interval[] {
   const step = q.slotMinutes * 60_000;
   const out: Interval[] = [];

@@ -33,7 +33,9 @@ const get = (path: string, headers: Record<string, string> = {}) =>
 /** Every src/href value of an HTML page. */
 const urlsOf = (html: string) => [...html.matchAll(/\b(?:src|href)\s*=\s*"([^"]*)"/gi)].map((m) => m[1]!);
 
-/** The document's operations as "METHOD path", their summaries, success statuses, and Swagger UI's element id for each. */
+/**
+ * The document's operations as "METHOD path", their summaries, success statuses, and Swagger UI's element id for each.
+ */
 function documentOperations() {
   const doc = JSON.parse(JSON.stringify(buildOpenApiDocument(appRouter)));
   const ops: { key: string; method: string; summary: string; success: string; blockId: string }[] = [];
