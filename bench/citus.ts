@@ -208,7 +208,9 @@ async function nodeFacts(url: string) {
   try {
     const settings = (
       await c.query<{ name: string; setting: string }>(
-        `SELECT name, setting FROM pg_settings WHERE name IN ('server_version','shared_buffers','work_mem','max_connections','fsync','synchronous_commit','full_page_writes','wal_level','jit','max_parallel_workers_per_gather') ORDER BY name`,
+        `SELECT name, setting FROM pg_settings WHERE name IN ('server_version','shared_buffers','work_mem',
+         'max_connections','fsync','synchronous_commit','full_page_writes','wal_level','jit',
+           'max_parallel_workers_per_gather') ORDER BY name`,
       )
     ).rows;
     const citus = (await c.query<{ v: string }>(`SELECT extversion AS v FROM pg_extension WHERE extname = 'citus'`))
@@ -264,7 +266,8 @@ async function nodesProbe(urls: string[]) {
         nodes.map(async (n, i) => {
           const rows = (
             await n.c.query<{ pid: number }>(
-              `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+              `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+               AND backend_type = 'client backend'`,
             )
           ).rows;
           for (const r of rows) {

@@ -433,7 +433,8 @@ async function keyFor(c: pg.Client, t: number, s: TenantSize, label?: string): P
   const ids = await tenantIds(t, s);
   const g = generateKey();
   const row = await c.query<{ id: string }>(
-    `INSERT INTO "ApiKey" ("tenantId","ownerId","name","prefix","keyHash","scopes") VALUES ($1,$2,'bench',$3,$4,$5) RETURNING "id"`,
+    `INSERT INTO "ApiKey" ("tenantId","ownerId","name","prefix","keyHash","scopes") VALUES ($1,$2,'bench',$3,$4,$5)
+     RETURNING "id"`,
     [ids.id, ids.userIds[0], g.prefix, g.hash, ALL_SCOPES],
   );
   return { index: t, size: s, label: label ?? `tenant ${t}`, key: g.key, keyId: row.rows[0]!.id, ...ids };

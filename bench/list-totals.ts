@@ -103,7 +103,8 @@ async function contention() {
   }
   await setup.query(`ALTER TABLE "Lead" ENABLE TRIGGER "ListCounter_insert"`);
   const check = await setup.query(
-    `SELECT (SELECT count(*) FROM "Lead")::int AS rows, (SELECT sum("n") FROM "ListCounter" WHERE "dim" = 'all')::int AS counted`,
+    `SELECT (SELECT count(*) FROM "Lead")::int AS rows, (SELECT sum("n") FROM "ListCounter"
+     WHERE "dim" = 'all')::int AS counted`,
   );
   await setup.end();
   await dropDataset(base, name);
@@ -149,7 +150,8 @@ async function explain() {
     values: [t],
   });
   const after = (offset: number, dateFrom?: Date) => {
-    const where = Prisma.sql`"tenantId" = ${t}::uuid ${dateFrom ? Prisma.sql`AND "createdAt" >= ${dateFrom.toISOString()}::timestamptz` : Prisma.empty}`;
+    const where = Prisma.sql`"tenantId" = ${t}::uuid
+                             ${dateFrom ? Prisma.sql`AND "createdAt" >= ${dateFrom.toISOString()}::timestamptz` : Prisma.empty}`;
     const seek: Seek = { entity: "Lead", column: Prisma.sql`"createdAt"`, desc: true, lo: dateFrom };
     const sql = listStatement({
       tenantId: t,
@@ -158,7 +160,8 @@ async function explain() {
       seek,
       extra: Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
       page: (at) => Prisma.sql`SELECT ${Prisma.raw(cols)} FROM (SELECT "id" FROM "Lead" WHERE ${where} AND ${at.where}
-        ORDER BY "createdAt" DESC, "id" DESC LIMIT 50 OFFSET ${at.offset}) ids JOIN "Lead" l ON l."tenantId" = ${t}::uuid AND l."id" = ids."id"`,
+        ORDER BY "createdAt" DESC, "id" DESC LIMIT 50 OFFSET ${at.offset}) ids JOIN "Lead" l
+          ON l."tenantId" = ${t}::uuid AND l."id" = ids."id"`,
       order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
     });
     return { text: sql.text, values: sql.values };

@@ -108,7 +108,8 @@ export async function versions(pgUrl = cfg.pgBase) {
   const pgv = (await c.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
   const settings = (
     await c.query<{ name: string; setting: string }>(
-      `SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers','max_connections','jit','max_parallel_workers_per_gather','work_mem')`,
+      `SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers','max_connections','jit',
+       'max_parallel_workers_per_gather','work_mem')`,
     )
   ).rows;
   await c.end();
@@ -194,7 +195,8 @@ async function dbCpuProbe(url: string) {
   const snapshot = async () => {
     const rows = (
       await c.query<{ pid: number }>(
-        `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+        `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+         AND backend_type = 'client backend'`,
       )
     ).rows;
     return new Map(rows.map((r) => [r.pid, cpuSeconds(r.pid)]));
@@ -390,13 +392,15 @@ async function longThreadTickets(ds: Dataset, tenant: BenchTenant): Promise<Prep
     const owner = tenant.userIds[0]!;
     const tickets = await c.query<{ id: string }>(
       `INSERT INTO "Ticket" ("tenantId", "subject", "createdById", "customerId", "externalId", "createdAt", "updatedAt")
-       SELECT $1::uuid, 'Long thread ' || k, $2::uuid, $3::uuid, 'bench-long-' || k, now() - k * interval '1 second', now() - k * interval '1 second'
+       SELECT $1::uuid, 'Long thread ' || k, $2::uuid, $3::uuid, 'bench-long-' || k, now() - k * interval '1 second',
+         now() - k * interval '1 second'
          FROM generate_series(0, 99) k RETURNING "id"`,
       [tenant.id, owner, contactId],
     );
     await c.query(
       `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body", "createdAt")
-       SELECT $1::uuid, t.id, $2::uuid, substr(repeat(md5(t.id::text || i), 94), 1, 3000), now() - interval '1 day' + i * interval '1 millisecond'
+       SELECT $1::uuid, t.id, $2::uuid, substr(repeat(md5(t.id::text || i), 94), 1, 3000),
+         now() - interval '1 day' + i * interval '1 millisecond'
          FROM unnest($3::uuid[]) t(id), generate_series(1, 15) i`,
       [tenant.id, owner, tickets.rows.map((t) => t.id)],
     );
@@ -421,11 +425,13 @@ async function externalIdContacts(ds: Dataset, tenant: BenchTenant): Promise<Pre
     await c.query(
       `UPDATE "Contact" x SET "externalId" = 'bench-contact-' || k
          FROM generate_series(0, $2::int - 1) k
-        WHERE x."tenantId" = $1::uuid AND x."id" = md5($3::text || k)::uuid AND k % 100 <> 99 AND x."externalId" IS DISTINCT FROM 'bench-contact-' || k`,
+        WHERE x."tenantId" = $1::uuid AND x."id" = md5($3::text || k)::uuid AND k % 100 <> 99
+          AND x."externalId" IS DISTINCT FROM 'bench-contact-' || k`,
       [tenant.id, n, `${tenant.index}:contact:`],
     );
     const { rows } = await c.query<{ externalId: string; phone: string }>(
-      `SELECT "externalId", "phone" FROM "Contact" WHERE "tenantId" = $1::uuid AND "externalId" LIKE 'bench-contact-%' AND "deletedAt" IS NULL ORDER BY "createdAt" DESC, "id"`,
+      `SELECT "externalId", "phone" FROM "Contact" WHERE "tenantId" = $1::uuid AND "externalId" LIKE 'bench-contact-%'
+       AND "deletedAt" IS NULL ORDER BY "createdAt" DESC, "id"`,
       [tenant.id],
     );
     return rows;

@@ -67,7 +67,8 @@ async function seed(url: string): Promise<Seeded> {
     const started = Date.now();
     const [created] = await db.sql.query<{ ids: string[] }>(
       `WITH t AS (INSERT INTO "Ticket" ("tenantId", "subject", "createdById", "customerId", "createdAt")
-                  SELECT $1::uuid, repeat(chr(1), 500), $2::uuid, $3::uuid, now() - i * interval '1 second' FROM generate_series(1, $4::int) i
+                  SELECT $1::uuid, repeat(chr(1), 500), $2::uuid, $3::uuid, now() - i * interval '1 second'
+                    FROM generate_series(1, $4::int) i
                   RETURNING "id")
        SELECT array_agg("id")::text[] AS ids FROM t`,
       [demo.id, demo.users.ana, demo.contacts.bea, TICKETS],
@@ -85,20 +86,23 @@ async function seed(url: string): Promise<Seeded> {
     ] as const)
       await db.sql.query(
         `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body")
-         SELECT $1::uuid, t.id, $2::uuid, repeat(chr(1), $4::int) FROM unnest($3::uuid[]) t(id), generate_series(1, $5::int)`,
+         SELECT $1::uuid, t.id, $2::uuid, repeat(chr(1), $4::int)
+           FROM unnest($3::uuid[]) t(id), generate_series(1, $5::int)`,
         [demo.id, demo.users.ana, tickets, len, n],
       );
     const conversationId = demo.conversations.c1!;
     await db.sql.query(
       `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus", "createdAt")
-       SELECT $1::uuid, $2::uuid, 'user', repeat(chr(1), 4096), 'received', now() - i * interval '1 second' FROM generate_series(1, 400) i`,
+       SELECT $1::uuid, $2::uuid, 'user', repeat(chr(1), 4096), 'received', now() - i * interval '1 second'
+         FROM generate_series(1, 400) i`,
       [demo.id, conversationId],
     );
     // 50 leads of ~90 KB of JSON, as the review's: notes of 14,900 characters (written in SQL, past the
     // API's 10,000) and a name of 200, every one U+0001 (6 bytes of JSON).
     await db.sql.query(
       `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "notes")
-       SELECT $1::uuid, repeat(chr(1), 200), $2::uuid, repeat(chr(1), 10000) || repeat(chr(1), 4900) FROM generate_series(1, 50)`,
+       SELECT $1::uuid, repeat(chr(1), 200), $2::uuid, repeat(chr(1), 10000) || repeat(chr(1), 4900)
+         FROM generate_series(1, 50)`,
       [demo.id, demo.stages.new],
     );
     process.stderr.write(

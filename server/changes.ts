@@ -76,10 +76,12 @@ export async function sequenceChanges(
          WHERE c."tenantId" = ${tenantId}::uuid AND c."type" = n."type" AND c."objectId" = n."objectId"
         RETURNING 1
       )
-      SELECT (SELECT count(*) FROM placed)::int AS n, (SELECT count(*) FROM head)::int AS heads, (SELECT count(*) FROM batch)::int AS pending`;
+      SELECT (SELECT count(*) FROM placed)::int AS n, (SELECT count(*) FROM head)::int AS heads,
+             (SELECT count(*) FROM batch)::int AS pending`;
     let [r] = await step();
     if (r && r.pending > 0 && r.heads === 0) {
-      await tx.$executeRaw`INSERT INTO "ChangeHead" ("tenantId", "pos") VALUES (${tenantId}::uuid, 0) ON CONFLICT ("tenantId") DO NOTHING`;
+      await tx.$executeRaw`INSERT INTO "ChangeHead" ("tenantId", "pos") VALUES (${tenantId}::uuid, 0)
+                           ON CONFLICT ("tenantId") DO NOTHING`;
       [r] = await step();
     }
     return r?.n ?? 0;
@@ -127,7 +129,8 @@ export async function purgeTombstones(prisma: PrismaClient, now: Date): Promise<
   const cutoff = new Date(now.getTime() - TOMBSTONE_KEEP_MS);
   // The conditions are repeated on the deleted row itself: a tombstone rewritten meanwhile (the
   // contact changed again) is re-checked in its new version and kept.
-  const tombstone = Prisma.sql`"action" = 'delete' AND "pos" IS NOT NULL AND "changedAt" < ${cutoff.toISOString()}::timestamptz`;
+  const tombstone = Prisma.sql`"action" = 'delete' AND "pos" IS NOT NULL
+                               AND "changedAt" < ${cutoff.toISOString()}::timestamptz`;
   let total = 0;
   let statements = 0;
   // Tenant by tenant (each DELETE pins one tenant: one shard on Citus), bounded statements.
@@ -138,7 +141,8 @@ export async function purgeTombstones(prisma: PrismaClient, now: Date): Promise<
     for (const { tenantId } of tenants) {
       const n = await prisma.$executeRaw`
         DELETE FROM "ChangeLog" c
-         USING (SELECT "type", "objectId" FROM "ChangeLog" WHERE "tenantId" = ${tenantId}::uuid AND ${tombstone} LIMIT ${PURGE_BATCH}) d
+         USING (SELECT "type", "objectId" FROM "ChangeLog" WHERE "tenantId" = ${tenantId}::uuid AND ${tombstone}
+           LIMIT ${PURGE_BATCH}) d
          WHERE c."tenantId" = ${tenantId}::uuid AND c."type" = d."type" AND c."objectId" = d."objectId"
            AND ${tombstone}`; // (d has none of these columns: they are c's)
       total += n;

@@ -319,13 +319,18 @@ async function createLead(c: Caller, req: IncomingMessage) {
   try {
     const { rows } = await pool.query(
       `WITH ins AS (
-         INSERT INTO "Lead" ("tenantId","customerId","conversationId","customerName","customerEmail","customerPhone","intent","quality",
-           "stageId","budgetMin","budgetMax","zones","rooms","assignedOperatorId","source","notes","createdAt","updatedAt")
+         INSERT INTO "Lead" ("tenantId","customerId","conversationId","customerName","customerEmail","customerPhone",
+           "intent","quality",
+           "stageId","budgetMin","budgetMax","zones","rooms","assignedOperatorId","source","notes","createdAt",
+             "updatedAt")
          VALUES ($1::uuid,
-           coalesce((SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "phone" = $5::text AND "deletedAt" IS NULL LIMIT 1),
-                    (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND lower("email") = lower($6::text) AND "deletedAt" IS NULL LIMIT 1)),
+           coalesce((SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "phone" = $5::text
+             AND "deletedAt" IS NULL LIMIT 1),
+                    (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND lower("email") = lower($6::text)
+                      AND "deletedAt" IS NULL LIMIT 1)),
            NULL, $7::text, $8::text, $9::text, $10::text, $11::text,
-           (SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid ORDER BY "defaultEntry" DESC, "position", "createdAt", "id" LIMIT 1),
+           (SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid
+             ORDER BY "defaultEntry" DESC, "position", "createdAt", "id" LIMIT 1),
            NULL, NULL, '{}', NULL, NULL, 'api', $12::text, $13::timestamptz, $13::timestamptz)
          RETURNING ${LEAD_COLS.replace(/l\./g, "")}),
        rec AS (${IDEM_INSERT("baseline.leads.create", "ins")})
@@ -405,9 +410,11 @@ async function createAppointment(c: Caller, req: IncomingMessage) {
   try {
     const { rows } = await pool.query(
       `WITH ins AS (
-         INSERT INTO "Appointment" ("tenantId","assignedUserId","customerId","conversationId","leadId","title","appointmentType",
+         INSERT INTO "Appointment" ("tenantId","assignedUserId","customerId","conversationId","leadId","title",
+           "appointmentType",
            "startsAt","endsAt","status","source","notes","createdAt","updatedAt")
-         SELECT $1::uuid, u."id", NULL, NULL, NULL, $6::text, $7::text, $8::timestamptz, $9::timestamptz, 'scheduled', 'manual', $10::text,
+         SELECT $1::uuid, u."id", NULL, NULL, NULL, $6::text, $7::text, $8::timestamptz, $9::timestamptz, 'scheduled',
+           'manual', $10::text,
                 $11::timestamptz, $11::timestamptz
            FROM "User" u WHERE u."tenantId" = $1::uuid AND u."id" = $5::uuid AND u."bookable"
          RETURNING ${APPT_COLS}),
@@ -569,8 +576,10 @@ async function upsertContactItem(
       // won the external id: its row updated instead).
       try {
         const ins = await pool.query(
-          `INSERT INTO "Contact" ("tenantId","fullName","phone","email","country","origin","externalId","createdAt","updatedAt")
-           VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, 'api', $6::text, $7::timestamptz, $7::timestamptz) RETURNING ${CONTACT_COLS}`,
+          `INSERT INTO "Contact" ("tenantId","fullName","phone","email","country","origin","externalId","createdAt",
+           "updatedAt")
+           VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, 'api', $6::text, $7::timestamptz, $7::timestamptz)
+             RETURNING ${CONTACT_COLS}`,
           [c.tenantId, it.fullName ?? null, it.phone, it.email ?? null, it.country ?? null, it.externalId, now],
         );
         return { status: 201, state: "created", row: ins.rows[0] as ContactRow };
@@ -747,7 +756,8 @@ async function listOf(
     : `(SELECT count(*)::int FROM "${spec.table}" x WHERE x."tenantId" = $1 AND ${spec.where})`;
   const { rows } = await pool.query(
     `SELECT ${total} AS "total", p.* FROM (SELECT 1) one LEFT JOIN LATERAL (
-       ${spec.select} FROM (SELECT * FROM "${spec.table}" x WHERE x."tenantId" = $1 AND ${spec.where} ORDER BY ${spec.order} LIMIT $2 OFFSET $3) x
+       ${spec.select} FROM (SELECT * FROM "${spec.table}" x WHERE x."tenantId" = $1 AND ${spec.where}
+         ORDER BY ${spec.order} LIMIT $2 OFFSET $3) x
        ${spec.join ?? ""}
      ) p ON true ORDER BY ${spec.order.replace(/x\./g, "p.")}`,
     [c.tenantId, take, offset],

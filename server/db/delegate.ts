@@ -55,7 +55,8 @@ async function detect(db: Database): Promise<boolean> {
   if (!citus?.on) return false;
   const [fn] = await db.sql.query<{ on: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object
-                     WHERE classid = 'pg_proc'::regclass AND objid = to_regprocedure($1) AND distribution_argument_index IS NOT NULL) AS "on"`,
+                     WHERE classid = 'pg_proc'::regclass AND objid = to_regprocedure($1)
+                       AND distribution_argument_index IS NOT NULL) AS "on"`,
     [TENANT_EXEC],
   );
   return fn?.on === true;

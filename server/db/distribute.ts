@@ -98,8 +98,10 @@ async function readTables(sql: SqlRunner): Promise<TableState[]> {
 async function readFunctions(sql: SqlRunner): Promise<{ signature: string; argument: string; distributed: boolean }[]> {
   const rows = await sql.query<{ signature: string; comment: string; distributed: boolean }>(`
     SELECT p.oid::regprocedure::text AS signature, obj_description(p.oid, 'pg_proc') AS comment,
-           EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid AND o.distribution_argument_index IS NOT NULL) AS distributed
-      FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND obj_description(p.oid, 'pg_proc') LIKE 'citus:delegated(%'
+           EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid
+             AND o.distribution_argument_index IS NOT NULL) AS distributed
+      FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+        AND obj_description(p.oid, 'pg_proc') LIKE 'citus:delegated(%'
      ORDER BY 1`);
   return rows.map((r) => {
     const m = /^citus:delegated\(([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(r.comment);
@@ -132,7 +134,8 @@ export async function citusCoordinator(sql: SqlRunner): Promise<{ version: strin
   if (!ext) throw new DistributeError("not a Citus coordinator: the citus extension is not installed");
   const [node] = await sql.query<{ coordinator: boolean; workers: number }>(
     `SELECT citus_is_coordinator() AS coordinator,
-            (SELECT count(*)::int FROM pg_dist_node WHERE noderole = 'primary' AND isactive AND shouldhaveshards AND groupid <> 0) AS workers`,
+            (SELECT count(*)::int FROM pg_dist_node WHERE noderole = 'primary' AND isactive AND shouldhaveshards
+              AND groupid <> 0) AS workers`,
   );
   if (!node?.coordinator)
     throw new DistributeError("not a Citus coordinator: this node is a worker (run it against the coordinator)");
@@ -232,7 +235,8 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
         const triggers = await s.query<{ table: string; name: string }>(
           `
           SELECT c.relname AS "table", t.tgname AS name FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-           WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND c.relnamespace = 'public'::regnamespace AND c.relname = ANY($1::text[])
+           WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND c.relnamespace = 'public'::regnamespace
+             AND c.relname = ANY($1::text[])
            ORDER BY 1, 2`,
           [[...pendingNames]],
         );
@@ -272,7 +276,8 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
       result.unchanged += functions.length - result.delegated.length;
       const [group] = await s.query<{ shards: number | null }>(
         `
-        SELECT max(g.shardcount)::int AS shards FROM pg_dist_partition p JOIN pg_dist_colocation g ON g.colocationid = p.colocationid
+        SELECT max(g.shardcount)::int AS shards FROM pg_dist_partition p JOIN pg_dist_colocation g
+          ON g.colocationid = p.colocationid
          WHERE p.partmethod = 'h' AND p.logicalrelid::regclass::text = ANY($1::text[])`,
         [tables.filter((t) => t.role!.kind === "distributed").map((t) => ident(t.name))],
       );

@@ -167,7 +167,8 @@ async function migrateLocked(sql: SqlRunner, dir: string): Promise<string[]> {
       await recordFunction(s, f);
     }
     const [{ present } = { present: [] as string[] }] = await s.query<{ present: string[] }>(
-      `SELECT coalesce(array_agg(p.oid::regprocedure::text), '{}') AS present FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+      `SELECT coalesce(array_agg(p.oid::regprocedure::text), '{}') AS present FROM pg_proc p JOIN pg_namespace n
+       ON n.oid = p.pronamespace
         WHERE n.nspname = current_schema() AND p.proname = ANY($1::text[])`,
       [functions.retired],
     );
@@ -188,7 +189,8 @@ export function appliedBy(m: Migration, files: Migration[]): Migration[] {
 
 const recordFunction = (s: SqlRunner, f: Migration) =>
   s.query(
-    `INSERT INTO "_app_migrations" ("name", "checksum") VALUES ($1, $2) ON CONFLICT ("name") DO UPDATE SET "checksum" = EXCLUDED."checksum", "appliedAt" = now()`,
+    `INSERT INTO "_app_migrations" ("name", "checksum") VALUES ($1, $2) ON CONFLICT ("name") DO UPDATE
+     SET "checksum" = EXCLUDED."checksum", "appliedAt" = now()`,
     [f.name, f.checksum],
   );
 

@@ -325,7 +325,8 @@ describe("each kind of change appears with its action and data", () => {
     const c2 = T("acme").conversations.c2!;
     const viaMessage = await changesAfter(() =>
       sql(
-        `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus") VALUES ($1, $2, 'user', 'raw', 'received')`,
+        `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus")
+         VALUES ($1, $2, 'user', 'raw', 'received')`,
         [T("acme").id, c2],
       ),
     );
@@ -333,7 +334,8 @@ describe("each kind of change appears with its action and data", () => {
     const t2 = T("acme").tickets.t2!;
     const viaComment = await changesAfter(() =>
       sql(
-        `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body") VALUES ($1, $2, $3, 'raw comment')`,
+        `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body")
+         VALUES ($1, $2, $3, 'raw comment')`,
         [T("acme").id, t2, T("acme").users.ana],
       ),
     );
@@ -344,7 +346,8 @@ describe("each kind of change appears with its action and data", () => {
     // What a conversation shows of its customer: a change of the customer is a change of it.
     const viaCustomer = await changesAfter(() =>
       sql(
-        `UPDATE "Customer" SET "name" = 'Carl D.' WHERE "id" = (SELECT "customerId" FROM "Conversation" WHERE "id" = $1)`,
+        `UPDATE "Customer" SET "name" = 'Carl D.'
+         WHERE "id" = (SELECT "customerId" FROM "Conversation" WHERE "id" = $1)`,
         [c2],
       ),
     );
@@ -524,7 +527,8 @@ describe("concurrent writers and a long-running transaction", () => {
       ]);
       heldLeadId = (
         await held.query(
-          `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'Born in a long transaction', $2) RETURNING "id"`,
+          `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'Born in a long transaction', $2)
+           RETURNING "id"`,
           [a.id, a.stages.new],
         )
       ).rows[0].id;
@@ -658,8 +662,10 @@ describe("concurrent writers and a long-running transaction", () => {
 
   it("positions are unique per tenant and never above its head", async () => {
     const rows = await sql<{ tenantId: string; n: number; distinct: number; max: string; head: string }>(`
-      SELECT l."tenantId", count(*)::int AS n, count(DISTINCT l."pos")::int AS "distinct", max(l."pos")::text AS max, h."pos"::text AS head
-        FROM "ChangeLog" l JOIN "ChangeHead" h ON h."tenantId" = l."tenantId" WHERE l."pos" IS NOT NULL GROUP BY l."tenantId", h."pos"`);
+      SELECT l."tenantId", count(*)::int AS n, count(DISTINCT l."pos")::int AS "distinct", max(l."pos")::text AS max,
+        h."pos"::text AS head
+        FROM "ChangeLog" l JOIN "ChangeHead" h ON h."tenantId" = l."tenantId" WHERE l."pos" IS NOT NULL
+          GROUP BY l."tenantId", h."pos"`);
     expect(rows.length).toBeGreaterThanOrEqual(2);
     for (const r of rows) {
       expect(r.distinct).toBe(r.n);
@@ -840,7 +846,8 @@ describe("pagination and bounds", () => {
     const k = key("bulk");
     const b = T("bulk");
     await sql(
-      `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") SELECT $1, 'Bulk ' || i, $2 FROM generate_series(1, 600) i`,
+      `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") SELECT $1, 'Bulk ' || i, $2
+       FROM generate_series(1, 600) i`,
       [b.id, b.stages.new],
     );
     const first = await get(k, { limit: 500 });
@@ -855,7 +862,8 @@ describe("pagination and bounds", () => {
 
     const tip = second.body.nextSince;
     await sql(
-      `UPDATE "Lead" SET "notes" = 'batch', "updatedAt" = now() WHERE "id" IN (SELECT "id" FROM "Lead" WHERE "tenantId" = $1 ORDER BY "id" LIMIT 30)`,
+      `UPDATE "Lead" SET "notes" = 'batch', "updatedAt" = now()
+       WHERE "id" IN (SELECT "id" FROM "Lead" WHERE "tenantId" = $1 ORDER BY "id" LIMIT 30)`,
       [b.id],
     );
     const one = await drain(k, tip, { limit: 1 });
@@ -873,7 +881,8 @@ describe("pagination and bounds", () => {
     const b = T("bulk");
     const tip = (await drain(k)).since;
     const tickets = await sql<{ id: string }>(
-      `WITH l AS (INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'Ticket subject', $3) RETURNING "id")
+      `WITH l AS (INSERT INTO "Lead" ("tenantId", "customerName", "stageId") VALUES ($1, 'Ticket subject', $3)
+       RETURNING "id")
        INSERT INTO "Ticket" ("tenantId", "subject", "createdById", "leadId")
        SELECT $1, 'Big ' || i, $2, l."id" FROM l, generate_series(1, 12) i RETURNING "id"`,
       [b.id, b.users.ana, b.stages.new],
@@ -901,7 +910,8 @@ describe("pagination and bounds", () => {
     const b = T("bulk");
     const tip = (await drain(k)).since;
     await sql(
-      `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "notes") SELECT $1, 'Wordy ' || i, $2, repeat('y', 10000) FROM generate_series(1, 450) i`,
+      `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "notes")
+       SELECT $1, 'Wordy ' || i, $2, repeat('y', 10000) FROM generate_series(1, 450) i`,
       [b.id, b.stages.new],
     );
     const r = await drain(k, tip, { limit: 500, types: "lead" });

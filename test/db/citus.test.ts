@@ -82,7 +82,8 @@ describe("Citus-ready schema", () => {
           CONSTRAINT "zz_dist_code_key" UNIQUE ("code"),
           CONSTRAINT "zz_dist_n_excl" EXCLUDE USING gist ("n" WITH =));
         CREATE UNIQUE INDEX "zz_dist_lower_code" ON "zz_dist" (lower("code"));
-        ALTER TABLE "zz_dist" ADD CONSTRAINT "zz_dist_tenant_fkey" FOREIGN KEY ("tenantId") REFERENCES "Tenant"("id") ON UPDATE CASCADE ON DELETE SET NULL;
+        ALTER TABLE "zz_dist" ADD CONSTRAINT "zz_dist_tenant_fkey" FOREIGN KEY ("tenantId") REFERENCES "Tenant"("id")
+          ON UPDATE CASCADE ON DELETE SET NULL;
         CREATE TABLE "zz_child" ("tenantId" UUID NOT NULL, "id" UUID NOT NULL, "code" TEXT,
           CONSTRAINT "zz_child_pkey" PRIMARY KEY ("tenantId", "id"),
           CONSTRAINT "zz_child_code_fkey" FOREIGN KEY ("code") REFERENCES "zz_dist"("code"));

@@ -58,8 +58,10 @@ async function appointmentMismatches(t: string) {
   return rows<{ dim: string; value: string; rows: number; counted: number }>(
     `WITH truth AS (
        SELECT k.dim, k.value, count(*) AS n FROM "Appointment" r, LATERAL (VALUES
-         ('all', ''), ('y', to_char(r."startsAt" AT TIME ZONE 'UTC', 'YYYY')), ('m', to_char(r."startsAt" AT TIME ZONE 'UTC', 'YYYY-MM')),
-         ('d', to_char(r."startsAt" AT TIME ZONE 'UTC', 'YYYY-MM-DD')), ('status', r."status"::text), ('userId', r."assignedUserId"::text),
+         ('all', ''), ('y', to_char(r."startsAt" AT TIME ZONE 'UTC', 'YYYY')), ('m',
+           to_char(r."startsAt" AT TIME ZONE 'UTC', 'YYYY-MM')),
+         ('d', to_char(r."startsAt" AT TIME ZONE 'UTC', 'YYYY-MM-DD')), ('status', r."status"::text), ('userId',
+           r."assignedUserId"::text),
          ('customerId', r."customerId"::text), ('leadId', r."leadId"::text)) k(dim, value)
         WHERE r."tenantId" = $1::uuid AND k.value IS NOT NULL GROUP BY 1, 2),
      counters AS (SELECT "dim" AS dim, "value" AS value, sum("n") AS n FROM "ListCounter"
@@ -178,7 +180,8 @@ describe("counter rows follow the data", () => {
 
   it('one statement over two tenants ("ListCounter_add_all": each tenant\'s keys in one batch, then the rest): both exact, and back to no rows', async () => {
     const users = await rows<{ t: string; u: string }>(
-      `SELECT "tenantId"::text AS t, "id"::text AS u FROM "User" WHERE "tenantId" IN ($1::uuid, $2::uuid) AND "bookable"`,
+      `SELECT "tenantId"::text AS t, "id"::text AS u FROM "User" WHERE "tenantId" IN ($1::uuid, $2::uuid)
+       AND "bookable"`,
       D,
       S,
     );
@@ -187,7 +190,8 @@ describe("counter rows follow the data", () => {
     const insert = (hour: number) =>
       exec(
         `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
-         SELECT u.t::uuid, u.u::uuid, 'Two ' || i, 'visit', timestamptz '2037-07-07 00:00:00+00' + ($2::int + i) * interval '1 hour',
+         SELECT u.t::uuid, u.u::uuid, 'Two ' || i, 'visit',
+           timestamptz '2037-07-07 00:00:00+00' + ($2::int + i) * interval '1 hour',
                 timestamptz '2037-07-07 00:30:00+00' + ($2::int + i) * interval '1 hour'
            FROM jsonb_to_recordset($1::jsonb) u(t text, u text), generate_series(1, 3) i`,
         JSON.stringify(users),
@@ -219,7 +223,8 @@ describe("counter rows follow the data", () => {
     const insert = (i: number) =>
       exec(
         `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
-         VALUES ($1::uuid, $2::uuid, 'Split ' || $3::int, 'visit', $4::timestamptz, $4::timestamptz + interval '10 minutes')`,
+         VALUES ($1::uuid, $2::uuid, 'Split ' || $3::int, 'visit', $4::timestamptz,
+           $4::timestamptz + interval '10 minutes')`,
         S,
         ana,
         i,
@@ -228,7 +233,8 @@ describe("counter rows follow the data", () => {
     for (let i = 0; i < 6; i++) await insert(i);
     // Move the day's (and the other keys') rows onto slots 0, 1, 2 with 2 each, as three writers would have.
     await exec(
-      `WITH k AS (DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment' RETURNING "dim", "value", "n")
+      `WITH k AS (DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'
+       RETURNING "dim", "value", "n")
        INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n")
        SELECT $1::uuid, 'Appointment', k."dim", k."value", s, k."n" / 3 FROM k, generate_series(0, 2) s`,
       S,
@@ -245,7 +251,8 @@ describe("counter rows follow the data", () => {
     expect(await appointmentMismatches(S)).toEqual([]);
     // Four deleted in one statement: -4 takes one row to 0 (removed) and the next one to 0, leaving one row of 2.
     await exec(
-      `DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid AND "title" IN ('Split 0', 'Split 1', 'Split 2', 'Split 3')`,
+      `DELETE FROM "Appointment" WHERE "tenantId" = $1::uuid
+       AND "title" IN ('Split 0', 'Split 1', 'Split 2', 'Split 3')`,
       S,
     );
     const left = await rows<{ n: string }>(
@@ -283,10 +290,12 @@ describe("counter rows follow the data", () => {
     /** What two writers racing on a key can leave: a row of count + 1 and a row of −1 (the same count). */
     const split = () =>
       exec(
-        `WITH k AS (DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment' AND "value" IN ('2032', '2032-02', '2032-02-02')
+        `WITH k AS (DELETE FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'
+         AND "value" IN ('2032', '2032-02', '2032-02-02')
                     RETURNING "dim", "value", "n")
          INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n")
-         SELECT $1::uuid, 'Appointment', k."dim", k."value", x.slot, x.n FROM k, LATERAL (VALUES (4, k."n" + 1), (5, -1)) x(slot, n)`,
+         SELECT $1::uuid, 'Appointment', k."dim", k."value", x.slot, x.n FROM k,
+           LATERAL (VALUES (4, k."n" + 1), (5, -1)) x(slot, n)`,
         S,
       );
     await insert("Mixed 1", "2032-02-02T10:00:00Z");
@@ -304,7 +313,8 @@ describe("counter rows follow the data", () => {
     // A −1 (a move away): the −1 row folded, −2 taken from the +3 row.
     await split();
     await exec(
-      `UPDATE "Appointment" SET "startsAt" = '2033-03-03T10:00:00Z', "endsAt" = '2033-03-03T11:00:00Z' WHERE "tenantId" = $1::uuid AND "title" = 'Mixed 1'`,
+      `UPDATE "Appointment" SET "startsAt" = '2033-03-03T10:00:00Z', "endsAt" = '2033-03-03T11:00:00Z'
+       WHERE "tenantId" = $1::uuid AND "title" = 'Mixed 1'`,
       S,
     );
     expect(await bucketRows()).toEqual(["2032", "2032-02", "2032-02-02"].map((value) => ({ value, n: 1 })));
@@ -317,7 +327,8 @@ describe("counter rows follow the data", () => {
     expect(await appointmentMismatches(S)).toEqual([]);
     expect(
       await rows(
-        `SELECT "dim", "value", "n"::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment'`,
+        `SELECT "dim", "value", "n"::int AS n FROM "ListCounter" WHERE "tenantId" = $1::uuid
+         AND "entity" = 'Appointment'`,
         S,
       ),
     ).toEqual([]);
@@ -345,7 +356,8 @@ describe("deep offsets with sparse years", () => {
         `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
          SELECT $1::uuid, $2::uuid, 'Sparse ' || y || '.' || i, 'visit', s, s + interval '10 minutes'
            FROM unnest($3::int[]) y, generate_series(1, 130) i,
-                LATERAL (SELECT make_timestamptz(y, 1 + i % 12, 1 + i % 28, i % 24, 0, 0, 'UTC') + CASE WHEN i % 10 = 0 THEN interval '0' ELSE i * interval '1 minute' END AS s) x`,
+                LATERAL (SELECT make_timestamptz(y, 1 + i % 12, 1 + i % 28, i % 24, 0, 0, 'UTC') + CASE WHEN i % 10 = 0
+                  THEN interval '0' ELSE i * interval '1 minute' END AS s) x`,
         t,
         ana,
         years,
@@ -353,7 +365,8 @@ describe("deep offsets with sparse years", () => {
     }
     await bulk(
       `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "createdAt")
-       SELECT $1::uuid, 'Sparse lead ' || y || '.' || i, (SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid LIMIT 1),
+       SELECT $1::uuid, 'Sparse lead ' || y || '.' || i, (SELECT "id" FROM "PipelineStage" WHERE "tenantId" = $1::uuid
+         LIMIT 1),
               make_timestamptz(y, 1 + i % 12, 1 + i % 28, 12, 0, 0, 'UTC') + i * interval '1 second'
          FROM unnest($2::int[]) y, generate_series(1, 100) i`,
       S,
@@ -404,7 +417,8 @@ describe("deep offsets with sparse years", () => {
     ] as const) {
       const plain = (
         await rows<{ id: string }>(
-          `SELECT "id"::text AS id FROM "Lead" WHERE "tenantId" = $1::uuid AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz)
+          `SELECT "id"::text AS id FROM "Lead" WHERE "tenantId" = $1::uuid
+           AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz)
               AND ($3::timestamptz IS NULL OR "createdAt" < $3::timestamptz) ORDER BY "createdAt" DESC, "id" DESC`,
           S,
           from ?? null,
@@ -448,9 +462,11 @@ describe("deep offsets with sparse years", () => {
           const fetched = async () =>
             (
               await c.query<{ n: number }>(
-                `WITH s AS (SELECT format('%I', 'ListCounter_' || get_shard_id_for_distribution_column('"ListCounter"', $1::uuid))::regclass::oid AS rel)
+                `WITH s AS (SELECT format('%I', 'ListCounter_' || get_shard_id_for_distribution_column('"ListCounter"',
+                 $1::uuid))::regclass::oid AS rel)
                  SELECT sum(pg_stat_get_xact_blocks_fetched(f.o))::int AS n
-                   FROM (SELECT s.rel AS o FROM s UNION ALL SELECT x.indexrelid FROM pg_index x, s WHERE x.indrelid = s.rel) f`,
+                   FROM (SELECT s.rel AS o FROM s UNION ALL SELECT x.indexrelid FROM pg_index x, s
+                     WHERE x.indrelid = s.rel) f`,
                 [t],
               )
             ).rows[0]!.n;
@@ -502,7 +518,8 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
   const keyOf = { entity: "Appointment", dim: "d", value: "2040-04-04" };
   const keySum = async () =>
     await one<{ n: string | null; rows: number; zero: number }>(
-      `SELECT sum("n")::text AS n, count(*)::int AS rows, count(*) FILTER (WHERE "n" = 0)::int AS zero FROM "ListCounter"
+      `SELECT sum("n")::text AS n, count(*)::int AS rows, count(*) FILTER (WHERE "n" = 0)::int AS zero
+       FROM "ListCounter"
         WHERE "tenantId" = $1::uuid AND "entity" = $2 AND "dim" = $3 AND "value" = $4`,
       S,
       keyOf.entity,
@@ -533,7 +550,8 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
         keyOf.value,
       );
       await exec(
-        `INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n") VALUES ($1::uuid, $2, $3, $4, 7, 1)`,
+        `INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n")
+         VALUES ($1::uuid, $2, $3, $4, 7, 1)`,
         S,
         keyOf.entity,
         keyOf.dim,
@@ -602,7 +620,8 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
       keyOf.value,
     );
     await exec(
-      `INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n") VALUES ($1::uuid, $2, $3, $4, 7, 1)`,
+      `INSERT INTO "ListCounter" ("tenantId", "entity", "dim", "value", "slot", "n")
+       VALUES ($1::uuid, $2, $3, $4, 7, 1)`,
       S,
       keyOf.entity,
       keyOf.dim,
@@ -657,18 +676,23 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
               // one of this writer's older rows (of any day): +, move and − deltas on shared keys.
               // A minute of its own for every (writer, round, k): no two appointments overlap.
               await c.query(
-                `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt")
-                 SELECT $1::uuid, $2::uuid, 'Race ' || $3::int || '.' || $4::int || '.' || k, 'visit', s, s + interval '1 minute'
+                `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt",
+                 "endsAt")
+                 SELECT $1::uuid, $2::uuid, 'Race ' || $3::int || '.' || $4::int || '.' || k, 'visit', s,
+                   s + interval '1 minute'
                    FROM generate_series(1, 2) k,
-                        LATERAL (SELECT ($5::date::timestamp AT TIME ZONE 'UTC') + (($3::int * 30 + $4::int) * 2 + k - 1) * interval '1 minute' AS s) x`,
+                        LATERAL (SELECT ($5::date::timestamp AT TIME ZONE 'UTC') + (($3::int * 30 + $4::int) * 2 + k -
+                          1) * interval '1 minute' AS s) x`,
                 [S, ana, w, r, day],
               );
               await c.query(`SELECT pg_sleep(0.002 * ($1::int % 3))`, [w + r]);
               await c.query(
                 // Immutable expressions of the row (in UTC): Citus refuses a STABLE
                 // function (timestamptz + interval) of a column in an UPDATE.
-                `UPDATE "Appointment" SET "startsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time) AT TIME ZONE 'UTC',
-                                          "endsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time + interval '1 minute') AT TIME ZONE 'UTC'
+                `UPDATE "Appointment"
+                 SET "startsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time) AT TIME ZONE 'UTC',
+                                          "endsAt" = ($3::date + ("startsAt" AT TIME ZONE 'UTC')::time + interval
+                                            '1 minute') AT TIME ZONE 'UTC'
                   WHERE "tenantId" = $1::uuid AND "title" = $2`,
                 [S, `Race ${w}.${r}.1`, other],
               );
@@ -697,7 +721,8 @@ describe.runIf(onPostgres)("deletions and concurrent writers (PostgreSQL)", () =
     // slots, not by the 24 × 30 transactions that wrote them.
     const raceRows = await one<{ rows: number; keys: number }>(
       `SELECT count(*)::int AS rows, count(DISTINCT "dim" || "value")::int AS keys FROM "ListCounter"
-        WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment' AND "dim" IN ('d', 'm', 'y') AND ("value" LIKE '2045%' OR "value" LIKE '2046%')`,
+        WHERE "tenantId" = $1::uuid AND "entity" = 'Appointment' AND "dim" IN ('d', 'm', 'y')
+          AND ("value" LIKE '2045%' OR "value" LIKE '2046%')`,
       S,
     );
     expect(raceRows.rows).toBeLessThanOrEqual(raceRows.keys * 32);

@@ -22,7 +22,8 @@ const lists = Object.entries(LIST_COUNTERS as Record<string, CountedList>);
 /** A row of `table` with every column set, each to a value of its own (timestamps: a year each). */
 async function fullRow(table: string): Promise<Record<string, unknown>> {
   const cols = await t.db.sql.query<{ name: string; type: string }>(
-    `SELECT column_name AS name, data_type AS type FROM information_schema.columns WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position`,
+    `SELECT column_name AS name, data_type AS type FROM information_schema.columns WHERE table_schema = 'public'
+     AND table_name = $1 ORDER BY ordinal_position`,
     [table],
   );
   expect(cols.length, table).toBeGreaterThan(3);
@@ -96,7 +97,8 @@ describe("the counter registry and the database agree", () => {
 
   it("every counted column is in its table's UPDATE trigger, and only the registered lists (and memberships) have counter triggers", async () => {
     const triggers = await t.db.sql.query<{ table: string; name: string; def: string }>(
-      `SELECT c.relname AS "table", g.tgname AS name, pg_get_triggerdef(g.oid) AS def FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
+      `SELECT c.relname AS "table", g.tgname AS name, pg_get_triggerdef(g.oid) AS def FROM pg_trigger g JOIN pg_class c
+       ON c.oid = g.tgrelid
         WHERE NOT g.tgisinternal AND c.relnamespace = 'public'::regnamespace AND g.tgname LIKE 'ListCounter%'`,
     );
     const tables = [...new Set(triggers.map((x) => x.table))].sort();

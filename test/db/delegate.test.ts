@@ -69,8 +69,11 @@ describe("tenant_exec", () => {
   });
 
   it("returns what the statement returns sent directly: every type", async () => {
-    const q = Prisma.sql`SELECT to_jsonb(x) AS "result" FROM (SELECT ${"a'b\\c"}::text AS "s", ${at}::timestamptz AS "at", ${["x", null, 'q"uote', "{}"]}::text[] AS "tags",
-                           ${{ k: [1, "é"] }}::jsonb AS "doc", ${7}::int AS "n", ${true}::boolean AS "b", ${null}::uuid AS "none", ${tenantId}::uuid AS "t") x`;
+    const q = Prisma.sql`SELECT to_jsonb(x) AS "result"
+                         FROM (SELECT ${"a'b\\c"}::text AS "s", ${at}::timestamptz AS "at",
+                           ${["x", null, 'q"uote', "{}"]}::text[] AS "tags",
+                           ${{ k: [1, "é"] }}::jsonb AS "doc", ${7}::int AS "n", ${true}::boolean AS "b",
+                             ${null}::uuid AS "none", ${tenantId}::uuid AS "t") x`;
     const [direct] = await readRaw(app.db)<{ result: unknown }>(q);
     expect(await runForTenant(app.db, tenantId, [q])).toEqual(direct!.result);
     expect(direct!.result).toMatchObject({
@@ -87,7 +90,9 @@ describe("tenant_exec", () => {
   it("each statement reads the previous one's value as $2; a statement without a row ends the call: nothing after it runs", async () => {
     const name = `tx-${Date.now()}`;
     // RETURNING names no function (Citus allows only immutable ones there): the value read, $2.
-    const insert = Prisma.sql`INSERT INTO "ContactList" ("tenantId", "id", "name") VALUES (${tenantId}::uuid, (${PREVIOUS}->>'id')::uuid, ${PREVIOUS}->>'name') RETURNING ${PREVIOUS}`;
+    const insert = Prisma.sql`INSERT INTO "ContactList" ("tenantId", "id", "name")
+                              VALUES (${tenantId}::uuid, (${PREVIOUS}->>'id')::uuid, ${PREVIOUS}->>'name')
+                                RETURNING ${PREVIOUS}`;
     const id = crypto.randomUUID();
     const out = await runForTenant(app.db, tenantId, [
       Prisma.sql`SELECT jsonb_build_object('id', ${id}::uuid, 'name', ${name}::text)`,
@@ -98,7 +103,8 @@ describe("tenant_exec", () => {
       name,
     });
     const refused = await runForTenant(app.db, tenantId, [
-      Prisma.sql`SELECT jsonb_build_object('id', ${crypto.randomUUID()}::uuid, 'name', ${`${name}-2`}::text) WHERE false`,
+      Prisma.sql`SELECT jsonb_build_object('id', ${crypto.randomUUID()}::uuid, 'name', ${`${name}-2`}::text)
+                 WHERE false`,
       insert,
     ]);
     expect(refused).toBeUndefined();
@@ -108,7 +114,8 @@ describe("tenant_exec", () => {
   it("a refusal keeps its SQLSTATE and rolls the whole call back", async () => {
     const name = `rb-${Date.now()}`;
     const err: any = await runForTenant(app.db, tenantId, [
-      Prisma.sql`INSERT INTO "ContactList" ("tenantId", "name") VALUES (${tenantId}::uuid, ${name}::text) RETURNING ${PREVIOUS}`,
+      Prisma.sql`INSERT INTO "ContactList" ("tenantId", "name") VALUES (${tenantId}::uuid, ${name}::text)
+                 RETURNING ${PREVIOUS}`,
       Prisma.sql`SELECT to_jsonb(${"not a number"}::int)`,
     ]).catch((e) => e);
     expect(err.code).toBe("22P02");
@@ -227,7 +234,8 @@ describe("tenant_exec", () => {
     async () => {
       const [fn] = await app.db.sql.query<{ arg: number; colocated: boolean }>(
         `SELECT o.distribution_argument_index AS arg,
-              o.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = '"Lead"'::regclass) AS colocated
+              o.colocationid = (SELECT colocationid FROM pg_dist_partition
+                WHERE logicalrelid = '"Lead"'::regclass) AS colocated
          FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = to_regprocedure($1)`,
         [TENANT_EXEC],
       );
@@ -248,7 +256,8 @@ describe.runIf(onCitus)("tenant_exec on the tenant's worker (Citus)", () => {
       const rows = (
         await admin.query<{ host: string; port: number; holds: boolean }>(
           `SELECT n.nodename AS host, n.nodeport AS port,
-                  EXISTS (SELECT 1 FROM pg_dist_placement p WHERE p.groupid = n.groupid AND p.shardid = get_shard_id_for_distribution_column('"Lead"', $1::uuid)) AS holds
+                  EXISTS (SELECT 1 FROM pg_dist_placement p WHERE p.groupid = n.groupid
+                    AND p.shardid = get_shard_id_for_distribution_column('"Lead"', $1::uuid)) AS holds
              FROM pg_dist_node n WHERE n.groupid <> 0 AND n.noderole = 'primary' ORDER BY n.nodeid`,
           [tenantId],
         )
@@ -293,7 +302,8 @@ describe.runIf(onCitus)("tenant_exec on the tenant's worker (Citus)", () => {
     const there = await callOn(nodes.holder, count);
     const elsewhere = await callOn(nodes.other, count);
     const [viaCoordinator] = await readRaw(app.db)<{ n: number }>(
-      Prisma.sql`SELECT count(*)::int AS n FROM "Lead" l JOIN "Tenant" t ON t."id" = l."tenantId" WHERE l."tenantId" = ${tenantId}::uuid`,
+      Prisma.sql`SELECT count(*)::int AS n FROM "Lead" l JOIN "Tenant" t ON t."id" = l."tenantId"
+                 WHERE l."tenantId" = ${tenantId}::uuid`,
     );
     expect(there).toEqual({ result: { n: viaCoordinator!.n }, local: true });
     expect(elsewhere.result).toEqual({ n: viaCoordinator!.n });

@@ -45,7 +45,8 @@ const envWith = (url: string | undefined) => {
 async function foreignKeys(db: Database): Promise<Map<string, string>> {
   const rows = await db.sql.query<{ name: string; def: string }>(
     `SELECT conrelid::regclass::text || '.' || conname AS name, pg_get_constraintdef(oid) AS def
-       FROM pg_constraint WHERE contype = 'f' AND connamespace = 'public'::regnamespace AND conrelid::regclass::text !~ '_[0-9]{6,}"?$'`,
+       FROM pg_constraint WHERE contype = 'f' AND connamespace = 'public'::regnamespace
+         AND conrelid::regclass::text !~ '_[0-9]{6,}"?$'`,
   );
   return new Map(rows.map((r) => [r.name, r.def]));
 }
@@ -109,11 +110,14 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
     const { db, url } = await migrated();
     // Rows before distribution: they are moved to the shards, and the keys are checked again.
     const tenant = "5f0c0000-0000-4000-8000-000000000001";
-    await db.sql.exec(`INSERT INTO "PlanLimit" ("plan", "perMinute", "perDay") VALUES ('pro', 180, 50000) ON CONFLICT DO NOTHING;
+    await db.sql.exec(`INSERT INTO "PlanLimit" ("plan", "perMinute", "perDay") VALUES ('pro', 180, 50000)
+                       ON CONFLICT DO NOTHING;
       INSERT INTO "Tenant" ("id", "name", "plan", "updatedAt") VALUES ('${tenant}', 'd', 'pro', now());
-      INSERT INTO "PipelineStage" ("tenantId", "id", "name", "position", "defaultEntry") VALUES ('${tenant}', '${tenant}', 'New', 1, true);
+      INSERT INTO "PipelineStage" ("tenantId", "id", "name", "position", "defaultEntry")
+        VALUES ('${tenant}', '${tenant}', 'New', 1, true);
       INSERT INTO "Lead" ("tenantId", "id", "customerName", "customerPhone", "stageId", "updatedAt")
-        SELECT '${tenant}', gen_random_uuid(), 'L' || i, '+3460000' || lpad(i::text, 4, '0'), '${tenant}', now() FROM generate_series(1, 50) i;`);
+        SELECT '${tenant}', gen_random_uuid(), 'L' || i, '+3460000' || lpad(i::text, 4, '0'), '${tenant}', now()
+          FROM generate_series(1, 50) i;`);
     const before = await foreignKeys(db);
     const r = await cli(["--shard-count", String(TEST_SHARD_COUNT)], envWith(url));
     expect(r.stderr).toBe("");
@@ -131,7 +135,8 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
     // The creates' function, delegated by its tenant argument, co-located with the tables.
     expect(out.delegated).toEqual(["tenant_exec(uuid,text[],text[])"]);
     const [fn] = await db.sql.query<{ arg: number; colocation: number }>(
-      `SELECT distribution_argument_index AS arg, colocationid AS colocation FROM pg_dist_object WHERE classid = 'pg_proc'::regclass AND objid = '"tenant_exec"(uuid, text[], text[])'::regprocedure`,
+      `SELECT distribution_argument_index AS arg, colocationid AS colocation FROM pg_dist_object
+       WHERE classid = 'pg_proc'::regclass AND objid = '"tenant_exec"(uuid, text[], text[])'::regprocedure`,
     );
 
     const roles = await db.sql.query<{
@@ -142,7 +147,8 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
       colocation: number | null;
     }>(`
       SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment, p.partmethod::text AS method,
-             CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END AS column, p.colocationid AS colocation
+             CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END AS column,
+               p.colocationid AS colocation
         FROM pg_class c LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
        WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'`);
     const colocations = new Set<number>();
@@ -223,12 +229,16 @@ describe.skipIf(!cluster)("db:distribute on a Citus cluster", () => {
       expect(await migrate(db.sql, dir)).toEqual(["29990101000000_after_distribution"]);
       // Tenants whose rows land on different shards (and so on both workers).
       const tenants = Array.from({ length: 8 }, (_, i) => `5f0c0000-0000-4000-8000-00000000001${i}`);
-      await db.sql.exec(`INSERT INTO "PlanLimit" ("plan", "perMinute", "perDay") VALUES ('pro', 180, 50000) ON CONFLICT DO NOTHING;
-        INSERT INTO "Tenant" ("id", "name", "plan", "updatedAt") SELECT t::uuid, 't', 'pro', now() FROM unnest(ARRAY['${tenants.join("','")}']) t;
-        INSERT INTO "PipelineStage" ("tenantId", "id", "name", "position", "defaultEntry") SELECT t::uuid, t::uuid, 'New', 1, true FROM unnest(ARRAY['${tenants.join("','")}']) t;`);
+      await db.sql.exec(`INSERT INTO "PlanLimit" ("plan", "perMinute", "perDay") VALUES ('pro', 180, 50000)
+                         ON CONFLICT DO NOTHING;
+        INSERT INTO "Tenant" ("id", "name", "plan", "updatedAt") SELECT t::uuid, 't', 'pro', now()
+          FROM unnest(ARRAY['${tenants.join("','")}']) t;
+        INSERT INTO "PipelineStage" ("tenantId", "id", "name", "position", "defaultEntry")
+          SELECT t::uuid, t::uuid, 'New', 1, true FROM unnest(ARRAY['${tenants.join("','")}']) t;`);
       const insert = (i: number) =>
         db.sql.exec(`INSERT INTO "Lead" ("tenantId", "id", "customerName", "customerPhone", "stageId", "updatedAt")
-          SELECT t::uuid, gen_random_uuid(), 'x', '+34611' || lpad('${i}', 6, '0'), t::uuid, now() FROM unnest(ARRAY['${tenants.join("','")}']) t`);
+          SELECT t::uuid, gen_random_uuid(), 'x', '+34611' || lpad('${i}', 6, '0'), t::uuid, now()
+            FROM unnest(ARRAY['${tenants.join("','")}']) t`);
       await insert(1);
       const marks = async () =>
         (

@@ -158,8 +158,10 @@ describe("Idempotency-Key", () => {
   });
   it("an abandoned unfinished claim is finished by the next duplicate with recover(), once", async () => {
     await t.db.prisma
-      .$executeRaw`INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint", "statusCode", "responseBody", "createdAt", "expiresAt")
-      VALUES (${tenantId}::uuid, ${apiKeyId}::uuid, 'test.create', 'k-abandoned', ${fingerprint({ b: 1 })}, 0, '{"pending":{"n":7}}'::jsonb, now() - interval '1 minute', now() + interval '1 hour')`;
+      .$executeRaw`INSERT INTO "IdempotencyRecord" ("tenantId", "apiKeyId", "endpoint", "key", "fingerprint",
+                   "statusCode", "responseBody", "createdAt", "expiresAt")
+      VALUES (${tenantId}::uuid, ${apiKeyId}::uuid, 'test.create', 'k-abandoned', ${fingerprint({ b: 1 })}, 0,
+        '{"pending":{"n":7}}'::jsonb, now() - interval '1 minute', now() + interval '1 hour')`;
     const notes: unknown[] = [];
     const attempt = () =>
       withIdempotency<unknown>(t.db, claim("k-abandoned", { b: 1 }), async () => ({ ran: true }), {

@@ -82,7 +82,8 @@ const C = "\u0001";
 async function tickets(contact: string, n: number, subject = "Ticket", age = 0): Promise<string[]> {
   const rows = await sql<{ id: string }>(
     `INSERT INTO "Ticket" ("tenantId", "subject", "createdById", "customerId", "createdAt")
-     SELECT $1::uuid, $4 || ' ' || i, $2::uuid, $3::uuid, now() - ($6::int + i) * interval '1 second' FROM generate_series(1, $5::int) i
+     SELECT $1::uuid, $4 || ' ' || i, $2::uuid, $3::uuid, now() - ($6::int + i) * interval '1 second'
+       FROM generate_series(1, $5::int) i
      RETURNING "id"`,
     [acme().id, acme().users.ana, acme().contacts[contact], subject, n, age],
   );
@@ -93,7 +94,8 @@ async function tickets(contact: string, n: number, subject = "Ticket", age = 0):
 async function fill(ticketIds: string[], n: number, body: string) {
   await sql(
     `INSERT INTO "TicketComment" ("tenantId", "ticketId", "authorUserId", "body", "createdAt")
-     SELECT $1::uuid, t.id, $2::uuid, $3, now() - interval '1 day' + i * interval '1 millisecond' FROM unnest($4::uuid[]) t(id), generate_series(1, $5::int) i`,
+     SELECT $1::uuid, t.id, $2::uuid, $3, now() - interval '1 day' + i * interval '1 millisecond'
+       FROM unnest($4::uuid[]) t(id), generate_series(1, $5::int) i`,
     [acme().id, acme().users.ana, body, ticketIds, n],
   );
 }
@@ -274,7 +276,8 @@ describe("the changes feed", () => {
     // Plain notes: ~10 KB of JSON a lead, 60 KB by the upper bound (the exact sizes decide).
     const leads = await sql<{ id: string }>(
       `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId", "notes")
-       SELECT $1::uuid, 'Wordy ' || i, $2::uuid, $3::uuid, repeat('y', 10000) FROM generate_series(1, 150) i RETURNING "id"`,
+       SELECT $1::uuid, 'Wordy ' || i, $2::uuid, $3::uuid, repeat('y', 10000) FROM generate_series(1, 150) i
+         RETURNING "id"`,
       [acme().id, acme().stages.new, acme().contacts.feed],
     );
     const { result: r, bytes } = await loadedBytes(FEED_LOAD, () => drain(tip));
@@ -304,7 +307,8 @@ describe("the changes feed", () => {
     const ids: string[] = [];
     for (const i of [1, 2, 3]) {
       const [lead] = await sql<{ id: string }>(
-        `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId") VALUES ($1::uuid, $4, $2::uuid, $3::uuid) RETURNING "id"`,
+        `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId")
+         VALUES ($1::uuid, $4, $2::uuid, $3::uuid) RETURNING "id"`,
         [acme().id, acme().stages.new, acme().contacts.feed, `Racer ${i}`],
       );
       ids.push(lead!.id);
@@ -351,7 +355,8 @@ describe("the other lists", () => {
     const n = 210;
     await sql(
       `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus", "createdAt")
-       SELECT $1::uuid, $2::uuid, 'user', repeat(chr(1), 4096), 'received', now() - i * interval '1 second' FROM generate_series(1, $3::int) i`,
+       SELECT $1::uuid, $2::uuid, 'user', repeat(chr(1), 4096), 'received', now() - i * interval '1 second'
+         FROM generate_series(1, $3::int) i`,
       [acme().id, conversation, n],
     );
     const seen: string[] = [];
@@ -380,7 +385,8 @@ describe("the other lists", () => {
     const contact = acme().contacts.leads!;
     await sql(
       `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId", "notes", "zones", "createdAt")
-       SELECT $1::uuid, 'Lead ' || i, $2::uuid, $3::uuid, repeat(chr(1), 10000), ARRAY['a"b', 'c\\d'], now() - i * interval '1 second'
+       SELECT $1::uuid, 'Lead ' || i, $2::uuid, $3::uuid, repeat(chr(1), 10000), ARRAY['a"b', 'c\\d'],
+         now() - i * interval '1 second'
          FROM generate_series(1, 120) i`,
       [acme().id, acme().stages.new, contact],
     );
@@ -425,7 +431,8 @@ describe("the other lists", () => {
     const betaKey = beta.apiKeys.full!.key;
     // Two tickets of ~900 KB of JSON each (150,000 × U+0001), far past a share of a 20-call batch (~204 KB).
     const made = await sql<{ id: string }>(
-      `INSERT INTO "Ticket" ("tenantId", "subject", "createdById", "customerId") SELECT $1::uuid, 'Big ' || i, $2::uuid, $3::uuid
+      `INSERT INTO "Ticket" ("tenantId", "subject", "createdById", "customerId")
+       SELECT $1::uuid, 'Big ' || i, $2::uuid, $3::uuid
          FROM generate_series(1, 2) i RETURNING "id"`,
       [beta.id, beta.users.ana, beta.contacts.big],
     );
@@ -500,9 +507,11 @@ describe("the other lists", () => {
   it("appointments with notes at the API's bound (10,000 × U+0001)", async () => {
     const contact = acme().contacts.appts!;
     await sql(
-      `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "customerId", "title", "appointmentType", "startsAt", "endsAt", "status", "notes")
+      `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "customerId", "title", "appointmentType", "startsAt",
+       "endsAt", "status", "notes")
        SELECT $1::uuid, $2::uuid, $3::uuid, 'Visit ' || i, 'visit', timestamptz '2027-01-01' + i * interval '1 hour',
-              timestamptz '2027-01-01' + i * interval '1 hour' + interval '30 minutes', 'cancelled', repeat(chr(1), 10000)
+              timestamptz '2027-01-01' + i * interval '1 hour' + interval '30 minutes', 'cancelled', repeat(chr(1),
+                10000)
          FROM generate_series(1, 120) i`,
       [acme().id, acme().users.ana, contact],
     );
@@ -514,7 +523,8 @@ describe("the other lists", () => {
     // name, a 200-character preview): rows written otherwise are still cut to the budget.
     const list = acme().contactLists.big!;
     await sql(
-      `WITH c AS (INSERT INTO "Contact" ("tenantId", "fullName") SELECT $1::uuid, repeat('n', 100000) || i FROM generate_series(1, 60) i RETURNING "id")
+      `WITH c AS (INSERT INTO "Contact" ("tenantId", "fullName") SELECT $1::uuid, repeat('n', 100000) || i
+       FROM generate_series(1, 60) i RETURNING "id")
        INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId") SELECT $1::uuid, $2::uuid, c."id" FROM c`,
       [acme().id, list],
     );
@@ -602,18 +612,24 @@ describe("the sizes computed in SQL bound each item's JSON", () => {
     const conversation = t.conversations.sizes!;
     for (const [i, s] of EDGE.entries()) {
       await sql(
-        `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId", "notes", "customerEmail", "zones", "intent")
-         VALUES ($1::uuid, $2 || 'n', $3::uuid, $4::uuid, CASE WHEN $5::int % 2 = 0 THEN $2 END, CASE WHEN $5::int % 3 = 0 THEN $2 END, ARRAY[$2, 'z'], $2 || 'i')`,
+        `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId", "notes", "customerEmail", "zones",
+         "intent")
+         VALUES ($1::uuid, $2 || 'n', $3::uuid, $4::uuid, CASE WHEN $5::int % 2 = 0 THEN $2 END, CASE
+           WHEN $5::int % 3 = 0 THEN $2 END, ARRAY[$2, 'z'], $2 || 'i')`,
         [t.id, s, t.stages.new, contact, i],
       );
       await sql(
-        `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "customerId", "title", "appointmentType", "startsAt", "endsAt", "status", "notes")
-         VALUES ($1::uuid, $2::uuid, $3::uuid, $4 || 't', $4 || 'a', timestamptz '2028-01-01' + $5::int * interval '1 hour',
-                 timestamptz '2028-01-01' + $5::int * interval '1 hour' + interval '1 minute', 'completed', CASE WHEN $5::int % 2 = 1 THEN $4 END)`,
+        `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "customerId", "title", "appointmentType", "startsAt",
+         "endsAt", "status", "notes")
+         VALUES ($1::uuid, $2::uuid, $3::uuid, $4 || 't', $4 || 'a',
+           timestamptz '2028-01-01' + $5::int * interval '1 hour',
+                 timestamptz '2028-01-01' + $5::int * interval '1 hour' + interval '1 minute', 'completed', CASE
+                   WHEN $5::int % 2 = 1 THEN $4 END)`,
         [t.id, t.users.ana, contact, s, i],
       );
       await sql(
-        `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus") VALUES ($1::uuid, $2::uuid, 'user', $3 || 'm', 'received')`,
+        `INSERT INTO "Message" ("tenantId", "conversationId", "role", "content", "deliveryStatus")
+         VALUES ($1::uuid, $2::uuid, 'user', $3 || 'm', 'received')`,
         [t.id, conversation, s],
       );
       const [ticket] = await tickets("sizes", 1, `${s}s`);

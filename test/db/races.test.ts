@@ -205,7 +205,8 @@ describe("a one-statement create chosen as a deadlock victim", () => {
     await sql(`CREATE FUNCTION "test_victim_once"() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN IF nextval('"test_victim_once"') = 1 THEN RAISE EXCEPTION 'deadlock detected (test)' USING ERRCODE = '40P01'; END IF; RETURN NULL; END $$`);
     await sql(
-      `CREATE TRIGGER "test_victim_once" AFTER INSERT ON "Lead" FOR EACH ROW WHEN (NEW."customerName" = 'Victim') EXECUTE FUNCTION "test_victim_once"()`,
+      `CREATE TRIGGER "test_victim_once" AFTER INSERT ON "Lead" FOR EACH ROW
+       WHEN (NEW."customerName" = 'Victim') EXECUTE FUNCTION "test_victim_once"()`,
     );
     try {
       const r = await app.request("POST", "/public/v1/leads", {

@@ -144,7 +144,8 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
   const placement = async () =>
     (
       await admin.query<{ shard: string; host: string; port: number }>(
-        `SELECT p.shardid::text AS shard, n.nodename AS host, n.nodeport AS port FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+        `SELECT p.shardid::text AS shard, n.nodename AS host, n.nodeport AS port FROM pg_dist_placement p
+         JOIN pg_dist_node n USING (groupid)
           WHERE p.shardid = get_shard_id_for_distribution_column('"Lead"', $1::uuid)`,
         [tenantId],
       )
@@ -187,7 +188,8 @@ describe.skipIf(!onCitus)("on a Citus cluster", () => {
     // Move the tenant's shard group to another worker (block_writes: no replication set-up needed).
     const [other] = (
       await admin.query<{ host: string; port: number }>(
-        `SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> $1 AND noderole = 'primary' ORDER BY nodeid LIMIT 1`,
+        `SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> $1
+         AND noderole = 'primary' ORDER BY nodeid LIMIT 1`,
         [before.port],
       )
     ).rows;

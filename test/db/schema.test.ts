@@ -148,8 +148,10 @@ describe("schema drift", () => {
       columns: string | null;
       partial: boolean;
     }>(`
-      SELECT tc.relname AS "table", ic.relname AS "index", ix.indisunique AS "unique", ix.indpred IS NOT NULL AS "partial",
-             (SELECT string_agg(a.attname || CASE WHEN ix.indoption[k.ord - 1] & 1 = 1 THEN ' desc' ELSE '' END, ',' ORDER BY k.ord)
+      SELECT tc.relname AS "table", ic.relname AS "index", ix.indisunique AS "unique",
+        ix.indpred IS NOT NULL AS "partial",
+             (SELECT string_agg(a.attname || CASE WHEN ix.indoption[k.ord - 1] & 1 = 1 THEN ' desc' ELSE '' END, ','
+               ORDER BY k.ord)
                 FROM unnest(ix.indkey) WITH ORDINALITY k(attnum, ord)
                 JOIN pg_attribute a ON a.attrelid = tc.oid AND a.attnum = k.attnum) AS "columns"
         FROM pg_index ix JOIN pg_class ic ON ic.oid = ix.indexrelid JOIN pg_class tc ON tc.oid = ix.indrelid

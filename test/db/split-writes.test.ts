@@ -96,7 +96,8 @@ describe.runIf(onPostgres)("a worker pool sends an UPDATE or DELETE that changed
       sent.length = 0;
       expect(
         await worker.prisma.$executeRawUnsafe(
-          `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") SELECT "tenantId", 'never', "stageId" FROM "Lead" WHERE "tenantId" = $1::uuid AND false`,
+          `INSERT INTO "Lead" ("tenantId", "customerName", "stageId") SELECT "tenantId", 'never', "stageId" FROM "Lead"
+           WHERE "tenantId" = $1::uuid AND false`,
           tenantId,
         ),
       ).toBe(0);
@@ -207,7 +208,8 @@ describe.runIf(onCitus)(
             await new Promise((r) => setTimeout(r, 50));
           }
           const { rows } = await watch.query(
-            `SELECT pid, state, wait_event_type, wait_event, left(query, 80) AS q FROM pg_stat_activity WHERE datname = current_database()`,
+            `SELECT pid, state, wait_event_type, wait_event, left(query, 80) AS q FROM pg_stat_activity
+             WHERE datname = current_database()`,
           );
           throw new Error(`fewer than ${n} waits on the tenant's metadata lock: ${JSON.stringify(rows)}`);
         };
@@ -215,7 +217,8 @@ describe.runIf(onCitus)(
         await gate.query("BEGIN");
         await gate.query(`SELECT lock_shard_metadata(5, ARRAY[$1::bigint])`, [holder!.anchor]);
         const split = admin.query(
-          `SELECT isolate_tenant_to_new_shard('"Lead"', $1::uuid, cascade_option => 'CASCADE', shard_transfer_mode => 'block_writes')::text AS id`,
+          `SELECT isolate_tenant_to_new_shard('"Lead"', $1::uuid, cascade_option => 'CASCADE',
+           shard_transfer_mode => 'block_writes')::text AS id`,
           [tenantId],
         );
         await waiting(1);

@@ -55,7 +55,8 @@ async function state(ticketId: string) {
     records: number;
   }>(
     `SELECT t."commentCount", t."commentChars", t."updatedAt",
-            (SELECT count(*)::int FROM "TicketComment" c WHERE c."tenantId" = t."tenantId" AND c."ticketId" = t."id") AS n,
+            (SELECT count(*)::int FROM "TicketComment" c WHERE c."tenantId" = t."tenantId"
+              AND c."ticketId" = t."id") AS n,
             (SELECT count(*)::int FROM "IdempotencyRecord") AS records
        FROM "Ticket" t WHERE t."id" = $1`,
     [ticketId],
@@ -153,7 +154,8 @@ describe("Idempotency-Key on a comment", () => {
     expect(first.body.comments).toHaveLength(6);
 
     const [rec] = await app.db.sql.query<{ size: number; body: any }>(
-      `SELECT octet_length("responseBody"::text) AS size, "responseBody" AS body FROM "IdempotencyRecord" WHERE "tenantId" = $1 AND "key" = 'thread-1'`,
+      `SELECT octet_length("responseBody"::text) AS size, "responseBody" AS body FROM "IdempotencyRecord"
+       WHERE "tenantId" = $1 AND "key" = 'thread-1'`,
       [acme().id],
     );
     expect(rec!.size).toBeLessThan(2_000); // the response is over 60 KB

@@ -109,7 +109,8 @@ async function bulk(
   );
   await exec(
     `INSERT INTO "Contact" ("tenantId", "fullName", "phone", "email", "deletedAt", "createdAt")
-     SELECT $1::uuid, 'Bulk ' || i, '+3462' || lpad(($2 * 100000 + i)::text, 7, '0'), 'bulk' || i || '@s' || $2 || '.test',
+     SELECT $1::uuid, 'Bulk ' || i, '+3462' || lpad(($2 * 100000 + i)::text, 7, '0'),
+       'bulk' || i || '@s' || $2 || '.test',
             CASE WHEN i % 11 = 0 THEN now() END,
             timestamptz '2024-02-27 00:00:00+00' + (i * 7919 % 1000) * interval '19 hours 13 minutes'
        FROM generate_series(1, $3::int) i`,
@@ -120,7 +121,8 @@ async function bulk(
   await exec(
     `INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId")
      SELECT $1::uuid, l."id", c."id" FROM "Contact" c JOIN "ContactList" l ON l."tenantId" = c."tenantId"
-      WHERE c."tenantId" = $1::uuid AND c."fullName" LIKE 'Bulk %' AND (hashtext(c."id"::text || l."id"::text) % 3 = 0)`,
+      WHERE c."tenantId" = $1::uuid AND c."fullName" LIKE 'Bulk %'
+        AND (hashtext(c."id"::text || l."id"::text) % 3 = 0)`,
     t,
   );
   await exec(
@@ -137,7 +139,8 @@ async function bulk(
   );
   await exec(
     `INSERT INTO "Ticket" ("tenantId", "subject", "status", "createdById", "assignedToId", "customerId", "createdAt")
-     SELECT $1::uuid, 'Bulk ticket ' || i, (ARRAY['open','pending','resolved','closed']::"TicketStatus"[])[1 + i % 4], $2::uuid,
+     SELECT $1::uuid, 'Bulk ticket ' || i, (ARRAY['open','pending','resolved','closed']::"TicketStatus"[])[1 + i % 4],
+       $2::uuid,
             CASE WHEN i % 3 = 0 THEN $2::uuid END,
             (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid ORDER BY c."id" OFFSET (i % 5) LIMIT 1),
             timestamptz '2024-06-01 00:00:00+00' + (i * 104729 % 997) * interval '13 hours 1 minute'
@@ -147,18 +150,22 @@ async function bulk(
     n.tickets,
   );
   await exec(
-    `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt", "status", "customerId")
+    `INSERT INTO "Appointment" ("tenantId", "assignedUserId", "title", "appointmentType", "startsAt", "endsAt",
+     "status", "customerId")
      SELECT $1::uuid, $2::uuid, 'Bulk visit ' || i, 'visit', s, s + interval '45 minutes',
             (ARRAY['scheduled','cancelled','completed','no_show']::"AppointmentStatus"[])[1 + i % 4],
-            CASE WHEN i % 2 = 0 THEN (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid ORDER BY c."id" OFFSET (i % 4) LIMIT 1) END
-       FROM (SELECT i, timestamptz '2024-12-30 08:00:00+00' + i * interval '7 hours' AS s FROM generate_series(1, $3::int) i) x`,
+            CASE WHEN i % 2 = 0 THEN (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid ORDER BY c."id"
+              OFFSET (i % 4) LIMIT 1) END
+       FROM (SELECT i, timestamptz '2024-12-30 08:00:00+00' + i * interval '7 hours' AS s
+         FROM generate_series(1, $3::int) i) x`,
     t,
     ana,
     n.appointments,
   );
   await exec(
     `INSERT INTO "Customer" ("tenantId", "name", "contactId")
-     SELECT $1::uuid, 'Bulk customer ' || i, (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid ORDER BY c."id" OFFSET i LIMIT 1)
+     SELECT $1::uuid, 'Bulk customer ' || i, (SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid
+       ORDER BY c."id" OFFSET i LIMIT 1)
        FROM generate_series(0, 5) i`,
     t,
   );
@@ -445,20 +452,24 @@ describe("counters", () => {
     // expression of a column in an UPDATE; timestamptz ± interval is STABLE).
     await exec(
       `UPDATE "Contact" SET "deletedAt" = now() WHERE "tenantId" = $1::uuid AND "id" IN
-                  (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL ORDER BY "id" LIMIT 5)`,
+                  (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL ORDER BY "id"
+                    LIMIT 5)`,
       A,
     );
     await exec(
       `UPDATE "Contact" SET "deletedAt" = NULL WHERE "tenantId" = $1::uuid AND "id" IN
-                  (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NOT NULL ORDER BY "id" DESC LIMIT 4)`,
+                  (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NOT NULL
+                    ORDER BY "id" DESC LIMIT 4)`,
       A,
     );
     await exec(
-      `UPDATE "Contact" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '400 days') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%'`,
+      `UPDATE "Contact" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '400 days') AT TIME ZONE 'UTC'
+       WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%'`,
       A,
     );
     await exec(
-      `UPDATE "Lead" SET "customerId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 1)
+      `UPDATE "Lead" SET "customerId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC
+       LIMIT 1)
                  WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 1%'`,
       A,
     );
@@ -467,41 +478,52 @@ describe("counters", () => {
       A,
     );
     await exec(
-      `UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' + interval '36 hours') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 3%'`,
+      `UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' + interval '36 hours') AT TIME ZONE 'UTC'
+       WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 3%'`,
       A,
     );
     await exec(
-      `UPDATE "Conversation" SET "status" = 'resolved', "channelId" = (SELECT "id" FROM "Channel" WHERE "tenantId" = $1::uuid AND "kind" = 'web')
-                 WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 7)`,
+      `UPDATE "Conversation" SET "status" = 'resolved', "channelId" = (SELECT "id" FROM "Channel"
+       WHERE "tenantId" = $1::uuid AND "kind" = 'web')
+                 WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid
+                   ORDER BY "id" LIMIT 7)`,
       A,
     );
     await exec(
-      `UPDATE "Conversation" SET "customerId" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1),
+      `UPDATE "Conversation" SET "customerId" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid ORDER BY "id"
+       LIMIT 1),
                        "lastMessageAt" = ("lastMessageAt" AT TIME ZONE 'UTC' + interval '3 days') AT TIME ZONE 'UTC'
-                 WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 5)`,
+                 WHERE "tenantId" = $1::uuid AND "id" IN (SELECT "id" FROM "Conversation" WHERE "tenantId" = $1::uuid
+                   ORDER BY "id" DESC LIMIT 5)`,
       A,
     );
     // A customer re-linked to another contact moves its conversations under the contact filter.
     await exec(
-      `UPDATE "Customer" SET "contactId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC LIMIT 1)
-                 WHERE "tenantId" = $1::uuid AND "id" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1)`,
+      `UPDATE "Customer" SET "contactId" = (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid ORDER BY "id" DESC
+       LIMIT 1)
+                 WHERE "tenantId" = $1::uuid AND "id" = (SELECT "id" FROM "Customer" WHERE "tenantId" = $1::uuid
+                   ORDER BY "id" LIMIT 1)`,
       A,
     );
     await exec(
-      `UPDATE "ContactListMember" SET "listId" = (SELECT "id" FROM "ContactList" WHERE "tenantId" = $1::uuid ORDER BY "id" LIMIT 1)
-                 WHERE "tenantId" = $1::uuid AND "contactId" IN (SELECT "contactId" FROM "ContactListMember" WHERE "tenantId" = $1::uuid
+      `UPDATE "ContactListMember" SET "listId" = (SELECT "id" FROM "ContactList" WHERE "tenantId" = $1::uuid
+       ORDER BY "id" LIMIT 1)
+                 WHERE "tenantId" = $1::uuid AND "contactId" IN (SELECT "contactId" FROM "ContactListMember"
+                   WHERE "tenantId" = $1::uuid
                    GROUP BY 1 HAVING count(*) = 1 ORDER BY 1 LIMIT 3)`,
       A,
     );
     await exec(
       `DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "contactId" IN
-                  (SELECT "contactId" FROM "ContactListMember" WHERE "tenantId" = $1::uuid ORDER BY "contactId" DESC LIMIT 4)`,
+                  (SELECT "contactId" FROM "ContactListMember" WHERE "tenantId" = $1::uuid ORDER BY "contactId" DESC
+                    LIMIT 4)`,
       A,
     );
     // Hard deletes (a live contact with memberships: its lists lose it before the cascade removes them).
     await exec(
       `DELETE FROM "Lead" WHERE "tenantId" = $1::uuid AND "customerName" LIKE 'Bulk lead 4%'
-                  AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = $1::uuid AND a."leadId" = "Lead"."id")
+                  AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = $1::uuid
+                    AND a."leadId" = "Lead"."id")
                   AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."tenantId" = $1::uuid AND t."leadId" = "Lead"."id")`,
       A,
     );
@@ -514,11 +536,14 @@ describe("counters", () => {
     const deleted = await exec(
       `DELETE FROM "Contact" WHERE "tenantId" = $1::uuid AND "id" IN (
                   SELECT c."id" FROM "Contact" c WHERE c."tenantId" = $1::uuid AND c."deletedAt" IS NULL
-                     AND EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = $1::uuid AND m."contactId" = c."id")
+                     AND EXISTS (SELECT 1 FROM "ContactListMember" m WHERE m."tenantId" = $1::uuid
+                       AND m."contactId" = c."id")
                      AND NOT EXISTS (SELECT 1 FROM "Lead" l WHERE l."tenantId" = $1::uuid AND l."customerId" = c."id")
                      AND NOT EXISTS (SELECT 1 FROM "Ticket" t WHERE t."tenantId" = $1::uuid AND t."customerId" = c."id")
-                     AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = $1::uuid AND a."customerId" = c."id")
-                     AND NOT EXISTS (SELECT 1 FROM "Customer" u WHERE u."tenantId" = $1::uuid AND u."contactId" = c."id")
+                     AND NOT EXISTS (SELECT 1 FROM "Appointment" a WHERE a."tenantId" = $1::uuid
+                       AND a."customerId" = c."id")
+                     AND NOT EXISTS (SELECT 1 FROM "Customer" u WHERE u."tenantId" = $1::uuid
+                       AND u."contactId" = c."id")
                    ORDER BY c."id" LIMIT 6)`,
       A,
     );
@@ -567,7 +592,8 @@ describe("counters", () => {
     ).rejects.toThrow();
     // API writes refused by the database: an overlapping appointment (409) and a duplicate contact (409).
     const [appt] = await rows<{ startsAt: Date; endsAt: Date; userId: string }>(
-      `SELECT "startsAt", "endsAt", "assignedUserId"::text AS "userId" FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'scheduled' LIMIT 1`,
+      `SELECT "startsAt", "endsAt", "assignedUserId"::text AS "userId" FROM "Appointment" WHERE "tenantId" = $1::uuid
+       AND "status" = 'scheduled' LIMIT 1`,
       A,
     );
     const overlap = await app.request("POST", "/public/v1/appointments", {
@@ -603,7 +629,8 @@ describe("the count cache of contact searches", () => {
     Number(
       (
         await one<{ v: string }>(
-          `SELECT coalesce(sum("n"), 0)::text AS v FROM "ListCounter" WHERE "tenantId" = $1::uuid AND "entity" = 'Contact' AND "dim" = 'v'`,
+          `SELECT coalesce(sum("n"), 0)::text AS v FROM "ListCounter" WHERE "tenantId" = $1::uuid
+           AND "entity" = 'Contact' AND "dim" = 'v'`,
           t,
         )
       ).v,
@@ -684,7 +711,8 @@ describe("the count cache of contact searches", () => {
           expect(
             await exec(
               `UPDATE "Contact" SET "phone" = '+34699' || right("phone", 6) WHERE "tenantId" = $1::uuid AND "id" =
-            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk %' AND "phone" LIKE '+3462%' ORDER BY "id" LIMIT 1)`,
+            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk %'
+              AND "phone" LIKE '+3462%' ORDER BY "id" LIMIT 1)`,
               A,
             ),
           ).toBe(1),
@@ -694,7 +722,8 @@ describe("the count cache of contact searches", () => {
         () =>
           exec(
             `INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId")
-            SELECT $1::uuid, $2::uuid, "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%' ON CONFLICT DO NOTHING`,
+            SELECT $1::uuid, $2::uuid, "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "email" LIKE 'zebra%'
+              ON CONFLICT DO NOTHING`,
             A,
             vip,
           ),
@@ -722,7 +751,8 @@ describe("the count cache of contact searches", () => {
         () =>
           exec(
             `UPDATE "Contact" SET "fullName" = 'Renamed ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
-            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 10)`,
+            (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 1%'
+              AND "deletedAt" IS NULL ORDER BY "id" LIMIT 10)`,
             A,
           ),
       ],
@@ -738,7 +768,8 @@ describe("the count cache of contact searches", () => {
     // Writes that change no match of any search leave the version (and the cache) alone: another
     // column of a contact, and a rolled-back contact write.
     await exec(
-      `UPDATE "Contact" SET "marketingOptOut" = NOT "marketingOptOut" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%'`,
+      `UPDATE "Contact" SET "marketingOptOut" = NOT "marketingOptOut" WHERE "tenantId" = $1::uuid
+       AND "fullName" LIKE 'Bulk 2%'`,
       A,
     );
     await expect(
@@ -776,7 +807,8 @@ describe("the count cache of contact searches", () => {
       await tx.$executeRawUnsafe(`SET LOCAL session_replication_role = replica`);
       await tx.$executeRawUnsafe(
         `UPDATE "Contact" SET "fullName" = 'Hidden ' || "id" WHERE "tenantId" = $1::uuid AND "id" IN
-        (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%' AND "deletedAt" IS NULL ORDER BY "id" LIMIT 3)`,
+        (SELECT "id" FROM "Contact" WHERE "tenantId" = $1::uuid AND "fullName" LIKE 'Bulk 2%' AND "deletedAt" IS NULL
+          ORDER BY "id" LIMIT 3)`,
         A,
       );
     });
@@ -801,13 +833,15 @@ describe("contact search pages", () => {
   beforeAll(async () => {
     await exec(
       `INSERT INTO "Contact" ("tenantId", "fullName", "email", "createdAt")
-       SELECT $1::uuid, (ARRAY['Walker', 'WALKER', 'wälker', 'Wälker', 'Straße', 'STRASSE', 'İrem', 'ırmak', '100% _x_ a\\b'])[1 + i % 9] || ' ' || i,
+       SELECT $1::uuid, (ARRAY['Walker', 'WALKER', 'wälker', 'Wälker', 'Straße', 'STRASSE', 'İrem', 'ırmak',
+         '100% _x_ a\\b'])[1 + i % 9] || ' ' || i,
               'walker.' || i || '@walk.test', timestamptz '2025-06-01 00:00:00+00' - (i % 500) * interval '1 hour'
          FROM generate_series(1, 2600) i`,
       A,
     );
     await exec(
-      `INSERT INTO "Contact" ("tenantId", "fullName", "email") VALUES ($1::uuid, E'unit\\x1fsep', E'st\\x1fwalker@walk.test')`,
+      `INSERT INTO "Contact" ("tenantId", "fullName", "email")
+       VALUES ($1::uuid, E'unit\\x1fsep', E'st\\x1fwalker@walk.test')`,
       A,
     );
   });
@@ -911,7 +945,8 @@ describe("contact search pages", () => {
     const added: string[] = [];
     const add = async (createdAt: string) => {
       const { id } = await one<{ id: string }>(
-        `INSERT INTO "Contact" ("tenantId", "fullName", "createdAt") VALUES ($1::uuid, 'Span walker', $2::timestamptz) RETURNING "id"::text AS id`,
+        `INSERT INTO "Contact" ("tenantId", "fullName", "createdAt") VALUES ($1::uuid, 'Span walker', $2::timestamptz)
+         RETURNING "id"::text AS id`,
         A,
         createdAt,
       );
@@ -972,7 +1007,8 @@ describe("date bounds", () => {
 
   it("a contacts cursor at the last storable millisecond pages on: its position is counted from 1 ms later", async () => {
     const { id } = await one<{ id: string }>(
-      `INSERT INTO "Contact" ("tenantId", "fullName", "createdAt") VALUES ($1::uuid, 'Last ms', '9999-12-31T23:59:59.999Z') RETURNING "id"::text AS id`,
+      `INSERT INTO "Contact" ("tenantId", "fullName", "createdAt")
+       VALUES ($1::uuid, 'Last ms', '9999-12-31T23:59:59.999Z') RETURNING "id"::text AS id`,
       B,
     );
     try {
@@ -1206,7 +1242,8 @@ describe("under concurrent writes", () => {
       const heldPid = (await held.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`)).rows[0]!.pid;
       const heldSlot = (
         await held.query<{ slot: number }>(
-          `SELECT (txid_current() % "ListCounter_slots"())::int AS slot FROM "Lead" WHERE "tenantId" = $1 AND "customerName" = 'held open' LIMIT 1`,
+          `SELECT (txid_current() % "ListCounter_slots"())::int AS slot FROM "Lead" WHERE "tenantId" = $1
+           AND "customerName" = 'held open' LIMIT 1`,
           [tenantId],
         )
       ).rows[0]!.slot;
@@ -1220,7 +1257,8 @@ describe("under concurrent writes", () => {
               // never read, so that it runs on their worker).
               const { next } = await one<{ next: number }>(
                 `WITH x AS (SELECT ((txid_current() + 1) % "ListCounter_slots"())::int AS next)
-                 SELECT x.next FROM x WHERE x.next >= 0 OR EXISTS (SELECT 1 FROM "Lead" l WHERE l."tenantId" = $1::uuid)`,
+                 SELECT x.next FROM x WHERE x.next >= 0 OR EXISTS (SELECT 1 FROM "Lead" l
+                   WHERE l."tenantId" = $1::uuid)`,
                 tenantId,
               );
               if (next === heldSlot) break;
@@ -1361,7 +1399,8 @@ describe("deep offsets", () => {
       [undefined, "2025-12-31T23:59:59.999Z"],
     ] as const) {
       const plain = await rows<{ id: string }>(
-        `SELECT "id"::text AS id FROM "Lead" WHERE "tenantId" = $1::uuid AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz)
+        `SELECT "id"::text AS id FROM "Lead" WHERE "tenantId" = $1::uuid
+         AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz)
             AND ($3::timestamptz IS NULL OR "createdAt" < $3::timestamptz) ORDER BY "createdAt" DESC, "id" DESC`,
         A,
         from ?? null,
@@ -1399,7 +1438,8 @@ describe("deep offsets", () => {
 
   it("a contacts cursor's page number comes from the buckets and matches its position", async () => {
     const plain = await rows<{ id: string }>(
-      `SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL ORDER BY "createdAt" DESC, "id" DESC`,
+      `SELECT "id"::text AS id FROM "Contact" WHERE "tenantId" = $1::uuid AND "deletedAt" IS NULL
+       ORDER BY "createdAt" DESC, "id" DESC`,
       A,
     );
     let cursor: string | undefined;
@@ -1432,10 +1472,13 @@ describe("deep offsets", () => {
       const bad = await rows<{ rn: number }>(
         `WITH plain AS (
            SELECT "id", (row_number() OVER (ORDER BY "createdAt" ${dir}, "id" ${dir}) - 1) AS rn FROM "Lead"
-            WHERE "tenantId" = $1::uuid AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz) AND ($3::timestamptz IS NULL OR "createdAt" < $3::timestamptz))
-         SELECT p.rn::int AS rn FROM plain p CROSS JOIN LATERAL "ListCounter_seek"($1::uuid, 'Lead', $2::timestamptz, $3::timestamptz, p.rn, $4) s
+            WHERE "tenantId" = $1::uuid AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz)
+              AND ($3::timestamptz IS NULL OR "createdAt" < $3::timestamptz))
+         SELECT p.rn::int AS rn FROM plain p CROSS JOIN
+           LATERAL "ListCounter_seek"($1::uuid, 'Lead', $2::timestamptz, $3::timestamptz, p.rn, $4) s
            LEFT JOIN LATERAL (SELECT "id" FROM "Lead" WHERE "tenantId" = $1::uuid
-                      AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz) AND ($3::timestamptz IS NULL OR "createdAt" < $3::timestamptz)
+                      AND ($2::timestamptz IS NULL OR "createdAt" >= $2::timestamptz)
+                        AND ($3::timestamptz IS NULL OR "createdAt" < $3::timestamptz)
                       AND CASE WHEN $4 THEN "createdAt" < s."bound" ELSE "createdAt" >= s."bound" END
                     ORDER BY CASE WHEN $4 THEN "createdAt" END DESC, CASE WHEN $4 THEN "id" END DESC, "createdAt", "id"
                     OFFSET s."skip" LIMIT 1) q ON true

@@ -175,8 +175,8 @@ describe("POST /leads", () => {
     const headers = { "Idempotency-Key": k };
     const first = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "Old" }, headers });
     expect(first.status).toBe(201);
-    await app.db.prisma
-      .$executeRaw`UPDATE "IdempotencyRecord" SET "expiresAt" = now() - interval '1 second' WHERE "tenantId" = ${acme.id}::uuid AND "key" = ${k}`;
+    await app.db.prisma.$executeRaw`UPDATE "IdempotencyRecord" SET "expiresAt" = now() - interval '1 second'
+                   WHERE "tenantId" = ${acme.id}::uuid AND "key" = ${k}`;
     const taken = await app.request("POST", "/public/v1/leads", { key, body: { customerName: "New" }, headers });
     expect(taken.status).toBe(201);
     expect(taken.headers.get("idempotent-replayed")).toBeNull();

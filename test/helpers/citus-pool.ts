@@ -97,10 +97,14 @@ export async function fingerprint(url: string, kept: string[]): Promise<string> 
     );
     const citus = await c.query<{ x: string }>(`SELECT md5(coalesce(string_agg(x, E'\\n' ORDER BY x), '')) AS x FROM (
         SELECT format('dist %s %s %s', logicalrelid::regclass, partmethod, colocationid) FROM pg_dist_partition
-        UNION ALL SELECT format('shard %s %s %s', s.logicalrelid::regclass, s.shardminvalue, p.groupid) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
-        UNION ALL SELECT format('node %s:%s %s %s %s %s', nodename, nodeport, groupid, isactive, shouldhaveshards, noderole) FROM pg_dist_node
-        UNION ALL SELECT format('obj %s %s %s', pg_identify_object_as_address(classid, objid, objsubid), distribution_argument_index, colocationid) FROM pg_catalog.pg_dist_object
-        UNION ALL SELECT format('job %s', count(*)) FROM pg_dist_background_job WHERE state NOT IN ('finished', 'cancelled', 'failed')
+        UNION ALL SELECT format('shard %s %s %s', s.logicalrelid::regclass, s.shardminvalue, p.groupid)
+          FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
+        UNION ALL SELECT format('node %s:%s %s %s %s %s', nodename, nodeport, groupid, isactive, shouldhaveshards,
+          noderole) FROM pg_dist_node
+        UNION ALL SELECT format('obj %s %s %s', pg_identify_object_as_address(classid, objid, objsubid),
+          distribution_argument_index, colocationid) FROM pg_catalog.pg_dist_object
+        UNION ALL SELECT format('job %s', count(*)) FROM pg_dist_background_job
+          WHERE state NOT IN ('finished', 'cancelled', 'failed')
       ) f(x)`);
     const here = await c.query<{ md5: string }>(local);
     const rows: string[] = [];

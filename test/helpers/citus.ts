@@ -69,7 +69,8 @@ export async function readCatalog(sql: Pick<SqlRunner, "query">): Promise<Catalo
   for (const r of rels)
     tables.set(r.name, { name: r.name, comment: r.comment, role: parseRole(r.comment), columns: new Map() });
   const cols = await sql.query<{ table: string; attnum: number; name: string; type: string; notnull: boolean }>(`
-    SELECT c.relname AS "table", a.attnum, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS notnull
+    SELECT c.relname AS "table", a.attnum, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type,
+      a.attnotnull AS notnull
       FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped`);
   for (const c of cols)
@@ -85,9 +86,11 @@ export async function readCatalog(sql: Pick<SqlRunner, "query">): Promise<Catalo
     ondelete: string;
     operators: string[] | null;
   }>(`
-    SELECT k.conname AS name, c.relname AS "table", k.contype AS type, k.conkey AS keys, r.relname AS reftable, k.confkey AS refkeys,
+    SELECT k.conname AS name, c.relname AS "table", k.contype AS type, k.conkey AS keys, r.relname AS reftable,
+      k.confkey AS refkeys,
            k.confupdtype AS onupdate, k.confdeltype AS ondelete,
-           (SELECT array_agg(o.oprname::text ORDER BY x.ord) FROM unnest(k.conexclop) WITH ORDINALITY x(op, ord) JOIN pg_operator o ON o.oid = x.op) AS operators
+           (SELECT array_agg(o.oprname::text ORDER BY x.ord) FROM unnest(k.conexclop) WITH ORDINALITY x(op, ord)
+             JOIN pg_operator o ON o.oid = x.op) AS operators
       FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
       LEFT JOIN pg_class r ON r.oid = k.confrelid
      WHERE n.nspname = 'public' AND k.contype IN ('p', 'u', 'x', 'f')`);
@@ -102,7 +105,8 @@ export async function readCatalog(sql: Pick<SqlRunner, "query">): Promise<Catalo
     ...(k.type === "x" ? { operators: k.operators ?? [] } : {}),
   }));
   const idx = await sql.query<{ name: string; table: string; unique: boolean; keys: unknown; nkeys: number }>(`
-    SELECT i.relname AS name, c.relname AS "table", x.indisunique AS "unique", x.indkey::int2[] AS keys, x.indnkeyatts AS nkeys
+    SELECT i.relname AS name, c.relname AS "table", x.indisunique AS "unique", x.indkey::int2[] AS keys,
+      x.indnkeyatts AS nkeys
       FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class c ON c.oid = x.indrelid
       JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')`);

@@ -46,7 +46,8 @@ export function citusCluster(baseUrl: string): Promise<Cluster | null> {
       const ext = await c.query(`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
       if (!ext.rowCount) return null;
       const workers = await c.query<{ host: string; port: number }>(
-        `SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid`,
+        `SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary'
+         ORDER BY nodeid`,
       );
       const url = new URL(baseUrl);
       return { coordinator: { host: url.hostname, port: Number(url.port || 5432) }, workers: workers.rows };
@@ -111,7 +112,8 @@ export async function lockWaits(rows: RowsOf): Promise<{ pid: number; blockers: 
   );
   const found = ext?.citus
     ? await rows<{ pid: number; blockers: number[] }>(
-        `SELECT (w.waiting_gpid % 10000000000)::int AS pid, array_agg(DISTINCT (w.blocking_gpid % 10000000000)::int) AS blockers
+        `SELECT (w.waiting_gpid % 10000000000)::int AS pid,
+         array_agg(DISTINCT (w.blocking_gpid % 10000000000)::int) AS blockers
            FROM citus_lock_waits w
           WHERE w.waiting_gpid IN (SELECT a.global_pid FROM citus_stat_activity a WHERE a.datname = current_database())
           GROUP BY 1`,

@@ -65,7 +65,8 @@ describe("a rewritten statement answers as the original", () => {
   beforeAll(async () => {
     db = await openPglite("memory://");
     await db.sql.exec(`CREATE TABLE t ("tenantId" uuid, "id" uuid, "name" text, "n" int);
-      INSERT INTO t VALUES ('${T}', '${U}', '$1 in a value', 1), ('${T}', '${T}', 'same id', 2), ('${U}', '${T}', 'other', 3)`);
+      INSERT INTO t VALUES ('${T}', '${U}', '$1 in a value', 1), ('${T}', '${T}', 'same id', 2), ('${U}', '${T}',
+        'other', 3)`);
   });
   afterAll(() => db?.close());
 
