@@ -50,7 +50,9 @@ const PAGE = `<!DOCTYPE html>
     <link rel="icon" type="image/png" href="docs/${ASSETS}/favicon-16x16.png" sizes="16x16" />
   </head>
   <body>
-    <noscript>This reference needs JavaScript. The machine-readable document is at <a href="${SPEC_URL}">${SPEC_URL}</a>.</noscript>
+    <noscript>
+      This reference needs JavaScript. The machine-readable document is at <a href="${SPEC_URL}">${SPEC_URL}</a>.
+    </noscript>
     <div id="swagger-ui" data-spec-url="${SPEC_URL}"></div>
     <script src="docs/${ASSETS}/swagger-ui-bundle.js" charset="utf-8"></script>
     <script src="docs/init.js" charset="utf-8"></script>

@@ -30,12 +30,14 @@ for (const file of readdirSync(path.join(root, "patches"))
   const declared = pinned.dependencies?.[name] ?? pinned.devDependencies?.[name];
   if (installed !== wanted) {
     console.error(
-      `patches/${file} is for ${name}@${wanted} but ${name}@${installed} is installed: pin ${name} to ${wanted} in package.json, or redo the patch for ${installed} (docs/decisions/performance.md)`,
+      `patches/${file} is for ${name}@${wanted} but ${name}@${installed} is installed: pin ${name} to ` +
+        `${wanted} in package.json, or redo the patch for ${installed} (docs/decisions/performance.md)`,
     );
     failed = true;
   } else if (declared !== wanted) {
     console.error(
-      `patches/${file} is for ${name}@${wanted} but package.json asks for ${name}@${declared}: pin it exactly ("${wanted}")`,
+      `patches/${file} is for ${name}@${wanted} but package.json asks for ${name}@${declared}: pin it exactly ` +
+        `("${wanted}")`,
     );
     failed = true;
   }

@@ -91,7 +91,8 @@ if (legMode) {
   const ceiling = LEGS[leg]?.maxSkipped;
   if (ceiling !== undefined && skipped > ceiling) {
     process.stdout.write(
-      `   leg ${leg} skipped ${skipped} tests, more than its ceiling of ${ceiling} (test/legs.mjs): is its backend there?\n`,
+      `   leg ${leg} skipped ${skipped} tests, more than its ceiling of ` +
+        `${ceiling} (test/legs.mjs): is its backend there?\n`,
     );
     process.exit(1);
   }

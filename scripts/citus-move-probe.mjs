@@ -79,7 +79,9 @@ try {
   const stored = new Set((await q(coord, "SELECT k FROM move_probe")).map((r) => r.k));
   const lost = acked.filter((k) => !stored.has(k));
   process.stdout.write(
-    `synchronous_commit=${mode}${delay ? ` wal_writer_delay=${delay}` : ""}: shard ${shardid} :${from} → :${to} in ${moveMs} ms; acked ${acked.length}, stored ${stored.size}, lost ${lost.length}${lost.length ? ` (${lost.slice(0, 10).join(", ")})` : ""}\n`,
+    `synchronous_commit=${mode}${delay ? ` wal_writer_delay=${delay}` : ""}: shard ${shardid} :${from} → ` +
+      `:${to} in ${moveMs} ms; acked ${acked.length}, stored ${stored.size}, lost ` +
+      `${lost.length}${lost.length ? ` (${lost.slice(0, 10).join(", ")})` : ""}\n`,
   );
   await q(coord, "DROP TABLE move_probe");
 } finally {

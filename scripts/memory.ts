@@ -206,13 +206,16 @@ for (const runtime of runtimes)
     rows.push(await measure(runtime, backend));
   }
 const lines = [
-  `Node ${process.version}, ${os.cpus().length} cores, ${connections} connections × ${seconds} s (GET /me, GET /leads?limit=50, POST /leads)${nodeFlags.length ? `, node flags ${nodeFlags.join(" ")}` : ""}`,
+  `Node ${process.version}, ${os.cpus().length} cores, ${connections} connections × ${seconds} s (GET /me, GET ` +
+    `/leads?limit=50, POST /leads)${nodeFlags.length ? `, node flags ${nodeFlags.join(" ")}` : ""}`,
   "",
-  "| runtime | backend | idle RSS MiB | peak RSS under load MiB | lifetime VmHWM MiB | V8 heap used / external MiB (end) | requests (non-2xx) | CPU ms/request |",
+  "| runtime | backend | idle RSS MiB | peak RSS under load MiB | lifetime VmHWM MiB | V8 heap used / external " +
+    "MiB (end) | requests (non-2xx) | CPU ms/request |",
   "|---|---|---:|---:|---:|---:|---:|---:|",
   ...rows.map(
     (r) =>
-      `| ${r.runtime} | ${r.backend} | ${f0(r.idle)} | ${f0(r.peak)} | ${f0(r.hwm)} | ${f0(r.heapUsed)} / ${f0(r.external)} | ${r.requests} (${r.non2xx}) | ${r.cpu.toFixed(2)} |`,
+      `| ${r.runtime} | ${r.backend} | ${f0(r.idle)} | ${f0(r.peak)} | ${f0(r.hwm)} | ${f0(r.heapUsed)} / ` +
+      `${f0(r.external)} | ${r.requests} (${r.non2xx}) | ${r.cpu.toFixed(2)} |`,
   ),
 ];
 process.stdout.write(`${lines.join("\n")}\n`);

@@ -106,7 +106,8 @@ async function seed(url: string): Promise<Seeded> {
       [demo.id, demo.stages.new],
     );
     process.stderr.write(
-      `page-memory: ${TICKETS} worst-case tickets and 400 messages loaded in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+      `page-memory: ${TICKETS} worst-case tickets and 400 messages loaded in ` +
+        `${((Date.now() - started) / 1000).toFixed(1)} s\n`,
     );
     return { key: demo.apiKeys.demo!.key, contactId: demo.contacts.bea!, conversationId };
   } finally {
@@ -134,7 +135,9 @@ async function walk(base: string, key: string, seeded: Seeded, scenario: string,
         : scenario === "changes"
           ? `/public/v1/changes?types=ticket&limit=500${since ? `&since=${since}` : ""}`
           : `/public/v1/conversations/${seeded.conversationId}/messages?limit=200${cursor ? `&cursor=${cursor}` : ""}`;
-    const batch = `/trpc/${Array(20).fill("leads.list").join(",")}?batch=1&input=${encodeURIComponent(JSON.stringify(Object.fromEntries(Array.from({ length: 20 }, (_, i) => [String(i), { limit: 100 }]))))}`;
+    const calls = Array(20).fill("leads.list").join(",");
+    const input = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [String(i), { limit: 100 }]));
+    const batch = `/trpc/${calls}?batch=1&input=${encodeURIComponent(JSON.stringify(input))}`;
     const t0 = performance.now();
     const res = await fetch(base + (scenario === "trpc-batch" ? batch : path), { headers: { "x-api-key": key } });
     const text = await res.text();
@@ -207,18 +210,30 @@ try {
     clearInterval(sampler);
     peak = Math.max(peak, rssMiB(pid));
     const ms = out.ms.sort((a, b) => a - b);
-    rows.push(
-      `| ${scenario} | ${idle.toFixed(0)} | ${peak.toFixed(0)} | ${(peak - idle).toFixed(0)} | ${(out.maxBytes / 1048576).toFixed(2)} | ${out.pages} (${out.items} items) | ` +
-        `${ms[Math.floor(ms.length / 2)]!.toFixed(0)} / ${ms[ms.length - 1]!.toFixed(0)} | ${((Date.now() - started) / 1000).toFixed(1)} | ${out.failures.length ? out.failures.slice(0, 3).join("; ") : "none"} |`,
-    );
+    const cells = [
+      scenario,
+      idle.toFixed(0),
+      peak.toFixed(0),
+      (peak - idle).toFixed(0),
+      (out.maxBytes / 1048576).toFixed(2),
+      `${out.pages} (${out.items} items)`,
+      `${ms[Math.floor(ms.length / 2)]!.toFixed(0)} / ${ms[ms.length - 1]!.toFixed(0)}`,
+      ((Date.now() - started) / 1000).toFixed(1),
+      out.failures.length ? out.failures.slice(0, 3).join("; ") : "none",
+    ];
+    rows.push(`| ${cells.join(" | ")} |`);
     await sleep(1000);
   }
   process.stdout.write(
     [
-      `Node ${process.version}, ${os.cpus().length} cores; PostgreSQL; ${TICKETS} tickets at every thread bound (U+0001), 400 messages of 4,096 × U+0001; ` +
+      [
+        `Node ${process.version}, ${os.cpus().length} cores; PostgreSQL;`,
+        `${TICKETS} tickets at every thread bound (U+0001), 400 messages of 4,096 × U+0001;`,
         `${CLIENTS} concurrent clients × ${ROUNDS} walks through every page; budget ${PAGE_BUDGET_BYTES} bytes`,
+      ].join(" "),
       "",
-      "| scenario | idle RSS MiB | peak RSS MiB | peak − idle MiB | largest body MiB | pages (items) | page ms median / max | seconds | failures |",
+      "| scenario | idle RSS MiB | peak RSS MiB | peak − idle MiB | largest body MiB | pages (items) | page ms " +
+        "median / max | seconds | failures |",
       "|---|---:|---:|---:|---:|---:|---:|---:|---|",
       ...rows,
       "",

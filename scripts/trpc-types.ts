@@ -110,7 +110,8 @@ class Printer {
       if (c.isTupleType(type)) {
         const elems = c.getTypeArguments(type as ts.TypeReference);
         const readonly = ((type as ts.TypeReference).target as ts.TupleType).readonly;
-        return `${readonly ? "readonly " : ""}[${elems.map((t, i) => this.print(t, [...place, String(i)], depth + 1, inner)).join(", ")}]`;
+        const items = elems.map((t, i) => this.print(t, [...place, String(i)], depth + 1, inner));
+        return `${readonly ? "readonly " : ""}[${items.join(", ")}]`;
       }
       if (c.isArrayType(type)) {
         const [elem] = c.getTypeArguments(type as ts.TypeReference);
@@ -148,7 +149,8 @@ class Printer {
     for (const info of c.getIndexInfosOfType(type)) {
       const k = this.print(info.keyType, place, depth + 1, stack);
       lines.push(
-        `${info.isReadonly ? "readonly " : ""}[key: ${k}]: ${this.print(info.type, [...place, "Value"], depth + 1, stack)};`,
+        `${info.isReadonly ? "readonly " : ""}[key: ${k}]: ` +
+          `${this.print(info.type, [...place, "Value"], depth + 1, stack)};`,
       );
     }
     for (const prop of c.getPropertiesOfType(type)) {
@@ -168,7 +170,8 @@ class Printer {
         }
       }
       lines.push(
-        `${this.readonlyOf(prop)}${key(name)}${optional ? "?" : ""}: ${this.print(t, [...place, name], depth + 1, stack)};`,
+        `${this.readonlyOf(prop)}${key(name)}${optional ? "?" : ""}: ` +
+          `${this.print(t, [...place, name], depth + 1, stack)};`,
       );
     }
     const text = lines.length ? `{ ${lines.join(" ")} }` : "{}";
@@ -310,8 +313,10 @@ function render(routers: PrintedRouter[], declarations: { name: string; text: st
     "// CI fails when it is stale. The tRPC router types of the internal API, self-contained: an app",
     "// type-checks against them with @trpc/client (and @trpc/server, its peer) and nothing of the service.",
     '//   import type { AppRouter } from "<this file without .d.ts>.js";',
-    `//   createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: \`\${base}/trpc\`, maxItems: 20, headers: { "X-API-Key": key } })] })`,
-    'import type { inferRouterInputs, inferRouterOutputs, TRPCBuiltRouter, TRPCMutationProcedure, TRPCQueryProcedure } from "@trpc/server";',
+    `//   createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: \`\${base}/trpc\`, maxItems: 20, headers: ` +
+      `{ "X-API-Key": key } })] })`,
+    "import type { inferRouterInputs, inferRouterOutputs, TRPCBuiltRouter, TRPCMutationProcedure, " +
+      'TRPCQueryProcedure } from "@trpc/server";',
     "",
   ];
   for (const d of declarations) out.push(`export type ${d.name} = ${indent(d.text)};`, "");
@@ -324,20 +329,23 @@ function render(routers: PrintedRouter[], declarations: { name: string; text: st
         node = node[part] as Record<string, unknown>;
       }
       node[p.path.at(-1)!] =
-        `${p.kind === "query" ? "TRPCQueryProcedure" : "TRPCMutationProcedure"}<{ input: ${p.inputText}; output: ${p.outputText}; meta: object; errorShape: unknown; }>`;
+        `${p.kind === "query" ? "TRPCQueryProcedure" : "TRPCMutationProcedure"}<{ input: ${p.inputText}; ` +
+        `output: ${p.outputText}; meta: object; errorShape: unknown; }>`;
     }
     const body = (node: Record<string, unknown>, pad: string): string =>
       `{\n${Object.entries(node)
         .map(
           ([k, v]) =>
-            `${pad}  ${key(k)}: ${typeof v === "string" ? indent(v, `${pad}  `) : body(v as Record<string, unknown>, `${pad}  `)};`,
+            `${pad}  ${key(k)}: ` +
+            `${typeof v === "string" ? indent(v, `${pad}  `) : body(v as Record<string, unknown>, `${pad}  `)};`,
         )
         .join("\n")}\n${pad}}`;
     const short = r.name.replace(/Router$/, "");
     out.push(
       `export type ${short}ErrorShape = ${indent(r.errorShape)};`,
       "",
-      `export type ${r.name} = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape: ${short}ErrorShape; transformer: false }, ${body(tree, "")}>;`,
+      `export type ${r.name} = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape: ${short}ErrorShape; ` +
+        `transformer: false }, ${body(tree, "")}>;`,
       "",
       `export type ${short}Inputs = inferRouterInputs<${r.name}>;`,
       `export type ${short}Outputs = inferRouterOutputs<${r.name}>;`,
@@ -389,7 +397,10 @@ export function staleness(text: string, target: string): string | null {
   const [a, b] = [current.split("\n"), text.split("\n")];
   let line = 0;
   while (line < a.length && a[line] === b[line]) line++;
-  return `${path.relative(ROOT, path.resolve(target))} is stale (first difference at line ${line + 1}): run \`npm run client:trpc\` and commit it`;
+  return (
+    `${path.relative(ROOT, path.resolve(target))} is stale (first difference at line ` +
+    `${line + 1}): run \`npm run client:trpc\` and commit it`
+  );
 }
 
 const isMain = process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);

@@ -177,7 +177,8 @@ export function textProblemError(fields: FieldProblem[]): AppError {
   const message =
     issues.size === 1 && issues.has(TEXT_MESSAGE.nul)
       ? "Text must not contain NUL (U+0000) characters"
-      : "Text must be well-formed Unicode (valid UTF-8, no lone surrogate) without NUL (U+0000): it is stored as sent or refused";
+      : "Text must be well-formed Unicode (valid UTF-8, no lone surrogate) without NUL (U+0000): it is stored as " +
+        "sent or refused";
   return problem(message, fields);
 }
 

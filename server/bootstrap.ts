@@ -22,7 +22,8 @@ export async function createServices(
       onUnnamed: (reason) =>
         logger.warn(
           { reason },
-          "the database connections do not keep named prepared statements (a transaction pooler?): sending unnamed statements from now on",
+          "the database connections do not keep named prepared statements (a transaction pooler?): sending " +
+            "unnamed statements from now on",
         ),
       onTimeoutFallback: (reason) => logger.warn({ reason }, timeoutFallbackMessage(config.databaseStatementTimeoutMs)),
     }));
@@ -31,7 +32,9 @@ export async function createServices(
   const redis = await openRedis(config, logger, opts.redisReadyMs);
   if (config.databaseUrl && !redis)
     logger.warn(
-      "DATABASE_URL is set without REDIS_URL or REDIS_CLUSTER_NODES: rate limits are counted in this process only, so N instances admit up to N times each key's ceiling; set one of them when running more than one instance",
+      "DATABASE_URL is set without REDIS_URL or REDIS_CLUSTER_NODES: rate limits are counted in this process " +
+        "only, so N instances admit up to N times each key's ceiling; set one of them when running more than one " +
+        "instance",
     );
   const quotas = new Quotas(redis);
   const routes = workerRoutes(config, db, logger);
@@ -79,10 +82,11 @@ export function instanceMetrics(
  */
 export function timeoutFallbackMessage(ms: number): string {
   return (
-    `the pooler refused the statement_timeout startup parameter: the service now sets statement_timeout = ${ms} with SET LOCAL in every transaction ` +
-    `(a statement outside one is wrapped in BEGIN … COMMIT: 2 more round trips); better, in PgBouncer: ` +
-    `ignore_startup_parameters = extra_float_digits,statement_timeout and connect_query = 'SET statement_timeout = ${ms}' ` +
-    `(or ALTER ROLE … SET statement_timeout = ${ms})`
+    "the pooler refused the statement_timeout startup parameter: the service now sets " +
+    `statement_timeout = ${ms} with SET LOCAL in every transaction ` +
+    "(a statement outside one is wrapped in BEGIN … COMMIT: 2 more round trips); better, in PgBouncer: " +
+    "ignore_startup_parameters = extra_float_digits,statement_timeout and " +
+    `connect_query = 'SET statement_timeout = ${ms}' (or ALTER ROLE … SET statement_timeout = ${ms})`
   );
 }
 
@@ -100,7 +104,8 @@ async function reportPooledTimeout(db: Database, logger: Logger): Promise<void> 
     if (db.statementTimeout?.().route === "SET LOCAL")
       logger.info(
         { statementTimeout: value, route: "SET LOCAL" },
-        "statement_timeout of the pooled statements: set by the service in every transaction (the pooler refused the startup parameter)",
+        "statement_timeout of the pooled statements: set by the service in every transaction (the pooler " +
+          "refused the startup parameter)",
       );
     else if (value === "0")
       logger.warn(
@@ -152,7 +157,8 @@ export function workerRoutes(
     onError: (err, tenantId) =>
       logger.warn(
         { err: (err as Error).message, tenantId },
-        "could not read a tenant's placement on the coordinator (is the schema distributed? npm run db:distribute): its requests go through the coordinator",
+        "could not read a tenant's placement on the coordinator (is the schema distributed? npm run " +
+          "db:distribute): its requests go through the coordinator",
       ),
   });
 }

@@ -140,7 +140,8 @@ function logFormat(value: string | undefined): LogFormat | undefined {
   if (!value) return undefined;
   if (!(LOG_FORMATS as readonly string[]).includes(value))
     throw new ConfigError(
-      `LOG_FORMAT must be one of ${LOG_FORMATS.join(", ")} (unset: pretty on a terminal, JSON otherwise), got "${value}"`,
+      `LOG_FORMAT must be one of ${LOG_FORMATS.join(", ")} (unset: pretty on a terminal, JSON otherwise), got ` +
+        `"${value}"`,
     );
   return value as LogFormat;
 }

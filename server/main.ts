@@ -87,7 +87,8 @@ server.listen(config.port, config.host, () => {
       ...(redis.cluster ? { redisCluster: true } : {}),
       quotas: redis.quotas,
     },
-    `listening on http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port} (database: ${services.db.kind}; ${redis.text})`,
+    `listening on http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port} ` +
+      `(database: ${services.db.kind}; ${redis.text})`,
   );
   logger.info(
     { docs: `${base}/docs`, openapi: `${base}/public/v1/openapi.json` },

@@ -94,7 +94,9 @@ export class Metrics {
     });
     new Gauge({
       name: "crm_redis_fallback",
-      help: "1 while quotas count in process memory because Redis (or the master of a key's slot) did not answer, else 0",
+      help:
+        "1 while quotas count in process memory because Redis (or the master of a key's slot) did not answer, " +
+        "else 0",
       registers,
       collect() {
         this.set(sources.quotas?.().fallback ? 1 : 0);
@@ -119,7 +121,9 @@ export class Metrics {
     });
     new Counter({
       name: "crm_db_empty_writes_rerun_total",
-      help: "UPDATEs and DELETEs that changed no row, sent once more on a Citus worker's pool (DATABASE_ROUTING=workers): a write rerouted by a shard split",
+      help:
+        "UPDATEs and DELETEs that changed no row, sent once more on a Citus worker's pool " +
+        "(DATABASE_ROUTING=workers): a write rerouted by a shard split",
       registers,
       collect() {
         this.reset();

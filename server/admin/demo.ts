@@ -49,7 +49,10 @@ export async function tenantsNotice(
   const stop = embedded ? "stop the service (the embedded database allows one process), then run " : "run ";
   if (!(await db.prisma.tenant.findFirst({ select: { id: true } })))
     return {
-      msg: `the ${embedded ? "embedded " : ""}database has no tenant yet: for the demo tenant, ${stop}${LOAD_DEMO_COMMAND}; for your own tenants, users and API keys, ${LOAD_COMMAND} (README.md, "Admin CLI")`,
+      msg:
+        `the ${embedded ? "embedded " : ""}database has no tenant yet: for the demo tenant, ` +
+        `${stop}${LOAD_DEMO_COMMAND}; for your own tenants, users and API keys, ` +
+        `${LOAD_COMMAND} (README.md, "Admin CLI")`,
     };
   const demo = await findDemoTenant(db);
   if (!demo) return undefined;

@@ -100,7 +100,9 @@ export async function createKey(
 }
 
 /** demo-key's refusal where there is no demo tenant (server/admin/demo.ts, findDemoTenant). */
-export const NO_DEMO_TENANT = `no demo tenant: load it with ${LOAD_DEMO_COMMAND} (the first start on an empty embedded database does it too), or load a fixture of your own with ${LOAD_COMMAND}`;
+export const NO_DEMO_TENANT =
+  `no demo tenant: load it with ${LOAD_DEMO_COMMAND} (the first start on an empty embedded database does it ` +
+  `too), or load a fixture of your own with ${LOAD_COMMAND}`;
 
 /**
  * A new key of the demo tenant with every scope, owned by the demo's user (on any database where

@@ -250,7 +250,8 @@ function isolationRefusal(statement: unknown): IsolationRefused | undefined {
   const text = typeof statement === "string" ? statement : (statement as { text?: unknown } | undefined)?.text;
   if (typeof text === "string" && /isolation/i.test(text) && OTHER_ISOLATION.test(text))
     return new IsolationRefused(
-      `a Citus worker's pool runs transactions at READ COMMITTED only (server/db/client.ts rerunEmptyWrites): refused ${text.slice(0, 80)}`,
+      `a Citus worker's pool runs transactions at READ COMMITTED only (server/db/client.ts rerunEmptyWrites): ` +
+        `refused ${text.slice(0, 80)}`,
     );
   return undefined;
 }
@@ -365,7 +366,8 @@ export async function openPglite(
   dataDir: string,
   opts: {
     observe?: StatementObserver;
-    sharedBuffers?: string /** A data folder to start from (PGlite's dumpDataDir tarball; the tests' migrated snapshot). */;
+    sharedBuffers?: string;
+    /** A data folder to start from (PGlite's dumpDataDir tarball; the tests' migrated snapshot). */
     loadDataDir?: Blob;
   } = {},
 ): Promise<Database> {

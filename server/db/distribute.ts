@@ -122,7 +122,8 @@ function realised(t: TableState): boolean {
   if (role.kind === "reference" && t.method === "n") return true;
   if (role.kind === "distributed" && t.method === "h" && t.column === role.column) return true;
   throw new DistributeError(
-    `table "${t.name}" is already distributed otherwise than its role (${t.comment}): method ${t.method}${t.column ? ` by "${t.column}"` : ""}; undistribute it first (undistribute_table)`,
+    `table "${t.name}" is already distributed otherwise than its role (${t.comment}): method ` +
+      `${t.method}${t.column ? ` by "${t.column}"` : ""}; undistribute it first (undistribute_table)`,
   );
 }
 
@@ -187,13 +188,16 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
     const unsafe = await asyncCommitNodes(s);
     if (unsafe.length)
       throw new DistributeError(
-        `${unsafe.join("; ")}: Citus's shard moves and splits can drop writes already acknowledged. On every such node: ALTER SYSTEM SET synchronous_commit = on; SELECT pg_reload_conf(); (and no role or database setting turning it off), then run db:distribute again`,
+        `${unsafe.join("; ")}: Citus's shard moves and splits can drop writes already acknowledged. ` +
+          "On every such node: ALTER SYSTEM SET synchronous_commit = on; SELECT pg_reload_conf(); " +
+          "(and no role or database setting turning it off), then run db:distribute again",
       );
     const warnings: string[] = [];
     await s.exec("BEGIN");
     try {
       await s.exec(
-        "SET LOCAL statement_timeout = 0; SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL citus.multi_shard_modify_mode = 'sequential'",
+        "SET LOCAL statement_timeout = 0; SET LOCAL citus.enable_unsafe_triggers = on; SET LOCAL " +
+          "citus.multi_shard_modify_mode = 'sequential'",
       );
       if (opts.shardCount) await s.exec(`SET LOCAL citus.shard_count = ${Math.trunc(opts.shardCount)}`);
       // One distribute at a time (a second waits, then finds nothing to do).
@@ -202,7 +206,8 @@ export async function distribute(sql: SqlRunner, opts: { shardCount?: number } =
       const unmarked = tables.filter((t) => !t.role);
       if (unmarked.length)
         throw new DistributeError(
-          `table${unmarked.length > 1 ? "s" : ""} without a Citus role: ${unmarked.map((t) => t.name).join(", ")} (COMMENT ON TABLE … IS 'citus:reference' | 'citus:distributed(tenantId)' | 'citus:local')`,
+          `table${unmarked.length > 1 ? "s" : ""} without a Citus role: ${unmarked.map((t) => t.name).join(", ")} ` +
+            "(COMMENT ON TABLE … IS 'citus:reference' | 'citus:distributed(tenantId)' | 'citus:local')",
         );
       const pending = tables.filter((t) => !realised(t));
       const pendingNames = new Set(pending.map((t) => t.name));

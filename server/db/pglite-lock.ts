@@ -178,7 +178,8 @@ export function lockEmbeddedDatabase(dataDir: string, opts: { breakForeign?: boo
     return lock;
   }
   throw new Error(
-    `embedded database ${shownDir(dataDir)} could not be locked (its lock keeps changing); stop the other processes on it, or set DATABASE_URL`,
+    `embedded database ${shownDir(dataDir)} could not be locked (its lock keeps changing); ` +
+      "stop the other processes on it, or set DATABASE_URL",
   );
 }
 
@@ -309,7 +310,11 @@ function inUseLine(dataDir: string, file: string, h: LockHolder): string {
   const who = `pid ${h.pid}${h.command ? ` (${h.command})` : ""}`;
   if (foreign(h)) {
     const age = Math.round(heartbeatAge(file) / 1000);
-    return `embedded database ${shownDir(dataDir)} is in use by ${who} on host ${oneLine(h.host)} (heartbeat ${age} s ago, stale after ${FOREIGN_EXPIRY_MS / 60_000} min); stop it (if that host is gone: npm run --silent admin -- break-lock), or set DATABASE_URL`;
+    return (
+      `embedded database ${shownDir(dataDir)} is in use by ${who} on host ${oneLine(h.host)} ` +
+      `(heartbeat ${age} s ago, stale after ${FOREIGN_EXPIRY_MS / 60_000} min); ` +
+      "stop it (if that host is gone: npm run --silent admin -- break-lock), or set DATABASE_URL"
+    );
   }
   return `embedded database ${shownDir(dataDir)} is in use by ${who}; stop it, or set DATABASE_URL`;
 }
@@ -334,7 +339,8 @@ function describeCommand(): string {
   else if (event) cmd = `npm run ${event}`;
   else {
     const script = process.argv[1];
-    cmd = `${path.basename(process.argv0 || "node")}${script ? ` ${path.relative(process.cwd(), script) || script}` : ""}`;
+    const shown = script ? ` ${path.relative(process.cwd(), script) || script}` : "";
+    cmd = `${path.basename(process.argv0 || "node")}${shown}`;
   }
   return oneLine(cmd).slice(0, 120);
 }
