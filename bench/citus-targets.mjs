@@ -46,11 +46,14 @@ for (const p of after.pairs) {
         bc1 = run(b, "cluster", 1),
         bs32 = run(b, "single", 32),
         bc32 = run(b, "cluster", 32);
-      prior = ` ${f1(bc1.p50)} ms, ${f2(bc1.dbCpuMsPerReq)}, ${f2(bc1.rps / bs1.rps)} / ${bc32 && bs32 ? f2(bc32.rps / bs32.rps) : "–"} |`;
+      prior =
+        ` ${f1(bc1.p50)} ms, ${f2(bc1.dbCpuMsPerReq)}, ${f2(bc1.rps / bs1.rps)} / ` +
+        `${bc32 && bs32 ? f2(bc32.rps / bs32.rps) : "–"} |`;
     } else prior = " – |";
   }
   lines.push(
-    `| ${p.title} | ${f1(s1.p50)} / ${f1(c1.p50)} ${p50ok} | ${f2(s1.dbCpuMsPerReq)} / ${f2(c1.dbCpuMsPerReq)} | ${f2(r1)} ${r1ok} / ${f2(r32)} ${r32ok} |${prior}`,
+    `| ${p.title} | ${f1(s1.p50)} / ${f1(c1.p50)} ${p50ok} | ${f2(s1.dbCpuMsPerReq)} / ${f2(c1.dbCpuMsPerReq)} ` +
+      `| ${f2(r1)} ${r1ok} / ${f2(r32)} ${r32ok} |${prior}`,
   );
 }
 lines.push(

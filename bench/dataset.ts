@@ -541,7 +541,9 @@ export async function createDataset(opts: DatasetOptions): Promise<Dataset> {
       const t = sizedIndex(leads);
       const size = tenantSizeFor(leads);
       log(
-        `loading the ${sizeLabel(leads)} tenant (${leads} leads, ${size.contacts} contacts, ${size.conversations} × ${size.messagesPer} messages, ${size.appointments} appointments, ${size.tickets} tickets)`,
+        `loading the ${sizeLabel(leads)} tenant (${leads} leads, ${size.contacts} contacts, ` +
+          `${size.conversations} × ${size.messagesPer} messages, ${size.appointments} appointments, ` +
+          `${size.tickets} tickets)`,
       );
       for (let lo = 0; lo < leads; lo += LEAD_CHUNK)
         load.push({

@@ -113,7 +113,8 @@ async function contention() {
   for (const [label, r] of Object.entries(results)) {
     const best = r.tps.indexOf(Math.max(...r.tps));
     console.log(
-      `| ${label} | ${r.tps[best]!.toFixed(0)} [${r.tps.map((x) => x.toFixed(0)).join(", ")}] | ${r.p50[best]!.toFixed(1)} | ${r.p99[best]!.toFixed(1)} |`,
+      `| ${label} | ${r.tps[best]!.toFixed(0)} [${r.tps.map((x) => x.toFixed(0)).join(", ")}] | ` +
+        `${r.p50[best]!.toFixed(1)} | ${r.p99[best]!.toFixed(1)} |`,
     );
   }
   console.log(
@@ -196,7 +197,8 @@ async function explain() {
   await c.end();
   await dropDataset(base, name);
   console.log(
-    `100,000-lead tenant (bench/dataset.ts, loaded in ${ds.loadSeconds.toFixed(1)} s), every counter key spread over ${spread} slots, GET /leads?limit=50; 7 runs each`,
+    `100,000-lead tenant (bench/dataset.ts, loaded in ${ds.loadSeconds.toFixed(1)} s), every counter key ` +
+      `spread over ${spread} slots, GET /leads?limit=50; 7 runs each`,
   );
   console.log("| statement | jit | min ms | median ms | top-level buffers |\n|---|---|---:|---:|---|");
   console.log(out.join("\n"));

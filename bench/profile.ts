@@ -63,7 +63,8 @@ export function summarizeProfile(
           : bucket(n.callFrame.url);
     pkg.set(b, (pkg.get(b) ?? 0) + ms);
     const short = n.callFrame.url
-      ? `${name} ${n.callFrame.url.replace(/^.*node_modules\//, "").replace(/^file:\/\/.*\/main\//, "")}:${n.callFrame.lineNumber + 1}`
+      ? `${name} ` +
+        `${n.callFrame.url.replace(/^.*node_modules\//, "").replace(/^file:\/\/.*\/main\//, "")}:${n.callFrame.lineNumber + 1}`
       : name;
     fn.set(short, (fn.get(short) ?? 0) + ms);
   }

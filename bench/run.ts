@@ -524,7 +524,8 @@ async function sameAnswers(
       let i = 0;
       while (i < x.length && x[i] === y[i]) i++;
       problems.push(
-        `${name}: bodies differ at ${i}: service …${x.slice(Math.max(0, i - 60), i + 80)}… baseline …${y.slice(Math.max(0, i - 60), i + 80)}…`,
+        `${name}: bodies differ at ${i}: service …${x.slice(Math.max(0, i - 60), i + 80)}… baseline ` +
+          `…${y.slice(Math.max(0, i - 60), i + 80)}…`,
       );
     }
   };
@@ -656,14 +657,18 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
     const bad = (r: Run) => r.non2xx + r.errors;
     if ([a, b, ...pairs].some((r) => bad(r) > 0))
       problems.push(
-        `non-2xx/errors: batch ${a.non2xx}/${a.errors}, single ${singles.map((r) => `${r.non2xx}/${r.errors}`).join(", ")}`,
+        `non-2xx/errors: batch ${a.non2xx}/${a.errors}, single ` +
+          `${singles.map((r) => `${r.non2xx}/${r.errors}`).join(", ")}`,
       );
     const how = pairs.length
-      ? `paired: ${pairs.map((r) => f0(r.rps)).join(" and ")} creates/s just before and after; its own run ${f0(b.rps)} creates/s gives ${f1(perSec / b.rps)}×`
+      ? `paired: ${pairs.map((r) => f0(r.rps)).join(" and ")} creates/s just before and after; its own run ` +
+        `${f0(b.rps)} creates/s gives ${f1(perSec / b.rps)}×`
       : "its own run";
     T.push({
       criterion: what,
-      measured: `${f0(perSec)} items/s (${f1(a.rps)} batches/s) vs ${f0(oneRps)} creates/s: ${f1(ratio)}× (${how})${problems.length ? ` (${problems.join("; ")})` : ""}`,
+      measured:
+        `${f0(perSec)} items/s (${f1(a.rps)} batches/s) vs ${f0(oneRps)} creates/s: ${f1(ratio)}× ` +
+        `(${how})${problems.length ? ` (${problems.join("; ")})` : ""}`,
       ok: problems.length === 0 && ratio >= s.batchOf!.factor,
     });
   }
@@ -680,7 +685,9 @@ function targets(meta: Record<string, any>, results: ScenarioResult[], growth: G
     const clean = a.non2xx + a.errors + b.non2xx + b.errors === 0;
     T.push({
       criterion: what,
-      measured: `${f2(a.cpuMsPerReq)} vs ${f2(b.cpuMsPerReq)} ms (${f2(a.cpuMsPerReq / b.cpuMsPerReq)}×)${clean ? "" : " (non-2xx/errors)"}`,
+      measured:
+        `${f2(a.cpuMsPerReq)} vs ${f2(b.cpuMsPerReq)} ms ` +
+        `(${f2(a.cpuMsPerReq / b.cpuMsPerReq)}×)${clean ? "" : " (non-2xx/errors)"}`,
       ok: clean && a.cpuMsPerReq <= s.cpuOf!.factor * b.cpuMsPerReq,
     });
   }
@@ -721,7 +728,8 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
     "",
   );
   L.push(
-    `${T.length - failed} of ${T.length} criteria met. Sizes ${meta.sizeLabels.join(", ")}; the service/baseline matrix on the ${meta.matrixLabel} tenant.`,
+    `${T.length - failed} of ${T.length} criteria met. Sizes ${meta.sizeLabels.join(", ")}; the ` +
+      `service/baseline matrix on the ${meta.matrixLabel} tenant.`,
     "",
   );
   L.push("| criterion | measured | result |", "|---|---|---|");
@@ -759,20 +767,25 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
   );
   for (const t of meta.tenants as { label: string; size: Record<string, number> }[])
     L.push(
-      `  - the ${t.label} tenant: ${t.size.leads} leads, ${t.size.contacts} contacts, ${t.size.conversations} conversations × ${t.size.messagesPer} messages, ${t.size.appointments} appointments, ${t.size.tickets} tickets (0–3 comments each), ${t.size.users} users`,
+      `  - the ${t.label} tenant: ${t.size.leads} leads, ${t.size.contacts} contacts, ${t.size.conversations} ` +
+        `conversations × ${t.size.messagesPer} messages, ${t.size.appointments} appointments, ${t.size.tickets} ` +
+        `tickets (0–3 comments each), ${t.size.users} users`,
     );
   L.push(`  - the availability worst case (issue 12) and 50 small tenants.`);
   L.push(
-    `- Growth table: each list scenario on each sized tenant, ${meta.sizeDuration} s at ${meta.sizeConnections} connections after a 1 s warm-up.`,
+    `- Growth table: each list scenario on each sized tenant, ${meta.sizeDuration} s at ` +
+      `${meta.sizeConnections} connections after a 1 s warm-up.`,
   );
   L.push(
-    `- Matrix: each (scenario, connections) run ${meta.duration} s after a ${meta.warmup} s warm-up per scenario; autocannon over loopback, pipelining 1; latency percentiles from every 2xx response's own time at microsecond resolution (autocannon's 'response' event; its summary keeps whole milliseconds); service, baseline and baseline without count back to back.`,
+    `- Matrix: each (scenario, connections) run ${meta.duration} s after a ` +
+      `${meta.warmup} s warm-up per scenario; autocannon over loopback, pipelining 1; latency percentiles from every 2xx response's own time at microsecond resolution (autocannon's 'response' event; its summary keeps whole milliseconds); service, baseline and baseline without count back to back.`,
   );
   L.push(
     `- Service: \`${meta.serviceLabel}\`${meta.nodeFlags.length ? ` with \`${meta.nodeFlags.join(" ")}\`` : ""}, NODE_ENV=production, LOG_LEVEL=warn, BENCH_COUNT_QUERIES=1.`,
   );
   L.push(
-    `- Baseline: bench/baseline/server.ts (node:http + pg + ioredis; one statement per request; exact totals by a plain count(*); pool of 10).`,
+    `- Baseline: bench/baseline/server.ts (node:http + pg + ioredis; one statement per request; exact totals ` +
+      `by a plain count(*); pool of 10).`,
   );
   L.push(
     `- Round trips: statements sent to PostgreSQL per request, from ${meta.countRequests} sequential requests. CPU ms/req: user+system CPU of the server process per request; DB ms/req: CPU of the benchmark database's backends (from /proc) per request.`,
@@ -786,7 +799,9 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
     );
     const sizes: string[] = meta.sizeLabels;
     L.push(
-      `| scenario | ${sizes.map((x) => `DB ms ${x}`).join(" | ")} | ${sizes.map((x) => `CPU ms ${x}`).join(" | ")} | ${sizes.map((x) => `req/s ${x}`).join(" | ")} | DB ${sizes[sizes.length - 1]} / ${sizes[0]} | flat (≤ 1.5×) |`,
+      `| scenario | ${sizes.map((x) => `DB ms ${x}`).join(" | ")} | ` +
+        `${sizes.map((x) => `CPU ms ${x}`).join(" | ")} | ${sizes.map((x) => `req/s ${x}`).join(" | ")} | DB ` +
+        `${sizes[sizes.length - 1]} / ${sizes[0]} | flat (≤ 1.5×) |`,
     );
     L.push(
       `|---|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|${sizes.map(() => "---:").join("|")}|---:|---|`,
@@ -795,20 +810,26 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
       const a = g.bySize[sizes[0]!]?.dbCpuMsPerReq ?? NaN;
       const b = g.bySize[sizes[sizes.length - 1]!]?.dbCpuMsPerReq ?? NaN;
       L.push(
-        `| ${g.title} | ${sizes.map((x) => f2(g.bySize[x]?.dbCpuMsPerReq ?? NaN)).join(" | ")} | ${sizes.map((x) => f2(g.bySize[x]?.cpuMsPerReq ?? NaN)).join(" | ")} | ${sizes.map((x) => f0(g.bySize[x]?.rps ?? NaN)).join(" | ")} | ${f2(b / a)} | ${pf(b <= 1.5 * a || b < 0.05)} |`,
+        `| ${g.title} | ${sizes.map((x) => f2(g.bySize[x]?.dbCpuMsPerReq ?? NaN)).join(" | ")} | ` +
+          `${sizes.map((x) => f2(g.bySize[x]?.cpuMsPerReq ?? NaN)).join(" | ")} | ` +
+          `${sizes.map((x) => f0(g.bySize[x]?.rps ?? NaN)).join(" | ")} | ${f2(b / a)} | ` +
+          `${pf(b <= 1.5 * a || b < 0.05)} |`,
       );
     }
     L.push("");
   }
   L.push(`## Service: all scenarios (${meta.matrixLabel} tenant)`, "");
   L.push(
-    "| scenario | conns | req/s | p50 ms | p90 ms | p99 ms | non-2xx | errors | CPU ms/req | DB ms/req | round trips/req | peak RSS MiB |",
+    "| scenario | conns | req/s | p50 ms | p90 ms | p99 ms | non-2xx | errors | CPU ms/req | DB ms/req | round " +
+      "trips/req | peak RSS MiB |",
   );
   L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const s of results)
     for (const r of s.runs.filter((x) => x.target === "service"))
       L.push(
-        `| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f2(r.p50)} | ${f2(r.p90)} | ${f2(r.p99)} | ${r.non2xx} | ${r.errors} | ${f2(r.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} | ${f1(s.roundTrips.service)} | ${f0(r.rssMaxMiB)} |`,
+        `| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f2(r.p50)} | ${f2(r.p90)} | ${f2(r.p99)} | ` +
+          `${r.non2xx} | ${r.errors} | ${f2(r.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} | ` +
+          `${f1(s.roundTrips.service)} | ${f0(r.rssMaxMiB)} |`,
       );
   L.push("");
   const batches = results.filter((x) => x.items);
@@ -820,7 +841,9 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
       "",
     );
     L.push(
-      "| scenario | conns | batches/s | items/s | one-object scenario req/s | **items/s ÷ its req/s** | baseline items/s | service ÷ baseline | p50 ms service / baseline | CPU ms/item service / baseline | DB ms/item service / baseline | round trips/item service / baseline | items created / not created |",
+      "| scenario | conns | batches/s | items/s | one-object scenario req/s | **items/s ÷ its req/s** | " +
+        "baseline items/s | service ÷ baseline | p50 ms service / baseline | CPU ms/item service / baseline | DB " +
+        "ms/item service / baseline | round trips/item service / baseline | items created / not created |",
     );
     L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const s of batches) {
@@ -830,7 +853,12 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
         const one = single?.runs.find((x) => x.target === "service" && x.connections === r.connections);
         const b = s.runs.find((x) => x.target === "baseline" && x.connections === r.connections);
         L.push(
-          `| ${s.title} | ${r.connections} | ${f1(r.rps)} | ${f0(r.rps * k)} | ${one ? f0(one.rps) : "–"} | **${one ? f1((r.rps * k) / one.rps) : "–"}** | ${b ? f0(b.rps * k) : "–"} | ${b ? f2(r.rps / b.rps) : "–"} | ${f2(r.p50)} / ${b ? f2(b.p50) : "–"} | ${f2(r.cpuMsPerReq / k)} / ${b ? f2(b.cpuMsPerReq / k) : "–"} | ${f2(r.dbCpuMsPerReq / k)} / ${b ? f2(b.dbCpuMsPerReq / k) : "–"} | ${f2(s.roundTrips.service / k)} / ${f2((s.roundTrips.baseline ?? NaN) / k)} | ${r.itemsCreated ?? "–"} / ${r.itemsFailed ?? "–"} |`,
+          `| ${s.title} | ${r.connections} | ${f1(r.rps)} | ${f0(r.rps * k)} | ${one ? f0(one.rps) : "–"} | ` +
+            `**${one ? f1((r.rps * k) / one.rps) : "–"}** | ${b ? f0(b.rps * k) : "–"} | ` +
+            `${b ? f2(r.rps / b.rps) : "–"} | ${f2(r.p50)} / ${b ? f2(b.p50) : "–"} | ${f2(r.cpuMsPerReq / k)} / ` +
+            `${b ? f2(b.cpuMsPerReq / k) : "–"} | ${f2(r.dbCpuMsPerReq / k)} / ` +
+            `${b ? f2(b.dbCpuMsPerReq / k) : "–"} | ${f2(s.roundTrips.service / k)} / ` +
+            `${f2((s.roundTrips.baseline ?? NaN) / k)} | ${r.itemsCreated ?? "–"} / ${r.itemsFailed ?? "–"} |`,
         );
       }
     }
@@ -838,7 +866,9 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
   }
   L.push(`## Service / baseline (${meta.matrixLabel} tenant)`, "");
   L.push(
-    "| scenario | conns | service req/s | baseline req/s | **ratio** | no-count baseline req/s | ratio to no-count | service p99 | baseline p99 | p99 ratio | CPU ms/req service / baseline | DB ms/req service / baseline / no-count | round trips service / baseline |",
+    "| scenario | conns | service req/s | baseline req/s | **ratio** | no-count baseline req/s | ratio to " +
+      "no-count | service p99 | baseline p99 | p99 ratio | CPU ms/req service / baseline | DB ms/req service / " +
+      "baseline / no-count | round trips service / baseline |",
   );
   L.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const s of results) {
@@ -847,17 +877,24 @@ function report(meta: Record<string, any>, results: ScenarioResult[], growth: Gr
       if (!b) continue;
       const nc = s.runs.find((x) => x.target === "baseline-no-count" && x.connections === r.connections);
       L.push(
-        `| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f0(b.rps)} | **${f2(r.rps / b.rps)}** | ${nc ? f0(nc.rps) : "–"} | ${nc ? f2(r.rps / nc.rps) : "–"} | ${f2(r.p99)} | ${f2(b.p99)} | ${f2(r.p99 / b.p99)} | ${f2(r.cpuMsPerReq)} / ${f2(b.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} / ${f2(b.dbCpuMsPerReq)} / ${nc ? f2(nc.dbCpuMsPerReq) : "–"} | ${f1(s.roundTrips.service)} / ${f1(s.roundTrips.baseline ?? NaN)} |`,
+        `| ${s.title} | ${r.connections} | ${f0(r.rps)} | ${f0(b.rps)} | **${f2(r.rps / b.rps)}** | ` +
+          `${nc ? f0(nc.rps) : "–"} | ${nc ? f2(r.rps / nc.rps) : "–"} | ${f2(r.p99)} | ${f2(b.p99)} | ` +
+          `${f2(r.p99 / b.p99)} | ${f2(r.cpuMsPerReq)} / ${f2(b.cpuMsPerReq)} | ${f2(r.dbCpuMsPerReq)} / ` +
+          `${f2(b.dbCpuMsPerReq)} / ${nc ? f2(nc.dbCpuMsPerReq) : "–"} | ${f1(s.roundTrips.service)} / ` +
+          `${f1(s.roundTrips.baseline ?? NaN)} |`,
       );
     }
   }
   L.push("");
   L.push("## Memory", "");
   L.push(
-    `- Service RSS once ready, before any load: **${f0(meta.startupRss.service)} MiB** (baseline ${f0(meta.startupRss.baseline)} MiB).`,
+    `- Service RSS once ready, before any load: **${f0(meta.startupRss.service)} MiB** (baseline ` +
+      `${f0(meta.startupRss.baseline)} MiB).`,
   );
   L.push(
-    `- Service peak RSS sampled during the ${Math.max(...(meta.connections as number[]))}-connection runs: **${f0(meta.servicePeak32)} MiB**; VmHWM over the whole run ${f0(meta.serviceHwm)} MiB (baseline ${f0(meta.baselineHwm)} MiB).`,
+    `- Service peak RSS sampled during the ${Math.max(...(meta.connections as number[]))}-connection runs: ` +
+      `**${f0(meta.servicePeak32)} MiB**; VmHWM over the whole run ${f0(meta.serviceHwm)} MiB (baseline ` +
+      `${f0(meta.baselineHwm)} MiB).`,
   );
   L.push("");
   if (profile) L.push("## Flame summary (node --cpu-prof, separate phase after the measured runs)", "", profile, "");
@@ -921,7 +958,8 @@ async function profilePhase(ds: Dataset, scenarios: Scenario[], svc: { args: str
   // The start (module loading, compilation) is left out: samples from the first readyMs of the process.
   return profileMarkdown(
     file,
-    `${cfg.profileSeconds} s at 8 connections of each of: ${profiled.map((x) => x.name).join(", ")} (${ds.big.label} tenant); the ${(readyMs / 1000).toFixed(1)} s until the service was ready are left out.`,
+    `${cfg.profileSeconds} s at 8 connections of each of: ${profiled.map((x) => x.name).join(", ")} ` +
+      `(${ds.big.label} tenant); the ${(readyMs / 1000).toFixed(1)} s until the service was ready are left out.`,
     readyMs,
   );
 }
@@ -973,7 +1011,8 @@ async function main() {
     await new Promise((r) => setTimeout(r, 1000));
     startupRss = { service: memory(service.pid).rss, baseline: memory(baseline.pid).rss };
     log(
-      `service pid ${service.pid} and baseline pid ${baseline.pid} ready (RSS ${startupRss.service.toFixed(0)} / ${startupRss.baseline.toFixed(0)} MiB)`,
+      `service pid ${service.pid} and baseline pid ${baseline.pid} ready (RSS ${startupRss.service.toFixed(0)} ` +
+        `/ ${startupRss.baseline.toFixed(0)} MiB)`,
     );
     const prep = await prepare(service, ds, ds.big);
     const all = buildScenarios(ds, ds.big, prep, runId);
@@ -1020,7 +1059,8 @@ async function main() {
           const before = g.bySize[t.label];
           g.bySize[t.label] = before ? combineRuns(before, r) : r;
           log(
-            `growth ${t.label} ${sc.name}: db ${r.dbCpuMsPerReq.toFixed(2)} cpu ${r.cpuMsPerReq.toFixed(2)} ms/req, ${r.rps.toFixed(0)} req/s, non-2xx ${r.non2xx}`,
+            `growth ${t.label} ${sc.name}: db ${r.dbCpuMsPerReq.toFixed(2)} cpu ${r.cpuMsPerReq.toFixed(2)} ` +
+              `ms/req, ${r.rps.toFixed(0)} req/s, non-2xx ${r.non2xx}`,
           );
         }
       }
@@ -1040,7 +1080,8 @@ async function main() {
         runs: [],
       };
       log(
-        `${sc.title}: ${rt.perRequest.toFixed(1)} round trips/request${rtb ? ` (baseline ${rtb.perRequest.toFixed(1)})` : ""}`,
+        `${sc.title}: ${rt.perRequest.toFixed(1)} round ` +
+          `trips/request${rtb ? ` (baseline ${rtb.perRequest.toFixed(1)})` : ""}`,
       );
       const noCount = sc.baseline && sc.growth;
       const conns = sc.connections ?? cfg.connections;
@@ -1064,7 +1105,10 @@ async function main() {
         res.runs.push({ target: "service", ...s });
         await paired();
         if (c === maxConns) servicePeak32 = Math.max(servicePeak32, s.rssMaxMiB);
-        let line = `  ${String(c).padStart(2)} conns: service ${s.rps.toFixed(0)} req/s p50 ${s.p50.toFixed(2)} p99 ${s.p99.toFixed(2)} ms non-2xx ${s.non2xx} cpu ${s.cpuMsPerReq.toFixed(2)} db ${s.dbCpuMsPerReq.toFixed(2)} ms/req`;
+        let line =
+          `  ${String(c).padStart(2)} conns: service ${s.rps.toFixed(0)} req/s p50 ${s.p50.toFixed(2)} p99 ` +
+          `${s.p99.toFixed(2)} ms non-2xx ${s.non2xx} cpu ${s.cpuMsPerReq.toFixed(2)} db ` +
+          `${s.dbCpuMsPerReq.toFixed(2)} ms/req`;
         if (sc.baseline) {
           const b = await load(baseline, key, sc, c, cfg.duration, db);
           res.runs.push({ target: "baseline", ...b });

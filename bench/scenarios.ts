@@ -197,7 +197,9 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
     {
       // The worst case allowed — every bookable user swept over 31 days of 5-minute slots.
       name: "availability-any",
-      title: `GET /availability (31 days, no userId: ${availabilityWorstCase.users} bookable users × ${availabilityWorstCase.appointmentsPerUser} appointments, 5-min slots)`,
+      title:
+        `GET /availability (31 days, no userId: ${availabilityWorstCase.users} bookable users × ` +
+        `${availabilityWorstCase.appointmentsPerUser} appointments, 5-min slots)`,
       baseline: false,
       write: false,
       key: ds.availability.key,

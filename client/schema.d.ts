@@ -33,7 +33,7 @@ export interface paths {
         };
         /**
          * List leads
-         * @description Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         * @description Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more; the keyset cursor of the next page is `nextCursor`, passed back as the `cursor` query parameter. `sort` orders by one of the columns it names (a leading `-` is descending; ties by id). `updatedFrom` (inclusive) and `updatedTo` (exclusive) keep objects by `updatedAt` (updatedFrom after updatedTo: 422). `id` (or `externalId`, where the resource has one) repeated 1 to 100 times keeps those objects (unknown, deleted and other tenants' ones are simply absent; both together: 422); every filter combines with the others. `cursor`: the `nextCursor` of a previous page of the same sort and filters continues strictly after its last item (keyset: no object is skipped or repeated when others are added or removed meanwhile; `offset` is then ignored; a cursor of another list, sort or filters, or of another tenant: 422). `stableBefore`: poll again from the earlier of your last seen `updatedAt` and it, deduplicating by `id` + `version`, and no change is missed. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
          *
          *     Scope: `tenant:leads.read`.
          */
@@ -231,11 +231,33 @@ export interface paths {
         };
         /**
          * List conversations
-         * @description Newest activity first (lastMessageAt, then id, descending). A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         * @description Newest activity first (lastMessageAt, then id, descending) by default. `sort` orders by one of the columns it names (a leading `-` is descending; ties by id). `updatedFrom` (inclusive) and `updatedTo` (exclusive) keep objects by `updatedAt` (updatedFrom after updatedTo: 422). `id` (or `externalId`, where the resource has one) repeated 1 to 100 times keeps those objects (unknown, deleted and other tenants' ones are simply absent; both together: 422); every filter combines with the others. `cursor`: the `nextCursor` of a previous page of the same sort and filters continues strictly after its last item (keyset: no object is skipped or repeated when others are added or removed meanwhile; `offset` is then ignored; a cursor of another list, sort or filters, or of another tenant: 422). `stableBefore`: poll again from the earlier of your last seen `updatedAt` and it, deduplicating by `id` + `version`, and no change is missed. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
          *
          *     Scope: `tenant:conversations.read`.
          */
         get: operations["conversations-list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/public/v1/conversations/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get one conversation
+         * @description A conversation of the tenant, as the list shows it; an unknown or foreign conversation gives 404. The `ETag` is the conversation's version; `If-None-Match` naming it answers 304 without a body.
+         *
+         *     Scope: `tenant:conversations.read`.
+         */
+        get: operations["conversations-get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -299,7 +321,7 @@ export interface paths {
         };
         /**
          * List appointments
-         * @description Ordered by startsAt, then id. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         * @description Ordered by startsAt, then id (by default). `sort` orders by one of the columns it names (a leading `-` is descending; ties by id). `updatedFrom` (inclusive) and `updatedTo` (exclusive) keep objects by `updatedAt` (updatedFrom after updatedTo: 422). `id` (or `externalId`, where the resource has one) repeated 1 to 100 times keeps those objects (unknown, deleted and other tenants' ones are simply absent; both together: 422); every filter combines with the others. `cursor`: the `nextCursor` of a previous page of the same sort and filters continues strictly after its last item (keyset: no object is skipped or repeated when others are added or removed meanwhile; `offset` is then ignored; a cursor of another list, sort or filters, or of another tenant: 422). `stableBefore`: poll again from the earlier of your last seen `updatedAt` and it, deduplicating by `id` + `version`, and no change is missed. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
          *
          *     Scope: `tenant:appointments.read`.
          */
@@ -373,7 +395,7 @@ export interface paths {
         };
         /**
          * List tickets
-         * @description Tickets of the tenant, newest first (createdAt, then id, descending), each with its comments oldest first. Filters: `status`, `assignedTo`, `customerId`; an unknown or foreign value matches nothing. `limit` 1 to 200 (default 50), `offset` default 0. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         * @description Tickets of the tenant, newest first (createdAt, then id, descending), each with its comments oldest first. Filters: `status`, `assignedTo`, `customerId`; an unknown or foreign value matches nothing. `limit` 1 to 200 (default 50), `offset` default 0. `sort` orders by one of the columns it names (a leading `-` is descending; ties by id). `updatedFrom` (inclusive) and `updatedTo` (exclusive) keep objects by `updatedAt` (updatedFrom after updatedTo: 422). `id` (or `externalId`, where the resource has one) repeated 1 to 100 times keeps those objects (unknown, deleted and other tenants' ones are simply absent; both together: 422); every filter combines with the others. `cursor`: the `nextCursor` of a previous page of the same sort and filters continues strictly after its last item (keyset: no object is skipped or repeated when others are added or removed meanwhile; `offset` is then ignored; a cursor of another list, sort or filters, or of another tenant: 422). `stableBefore`: poll again from the earlier of your last seen `updatedAt` and it, deduplicating by `id` + `version`, and no change is missed. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
          *
          *     Scope: `tenant:tickets.read`.
          */
@@ -514,6 +536,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/public/v1/stages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List pipeline stages
+         * @description The stages of the tenant's lead pipeline, in pipeline order (`position`, then `id`, ascending): the names of the ids a lead's `stageId` holds. `defaultEntry` marks the stage a lead created without `stageId` enters. `limit` 1 to 200 (default 50), `offset` default 0. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         *
+         *     Scope: `tenant:leads.read`.
+         */
+        get: operations["stages-list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/public/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List users
+         * @description The tenant's users: the people `assignedOperatorId`, `assignedUserId`, `assignedTo`, `createdBy` and `authorUserId` name, with whether appointments can be booked with them (`bookable`) and tickets assigned to them (`assignable`). By `name` (compared by Unicode code point), then `id`, ascending. Any read scope (`tenant:<resource>.read`) admits it. `limit` 1 to 200 (default 50), `offset` default 0. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         *
+         *     Scope: at least one of `tenant:leads.read`, `tenant:contacts.read`, `tenant:conversations.read`, `tenant:appointments.read`, `tenant:tickets.read` (see above).
+         */
+        get: operations["users-list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/public/v1/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List channels
+         * @description The tenant's messaging channels: what a conversation's `channelId` names, and where POST /conversations/start can send (a connected `whatsapp` channel). `sessionWindow` says whether a free-text message needs the contact's 24-hour session window open. By `name` (compared by Unicode code point), then `id`, ascending. `limit` 1 to 200 (default 50), `offset` default 0. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         *
+         *     Scope: `tenant:conversations.read`.
+         */
+        get: operations["channels-list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/public/v1/templates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List approved templates
+         * @description The tenant's approved message templates: the `templateName` (`name`), `templateLanguage` (`language`) and number of `variables` POST /conversations/start takes, and the channel each belongs to (`channelId`; start needs a connected `whatsapp` channel, GET /channels). By `name`, then `language` (compared by Unicode code point), then `channelId` and `id`, ascending. Filter: `channelId`. `limit` 1 to 200 (default 50), `offset` default 0. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size.
+         *
+         *     Scope: `tenant:conversations.read`.
+         */
+        get: operations["templates-list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -582,6 +692,11 @@ export interface components {
             version: number;
             /** Format: date-time */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the object last changed: every write that changes it moves it, together with its version, on the database's clock (strictly later each time; never before createdAt)
+             */
+            updatedAt: string;
         };
         Conversation: {
             id: string;
@@ -601,8 +716,15 @@ export interface components {
             lastMessagePreview: string;
             /** Format: date-time */
             lastMessageAt: string;
+            /** @description 1 on create, +1 with every write that changes the object (a new message, its customer's details); sent as the ETag */
+            version: number;
             /** Format: date-time */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the object last changed: every write that changes it moves it, together with its version, on the database's clock (strictly later each time; never before createdAt)
+             */
+            updatedAt: string;
         };
         Message: {
             id: string;
@@ -614,6 +736,11 @@ export interface components {
             deliveryStatus: "received" | "pending" | "sent" | "delivered" | "failed";
             /** Format: date-time */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the message last changed (its delivery recorded), on the database's clock; never before createdAt
+             */
+            updatedAt: string;
         };
         Appointment: {
             id: string;
@@ -777,6 +904,45 @@ export interface components {
              */
             changedAt: string;
             data: components["schemas"]["Ticket"] | null;
+        };
+        Stage: {
+            id: string;
+            name: string;
+            /** @description The stage's place in the pipeline: the list is in this order (lowest first) */
+            position: number;
+            /** @description The stage a lead created without `stageId` enters (POST /leads); at most one stage has it */
+            defaultEntry: boolean;
+        };
+        User: {
+            id: string;
+            name: string;
+            /** @description Appointments can be booked with this user (GET /availability picks among the bookable users) */
+            bookable: boolean;
+            /** @description Tickets can be assigned to this user (`assignedTo`) */
+            assignable: boolean;
+        };
+        Channel: {
+            id: string;
+            /**
+             * @description The channel kind (a conversation's `channel`)
+             * @enum {string}
+             */
+            kind: "web" | "whatsapp" | "messenger" | "instagram" | "telegram";
+            name: string;
+            /** @description Connected to its provider; POST /conversations/start needs a connected WhatsApp channel */
+            connected: boolean;
+            /** @description A free-text message (POST /conversations/{id}/messages) needs the contact's 24-hour session window open (else 409 MESSAGING_SESSION_WINDOW_CLOSED); outside it, start with an approved template (GET /templates) */
+            sessionWindow: boolean;
+        };
+        Template: {
+            id: string;
+            channelId: string;
+            /** @description POST /conversations/start's `templateName` */
+            name: string;
+            /** @description POST /conversations/start's `templateLanguage` */
+            language: string;
+            /** @description How many `variables` POST /conversations/start must send: the highest {{n}} placeholder of the template (0 when it has none) */
+            variables: number;
         };
         /** @description The error envelope of every /public/v1 error. */
         Error: {
@@ -962,7 +1128,15 @@ export interface operations {
                 /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
                 /** @example crm-deal-311 */
-                externalId?: string;
+                externalId?: string | string[];
+                /** @example -updatedAt */
+                sort?: "createdAt" | "-createdAt" | "updatedAt" | "-updatedAt";
+                /** @example 2026-01-01T00:00:00Z */
+                updatedFrom?: string;
+                /** @example 2036-01-01T00:00:00Z */
+                updatedTo?: string;
+                id?: string | string[];
+                cursor?: string;
                 /** @example 0 */
                 offset?: number;
                 /** @example 50 */
@@ -991,8 +1165,15 @@ export interface operations {
                         items: components["schemas"]["Lead"][];
                         total: number;
                         pagination: components["schemas"]["Pagination"];
-                        /** @description The newest createdAt among all leads matching the filters (null when none): the dateFrom of the next incremental pull. */
+                        /** @description The newest createdAt among all leads matching the filters (null when none): the dateFrom of the next incremental pull. Not the `cursor` query parameter: that one takes `nextCursor`. */
                         cursor: string | null;
+                        /** @description Opaque keyset cursor of the next page (pass it back as `cursor` with the same sort and filters), null on the last page */
+                        nextCursor: string | null;
+                        /**
+                         * Format: date-time
+                         * @description The database's clock less the longest a write takes to commit: every object changed before it is in this answer's list, or never will be changed then (poll again from the earlier of your last seen updatedAt and this)
+                         */
+                        stableBefore: string;
                     };
                 };
             };
@@ -2225,7 +2406,14 @@ export interface operations {
                 /** @example ec82acfc-882f-41b2-918f-043cf94e448c */
                 listId?: string;
                 /** @example crm-10042 */
-                externalId?: string;
+                externalId?: string | string[];
+                /** @example -updatedAt */
+                sort?: "createdAt" | "-createdAt" | "updatedAt" | "-updatedAt";
+                /** @example 2026-01-01T00:00:00Z */
+                updatedFrom?: string;
+                /** @example 2036-01-01T00:00:00Z */
+                updatedTo?: string;
+                id?: string | string[];
                 cursor?: string;
                 /** @example 0 */
                 offset?: number;
@@ -2255,8 +2443,13 @@ export interface operations {
                         items: components["schemas"]["Contact"][];
                         total: number;
                         pagination: components["schemas"]["Pagination"];
-                        /** @description Opaque keyset cursor for the next page (pass it back as `cursor`), or null on the last page. */
+                        /** @description Opaque keyset cursor of the next page (pass it back as `cursor` with the same sort and filters), null on the last page */
                         nextCursor: string | null;
+                        /**
+                         * Format: date-time
+                         * @description The database's clock less the longest a write takes to commit: every object changed before it is in this answer's list, or never will be changed then (poll again from the earlier of your last seen updatedAt and this)
+                         */
+                        stableBefore: string;
                     };
                 };
             };
@@ -3428,6 +3621,15 @@ export interface operations {
                 channel?: string;
                 /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
+                /** @example -lastMessageAt */
+                sort?: "createdAt" | "-createdAt" | "updatedAt" | "-updatedAt" | "lastMessageAt" | "-lastMessageAt";
+                /** @example 2026-01-01T00:00:00Z */
+                updatedFrom?: string;
+                /** @example 2036-01-01T00:00:00Z */
+                updatedTo?: string;
+                /** @example 9ea29cb6-bef2-4754-9faf-9c7b56c2d6f7 */
+                id?: string | string[];
+                cursor?: string;
                 /** @example 0 */
                 offset?: number;
                 /** @example 50 */
@@ -3456,6 +3658,13 @@ export interface operations {
                         items: components["schemas"]["Conversation"][];
                         total: number;
                         pagination: components["schemas"]["Pagination"];
+                        /** @description Opaque keyset cursor of the next page (pass it back as `cursor` with the same sort and filters), null on the last page */
+                        nextCursor: string | null;
+                        /**
+                         * Format: date-time
+                         * @description The database's clock less the longest a write takes to commit: every object changed before it is in this answer's list, or never will be changed then (poll again from the earlier of your last seen updatedAt and this)
+                         */
+                        stableBefore: string;
                     };
                 };
             };
@@ -3576,6 +3785,189 @@ export interface operations {
             };
         };
     };
+    "conversations-get": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `ETag` a client holds (e.g. `"3"`): when the object is still at that version, 304 Not Modified without a body. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path: {
+                /** @example 9ea29cb6-bef2-4754-9faf-9c7b56c2d6f7 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conversation"];
+                };
+            };
+            /** @description Not Modified: If-None-Match names the object's version (no body) */
+            304: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found (or another tenant's): NOT_FOUND */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "NOT_FOUND";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "conversations-start": {
         parameters: {
             query?: never;
@@ -3612,6 +4004,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4174,6 +4567,15 @@ export interface operations {
                 from?: string;
                 /** @example 2036-01-01T00:00:00Z */
                 to?: string;
+                /** @example startsAt */
+                sort?: "createdAt" | "-createdAt" | "updatedAt" | "-updatedAt" | "startsAt" | "-startsAt";
+                /** @example 2026-01-01T00:00:00Z */
+                updatedFrom?: string;
+                /** @example 2036-01-01T00:00:00Z */
+                updatedTo?: string;
+                /** @example c763cfb3-280d-41d6-baf0-4728f59fbf41 */
+                id?: string | string[];
+                cursor?: string;
                 /** @example 0 */
                 offset?: number;
                 /** @example 50 */
@@ -4202,6 +4604,13 @@ export interface operations {
                         items: components["schemas"]["Appointment"][];
                         total: number;
                         pagination: components["schemas"]["Pagination"];
+                        /** @description Opaque keyset cursor of the next page (pass it back as `cursor` with the same sort and filters), null on the last page */
+                        nextCursor: string | null;
+                        /**
+                         * Format: date-time
+                         * @description The database's clock less the longest a write takes to commit: every object changed before it is in this answer's list, or never will be changed then (poll again from the earlier of your last seen updatedAt and this)
+                         */
+                        stableBefore: string;
                     };
                 };
             };
@@ -5145,7 +5554,15 @@ export interface operations {
                 /** @example fa916082-0e75-40eb-98ce-d58e2c312496 */
                 customerId?: string;
                 /** @example hd-58230 */
-                externalId?: string;
+                externalId?: string | string[];
+                /** @example -updatedAt */
+                sort?: "createdAt" | "-createdAt" | "updatedAt" | "-updatedAt";
+                /** @example 2026-01-01T00:00:00Z */
+                updatedFrom?: string;
+                /** @example 2036-01-01T00:00:00Z */
+                updatedTo?: string;
+                id?: string | string[];
+                cursor?: string;
                 /** @example 0 */
                 offset?: number;
                 /** @example 50 */
@@ -5174,6 +5591,13 @@ export interface operations {
                         items: components["schemas"]["Ticket"][];
                         total: number;
                         pagination: components["schemas"]["Pagination"];
+                        /** @description Opaque keyset cursor of the next page (pass it back as `cursor` with the same sort and filters), null on the last page */
+                        nextCursor: string | null;
+                        /**
+                         * Format: date-time
+                         * @description The database's clock less the longest a write takes to commit: every object changed before it is in this answer's list, or never will be changed then (poll again from the earlier of your last seen updatedAt and this)
+                         */
+                        stableBefore: string;
                     };
                 };
             };
@@ -6662,6 +7086,612 @@ export interface operations {
                         nextSince: string;
                         /** @description More changes are available right now: ask again at once with `nextSince` */
                         hasMore: boolean;
+                    };
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "stages-list": {
+        parameters: {
+            query?: {
+                /** @example 0 */
+                offset?: number;
+                /** @example 50 */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Stage"][];
+                        total: number;
+                        pagination: components["schemas"]["Pagination"];
+                    };
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "users-list": {
+        parameters: {
+            query?: {
+                /** @example 0 */
+                offset?: number;
+                /** @example 50 */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["User"][];
+                        total: number;
+                        pagination: components["schemas"]["Pagination"];
+                    };
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "channels-list": {
+        parameters: {
+            query?: {
+                /** @example 0 */
+                offset?: number;
+                /** @example 50 */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Channel"][];
+                        total: number;
+                        pagination: components["schemas"]["Pagination"];
+                    };
+                };
+            };
+            /** @description Missing, unknown, revoked or expired API key: INVALID_CREDENTIALS, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INVALID_CREDENTIALS" | "TOKEN_EXPIRED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Plan not eligible, or the key lacks the operation's scope: PLAN_NOT_ELIGIBLE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "PLAN_NOT_ELIGIBLE" | "PERMISSION_DENIED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation failed: VALIDATION_ERROR */
+            422: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "VALIDATION_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded: RATE_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error: INTERNAL_ERROR */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "INTERNAL_ERROR";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description A backing service is temporarily unavailable: SERVICE_UNAVAILABLE */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "SERVICE_UNAVAILABLE";
+                    } & components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "templates-list": {
+        parameters: {
+            query?: {
+                /** @example ee1ca5e3-c104-40be-abb8-ebb5b5cefd70 */
+                channelId?: string;
+                /** @example 0 */
+                offset?: number;
+                /** @example 50 */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Template"][];
+                        total: number;
+                        pagination: components["schemas"]["Pagination"];
                     };
                 };
             };

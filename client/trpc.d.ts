@@ -53,9 +53,10 @@ export type ContactsCreateOutput = {
   externalId: string | null;
   version: number;
   createdAt: string;
+  updatedAt: string;
 };
 
-export type ConversationsStartOutputCustomer = {
+export type ConversationsGetOutputCustomer = {
   id: string;
   name: string | null;
   email: string | null;
@@ -70,6 +71,7 @@ export type ConversationsMessagesSendOutput = {
   content: string;
   deliveryStatus: "delivered" | "failed" | "pending" | "received" | "sent";
   createdAt: string;
+  updatedAt: string;
 };
 
 export type AppointmentsCreateOutput = {
@@ -154,15 +156,22 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
       input: {
         offset?: number | string;
         limit?: number | string;
+        updatedFrom?: string;
+        updatedTo?: string;
+        id?: string | string[];
+        cursor?: string;
         dateFrom?: string;
         dateTo?: string;
         customerId?: string;
-        externalId?: string;
+        externalId?: string | string[];
+        sort?: string;
       } | undefined;
       output: {
         items: LeadsCreateOutput[];
         total: number;
         pagination: LeadsListOutputPagination;
+        nextCursor: string | null;
+        stableBefore: string;
         cursor: string | null;
       };
       meta: object;
@@ -261,16 +270,21 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
       input: {
         offset?: number | string;
         limit?: number | string;
+        updatedFrom?: string;
+        updatedTo?: string;
+        id?: string | string[];
+        cursor?: string;
         search?: string;
         listId?: string;
-        externalId?: string;
-        cursor?: string;
+        externalId?: string | string[];
+        sort?: string;
       } | undefined;
       output: {
         items: ContactsCreateOutput[];
         total: number;
         pagination: LeadsListOutputPagination;
         nextCursor: string | null;
+        stableBefore: string;
       };
       meta: object;
       errorShape: unknown;
@@ -345,9 +359,14 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
       input: {
         offset?: number | string;
         limit?: number | string;
+        updatedFrom?: string;
+        updatedTo?: string;
+        id?: string | string[];
+        cursor?: string;
         status?: string;
         channel?: string;
         customerId?: string;
+        sort?: string;
       } | undefined;
       output: {
         items: {
@@ -356,14 +375,39 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
           channelId: string | null;
           status: "active" | "escalated" | "resolved";
           subject: string | null;
-          customer: ConversationsStartOutputCustomer;
+          customer: ConversationsGetOutputCustomer;
           assignedOperatorId: string | null;
           lastMessagePreview: string;
           lastMessageAt: string;
+          version: number;
           createdAt: string;
+          updatedAt: string;
         }[];
         total: number;
         pagination: LeadsListOutputPagination;
+        nextCursor: string | null;
+        stableBefore: string;
+      };
+      meta: object;
+      errorShape: unknown;
+    }>;
+    get: TRPCQueryProcedure<{
+      input: {
+        id: string;
+      };
+      output: {
+        id: string;
+        channel: string;
+        channelId: string | null;
+        status: "active" | "escalated" | "resolved";
+        subject: string | null;
+        customer: ConversationsGetOutputCustomer;
+        assignedOperatorId: string | null;
+        lastMessagePreview: string;
+        lastMessageAt: string;
+        version: number;
+        createdAt: string;
+        updatedAt: string;
       };
       meta: object;
       errorShape: unknown;
@@ -383,11 +427,13 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         channelId: string | null;
         status: "active" | "escalated" | "resolved";
         subject: string | null;
-        customer: ConversationsStartOutputCustomer;
+        customer: ConversationsGetOutputCustomer;
         assignedOperatorId: string | null;
         lastMessagePreview: string;
         lastMessageAt: string;
+        version: number;
         createdAt: string;
+        updatedAt: string;
       };
       meta: object;
       errorShape: unknown;
@@ -426,17 +472,24 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
       input: {
         offset?: number | string;
         limit?: number | string;
+        updatedFrom?: string;
+        updatedTo?: string;
+        id?: string | string[];
+        cursor?: string;
         userId?: string;
         customerId?: string;
         leadId?: string;
         status?: string;
         from?: string;
         to?: string;
+        sort?: string;
       } | undefined;
       output: {
         items: AppointmentsCreateOutput[];
         total: number;
         pagination: LeadsListOutputPagination;
+        nextCursor: string | null;
+        stableBefore: string;
       };
       meta: object;
       errorShape: unknown;
@@ -503,15 +556,22 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
       input: {
         offset?: number | string;
         limit?: number | string;
+        updatedFrom?: string;
+        updatedTo?: string;
+        id?: string | string[];
+        cursor?: string;
         status?: string;
         assignedTo?: string;
         customerId?: string;
-        externalId?: string;
+        externalId?: string | string[];
+        sort?: string;
       } | undefined;
       output: {
         items: TicketsCreateOutput[];
         total: number;
         pagination: LeadsListOutputPagination;
+        nextCursor: string | null;
+        stableBefore: string;
       };
       meta: object;
       errorShape: unknown;
@@ -624,11 +684,13 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
             channelId: string | null;
             status: "active" | "escalated" | "resolved";
             subject: string | null;
-            customer: ConversationsStartOutputCustomer;
+            customer: ConversationsGetOutputCustomer;
             assignedOperatorId: string | null;
             lastMessagePreview: string;
             lastMessageAt: string;
+            version: number;
             createdAt: string;
+            updatedAt: string;
           } | null;
         } | {
           type: "lead";
@@ -645,6 +707,89 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         })[];
         nextSince: string;
         hasMore: boolean;
+      };
+      meta: object;
+      errorShape: unknown;
+    }>;
+  };
+  stages: {
+    list: TRPCQueryProcedure<{
+      input: {
+        offset?: number | string;
+        limit?: number | string;
+      } | undefined;
+      output: {
+        items: {
+          id: string;
+          name: string;
+          position: number;
+          defaultEntry: boolean;
+        }[];
+        total: number;
+        pagination: LeadsListOutputPagination;
+      };
+      meta: object;
+      errorShape: unknown;
+    }>;
+  };
+  users: {
+    list: TRPCQueryProcedure<{
+      input: {
+        offset?: number | string;
+        limit?: number | string;
+      } | undefined;
+      output: {
+        items: {
+          id: string;
+          name: string;
+          bookable: boolean;
+          assignable: boolean;
+        }[];
+        total: number;
+        pagination: LeadsListOutputPagination;
+      };
+      meta: object;
+      errorShape: unknown;
+    }>;
+  };
+  channels: {
+    list: TRPCQueryProcedure<{
+      input: {
+        offset?: number | string;
+        limit?: number | string;
+      } | undefined;
+      output: {
+        items: {
+          id: string;
+          kind: "instagram" | "messenger" | "telegram" | "web" | "whatsapp";
+          name: string;
+          connected: boolean;
+          sessionWindow: boolean;
+        }[];
+        total: number;
+        pagination: LeadsListOutputPagination;
+      };
+      meta: object;
+      errorShape: unknown;
+    }>;
+  };
+  templates: {
+    list: TRPCQueryProcedure<{
+      input: {
+        offset?: number | string;
+        limit?: number | string;
+        channelId?: string;
+      } | undefined;
+      output: {
+        items: {
+          id: string;
+          channelId: string;
+          name: string;
+          language: string;
+          variables: number;
+        }[];
+        total: number;
+        pagination: LeadsListOutputPagination;
       };
       meta: object;
       errorShape: unknown;
@@ -745,6 +890,7 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
           origin?: string;
           externalId?: string | null;
           createdAt?: string;
+          updatedAt?: string;
         }[];
         conversations?: {
           ref: string;
@@ -764,10 +910,12 @@ export type AdminRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShap
             role: "assistant" | "operator" | "system" | "user";
             content: string;
             createdAt?: string;
+            updatedAt?: string;
             deliveryStatus?: "delivered" | "failed" | "pending" | "received" | "sent";
             author?: string;
           }[];
           createdAt?: string;
+          updatedAt?: string;
         }[];
         leads?: {
           ref: string;

@@ -677,6 +677,10 @@ const TRPC: Record<string, { proc: string; idField?: string }> = {
   "tickets.update": { proc: "tickets.update", idField: "ticket_id" },
   "tickets.comment": { proc: "tickets.comment", idField: "ticket_id" },
   "changes.list": { proc: "changes.list" },
+  "stages.list": { proc: "stages.list" },
+  "users.list": { proc: "users.list" },
+  "channels.list": { proc: "channels.list" },
+  "templates.list": { proc: "templates.list" },
   "contacts.get": { proc: "contacts.get", idField: "contact_id" },
   "tickets.get": { proc: "tickets.get", idField: "ticket_id" },
   "appointments.get": { proc: "appointments.get", idField: "appointment_id" },
@@ -1099,6 +1103,10 @@ const LIST_PROCS = [
   "appointments.list",
   "conversations.list",
   "changes.list",
+  "stages.list",
+  "users.list",
+  "channels.list",
+  "templates.list",
 ] as const;
 const trpcQueryArb = fc.record({
   padding: fc.integer({ min: 0, max: 1_500 }),

@@ -1,6 +1,6 @@
 // Contact: the public object, its row and the mapper between them.
 import { z } from "zod";
-import { Timestamp } from "./instants.js";
+import { Timestamp, UPDATED_AT } from "./instants.js";
 import { col, defineRow, type RowOf } from "./row.js";
 
 export const ContactObject = z.object({
@@ -17,6 +17,7 @@ export const ContactObject = z.object({
   externalId: z.string().nullable().meta({ description: "the integrator's own id, unique per tenant within the resource; null when none" }),
   version: z.number().int().meta({ description: "1 on create, +1 with every write that changes the object; sent as the ETag" }),
   createdAt: Timestamp,
+  updatedAt: Timestamp.meta({ description: UPDATED_AT }),
 }).meta({ id: "Contact" });
 export type ContactObject = z.infer<typeof ContactObject>;
 
@@ -34,6 +35,7 @@ export const Contact = defineRow("Contact", {
   externalId: col.text().nullable(),
   version: col.int(),
   createdAt: col.instant(),
+  updatedAt: col.instant(),
 });
 export type ContactRow = RowOf<typeof Contact>;
 

@@ -1,6 +1,6 @@
 // Conversation and Message: the public objects, their rows and the mappers between them.
 import { z } from "zod";
-import { Timestamp } from "./instants.js";
+import { Timestamp, UPDATED_AT } from "./instants.js";
 import { col, defineRow, type RowOf } from "./row.js";
 
 export const MESSAGE_ROLES = ["user", "assistant", "operator", "system"] as const;
@@ -13,6 +13,9 @@ export const MessageObject = z.object({
   content: z.string(),
   deliveryStatus: z.enum(DELIVERY_STATUSES),
   createdAt: Timestamp,
+  updatedAt: Timestamp.meta({
+    description: "When the message last changed (its delivery recorded), on the database's clock; never before createdAt",
+  }),
 }).meta({ id: "Message" });
 export type MessageObject = z.infer<typeof MessageObject>;
 
@@ -25,6 +28,7 @@ export const Message = defineRow("Message", {
   /** CHECK-constrained to these values in the database. */
   deliveryStatus: col.enum(DELIVERY_STATUSES),
   createdAt: col.instant(),
+  updatedAt: col.instant(),
 });
 export type MessageRow = RowOf<typeof Message>;
 
@@ -53,7 +57,11 @@ export const ConversationObject = z.object({
   assignedOperatorId: z.string().nullable(),
   lastMessagePreview: z.string(),
   lastMessageAt: Timestamp,
+  version: z.number().int().meta({
+    description: "1 on create, +1 with every write that changes the object (a new message, its customer's details); sent as the ETag",
+  }),
   createdAt: Timestamp,
+  updatedAt: Timestamp.meta({ description: UPDATED_AT }),
 }).meta({ id: "Conversation" });
 export type ConversationObject = z.infer<typeof ConversationObject>;
 
@@ -70,7 +78,9 @@ export const Conversation = defineRow("Conversation", {
   assignedOperatorId: col.uuid().nullable(),
   lastMessagePreview: col.text(),
   lastMessageAt: col.instant(),
+  version: col.int(),
   createdAt: col.instant(),
+  updatedAt: col.instant(),
   channelKind: col.enum(CHANNEL_KINDS).from(`ch."kind"`),
   customerRowId: col.uuid().from(`cu."id"`),
   customerName: col.text().nullable().from(`cu."name"`),

@@ -7,6 +7,11 @@ import { z } from "zod";
 /** Output date-time (always UTC, ISO 8601 with milliseconds). */
 export const Timestamp = z.iso.datetime();
 
+/** The description of an object's `updatedAt` that the database keeps (the "row_touch" trigger). */
+export const UPDATED_AT =
+  "When the object last changed: every write that changes it moves it, together with its version, on the database's clock " +
+  "(strictly later each time; never before createdAt)";
+
 /**
  * An instant as every row carries it: `YYYY-MM-DDTHH:MM:SS.mmmZ` (years 0001–9999), the string
  * Date#toISOString() gives. The raw runner reads timestamptz columns straight into this form

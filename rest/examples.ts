@@ -39,6 +39,10 @@ export interface OperationExample {
  */
 export const UNEXAMPLED_PARAMETERS: Record<string, string> = {
   cursor: "opaque: only a previous page's `nextCursor` is valid",
+  // A list whose example names objects by externalId cannot name them by id as well (422: one or the other).
+  "GET /public/v1/leads id": "the example names its lead by externalId, which id may not accompany",
+  "GET /public/v1/tickets id": "the example names its ticket by externalId, which id may not accompany",
+  "GET /public/v1/contacts id": "the example names its contact by externalId, which id may not accompany",
   since: "opaque: only a previous answer's `nextSince` is valid; absent starts from the beginning",
   "Idempotency-Key":
     "a pre-filled key would be sent again with an edited body (422 IDEMPOTENCY_KEY_REUSE_MISMATCH); any client-made unique value, e.g. a UUID, is one",
@@ -126,6 +130,9 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
       dateTo: "2036-01-01T00:00:00Z",
       customerId: contacts.bea,
       externalId: external.leads.l1,
+      sort: "-updatedAt",
+      updatedFrom: "2026-01-01T00:00:00Z",
+      updatedTo: "2036-01-01T00:00:00Z",
       offset: 0,
       limit: 50,
     },
@@ -232,7 +239,16 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
 
   "GET /public/v1/contacts": {
     summary: "VIP contacts named Soto, the one your CRM knows as crm-10042",
-    parameters: { search: "soto", listId: contactLists.vip, externalId: external.contacts.bea, offset: 0, limit: 50 },
+    parameters: {
+      search: "soto",
+      listId: contactLists.vip,
+      externalId: external.contacts.bea,
+      sort: "-updatedAt",
+      updatedFrom: "2026-01-01T00:00:00Z",
+      updatedTo: "2036-01-01T00:00:00Z",
+      offset: 0,
+      limit: 50,
+    },
     errors: { VALIDATION_ERROR: invalid("search", "too_big", "Too big: expected string to have <=200 characters") },
   },
   "POST /public/v1/contacts": {
@@ -313,7 +329,17 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
 
   "GET /public/v1/conversations": {
     summary: "Bea Soto's active WhatsApp conversations",
-    parameters: { status: "active", channel: "whatsapp", customerId: contacts.bea, offset: 0, limit: 50 },
+    parameters: {
+      status: "active",
+      channel: "whatsapp",
+      customerId: contacts.bea,
+      sort: "-lastMessageAt",
+      updatedFrom: "2026-01-01T00:00:00Z",
+      updatedTo: "2036-01-01T00:00:00Z",
+      id: conversations.c1,
+      offset: 0,
+      limit: 50,
+    },
     errors: { VALIDATION_ERROR: invalid("customerId", "invalid_format", "must be a UUID") },
   },
   "POST /public/v1/conversations/start": {
@@ -329,6 +355,14 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
     errors: {
       VALIDATION_ERROR: invalid("variables", "variables_count", "The template takes 2 variable(s), 1 given"),
       NOT_FOUND: notFound("Channel"),
+    },
+  },
+  "GET /public/v1/conversations/{id}": {
+    summary: "Bea Soto's WhatsApp conversation",
+    parameters: { id: conversations.c1 },
+    errors: {
+      VALIDATION_ERROR: invalid("id", "invalid_format", "must be a UUID"),
+      NOT_FOUND: notFound("Conversation"),
     },
   },
   "GET /public/v1/conversations/{id}/messages": {
@@ -363,6 +397,10 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
       status: "scheduled",
       from: "2026-01-01T00:00:00Z",
       to: "2036-01-01T00:00:00Z",
+      sort: "startsAt",
+      updatedFrom: "2026-01-01T00:00:00Z",
+      updatedTo: "2036-01-01T00:00:00Z",
+      id: appointments.a1,
       offset: 0,
       limit: 50,
     },
@@ -425,6 +463,9 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
       assignedTo: users.ana,
       customerId: contacts.bea,
       externalId: external.tickets.t1,
+      sort: "-updatedAt",
+      updatedFrom: "2026-01-01T00:00:00Z",
+      updatedTo: "2036-01-01T00:00:00Z",
       offset: 0,
       limit: 50,
     },
@@ -507,6 +548,24 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
       VALIDATION_ERROR: invalid("body", "custom", "must be at least 1 character"),
       NOT_FOUND: notFound("Ticket"),
     },
+  },
+
+  "GET /public/v1/stages": {
+    summary: "The demo's pipeline: New (where new leads enter), Qualified, Won",
+    parameters: { offset: 0, limit: 50 },
+  },
+  "GET /public/v1/users": {
+    summary: "Ana Ruiz and Luis Vega, both bookable and assignable",
+    parameters: { offset: 0, limit: 50 },
+  },
+  "GET /public/v1/channels": {
+    summary: "The demo's WhatsApp channel (with its 24-hour window) and its website chat",
+    parameters: { offset: 0, limit: 50 },
+  },
+  "GET /public/v1/templates": {
+    summary: "The approved templates of the demo's WhatsApp channel: welcome (en), two variables",
+    parameters: { channelId: channels.wa, offset: 0, limit: 50 },
+    errors: { VALIDATION_ERROR: invalid("channelId", "invalid_format", "must be a UUID") },
   },
 
   "GET /public/v1/changes": {

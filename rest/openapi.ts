@@ -71,6 +71,24 @@ export const TAGS: { name: string; description: string }[] = [
     description:
       "The changes feed: every create and update of the key's readable objects, in order, for incremental sync.",
   },
+  {
+    name: "stages",
+    description: "The tenant's pipeline stages, in pipeline order: the names of the ids in a lead's `stageId`.",
+  },
+  {
+    name: "users",
+    description:
+      "The tenant's users: who an assignment, an appointment, a ticket or a comment names; bookable, assignable.",
+  },
+  {
+    name: "channels",
+    description:
+      "The tenant's messaging channels: their kind, whether connected, and whether the 24-hour window applies.",
+  },
+  {
+    name: "templates",
+    description: "The tenant's approved message templates, which start outbound WhatsApp conversations.",
+  },
 ];
 
 /**

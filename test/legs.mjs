@@ -45,7 +45,9 @@ export const LEGS = {
     groups: [],
     topologies: ["pooler", "redis"],
     maxSkipped: 12,
-    what: "a PgBouncer that refuses the statement_timeout startup parameter (SET LOCAL), quotas on a 3-master Redis Cluster",
+    what:
+      "a PgBouncer that refuses the statement_timeout startup parameter (SET LOCAL), quotas on a 3-master Redis " +
+      "Cluster",
   },
   citus: {
     groups: ["db"],

@@ -871,7 +871,9 @@ async function listConversations(c: Caller, url: URL, noCount: boolean) {
     select: `SELECT x."id", x."channelId", x."status", x."subject", x."assignedOperatorId", x."lastMessagePreview", x."lastMessageAt",
                     x."createdAt", ch."kind", cu."id" AS "cuId", cu."name" AS "cuName", cu."email" AS "cuEmail", cu."phone" AS "cuPhone",
                     cu."contactId" AS "cuContactId"`,
-    join: `JOIN "Channel" ch ON ch."tenantId" = $1 AND ch."id" = x."channelId" JOIN "Customer" cu ON cu."tenantId" = $1 AND cu."id" = x."customerId"`,
+    join:
+      `JOIN "Channel" ch ON ch."tenantId" = $1 AND ch."id" = x."channelId" JOIN "Customer" cu ON cu."tenantId" = ` +
+      `$1 AND cu."id" = x."customerId"`,
   });
   return page(
     r.items.map((v) => ({

@@ -1,6 +1,6 @@
-// The operations of /public/v1 (the spec's 20 and GET /changes) as the drills drive them: method, path with its id parameter,
-// query parameters, and a valid body built from a tenant's ids (what the fuzzer mutates and the
-// cross-tenant matrix fills with another tenant's ids).
+// The operations of /public/v1 (the spec's 20, GET /changes and the reference lists) as the drills
+// drive them: method, path with its id parameter, query parameters, and a valid body built from a
+// tenant's ids (what the fuzzer mutates and the cross-tenant matrix fills with another tenant's ids).
 import type { TenantIds } from "../../server/admin/fixture.js";
 
 export type IdKind =
@@ -217,6 +217,16 @@ export const OPERATIONS: Operation[] = [
     body: () => ({ body: "a comment" }),
   },
   { name: "changes.list", method: "GET", path: "/public/v1/changes", query: { since: null, types: null, limit: null } },
+  // The tenant's reference data (additive): read-only lists, templates filtered by a channel id.
+  { name: "stages.list", method: "GET", path: "/public/v1/stages", query: { offset: null, limit: null } },
+  { name: "users.list", method: "GET", path: "/public/v1/users", query: { offset: null, limit: null } },
+  { name: "channels.list", method: "GET", path: "/public/v1/channels", query: { offset: null, limit: null } },
+  {
+    name: "templates.list",
+    method: "GET",
+    path: "/public/v1/templates",
+    query: { channelId: "channel", offset: null, limit: null },
+  },
 ];
 
 /**

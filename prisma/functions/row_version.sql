@@ -28,4 +28,4 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$;
-COMMENT ON FUNCTION "row_version"() IS 'BEFORE INSERT OR UPDATE row trigger of the versioned objects (Lead, Contact, Ticket, Appointment): version 1 on insert; the version grows by one with every transaction that changes the row (however many of its statements do), and an update that changes nothing keeps it (a version the statement set is ignored)';
+COMMENT ON FUNCTION "row_version"() IS 'BEFORE INSERT OR UPDATE row trigger of the versioned objects (Lead, Contact, Ticket, Appointment, Conversation): version 1 on insert; the version grows by one with every transaction that changes the row (however many of its statements do), and an update that changes nothing keeps it (a version the statement set is ignored)';

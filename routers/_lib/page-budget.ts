@@ -1,5 +1,6 @@
 // The byte budget of every list page (issue 25, point 4): tickets with their threads, conversations,
-// messages, leads, contacts, appointments and the changes feed. A page holds at most `limit` items and
+// messages, leads, contacts, appointments, the changes feed and the reference lists (stages, users,
+// channels, templates: routers/_lib/reference.ts). A page holds at most `limit` items and
 // at most PAGE_BUDGET_BYTES of JSON; a page that reaches the budget holds fewer items (at least one),
 // and says there is more (`pagination.hasNext`, `hasMore`).
 //
@@ -28,6 +29,10 @@ import { Conversation, Message, toConversation, toMessage } from "../../model/co
 import { Lead, toLead } from "../../model/lead.js";
 import type { RowDef } from "../../model/row.js";
 import { Comment, Ticket, toTicket, toTicketComment } from "../../model/ticket.js";
+import { Stage, toStage } from "../../model/stage.js";
+import { toUser, User } from "../../model/user.js";
+import { Channel, toChannel } from "../../model/channel.js";
+import { Template, toTemplate } from "../../model/template.js";
 
 /** The most bytes of JSON a list response body holds (any list; at least one item always comes). */
 export const PAGE_BUDGET_BYTES = 4 * 1024 * 1024;
@@ -136,6 +141,13 @@ export const FIXED = {
   ticket: fixedOf(Ticket, toTicket, { comments: [] }),
   /** One comment of a thread, without its body. */
   comment: fixedOf(Comment, toTicketComment),
+  // The reference lists (GET /stages, /users, /channels, /templates): their names are unbounded
+  // text, so their pages are cut like any other.
+  stage: fixedOf(Stage, toStage),
+  user: fixedOf(User, toUser),
+  channel: fixedOf(Channel, toChannel),
+  /** A template, its `variables` at the widest integer. */
+  template: fixedOf(Template, toTemplate, { highestPlaceholder: -2_147_483_648 }),
 };
 
 // ---- each list's item, over the columns of its page row: the fixed part, each text column and each
@@ -151,6 +163,10 @@ export const contactSize = (col: Col = pageCol): ItemSize => sizeOf(Contact, FIX
 export const conversationSize = (col: Col = pageCol): ItemSize => sizeOf(Conversation, FIXED.conversation, col);
 export const appointmentSize = (col: Col = pageCol): ItemSize => sizeOf(Appointment, FIXED.appointment, col);
 export const messageSize = (col: Col = pageCol): ItemSize => sizeOf(Message, FIXED.message, col);
+export const stageSize = (col: Col = pageCol): ItemSize => sizeOf(Stage, FIXED.stage, col);
+export const userSize = (col: Col = pageCol): ItemSize => sizeOf(User, FIXED.user, col);
+export const channelSize = (col: Col = pageCol): ItemSize => sizeOf(Channel, FIXED.channel, col);
+export const templateSize = (col: Col = pageCol): ItemSize => sizeOf(Template, FIXED.template, col);
 
 /**
  * A ticket with its thread, over a whole "Ticket" row: ub from the thread's counters (kept by
@@ -179,7 +195,13 @@ export type Cut = "gate" | "walk";
  * The page in the form `cut` asks for. "gate" adds the column "_ubAll" (the page's ubs summed);
  * "walk" is budgeted().
  */
-export function budgetCut(cut: Cut, page: Prisma.Sql, size: ItemSize, order: Prisma.Sql, opts: BudgetOptions = {}): Prisma.Sql {
+export function budgetCut(
+  cut: Cut,
+  page: Prisma.Sql,
+  size: ItemSize,
+  order: Prisma.Sql,
+  opts: BudgetOptions = {},
+): Prisma.Sql {
   if (cut === "walk") return budgeted(page, size, order, opts);
   return Prisma.sql`
     SELECT q.* FROM (SELECT p.*, sum(${size.ub}) OVER () AS "_ubAll" FROM (${page}) p) q
@@ -192,7 +214,8 @@ export function budgetCut(cut: Cut, page: Prisma.Sql, size: ItemSize, order: Pri
  * `read("walk")`.
  */
 /** For cutToBudget() over a listStatement(): no row of the page came, though `offset` is below the total. */
-export const withheld = (rows: { id: unknown; total: number }[], offset: number) => rows.every((r) => r.id === null) && offset < Number(rows[0]?.total ?? 0);
+export const withheld = (rows: { id: unknown; total: number }[], offset: number) =>
+  rows.every((r) => r.id === null) && offset < Number(rows[0]?.total ?? 0);
 
 export async function cutToBudget<T>(read: (cut: Cut) => Promise<T>, refused: (gated: T) => boolean): Promise<T> {
   const gated = await read("gate");

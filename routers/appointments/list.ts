@@ -7,12 +7,14 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { Appointment, AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
-import { defineList } from "../_lib/list.js";
+import { defineList, LIST_QUERY_DOC, ListEnvelopeExtras, ListQueryPieces, MATCHES_NOTHING, SortQuery } from "../_lib/list.js";
 import { appointmentSize, OFFSET_BUDGET_DOC } from "../_lib/page-budget.js";
-import { DateTimeInput, Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
+import { DateTimeInput, Id, OffsetList, PageQuery } from "../_lib/schemas.js";
 import { sqlTime, type Filter } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { isAppointmentStatus } from "./schemas.js";
+
+const SORTS = ["createdAt", "updatedAt", "startsAt"] as const;
 
 export const ListAppointmentsQuery = z.object({
   userId: Id.optional(),
@@ -21,6 +23,8 @@ export const ListAppointmentsQuery = z.object({
   status: z.string().optional(),
   from: DateTimeInput.optional(),
   to: DateTimeInput.optional(),
+  sort: SortQuery(SORTS, "startsAt"),
+  ...ListQueryPieces,
   ...PageQuery,
 });
 
@@ -28,6 +32,7 @@ export const ListAppointmentsQuery = z.object({
 export const appointmentList = defineList<AppointmentRow, z.infer<typeof AppointmentObject>>({
   entity: "Appointment",
   order: { column: "startsAt", desc: false },
+  sorts: SORTS,
   pick: Appointment.select(),
   size: () => appointmentSize(),
   toPublic: toAppointment,
@@ -40,27 +45,25 @@ export const listAppointments = scoped("tenant:appointments.read")
       path: "/public/v1/appointments",
       tags: ["appointments"],
       summary: "List appointments",
-      description: `Ordered by startsAt, then id. ${OFFSET_BUDGET_DOC}`,
+      description: `Ordered by startsAt, then id (by default). ${LIST_QUERY_DOC} ${OFFSET_BUDGET_DOC}`,
       protect: true,
     },
   })
   .input(ListAppointmentsQuery)
-  .output(OffsetList(AppointmentObject))
+  .output(OffsetList(AppointmentObject).extend(ListEnvelopeExtras))
   .query(async ({ ctx, input }) => {
-    const page = { offset: input.offset, limit: input.limit };
     if (input.from && input.to && input.from.getTime() > input.to.getTime())
       throw validation("from must not be after to", {
         fields: [{ field: "to", code: "invalid_range", message: "must not be before from" }],
       });
-    // A status that no appointment can have matches nothing (common rule 2), without a query.
-    if (input.status !== undefined && !isAppointmentStatus(input.status)) return offsetList([], 0, page);
-
     // One statement (routers/_lib/list.ts): the total and the page.
     const filters: Filter[] = [];
     if (input.userId) filters.push(appointmentList.eq(ctx.tenantId, "assignedUserId", input.userId, "uuid"));
     if (input.customerId) filters.push(appointmentList.eq(ctx.tenantId, "customerId", input.customerId, "uuid"));
     if (input.leadId) filters.push(appointmentList.eq(ctx.tenantId, "leadId", input.leadId, "uuid"));
-    if (input.status !== undefined) filters.push(appointmentList.eq(ctx.tenantId, "status", input.status, "AppointmentStatus"));
+    // A status that no appointment can have matches nothing (common rule 2).
+    if (input.status !== undefined)
+      filters.push(isAppointmentStatus(input.status) ? appointmentList.eq(ctx.tenantId, "status", input.status, "AppointmentStatus") : MATCHES_NOTHING);
     if (input.from !== undefined || input.to !== undefined) {
       const t = (d?: Date) => (d ? sqlTime(d) : Prisma.sql`NULL::timestamptz`);
       const exact = [
@@ -72,6 +75,5 @@ export const listAppointments = scoped("tenant:appointments.read")
         cond: Prisma.sql`tstzrange("startsAt", "endsAt", '[)') && tstzrange(${t(input.from)}, ${t(input.to)}, '[]') AND ${Prisma.join(exact, " AND ")}`,
       });
     }
-    const { total, items } = await appointmentList.read(ctx, { filters, ...page });
-    return offsetList(items, total, page);
+    return (await appointmentList.page(ctx, input, { filters })).page;
   });

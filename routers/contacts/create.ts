@@ -6,8 +6,9 @@
 //   4. phone / email (case-insensitive) already used by a live or soft-deleted contact of the tenant
 //      → 409 ALREADY_EXISTS, held by the unique indexes (so concurrent creates cannot both win)
 import { z } from "zod";
-import { insertRow } from "../../server/db/insert.js";
-import { ContactObject, toContact } from "../../model/contact.js";
+import { insertRowReturning } from "../../server/db/insert.js";
+import { Contact, ContactObject, toContact } from "../../model/contact.js";
+import type { ModelOf } from "../../model/row.js";
 import { idempotent } from "../_lib/idempotent.js";
 import { ExternalId } from "../_lib/sync.js";
 import { scoped, type AuthedContext } from "../trpc.js";
@@ -52,6 +53,9 @@ export const createContact = scoped("tenant:contacts.manage")
 /** The create's rules and its one INSERT of the row (model.ts; also the create of an upsert by external id). */
 export async function insertContact(ctx: AuthedContext, input: CreateContactInput): Promise<ContactObject> {
   const row = contactRow(ctx, input);
-  await insertRow(ctx.db, { table: "Contact", row }).catch((err) => duplicateContact(err, ctx.tenantId, row));
-  return toContact(row);
+  // The answer is the row as stored: its updatedAt is the database's (the "row_touch" trigger).
+  const stored = await insertRowReturning<ModelOf<typeof Contact>>(ctx.db, { table: "Contact", row }, Contact.select()).catch((err) =>
+    duplicateContact(err, ctx.tenantId, row),
+  );
+  return toContact(stored);
 }

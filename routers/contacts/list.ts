@@ -4,16 +4,46 @@
 //   listId   members of that contact list only (unknown or foreign list → empty page)
 //   offset, limit (common rule 1), or cursor: the opaque `nextCursor` of a previous page (keyset;
 //            offset is then ignored). A malformed cursor → 422.
+//   sort, updatedFrom/updatedTo, id/externalId lists: the pieces every list takes (routers/_lib/list.ts).
 // Soft-deleted contacts are never listed. `nextCursor` is null on the last page.
+// Two readers answer the same list: the list declaration (contactList, routers/_lib/list.ts), and
+// for the requests of the list's first form (default order, one external id at most, no update-time
+// window or ids) the search walk below, which keeps that form's cursor (base64url of createdAt|id);
+// test/db/totals.test.ts compares the two.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { Contact, ContactObject, toContact, type ContactRow } from "../../model/contact.js";
+import { toIso, type Iso } from "../../model/instants.js";
 import { budgetCut, contactSize, OFFSET_BUDGET_DOC, withheld, type Cut } from "../_lib/page-budget.js";
+import {
+  defineList,
+  ExternalIds,
+  LIST_QUERY_DOC,
+  ListEnvelopeExtras,
+  ListQueryPieces,
+  SortQuery,
+  STABLE_BEFORE,
+} from "../_lib/list.js";
 import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
-import { CachedTotal, counted, counter, countedRange, exactTotal, listStatement, splitList, sqlTime, whereOf, type Filter, type Seek, listRows } from "../_lib/totals.js";
-import { ExternalId } from "../_lib/sync.js";
-import { scoped } from "../trpc.js";
-import { CursorInput, encodeCursor } from "./schemas.js";
+import {
+  CachedTotal,
+  counted,
+  counter,
+  countedRange,
+  exactTotal,
+  listStatement,
+  splitList,
+  sqlTime,
+  whereOf,
+  type Filter,
+  type Seek,
+  listRows,
+} from "../_lib/totals.js";
+import { validation } from "../../server/errors.js";
+import { scoped, type AuthedContext } from "../trpc.js";
+import { decodeCursor, encodeCursor, type ContactCursor } from "./schemas.js";
+
+const SORTS = ["createdAt", "updatedAt"] as const;
 
 export const ListContactsQuery = z.object({
   search: z
@@ -23,16 +53,26 @@ export const ListContactsQuery = z.object({
     .describe("Case-insensitive substring of fullName, email or phone; % and _ match literally.")
     .optional(),
   listId: Id.describe("Only members of this contact list (unknown list → empty page).").optional(),
-  externalId: ExternalId.describe("Only the object with this external id (exact match; none → empty page)").optional(),
-  cursor: CursorInput.optional(),
+  externalId: ExternalIds,
+  sort: SortQuery(SORTS, "-createdAt"),
+  ...ListQueryPieces,
   ...PageQuery,
 });
 
-export const ContactList = OffsetList(ContactObject).extend({
-  nextCursor: z
-    .string()
-    .nullable()
-    .describe("Opaque keyset cursor for the next page (pass it back as `cursor`), or null on the last page."),
+export const ContactList = OffsetList(ContactObject).extend(ListEnvelopeExtras);
+
+const live = Prisma.sql`"deletedAt" IS NULL`;
+
+/** The contacts list (live contacts): every request but a search in the default order, which walks. */
+export const contactList = defineList<ContactRow, z.infer<typeof ContactObject>>({
+  entity: "Contact",
+  order: { column: "createdAt", desc: true },
+  sorts: SORTS,
+  externalId: true,
+  pick: Contact.select(),
+  size: () => contactSize(),
+  toPublic: toContact,
+  always: [live],
 });
 
 /** LIKE metacharacters escaped with the default escape character (backslash). */
@@ -116,28 +156,52 @@ export const listContacts = scoped("tenant:contacts.read")
   .input(ListContactsQuery)
   .output(ContactList)
   .query(async ({ ctx, input }) => {
-    // One statement (routers/_lib/totals.ts): the total (the live-contact counter, the list's counter,
-    // or a trigram count of a search), the position of a cursor and the page. Without search and
-    // listId, a cursor's position and a deep offset come from the createdAt day buckets.
+    const legacy = input.cursor === undefined ? null : decodeCursor(input.cursor);
+    // Today's requests: the default order, at most one external id, no update-time window, no ids.
+    const plain =
+      input.sort === undefined &&
+      input.updatedFrom === undefined &&
+      input.updatedTo === undefined &&
+      input.id === undefined &&
+      !Array.isArray(input.externalId);
+    if (legacy && !plain)
+      throw validation("cursor: a cursor of the first form continues only the default order without the new filters", {
+        fields: [{ field: "cursor", code: "invalid_cursor", message: "start again without it, or use a nextCursor of this list" }],
+      });
+    // Those keep their reader (and their cursor's form); the rest, and a cursor of the list's form, the declaration's.
+    if (legacy || (plain && input.cursor === undefined)) return searchWalk(ctx, input, legacy ?? undefined);
+    const { page } = await contactList.page(ctx, input, { filters: ownFilters(ctx.tenantId, input, "index") });
+    return page;
+  });
+
+/** The search and list filters, in the form asked (searchCond). */
+function ownFilters(t: string, input: ListContactsInput, form: "index" | "scan"): Filter[] {
+  const filters: Filter[] = [];
+  if (input.search !== undefined) filters.push({ cond: searchCond(input.search, form) });
+  if (input.listId !== undefined)
+    filters.push({
+      cond: Prisma.sql`EXISTS (SELECT 1 FROM "ContactListMember" m
+        WHERE m."tenantId" = ${t}::uuid AND m."contactId" = "Contact"."id" AND m."listId" = ${input.listId}::uuid)`,
+      counter: counter(t, "Contact", "listId", "listId", input.listId),
+    });
+  return filters;
+}
+
+type ListContactsInput = z.infer<typeof ListContactsQuery>;
+
+/**
+ * A search in the default order, or a page after a cursor of the first form: the walk. One statement
+ * (routers/_lib/totals.ts): the total (the live-contact counter, the list's counter, or a trigram
+ * count of a search), the position of a cursor and the page. Without search and listId, a cursor's
+ * position and a deep offset come from the createdAt day buckets.
+ */
+async function searchWalk(ctx: AuthedContext, input: ListContactsInput, cursor: ContactCursor | undefined) {
     const t = ctx.tenantId;
-    const live = Prisma.sql`"deletedAt" IS NULL`;
-    const filters: Filter[] = [];
-    const scanFilters: Filter[] = [];
-    if (input.search !== undefined) {
-      filters.push({ cond: searchCond(input.search, "index") });
-      scanFilters.push({ cond: searchCond(input.search, "scan") });
-    }
-    if (input.listId !== undefined) {
-      const member: Filter = {
-        cond: Prisma.sql`EXISTS (SELECT 1 FROM "ContactListMember" m
-          WHERE m."tenantId" = ${t}::uuid AND m."contactId" = "Contact"."id" AND m."listId" = ${input.listId}::uuid)`,
-        counter: counter(t, "Contact", "listId", "listId", input.listId),
-      };
-      filters.push(member);
-      scanFilters.push(member);
-    }
+    const filters = ownFilters(t, input, "index");
+    const scanFilters = ownFilters(t, input, "scan");
     if (input.externalId !== undefined) {
-      const byExternalId: Filter = { cond: Prisma.sql`"externalId" = ${input.externalId}` };
+      // One external id at most here (`plain`).
+      const byExternalId: Filter = { cond: Prisma.sql`"externalId" = ${input.externalId as string}` };
       filters.push(byExternalId);
       scanFilters.push(byExternalId);
     }
@@ -145,7 +209,6 @@ export const listContacts = scoped("tenant:contacts.read")
     // The page's walk down (tenantId, createdAt) tests its rows with the scan form of a search.
     const whereScan = whereOf(t, scanFilters, [live]);
     const seek: Seek | undefined = filters.length === 0 ? { entity: "Contact", column: Prisma.sql`"createdAt"`, desc: true } : undefined;
-    const cursor = input.cursor;
     let after = Prisma.sql`true`;
     // The page's offset: with a cursor, the number of rows at or before the cursor position.
     let before = Prisma.sql`${input.offset}`;
@@ -168,14 +231,14 @@ export const listContacts = scoped("tenant:contacts.read")
       input.search !== undefined
         ? new CachedTotal(ctx.database, t, "Contact", JSON.stringify([input.search, input.listId ?? null, ...(input.externalId !== undefined ? [input.externalId] : [])]), where)
         : undefined;
-    const read = (cut: Cut) => listRows<ContactRow & { _fetched?: number | string }, { before: number; countVersion?: string }>(ctx,
+    const read = (cut: Cut) => listRows<ContactRow & { _fetched?: number | string }, { before: number; countVersion?: string; stableBefore: Iso }>(ctx,
       listStatement({
         tenantId: t,
         offset: cursor ? 0 : input.offset,
         total: cached ? cached.total : exactTotal(t, "Contact", filters, [live]),
         from: cached?.from,
         seek,
-        extra: Prisma.sql`, (${before})::int AS "before"
+        extra: Prisma.sql`, (${before})::int AS "before"${STABLE_BEFORE}
           ${input.search !== undefined ? Prisma.sql`, (${counted(t, "Contact")})::bigint AS "live"` : Prisma.empty}
           ${cached ? cached.extra : Prisma.empty}`,
         // Cut to the byte budget (routers/_lib/page-budget.ts); "_fetched" (the walk's) tells a cut page
@@ -225,5 +288,6 @@ export const listContacts = scoped("tenant:contacts.read")
     return {
       ...offsetList(page.map(toContact), n, { offset: extra.before, limit: input.limit }),
       nextCursor: more && last ? encodeCursor(last) : null,
+      stableBefore: toIso(extra.stableBefore) as Iso,
     };
-  });
+}

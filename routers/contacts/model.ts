@@ -36,7 +36,7 @@ export const CONTACT_WRITES = {
 export const createdPhone = (ctx: AuthedContext, input: Pick<ContactCreate, "phone" | "country">) =>
   requirePhone(input.phone, input.country ?? ctx.caller.tenant.defaultCountry, "phone");
 
-/** The row a create stores: every column of the contact's row, the tenant and updatedAt. */
+/** The row a create stores: every column of the contact's row but updatedAt (the database's: "row_touch"), and the tenant. */
 export function contactRow(ctx: AuthedContext, input: ContactCreate, phone = createdPhone(ctx, input)) {
   const now = ctx.services.now();
   const row = {
@@ -54,8 +54,7 @@ export function contactRow(ctx: AuthedContext, input: ContactCreate, phone = cre
     externalId: input.externalId ?? null,
     version: 1,
     createdAt: now,
-    updatedAt: now,
   };
   // Every column of the row: a column added to model/contact.ts and not written here fails to compile.
-  return row satisfies StoredRow<ContactRow, "updatedAt">;
+  return row satisfies StoredRow<ContactRow, never, "updatedAt">;
 }

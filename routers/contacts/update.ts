@@ -69,8 +69,9 @@ export async function writeContact<R extends StoredContact>(ctx: AuthedContext, 
   };
   if (Object.keys(data).length === 0) return current;
   const where = owned(ctx, { id: current.id, deletedAt: null, ...versionGuard(pre, current.version) });
+  // No updatedAt: the database moves it with the write (the "row_touch" trigger).
   const rows = await ctx.db.contact
-    .updateManyAndReturn({ where, data: { ...data, updatedAt: now } })
+    .updateManyAndReturn({ where, data })
     .catch((err) => duplicateContact(err, ctx.tenantId, data));
   return rows[0] ?? (await missedWrite(ctx.db.contact.findFirst({ where: owned(ctx, { id: current.id, deletedAt: null }) }), "Contact"));
 }

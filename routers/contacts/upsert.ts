@@ -72,8 +72,7 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
     const rows = await readFor(ctx.database, ctx.db, { isoTimes: true, tenant: t })<ContactRow>(Prisma.sql`
       UPDATE "Contact" SET
         "fullName" = ${fn ? Prisma.sql`${body.fullName}::text` : Prisma.sql`"fullName"`},
-        "email" = ${em ? Prisma.sql`${body.email}::text` : Prisma.sql`"email"`},
-        "updatedAt" = ${ctx.services.now()}::timestamptz
+        "email" = ${em ? Prisma.sql`${body.email}::text` : Prisma.sql`"email"`}
        WHERE "tenantId" = ${t}::uuid AND "externalId" = ${externalId} AND "deletedAt" IS NULL AND "phone" = ${phone}
          AND ${countryCond}
          AND ${pre && !pre.any ? Prisma.sql`"version" = ANY(${pre.strong}::int[])` : Prisma.sql`true`}

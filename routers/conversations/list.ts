@@ -4,18 +4,22 @@
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "../../model/conversation.js";
-import { defineList } from "../_lib/list.js";
+import { defineList, LIST_QUERY_DOC, ListEnvelopeExtras, ListQueryPieces, MATCHES_NOTHING, SortQuery } from "../_lib/list.js";
 import { conversationSize, OFFSET_BUDGET_DOC } from "../_lib/page-budget.js";
-import { Id, OffsetList, offsetList, PageQuery } from "../_lib/schemas.js";
+import { Id, OffsetList, PageQuery } from "../_lib/schemas.js";
 import { countedAny, type Filter } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { selectConversations } from "./schemas.js";
 
 
+const SORTS = ["createdAt", "updatedAt", "lastMessageAt"] as const;
+
 export const ListConversationsQuery = z.object({
   status: z.string().optional(),
   channel: z.string().optional(),
   customerId: Id.optional(),
+  sort: SortQuery(SORTS, "-lastMessageAt"),
+  ...ListQueryPieces,
   ...PageQuery,
 });
 
@@ -25,6 +29,7 @@ const isOneOf = <T extends string>(values: readonly T[], v: string): v is T => (
 export const conversationList = defineList<ConversationRow, z.infer<typeof ConversationObject>>({
   entity: "Conversation",
   order: { column: "lastMessageAt", desc: true },
+  sorts: SORTS,
   rows: selectConversations,
   size: () => conversationSize(),
   toPublic: toConversation,
@@ -37,41 +42,38 @@ export const listConversations = scoped("tenant:conversations.read")
       path: "/public/v1/conversations",
       tags: ["conversations"],
       summary: "List conversations",
-      description: `Newest activity first (lastMessageAt, then id, descending). ${OFFSET_BUDGET_DOC}`,
+      description: `Newest activity first (lastMessageAt, then id, descending) by default. ${LIST_QUERY_DOC} ${OFFSET_BUDGET_DOC}`,
       protect: true,
     },
   })
   .input(ListConversationsQuery)
-  .output(OffsetList(ConversationObject))
+  .output(OffsetList(ConversationObject).extend(ListEnvelopeExtras))
   .query(async ({ ctx, input }) => {
-    const page = { offset: input.offset, limit: input.limit };
-    if (
+    // An unknown status or channel kind matches nothing.
+    const nothing =
       (input.status !== undefined && !isOneOf(CONVERSATION_STATUSES, input.status)) ||
-      (input.channel !== undefined && !isOneOf(CHANNEL_KINDS, input.channel))
-    )
-      return offsetList([], 0, page);
+      (input.channel !== undefined && !isOneOf(CHANNEL_KINDS, input.channel));
     // One statement: the total (a counter for no filter or one filter, else an index count) and the
     // page with each conversation's channel kind and customer; a deep offset of the unfiltered list
     // starts at the lastMessageAt day bucket holding it. The channel filter (a kind) and the customer
     // filter (a contact) are read as the sum of the counters of the tenant's channels of that kind and
     // of the customers linked to that contact.
     const t = ctx.tenantId;
-    const filters: Filter[] = [];
-    if (input.status !== undefined) filters.push(conversationList.eq(t, "status", input.status, "ConversationStatus"));
-    if (input.channel !== undefined) {
+    const filters: Filter[] = nothing ? [MATCHES_NOTHING] : [];
+    if (!nothing && input.status !== undefined) filters.push(conversationList.eq(t, "status", input.status, "ConversationStatus"));
+    if (!nothing && input.channel !== undefined) {
       const ids = Prisma.sql`SELECT ch."id" FROM "Channel" ch WHERE ch."tenantId" = ${t}::uuid AND ch."kind" = ${input.channel}::"ChannelKind"`;
       filters.push({
         cond: Prisma.sql`"channelId" IN (${ids})`,
         counter: countedAny(t, "Conversation", "channelId", "channelId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
       });
     }
-    if (input.customerId !== undefined) {
+    if (!nothing && input.customerId !== undefined) {
       const ids = Prisma.sql`SELECT cu."id" FROM "Customer" cu WHERE cu."tenantId" = ${t}::uuid AND cu."contactId" = ${input.customerId}::uuid`;
       filters.push({
         cond: Prisma.sql`"customerId" IN (${ids})`,
         counter: countedAny(t, "Conversation", "customerId", "customerId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
       });
     }
-    const { total, items } = await conversationList.read(ctx, { filters, ...page });
-    return offsetList(items, total, page);
+    return (await conversationList.page(ctx, input, { filters })).page;
   });

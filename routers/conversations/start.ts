@@ -10,7 +10,6 @@
 // create one, assign it to the key owner, store the rendered text as a pending operator message, link
 // the lead (when it has no conversation yet), commit; then send the template and record the outcome.
 import { z } from "zod";
-import { Prisma } from "../../generated/prisma/client.js";
 import type { Db } from "../../server/db/client.js";
 import { readOn } from "../../server/db/insert.js";
 import { abandonDelivery, prepareDelivery } from "../../server/channels/messages.js";
@@ -22,7 +21,7 @@ import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import type { AuthedContext } from "../trpc.js";
 import { scoped } from "../trpc.js";
-import { selectConversations } from "./schemas.js";
+import { conversationById } from "./schemas.js";
 
 export const StartConversationInput = z
   .object({
@@ -127,7 +126,7 @@ export const startConversation = scoped("tenant:conversations.manage")
         ? (
             await ctx.db.conversation.update({
               where: { tenantId_id: { tenantId: ctx.tenantId, id: open.id } },
-              data: { assignedOperatorId: ctx.caller.ownerId, updatedAt: now },
+              data: { assignedOperatorId: ctx.caller.ownerId },
               select: { id: true },
             })
           ).id
@@ -142,7 +141,6 @@ export const startConversation = scoped("tenant:conversations.manage")
                 assignedOperatorId: ctx.caller.ownerId,
                 lastMessageAt: now,
                 createdAt: now,
-                updatedAt: now,
               },
               select: { id: true },
             })
@@ -177,9 +175,7 @@ export const startConversation = scoped("tenant:conversations.manage")
 
 /** The conversation as the list reads it (selectConversations), on `db`. */
 async function readConversation(db: Db, tenantId: string, id: string) {
-  const [row] = await readOn(db, { isoTimes: true })<ConversationRow>(
-    selectConversations(tenantId, Prisma.sql`SELECT * FROM "Conversation" WHERE "tenantId" = ${tenantId}::uuid AND "id" = ${id}::uuid`),
-  );
+  const [row] = await readOn(db, { isoTimes: true })<ConversationRow>(conversationById(tenantId, id));
   if (!row) throw new Error(`conversation ${id} not found`);
   return toConversation(row);
 }

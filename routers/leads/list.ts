@@ -10,31 +10,38 @@ import { validation } from "../../server/errors.js";
 import type { Iso } from "../../model/instants.js";
 import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { leadSize, OFFSET_BUDGET_DOC } from "../_lib/page-budget.js";
-import { defineList } from "../_lib/list.js";
-import { DateTimeInput, Id, OffsetList, offsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
+import { defineList, ExternalIds, LIST_QUERY_DOC, ListEnvelopeExtras, ListQueryPieces, SortQuery } from "../_lib/list.js";
+import { DateTimeInput, Id, OffsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
 import type { Filter } from "../_lib/totals.js";
-import { ExternalId } from "../_lib/sync.js";
 import { scoped } from "../trpc.js";
 import { selectLeads } from "./schemas.js";
+
+const SORTS = ["createdAt", "updatedAt"] as const;
 
 export const ListLeadsInput = z.object({
   dateFrom: DateTimeInput.optional(),
   dateTo: DateTimeInput.optional(),
   customerId: Id.optional(),
-  externalId: ExternalId.describe("Only the object with this external id (exact match; none → empty page)").optional(),
+  externalId: ExternalIds,
+  sort: SortQuery(SORTS, "-createdAt"),
+  ...ListQueryPieces,
   ...PageQuery,
 });
 
 export const LeadList = OffsetList(LeadObject).extend({
   cursor: Timestamp.nullable().describe(
-    "The newest createdAt among all leads matching the filters (null when none): the dateFrom of the next incremental pull.",
+    "The newest createdAt among all leads matching the filters (null when none): the dateFrom of the next incremental pull. " +
+      "Not the `cursor` query parameter: that one takes `nextCursor`.",
   ),
+  ...ListEnvelopeExtras,
 });
 
 /** The leads list: newest first; the page's ids from the narrow index, then their rows. */
 export const leadList = defineList<LeadRow, z.infer<typeof LeadObject>>({
   entity: "Lead",
   order: { column: "createdAt", desc: true },
+  sorts: SORTS,
+  externalId: true,
   pick: Prisma.sql`"id"`,
   rows: selectLeads,
   size: () => leadSize(),
@@ -44,8 +51,8 @@ export const leadList = defineList<LeadRow, z.infer<typeof LeadObject>>({
 export const listLeads = scoped("tenant:leads.read")
   .meta({ openapi: { method: "GET", path: "/public/v1/leads", tags: ["leads"], summary: "List leads", protect: true,
       description:
-        "Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more. " +
-        OFFSET_BUDGET_DOC } })
+        "Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more; the keyset cursor of the next page is `nextCursor`, passed back as the `cursor` query parameter. " +
+        `${LIST_QUERY_DOC} ${OFFSET_BUDGET_DOC}` } })
   .input(ListLeadsInput)
   .output(LeadList)
   .query(async ({ ctx, input }) => {
@@ -58,16 +65,13 @@ export const listLeads = scoped("tenant:leads.read")
     // (tenantId, createdAt, id) index first and reads only those rows.
     const filters: Filter[] = [];
     if (input.customerId) filters.push(leadList.eq(ctx.tenantId, "customerId", input.customerId, "uuid"));
-    if (input.externalId !== undefined) filters.push({ cond: Prisma.sql`"externalId" = ${input.externalId}` });
-    const firstPage = input.offset === 0;
-    const { total, items, extra } = await leadList.read<{ newest?: Iso | null }>(ctx, {
+    // The first page of the default order: its first row is the newest match, no extra read.
+    const newestFirst = input.offset === 0 && input.cursor === undefined && (input.sort ?? "-createdAt") === "-createdAt";
+    const { page, slice } = await leadList.page<{ newest?: Iso | null }>(ctx, input, {
       filters,
       range: { lo: input.dateFrom, hi: input.dateTo },
-      offset: input.offset,
-      limit: input.limit,
-      // The first page's first row is the newest match (same filters, createdAt DESC): no extra read.
-      extra: firstPage ? undefined : (where) => Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
+      extra: newestFirst ? undefined : (where) => Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
     });
-    const newest = firstPage ? (items[0]?.createdAt ?? null) : (extra.newest ?? null);
-    return { ...offsetList(items, total, input), cursor: newest };
+    const newest = newestFirst ? (slice.items[0]?.createdAt ?? null) : (slice.extra.newest ?? null);
+    return { ...page, cursor: newest };
   });

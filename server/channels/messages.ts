@@ -1,6 +1,8 @@
 // Storing a message on a conversation, shared by the public API (operator sends, template starts)
 // and the admin inbound-message verb: the message row plus the conversation's
-// lastMessagePreview / lastMessageAt / updatedAt, which always describe the latest stored message.
+// lastMessagePreview / lastMessageAt, which always describe the latest stored message (the database
+// moves the conversation's updatedAt and version with them, and a message's own updatedAt with its
+// delivery: the "row_touch" trigger).
 // Outbound sends go through prepareDelivery(): the message is stored "pending" in the request's
 // transaction; after it commits the provider is called and the outcome is recorded on the message
 // (deliveryStatus "sent" + providerMessageId, or "failed").
@@ -40,7 +42,7 @@ export async function storeMessage(db: Db, m: NewMessage) {
   });
   await db.conversation.updateMany({
     where: { tenantId: m.tenantId, id: m.conversationId },
-    data: { lastMessagePreview: preview(m.content), lastMessageAt: m.at, updatedAt: m.at },
+    data: { lastMessagePreview: preview(m.content), lastMessageAt: m.at },
   });
   return row;
 }

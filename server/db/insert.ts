@@ -159,6 +159,16 @@ export async function insertRow(db: Db, planned: PlannedRow): Promise<void> {
 }
 
 /**
+ * The same INSERT, answering the row as stored (`returning`: e.g. a row definition's select list), for
+ * a create whose answer holds what the database set (a trigger's "updatedAt"). Prisma's reading: Dates.
+ */
+export async function insertRowReturning<R>(db: Db, planned: PlannedRow, returning: Prisma.Sql): Promise<R> {
+  const { table, columns, values } = await rowSql(db, planned);
+  const [row] = await db.$queryRaw<R[]>`INSERT INTO ${table} ${columns} VALUES (${values}) RETURNING ${returning}`;
+  return row!;
+}
+
+/**
  * A raw statement and its rows, on whichever connection the caller has: `readOn(tx)` inside a Prisma
  * transaction, `readRaw(database)` outside one — the pool's unnamed statement (or PGlite's query),
  * without Prisma's per-statement work (~0.2 ms of CPU per statement measured; docs/decisions/performance.md,

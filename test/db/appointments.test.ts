@@ -655,7 +655,7 @@ describe("GET /appointments", () => {
   it("returns the envelope, ordered by startsAt then id", async () => {
     const r = await list({ userId: dan() });
     expect(r.status).toBe(200);
-    expect(Object.keys(r.body).sort()).toEqual(["items", "pagination", "total"]);
+    expect(Object.keys(r.body).sort()).toEqual(["items", "nextCursor", "pagination", "stableBefore", "total"]);
     expect(titles(r)).toEqual(["D1", "D2", "D3", "D4"]);
     expect(r.body.total).toBe(4);
     expect(r.body.pagination).toEqual({

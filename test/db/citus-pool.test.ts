@@ -62,7 +62,8 @@ async function used(run: string, name: string) {
   const tenant = "5f0c0000-0000-4000-8000-0000000000b1";
   await onNode(url, [
     `INSERT INTO "Tenant" ("id", "name", "plan", "updatedAt") VALUES ('${tenant}', 'p', 'pro', now())`,
-    `INSERT INTO "PipelineStage" ("tenantId", "id", "name", "position", "defaultEntry") VALUES ('${tenant}', '${tenant}', 'New', 1, true)`,
+    `INSERT INTO "PipelineStage" ("tenantId", "id", "name", "position", "defaultEntry") VALUES ('${tenant}', ` +
+      `'${tenant}', 'New', 1, true)`,
     `INSERT INTO "Lead" ("tenantId", "id", "customerName", "customerPhone", "stageId", "updatedAt") VALUES ('${tenant}', gen_random_uuid(), 'L', '+34600000001', '${tenant}', now())`,
   ]);
   expect(await count(url, `SELECT count(*) AS n FROM "ChangeLog"`)).toBeGreaterThan(0);

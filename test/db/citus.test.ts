@@ -107,7 +107,8 @@ describe("Citus-ready schema", () => {
       `zz_dist: exclusion constraint "zz_dist_n_excl" does not include "tenantId" WITH =`,
       `zz_dist: foreign key "zz_dist_tenant_fkey" → Tenant: ON UPDATE CASCADE on the distribution column`,
       `zz_dist: foreign key "zz_dist_tenant_fkey" → Tenant: ON DELETE SET NULL on the distribution column`,
-      `zz_child: foreign key "zz_child_code_fkey" → zz_dist: does not pair "tenantId" with "tenantId" (both distributed)`,
+      `zz_child: foreign key "zz_child_code_fkey" → zz_dist: does not pair "tenantId" with "tenantId" (both ` +
+        `distributed)`,
       `zz_child: foreign key "zz_child_code_fkey" → zz_dist: does not pair "tenantId" with "tenantId" (a row could`,
       `zz_ref: foreign key "zz_ref_lead_fkey" → Lead: a reference table cannot reference a distributed table`,
       `zz_other: distributed by "shard", not "tenantId"`,

@@ -28,6 +28,8 @@ const CONVERSATION_KEYS = [
   "lastMessagePreview",
   "status",
   "subject",
+  "updatedAt",
+  "version",
 ];
 
 beforeAll(async () => {
@@ -254,7 +256,9 @@ describe("GET /conversations", () => {
       assignedOperatorId: null,
       lastMessagePreview: "Hi!",
       lastMessageAt: "2026-11-21T10:00:00.000Z",
+      version: 1,
       createdAt: "2026-11-21T10:00:00.000Z",
+      updatedAt: "2026-11-21T10:00:00.000Z",
     });
     // No identity: the customer object is still there, with empty details.
     const c2 = r.body.items.find((i: any) => i.id === c("c2"));
@@ -451,7 +455,10 @@ describe("POST /conversations/start", () => {
       assignedOperatorId: acme.users.ana,
       lastMessagePreview: "Hello Bea, this is Ana",
       lastMessageAt: T0.toISOString(),
+      // Created with its first message in one transaction: one version; updatedAt on the database's clock.
+      version: 1,
       createdAt: T0.toISOString(),
+      updatedAt: expect.any(String),
     });
     expect(await counts()).toEqual({
       ...before,
@@ -477,6 +484,7 @@ describe("POST /conversations/start", () => {
         content: "Hello Bea, this is Ana",
         deliveryStatus: "sent",
         createdAt: T0.toISOString(),
+        updatedAt: expect.any(String),
       },
     ]);
     // It leads the conversation list now.

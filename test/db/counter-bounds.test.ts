@@ -449,7 +449,9 @@ describe("deep offsets with sparse years", () => {
       lo: string | null = null,
       hi: string | null = null,
     ) => {
-      const seek = `SELECT * FROM "ListCounter_seek"($1::uuid, 'Appointment', $2::timestamptz, $3::timestamptz, $4::bigint, $5::boolean)`;
+      const seek =
+        `SELECT * FROM "ListCounter_seek"($1::uuid, 'Appointment', $2::timestamptz, $3::timestamptz, $4::bigint, ` +
+        `$5::boolean)`;
       const params = [t, lo, hi, offset, desc];
       if (await onCitus()) {
         // On Citus the seek's queries run on the worker that holds the tenant's counters, locally, where

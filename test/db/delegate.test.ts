@@ -296,7 +296,9 @@ describe.runIf(onCitus)("tenant_exec on the tenant's worker (Citus)", () => {
       node.off("notice", listen);
     }
   }
-  const count = `SELECT jsonb_build_object('n', count(*)) AS "result" FROM "Lead" l JOIN "Tenant" t ON t."id" = l."tenantId" WHERE l."tenantId" = ($1[1])::uuid`;
+  const count =
+    `SELECT jsonb_build_object('n', count(*)) AS "result" FROM "Lead" l JOIN "Tenant" t ON t."id" = l."tenantId" ` +
+    `WHERE l."tenantId" = ($1[1])::uuid`;
 
   it("a call on the worker holding the tenant runs its statement on the local shard; elsewhere Citus sends it there; the same answer as through the coordinator", async () => {
     const there = await callOn(nodes.holder, count);

@@ -60,6 +60,13 @@ async function rolledBack<T>(fn: (ctx: AuthedContext) => Promise<T>): Promise<{ 
   return out;
 }
 
+/**
+ * An answer with its updatedAt set aside: the database stamps each transaction's own time (the
+ * "row_touch" trigger), and the two paths run in two transactions.
+ */
+const unstamped = <T>(r: { value?: T; error?: string }) =>
+  r.value !== null && typeof r.value === "object" ? { ...r, value: { ...r.value, updatedAt: "(stamped)" } } : r;
+
 const name = fc.constantFrom("Ana", "Bea Soto", "ana", "", "Zoë", "New name");
 const email = fc.constantFrom(undefined, null, "a@acme.test", "A@acme.test", "taken@acme.test", "b@acme.test");
 const stored = fc.record({
@@ -120,7 +127,7 @@ describe("PUT /contacts/by-external-id: the one-statement update answers what th
         const fast = await rolledBack((ctx) => contactUpserts.fastUpdate!(ctx, externalId, body, pre));
         if (fast.value === undefined && fast.error === undefined) return; // not taken: the general path answers
         fastWrites += 1;
-        expect(fast, JSON.stringify({ s, p })).toEqual(general);
+        expect(unstamped(fast), JSON.stringify({ s, p })).toEqual(unstamped(general));
       }),
       { numRuns: 200, seed: 20261207 },
     );

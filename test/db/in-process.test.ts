@@ -211,6 +211,7 @@ function samples(): Sample[] {
       input: both((i) => ({ items: [{ externalId: `bc-${i}`, phone: `+3462222222${i}` }] })),
     },
     { op: "conversations.list", input: { limit: 5 } },
+    { op: "conversations.get", input: both((i) => ({ id: conv(i) })) },
     {
       op: "conversations.start",
       input: {
@@ -252,6 +253,10 @@ function samples(): Sample[] {
     },
     { op: "tickets.comment", input: both((i) => ({ ticket_id: ticket(i), body: "a comment" })) },
     { op: "changes.list", input: { limit: 3, types: "lead" } },
+    { op: "stages.list", input: { limit: 1, offset: 1 } },
+    { op: "users.list", input: {} },
+    { op: "channels.list", input: { limit: 201 } },
+    { op: "templates.list", input: { channelId: acme().channels.wa! } },
     // A key without scopes: each operation's refusal (403), /me aside.
     ...operations(appRouter).map((o): Sample => ({ op: o.path, input: {}, key: "none" })),
   ];

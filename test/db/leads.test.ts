@@ -787,7 +787,7 @@ describe("GET /leads", () => {
   it("newest first, envelope with items, total, cursor, pagination", async () => {
     const res = await listLeads();
     expect(res.status).toBe(200);
-    expect(Object.keys(res.body).sort()).toEqual(["cursor", "items", "pagination", "total"]);
+    expect(Object.keys(res.body).sort()).toEqual(["cursor", "items", "nextCursor", "pagination", "stableBefore", "total"]);
     expect(idsOf(res)).toEqual([L().e, L().d, L().c, L().b, L().a]);
     expect(res.body.total).toBe(5);
     expect(res.body.cursor).toBe("2026-03-05T00:00:00.500Z");
@@ -923,6 +923,8 @@ describe("GET /leads", () => {
       total: 0,
       cursor: null,
       pagination: { page: 1, pageSize: 50, totalItems: 0, totalPages: 0, hasNext: false, hasPrev: false },
+      nextCursor: null,
+      stableBefore: expect.any(String),
     });
     const equal = await listLeads({ dateFrom: "2026-03-02T00:00:00Z", dateTo: "2026-03-02T00:00:00Z" });
     expect(equal.body.items).toEqual([]);

@@ -26,6 +26,10 @@ import { toIso } from "../../model/instants.js";
 import { Lead, LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { col, defineRow, type RowDef } from "../../model/row.js";
 import { Comment, Ticket, TicketComment, TicketObject, toTicket, toTicketComment } from "../../model/ticket.js";
+import { Stage } from "../../model/stage.js";
+import { User } from "../../model/user.js";
+import { Channel } from "../../model/channel.js";
+import { Template } from "../../model/template.js";
 import { readFor } from "../../server/db/insert.js";
 import { selectConversations } from "../../routers/conversations/schemas.js";
 import { selectLeads } from "../../routers/leads/schemas.js";
@@ -33,7 +37,7 @@ import { selectTickets } from "../../routers/tickets/schemas.js";
 import { startApp, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 
-const DEFS: RowDef<any, any>[] = [Lead, Contact, Conversation, Message, Appointment, Ticket, Comment];
+const DEFS: RowDef<any, any>[] = [Lead, Contact, Conversation, Message, Appointment, Ticket, Comment, Stage, User, Channel, Template];
 
 /** The SQL types (format_type) a column kind stands for; a domain is checked through its base type. */
 const SQL_TYPES: Record<string, string[]> = {

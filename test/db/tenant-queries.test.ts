@@ -137,6 +137,7 @@ const CONTACT_PATCH = "PATCH /public/v1/contacts/{contact_id}";
 const CONTACT_PUT = "PUT /public/v1/contacts/by-external-id/{externalId}";
 const CONTACT_BATCH = "POST /public/v1/contacts/batch/upsert";
 const CONVERSATIONS = "GET /public/v1/conversations";
+const CONVERSATION_GET = "GET /public/v1/conversations/{id}";
 const START = "POST /public/v1/conversations/start";
 const MESSAGES = "GET /public/v1/conversations/{id}/messages";
 const SEND = "POST /public/v1/conversations/{id}/messages";
@@ -153,6 +154,10 @@ const TICKET_PUT = "PUT /public/v1/tickets/by-external-id/{externalId}";
 const TICKET_BATCH = "POST /public/v1/tickets/batch/upsert";
 const COMMENT = "POST /public/v1/tickets/{ticket_id}/comments";
 const CHANGES = "GET /public/v1/changes";
+const STAGES = "GET /public/v1/stages";
+const USERS = "GET /public/v1/users";
+const CHANNELS = "GET /public/v1/channels";
+const TEMPLATES = "GET /public/v1/templates";
 
 const replayKey = `replay-${randomUuid()}`;
 
@@ -365,6 +370,8 @@ const calls: Call[] = [
       leadId: G().leads.l1,
     }),
   }),
+  call(CONVERSATION_GET, 200, () => `/public/v1/conversations/${A().conversations.c1}`),
+  call(CONVERSATION_GET, 404, () => `/public/v1/conversations/${G().conversations.c1}`),
   call(MESSAGES, 200, () => `/public/v1/conversations/${A().conversations.c1}/messages`, {
     query: () => ({ limit: "1" }),
   }),
@@ -551,6 +558,14 @@ const calls: Call[] = [
     body: () => ({ body: "Done" }),
     headers: { "If-Match": "*" },
   }),
+
+  // The reference lists: the tenant's rows only, a page past the first, a filter by another tenant's channel.
+  call(STAGES, 200, () => "/public/v1/stages"),
+  call(STAGES, 200, () => "/public/v1/stages", { query: () => ({ offset: "1", limit: "1" }) }),
+  call(USERS, 200, () => "/public/v1/users"),
+  call(CHANNELS, 200, () => "/public/v1/channels"),
+  call(TEMPLATES, 200, () => "/public/v1/templates", { query: () => ({ channelId: A().channels.wa! }) }),
+  call(TEMPLATES, 200, () => "/public/v1/templates", { query: () => ({ channelId: G().channels.wa!, limit: "5" }) }),
 
   // Last: the writes above left unplaced changes, so the poll runs its sequencer step too.
   call(CHANGES, 200, () => "/public/v1/changes"),

@@ -299,9 +299,26 @@ const readValues = (): Record<string, string> => ({
   ticket_id: acme.tickets.t1!,
   appointment_id: acme.appointments.a1!,
   externalId: "ext-1",
+  sort: "-updatedAt",
+  updatedFrom: "2026-01-01T00:00:00Z",
+  updatedTo: "2027-12-31T00:00:00Z",
 });
 
 // ---- helpers ------------------------------------------------------------------------------------
+
+/**
+ * The string parameters of a read that a valid request may give together: not `since` and `cursor`
+ * (only a previous answer's value is valid), and a list's `id` not beside `externalId` (exclusive).
+ */
+function wellFormed(op: { stringFields: (string | number)[][]; pathParams: string[] }): string[] {
+  const fields = op.stringFields.map(dotted);
+  return fields.filter(
+    (f) =>
+      f !== "since" &&
+      f !== "cursor" &&
+      !(f === "id" && !op.pathParams.includes("id") && fields.includes("externalId")),
+  );
+}
 
 const dotted = (path: (string | number)[]) => path.map(String).join(".");
 
@@ -528,9 +545,8 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
       const values = READ_VALUES(op.proc);
       let path = op.path;
       for (const p of op.pathParams) path = path.replace(`{${p}}`, values[p]!);
-      const query = op.stringFields
-        .map(dotted)
-        .filter((f) => !op.pathParams.includes(f) && f !== "since")
+      const query = wellFormed(op)
+        .filter((f) => !op.pathParams.includes(f))
         .map((f) => `${f}=${encodeURIComponent(values[f] ?? "")}`);
       const res = await app.request("GET", `${path}?${query.join("&")}`, { key });
       expect(res.status, `${op.proc}: ${res.text}`).toBe(200);
@@ -556,12 +572,7 @@ describe("a lone surrogate in a query parameter → 422 naming it", () => {
   it("over /trpc: a lone surrogate in any string of a query's input, and percent-encoded bytes that are not UTF-8", async () => {
     for (const op of READS) {
       const values = READ_VALUES(op.proc);
-      const valid = Object.fromEntries(
-        op.stringFields
-          .map(dotted)
-          .filter((f) => f !== "since")
-          .map((f) => [f, values[f]]),
-      );
+      const valid = Object.fromEntries(wellFormed(op).map((f) => [f, values[f]]));
       for (const field of op.stringFields) {
         const res = await trpc("GET", op.proc, { ...valid, [dotted(field)]: LONE });
         expectNamed(trpcEnvelope(res, 422, "VALIDATION_ERROR"), dotted(field));

@@ -860,7 +860,7 @@ describe("GET /public/v1/tickets", () => {
   it("lists the tenant's tickets newest first with the envelope and embedded threads oldest first", async () => {
     const r = await list();
     expect(r.status).toBe(200);
-    expect(Object.keys(r.body).sort()).toEqual(["items", "pagination", "total"]);
+    expect(Object.keys(r.body).sort()).toEqual(["items", "nextCursor", "pagination", "stableBefore", "total"]);
     expect(r.body.total).toBe(6);
     expect(r.body.pagination).toEqual({
       page: 1,

@@ -30,7 +30,9 @@ describe("isoTimestamptz", () => {
   it("gives the list statements' instants as strings on both backends, equal to the Dates of a plain query", async () => {
     const { db, drop } = await freshDatabase();
     try {
-      const q = `SELECT x AS "t" FROM (VALUES ('2026-11-24T05:00:58.158Z'::timestamptz), ('0001-01-01T00:00:00Z'::timestamptz), ('2026-01-01T10:00:00.5+02:00'::timestamptz)) v(x)`;
+      const q =
+        `SELECT x AS "t" FROM (VALUES ('2026-11-24T05:00:58.158Z'::timestamptz), ` +
+        `('0001-01-01T00:00:00Z'::timestamptz), ('2026-01-01T10:00:00.5+02:00'::timestamptz)) v(x)`;
       const asText = await db.sql.query<{ t: unknown }>(q, [], { isoTimes: true });
       // PostgreSQL's driver gives the same instants as Dates. (PGlite's own Date parser reads year
       // 0001 as 2001: the ISO text is right where its Date is not.)

@@ -424,7 +424,8 @@ describe("counters", () => {
       ).toBe(200);
     }
     for (const id of await some(
-      `SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "assignedToId" IS NOT NULL ORDER BY "id" DESC`,
+      `SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "assignedToId" IS NOT NULL ORDER ` +
+        `BY "id" DESC`,
     )) {
       expect(
         (await app.request("PATCH", `/public/v1/tickets/${id}`, { key, body: { assignedTo: null, status: "pending" } }))
@@ -432,7 +433,8 @@ describe("counters", () => {
       ).toBe(200);
     }
     for (const id of await some(
-      `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" <> 'scheduled' ORDER BY "id"`,
+      `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" <> 'scheduled' ` +
+        `ORDER BY "id"`,
     )) {
       expect(
         (await app.request("PATCH", `/public/v1/appointments/${id}`, { key, body: { status: "completed" } })).status,
@@ -1088,7 +1090,8 @@ describe("under concurrent writes", () => {
             // The time as a parameter: Citus refuses now() (not immutable) inside a CASE of an UPDATE.
             await tx((q) =>
               q(
-                `UPDATE "Contact" SET "deletedAt" = CASE WHEN "deletedAt" IS NULL THEN $3::timestamptz END WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+                `UPDATE "Contact" SET "deletedAt" = CASE WHEN "deletedAt" IS NULL THEN $3::timestamptz END ` +
+                  `WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
                 A,
                 pick(contactIds),
                 new Date(),
@@ -1108,14 +1111,16 @@ describe("under concurrent writes", () => {
             const [l, c] = [pick(listIds), pick(contactIds)];
             await tx(async (q) => {
               const n = await q(
-                `DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "listId" = $2::uuid AND "contactId" = $3::uuid`,
+                `DELETE FROM "ContactListMember" WHERE "tenantId" = $1::uuid AND "listId" = $2::uuid AND ` +
+                  `"contactId" = $3::uuid`,
                 A,
                 l,
                 c,
               );
               if (n === 0)
                 await q(
-                  `INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId") VALUES ($1::uuid, $2::uuid, $3::uuid) ON CONFLICT DO NOTHING`,
+                  `INSERT INTO "ContactListMember" ("tenantId", "listId", "contactId") VALUES ($1::uuid, ` +
+                    `$2::uuid, $3::uuid) ON CONFLICT DO NOTHING`,
                   A,
                   l,
                   c,
@@ -1152,7 +1157,8 @@ describe("under concurrent writes", () => {
                 pick(contactIds),
               );
               await q(
-                `UPDATE "Ticket" SET "status" = 'closed', "assignedToId" = NULL WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+                `UPDATE "Ticket" SET "status" = 'closed', "assignedToId" = NULL WHERE "tenantId" = $1::uuid ` +
+                  `AND "id" = $2::uuid`,
                 A,
                 pick(ticketIds),
               );
@@ -1169,7 +1175,8 @@ describe("under concurrent writes", () => {
                 `W${(w + 1) % 20}-${i - 3}`,
               );
               await q(
-                `UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '1 day') AT TIME ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE $2`,
+                `UPDATE "Lead" SET "createdAt" = ("createdAt" AT TIME ZONE 'UTC' - interval '1 day') AT TIME ` +
+                  `ZONE 'UTC' WHERE "tenantId" = $1::uuid AND "customerName" LIKE $2`,
                 A,
                 `W${w}-%`,
               );
@@ -1419,12 +1426,14 @@ describe("deep offsets", () => {
       [
         "tickets",
         { status: "pending" },
-        `SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "status" = 'pending' ORDER BY "createdAt" DESC, "id" DESC`,
+        `SELECT "id"::text AS id FROM "Ticket" WHERE "tenantId" = $1::uuid AND "status" = 'pending' ORDER BY ` +
+          `"createdAt" DESC, "id" DESC`,
       ],
       [
         "appointments",
         { status: "completed" },
-        `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'completed' ORDER BY "startsAt", "id"`,
+        `SELECT "id"::text AS id FROM "Appointment" WHERE "tenantId" = $1::uuid AND "status" = 'completed' ` +
+          `ORDER BY "startsAt", "id"`,
       ],
     ] as const) {
       const plain = await rows<{ id: string }>(sql, A);

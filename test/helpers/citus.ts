@@ -135,7 +135,8 @@ export function schemaViolations(cat: Catalog): string[] {
     // Every table has a role.
     if (!t.role) {
       out.push(
-        `${t.name}: no Citus role (COMMENT ON TABLE "${t.name}" IS 'citus:reference' | 'citus:local' | 'citus:distributed(tenantId)'; found ${JSON.stringify(t.comment)})`,
+        `${t.name}: no Citus role (COMMENT ON TABLE "${t.name}" IS 'citus:reference' | 'citus:local' | ` +
+          `'citus:distributed(tenantId)'; found ${JSON.stringify(t.comment)})`,
       );
       continue;
     }

@@ -75,7 +75,8 @@ export function assertConforms(
   const r = op.responses.get(String(status));
   if (!r)
     throw new Error(
-      `conformance: ${method} ${op.template} answered ${status}, which the OpenAPI document does not list (${[...op.responses.keys()].join(", ")})\n${JSON.stringify(body)}`,
+      `conformance: ${method} ${op.template} answered ${status}, which the OpenAPI document does not list ` +
+        `(${[...op.responses.keys()].join(", ")})\n${JSON.stringify(body)}`,
     );
   for (const h of r.headers) {
     if (h === "Retry-After" && status !== 429) continue;
@@ -84,7 +85,8 @@ export function assertConforms(
   if (r.schema) r.validate ??= ajv.compile(r.schema);
   if (r.validate && !r.validate(body))
     throw new Error(
-      `conformance: ${method} ${op.template} ${status} body does not match the document: ${ajv.errorsText(r.validate.errors)}\n${JSON.stringify(body).slice(0, 2000)}`,
+      `conformance: ${method} ${op.template} ${status} body does not match the document: ` +
+        `${ajv.errorsText(r.validate.errors)}\n${JSON.stringify(body).slice(0, 2000)}`,
     );
   checked.responses++;
   return `${op.method} ${op.template}`;

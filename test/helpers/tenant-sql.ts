@@ -516,7 +516,8 @@ export function analyzeSql(sql: string, params: readonly unknown[], model: Tenan
       const col = target.table && model.tenantColumn.get(target.table);
       if (stmt.UpdateStmt && col && (u.targetList as Node[]).some((t) => t.ResTarget.name === col))
         problem(
-          `UPDATE ${target.table} sets "${col}" (rows never move between tenants; Citus cannot update the distribution column)`,
+          `UPDATE ${target.table} sets ` +
+            `"${col}" (rows never move between tenants; Citus cannot update the distribution column)`,
         );
       solve(inner, u.whereClause, pending, [u.targetList, u.returningList]);
       return undefined;

@@ -161,7 +161,8 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
     );
     await refused(
       [...k, "--expires-at", "2030-01-01T00:00:00"],
-      '--expires-at must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z), got "2030-01-01T00:00:00"',
+      "--expires-at must be an ISO 8601 date-time with an offset (e.g. 2026-11-20T08:00:00Z), got " +
+        '"2030-01-01T00:00:00"',
     );
     expect(await snapshot()).toEqual(before);
   });
@@ -181,7 +182,8 @@ describe("admin CLI: refusals say why and change nothing", { timeout: 180_000 },
     // One statement per exec: Citus refuses DDL in a multi-statement string.
     await withDb(async (db) => {
       await db.sql.exec(
-        `CREATE FUNCTION h9_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'tablespace quota exceeded (test)'; END $$`,
+        `CREATE FUNCTION h9_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'tablespace ` +
+          `quota exceeded (test)'; END $$`,
       );
       await db.sql.exec(`CREATE TRIGGER h9_refuse BEFORE UPDATE ON "Tenant" FOR EACH ROW EXECUTE FUNCTION h9_refuse()`);
       await db.sql.exec(`CREATE TRIGGER h9_refuse BEFORE INSERT ON "ApiKey" FOR EACH ROW EXECUTE FUNCTION h9_refuse()`);

@@ -182,7 +182,10 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     });
     expect(log.find((r) => r.msg.includes("no tenant yet"))).toMatchObject({
       level: 30,
-      msg: 'the embedded database has no tenant yet: for the demo tenant, stop the service (the embedded database allows one process), then run npm run --silent admin -- load-demo; for your own tenants, users and API keys, npm run --silent admin -- load FILE (README.md, "Admin CLI")',
+      msg:
+        "the embedded database has no tenant yet: for the demo tenant, stop the service (the embedded database " +
+        "allows one process), then run npm run --silent admin -- load-demo; for your own tenants, users and API " +
+        'keys, npm run --silent admin -- load FILE (README.md, "Admin CLI")',
     });
     expect(svc.out()).not.toContain("demo-key");
     expect(log.find((r) => String(r.msg).startsWith("API reference: "))).toMatchObject({
@@ -193,7 +196,8 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     expect(r).toMatchObject({ code: 1, stdout: "" });
     expect(ownLines(r.stderr)).toEqual([NO_DEMO_TENANT]);
     expect(NO_DEMO_TENANT).toBe(
-      "no demo tenant: load it with npm run --silent admin -- load-demo (the first start on an empty embedded database does it too), or load a fixture of your own with npm run --silent admin -- load FILE",
+      "no demo tenant: load it with npm run --silent admin -- load-demo (the first start on an empty embedded " +
+        "database does it too), or load a fixture of your own with npm run --silent admin -- load FILE",
     );
     expect(await counts("empty")).toEqual({ tenants: 0, keys: 0, users: 0 });
   });
@@ -262,12 +266,15 @@ describe.skipIf(PG)("embedded database: start lines, demo-key, log formats", { t
     // Every line a pretty record (an error's stack would follow its line, indented): no JSON.
     for (const line of lines) expect(line).toMatch(PRETTY_LINE);
     expect(lines).toContainEqual(
-      `${lines.find((l) => l.includes("listening on"))!.slice(0, 15)}INFO: listening on http://127.0.0.1:${svc.port} (database: pglite; ${LISTENING_NO_REDIS}) {"host":"127.0.0.1","port":${svc.port},"database":"pglite","redis":"not configured","quotas":"in process"}`,
+      `${lines.find((l) => l.includes("listening on"))!.slice(0, 15)}INFO: listening on ` +
+        `http://127.0.0.1:${svc.port} (database: pglite; ${LISTENING_NO_REDIS}) ` +
+        `{"host":"127.0.0.1","port":${svc.port},"database":"pglite","redis":"not configured","quotas":"in process"}`,
     );
     expect(lines).toContainEqual(
       expect.stringMatching(
         new RegExp(
-          `INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key \\{"tenantId":"${demoId}"\\}$`,
+          `INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key ` +
+            `\\{"tenantId":"${demoId}"\\}$`,
         ),
       ),
     );
@@ -328,7 +335,9 @@ describe.skipIf(!PG)("PostgreSQL: start lines, demo-key, log formats", { timeout
     expect(await svc.stop()).toBe(0);
     const log = records(svc.out());
     expect(log.find((r) => r.msg.includes("no tenant yet"))).toMatchObject({
-      msg: 'the database has no tenant yet: for the demo tenant, run npm run --silent admin -- load-demo; for your own tenants, users and API keys, npm run --silent admin -- load FILE (README.md, "Admin CLI")',
+      msg:
+        "the database has no tenant yet: for the demo tenant, run npm run --silent admin -- load-demo; for your " +
+        'own tenants, users and API keys, npm run --silent admin -- load FILE (README.md, "Admin CLI")',
     });
     expect(log.find((r) => r.msg.startsWith("listening on"))).toMatchObject(
       redis
@@ -402,7 +411,8 @@ describe.skipIf(!PG)("PostgreSQL: start lines, demo-key, log formats", { timeout
     );
     expect(lines).toContainEqual(
       expect.stringContaining(
-        `INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key {"tenantId":"${demoId}"}`,
+        `INFO: demo tenant ${demoId}: for a new API key, run npm run --silent admin -- demo-key ` +
+          `{"tenantId":"${demoId}"}`,
       ),
     );
     expect(lines).toContainEqual(

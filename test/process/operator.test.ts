@@ -224,6 +224,7 @@ describe("admin CLI", { timeout: 180_000 }, () => {
       "deliveryStatus",
       "id",
       "role",
+      "updatedAt",
     ]);
     expect(r.json).toMatchObject({ conversationId: ids.conversations.c1, role: "user", content: "Still there?" });
     expect(Math.abs(new Date(r.json.createdAt).getTime() - Date.now())).toBeLessThan(60_000);

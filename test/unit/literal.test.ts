@@ -12,12 +12,14 @@ const U = "11111111-2222-4333-8444-555555555555";
 describe("inlineValue", () => {
   it("writes every parameter equal to the tenant as its literal and renumbers the others", () => {
     const r = inlineValue(
-      `SELECT * FROM "Lead" WHERE "tenantId" = $1::uuid AND "id" = $2::uuid AND x IN (SELECT 1 FROM y WHERE "tenantId" = $3::uuid LIMIT $4)`,
+      `SELECT * FROM "Lead" WHERE "tenantId" = $1::uuid AND "id" = $2::uuid AND x IN (SELECT 1 FROM y WHERE ` +
+        `"tenantId" = $3::uuid LIMIT $4)`,
       [T, U, T, 50],
       T,
     );
     expect(r.text).toBe(
-      `SELECT * FROM "Lead" WHERE "tenantId" = '${T}'::uuid AND "id" = $1::uuid AND x IN (SELECT 1 FROM y WHERE "tenantId" = '${T}'::uuid LIMIT $2)`,
+      `SELECT * FROM "Lead" WHERE "tenantId" = '${T}'::uuid AND "id" = $1::uuid AND x IN (SELECT 1 FROM y ` +
+        `WHERE "tenantId" = '${T}'::uuid LIMIT $2)`,
     );
     expect(r.params).toEqual([U, 50]);
   });

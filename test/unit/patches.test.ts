@@ -193,7 +193,8 @@ describe("patched dependencies are pinned: postinstall refuses a drift (scripts/
     const r = project("1.2.3", "^1.2.3");
     expect(r.status).toBe(1);
     expect(r.stderr.trim()).toBe(
-      'patches/@scope+lib+1.2.3.patch is for @scope/lib@1.2.3 but package.json asks for @scope/lib@^1.2.3: pin it exactly ("1.2.3")',
+      "patches/@scope+lib+1.2.3.patch is for @scope/lib@1.2.3 but package.json asks for @scope/lib@^1.2.3: pin " +
+        'it exactly ("1.2.3")',
     );
   });
 });

@@ -76,7 +76,8 @@ describe("docs/architecture.md, the map", () => {
     const missingTs = tsNames.filter(
       (n) =>
         !new RegExp(
-          `(?:function\\*? ${n}\\b|\\b${n}\\s*[:=]\\s*(?:async\\s*)?(?:\\(|function)|\\b${n}\\s*\\(|(?:async )?${n}\\()`,
+          `(?:function\\*? ${n}\\b|\\b${n}\\s*[:=]\\s*(?:async\\s*)?(?:\\(|function)|\\b${n}\\s*\\(|(?:async ` +
+            `)?${n}\\()`,
         ).test(sources),
     );
     expect(missingTs).toEqual([]);

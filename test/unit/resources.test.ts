@@ -17,7 +17,11 @@ describe("the resources' registry", () => {
     expect(ALL_SCOPES).toEqual(RESOURCES.flatMap((r) => [`tenant:${r}.read`, `tenant:${r}.manage`]));
     expect(CHANGE_TYPES).toEqual(["lead", "contact", "conversation", "appointment", "ticket"]);
     expect(Object.values(READ_SCOPE).sort()).toEqual(RESOURCES.map((r) => `tenant:${r}.read`).sort());
-    expect(EXTERNAL_KEYS).toEqual({ Lead: "Lead_tenantId_externalId_key", Contact: "Contact_tenantId_externalId_key", Ticket: "Ticket_tenantId_externalId_key" });
+    expect(EXTERNAL_KEYS).toEqual({
+      Lead: "Lead_tenantId_externalId_key",
+      Contact: "Contact_tenantId_externalId_key",
+      Ticket: "Ticket_tenantId_externalId_key",
+    });
     expect(SYNCED_TABLES.sort()).toEqual(["Contact", "Lead", "Ticket"]);
   });
 
@@ -26,13 +30,19 @@ describe("the resources' registry", () => {
     expect(Object.keys(LIST_COUNTERS).sort()).toEqual(tables);
   });
 
-  it("the router (routers/index.ts) is written out, so that its type is the client's: one sub-router per resource, plus me, availability and changes", () => {
+  // Besides the resources: me, availability, changes and the reference lists (stages, users, channels, templates).
+  it("the router (routers/index.ts) is written out, so that its type is the client's: a sub-router per resource", () => {
     const top = new Set(operations(appRouter).map((o) => o.path.split(".")[0]!));
-    expect([...top].sort()).toEqual([...RESOURCES, "availability", "changes", "me"].sort());
+    const reference = ["stages", "users", "channels", "templates"];
+    expect([...top].sort()).toEqual([...RESOURCES, "availability", "changes", "me", ...reference].sort());
   });
 
   it("the OpenAPI examples (rest/examples.ts) are per operation, not per resource: each names an operation of the router", () => {
-    const routes = new Set(operations(appRouter).flatMap(({ meta }) => (meta.openapi ? [`${meta.openapi.method} ${meta.openapi.path}`] : [])));
+    const routes = new Set(
+      operations(appRouter).flatMap(({ meta }) =>
+        meta.openapi ? [`${meta.openapi.method} ${meta.openapi.path}`] : [],
+      ),
+    );
     expect(Object.keys(OPERATION_EXAMPLES).filter((k) => !routes.has(k))).toEqual([]);
   });
 });

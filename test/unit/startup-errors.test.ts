@@ -125,7 +125,8 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
   it("a malformed DATABASE_URL is shown with its password masked", async () => {
     const r = await expectLine(
       baseEnv({ DATABASE_URL: "postgresql://app:hunter2@db:99999/crm" }),
-      'DATABASE_URL must be a URL like postgresql://USER:PASSWORD@HOST:PORT/DATABASE, got "postgresql://app:***@db:99999/crm"',
+      "DATABASE_URL must be a URL like postgresql://USER:PASSWORD@HOST:PORT/DATABASE, got " +
+        '"postgresql://app:***@db:99999/crm"',
     );
     expect(r.stderr + r.stdout).not.toContain("hunter2");
   });
@@ -370,7 +371,8 @@ describe("the mapping (server/startup-error.ts)", () => {
   it("a Prisma error whose message starts with an empty line: the database's message", () => {
     const e = Object.assign(
       new Error(
-        "\nInvalid `db.prisma.tenant.updateMany()` invocation in\n/x/operations.ts:87:38\n\n  86 …\n→ 87 const n = …\nDatabase error. Code: `P0001`. Message: `disk full`",
+        "\nInvalid `db.prisma.tenant.updateMany()` invocation in\n/x/operations.ts:87:38\n\n  86 …\n→ 87 const " +
+          "n = …\nDatabase error. Code: `P0001`. Message: `disk full`",
       ),
       {
         name: "PrismaClientKnownRequestError",

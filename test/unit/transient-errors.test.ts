@@ -11,7 +11,8 @@ describe("transient Citus errors → 503", () => {
     ["XX000", "could not find valid entry for shard 102041"],
     [
       "CIINF",
-      'Query could not find the intermediate result file "25_2", it was mostly likely deleted due to an error in a parallel process within the same distributed transaction',
+      'Query could not find the intermediate result file "25_2", it was mostly likely deleted due to an error ' +
+        "in a parallel process within the same distributed transaction",
     ],
   ])("%s %s", (code, message) => {
     expect(toAppError(pgError(code, message)).code).toBe("SERVICE_UNAVAILABLE");
