@@ -77,6 +77,7 @@ const SPECIAL = [
   "1e309",
   "<script>alert(1)</script>",
   "../../etc/passwd",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a Log4Shell probe, sent as written
   "${jndi:ldap://x}",
   "{{7*7}}",
   "__proto__",
@@ -185,6 +186,7 @@ const PATH_EXTERNAL_IDS = [
   "%22",
   "%7B%7Bid%7D%7D",
   "{{id}}",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a Log4Shell probe, sent as written
   "${jndi:ldap:%2F%2Fx}",
   "<script>",
   "by-external-id",
@@ -349,7 +351,7 @@ function tagValue(p: TagPlan, v: number): string {
       `"0",, ,${stale(p.n)}`,
     ],
     weak: [`W/"${v}"`, `W/"${v}", "0"`, `"0", W/"${v}"`],
-    current: [`"${v}"`, ` "${v}" `, `"0", "${v}"`, `"${v}",,`, list(Math.min(p.count, 99), stale) + `, "${v}"`],
+    current: [`"${v}"`, ` "${v}" `, `"0", "${v}"`, `"${v}",,`, `${list(Math.min(p.count, 99), stale)}, "${v}"`],
     any: ["*", " * ", "\t*\t"],
   };
   const of = forms[p.cls];
@@ -395,7 +397,7 @@ const outOfRangeDate = fc.oneof(
 const overLongPhone = fc
   .tuple(fc.integer({ min: 16, max: 25 }), fc.boolean(), fc.nat())
   .map(([digits, plus, n]) =>
-    `${plus ? "+" : ""}${"49" + String(n).padEnd(digits, "7")}`.slice(0, digits + (plus ? 1 : 0)),
+    `${plus ? "+" : ""}${`49${String(n).padEnd(digits, "7")}`}`.slice(0, digits + (plus ? 1 : 0)),
   );
 
 const deep = (d: number, kind: number): unknown => {
@@ -708,7 +710,7 @@ function manyKeys(body: Record<string, unknown>, bytes: number): string {
     parts.push(part);
     length += part.length;
   }
-  return parts.join("") + "}";
+  return `${parts.join("")}}`;
 }
 
 function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
@@ -721,7 +723,7 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
     missing: undefined,
     malformed: "crm_short",
     revoked: a.apiKeys.revoked!.key,
-    "foreign-format": "Bearer " + a.apiKeys.full!.key,
+    "foreign-format": `Bearer ${a.apiKeys.full!.key}`,
   };
   const headers: Record<string, string> = {};
   const key = keys[plan.key];
@@ -829,7 +831,7 @@ function build(plan: Plan, a: TenantIds, b: TenantIds): Built {
         text = "[".repeat(50_000) + "]".repeat(50_000);
         break;
       case "bom":
-        text = "\ufeff" + text;
+        text = `\ufeff${text}`;
         break;
       case "duplicate-keys":
         text = text.replace(/^\{/, `{"notes":"a","notes":"b",`);
@@ -915,9 +917,12 @@ const threadKey = fc.oneof(
 const threadArb = (body: fc.Arbitrary<string>, n: number) =>
   fc.array(fc.record({ body, key: threadKey }), { minLength: n, maxLength: n }).map((plan) => {
     const first = new Map<number, string>();
-    return plan.map((p) =>
-      p.key === undefined ? p : { ...p, body: first.get(p.key) ?? (first.set(p.key, p.body), p.body) },
-    );
+    return plan.map((p) => {
+      if (p.key === undefined) return p;
+      const body = first.get(p.key) ?? p.body;
+      first.set(p.key, body);
+      return { ...p, body };
+    });
   });
 
 async function longThreads(

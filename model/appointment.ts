@@ -9,23 +9,28 @@ export const AppointmentStatus = z.enum(APPOINTMENT_STATUSES, {
 });
 export type AppointmentStatus = (typeof APPOINTMENT_STATUSES)[number];
 
-export const AppointmentObject = z.object({
-  id: z.string(),
-  assignedUserId: z.string(),
-  customerId: z.string().nullable(),
-  conversationId: z.string().nullable(),
-  leadId: z.string().nullable(),
-  title: z.string(),
-  appointmentType: z.string(),
-  startsAt: Timestamp,
-  endsAt: Timestamp,
-  status: AppointmentStatus,
-  source: z.string(),
-  notes: z.string().nullable(),
-  version: z.number().int().meta({ description: "1 on create, +1 with every write that changes the object; sent as the ETag" }),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-}).meta({ id: "Appointment" });
+export const AppointmentObject = z
+  .object({
+    id: z.string(),
+    assignedUserId: z.string(),
+    customerId: z.string().nullable(),
+    conversationId: z.string().nullable(),
+    leadId: z.string().nullable(),
+    title: z.string(),
+    appointmentType: z.string(),
+    startsAt: Timestamp,
+    endsAt: Timestamp,
+    status: AppointmentStatus,
+    source: z.string(),
+    notes: z.string().nullable(),
+    version: z
+      .number()
+      .int()
+      .meta({ description: "1 on create, +1 with every write that changes the object; sent as the ETag" }),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+  })
+  .meta({ id: "Appointment" });
 export type AppointmentObject = z.infer<typeof AppointmentObject>;
 
 export const Appointment = defineRow("Appointment", {

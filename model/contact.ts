@@ -3,22 +3,30 @@ import { z } from "zod";
 import { Timestamp, UPDATED_AT } from "./instants.js";
 import { col, defineRow, type RowOf } from "./row.js";
 
-export const ContactObject = z.object({
-  id: z.string(),
-  fullName: z.string().nullable(),
-  phone: z.string().nullable(),
-  email: z.string().nullable(),
-  country: z.string().nullable(),
-  phoneVerifiedAt: Timestamp.nullable(),
-  emailVerifiedAt: Timestamp.nullable(),
-  marketingOptOut: z.boolean(),
-  marketingOptOutAt: Timestamp.nullable(),
-  origin: z.string(),
-  externalId: z.string().nullable().meta({ description: "the integrator's own id, unique per tenant within the resource; null when none" }),
-  version: z.number().int().meta({ description: "1 on create, +1 with every write that changes the object; sent as the ETag" }),
-  createdAt: Timestamp,
-  updatedAt: Timestamp.meta({ description: UPDATED_AT }),
-}).meta({ id: "Contact" });
+export const ContactObject = z
+  .object({
+    id: z.string(),
+    fullName: z.string().nullable(),
+    phone: z.string().nullable(),
+    email: z.string().nullable(),
+    country: z.string().nullable(),
+    phoneVerifiedAt: Timestamp.nullable(),
+    emailVerifiedAt: Timestamp.nullable(),
+    marketingOptOut: z.boolean(),
+    marketingOptOutAt: Timestamp.nullable(),
+    origin: z.string(),
+    externalId: z
+      .string()
+      .nullable()
+      .meta({ description: "the integrator's own id, unique per tenant within the resource; null when none" }),
+    version: z
+      .number()
+      .int()
+      .meta({ description: "1 on create, +1 with every write that changes the object; sent as the ETag" }),
+    createdAt: Timestamp,
+    updatedAt: Timestamp.meta({ description: UPDATED_AT }),
+  })
+  .meta({ id: "Contact" });
 export type ContactObject = z.infer<typeof ContactObject>;
 
 export const Contact = defineRow("Contact", {

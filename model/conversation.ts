@@ -6,17 +6,20 @@ import { col, defineRow, type RowOf } from "./row.js";
 export const MESSAGE_ROLES = ["user", "assistant", "operator", "system"] as const;
 export const DELIVERY_STATUSES = ["received", "pending", "sent", "delivered", "failed"] as const;
 
-export const MessageObject = z.object({
-  id: z.string(),
-  conversationId: z.string(),
-  role: z.enum(MESSAGE_ROLES),
-  content: z.string(),
-  deliveryStatus: z.enum(DELIVERY_STATUSES),
-  createdAt: Timestamp,
-  updatedAt: Timestamp.meta({
-    description: "When the message last changed (its delivery recorded), on the database's clock; never before createdAt",
-  }),
-}).meta({ id: "Message" });
+export const MessageObject = z
+  .object({
+    id: z.string(),
+    conversationId: z.string(),
+    role: z.enum(MESSAGE_ROLES),
+    content: z.string(),
+    deliveryStatus: z.enum(DELIVERY_STATUSES),
+    createdAt: Timestamp,
+    updatedAt: Timestamp.meta({
+      description:
+        "When the message last changed (its delivery recorded), on the database's clock; never before createdAt",
+    }),
+  })
+  .meta({ id: "Message" });
 export type MessageObject = z.infer<typeof MessageObject>;
 
 export const Message = defineRow("Message", {
@@ -47,22 +50,25 @@ export const ConversationCustomer = z.object({
   customerId: z.string().nullable(),
 });
 
-export const ConversationObject = z.object({
-  id: z.string(),
-  channel: z.string(),
-  channelId: z.string().nullable(),
-  status: z.enum(CONVERSATION_STATUSES),
-  subject: z.string().nullable(),
-  customer: ConversationCustomer,
-  assignedOperatorId: z.string().nullable(),
-  lastMessagePreview: z.string(),
-  lastMessageAt: Timestamp,
-  version: z.number().int().meta({
-    description: "1 on create, +1 with every write that changes the object (a new message, its customer's details); sent as the ETag",
-  }),
-  createdAt: Timestamp,
-  updatedAt: Timestamp.meta({ description: UPDATED_AT }),
-}).meta({ id: "Conversation" });
+export const ConversationObject = z
+  .object({
+    id: z.string(),
+    channel: z.string(),
+    channelId: z.string().nullable(),
+    status: z.enum(CONVERSATION_STATUSES),
+    subject: z.string().nullable(),
+    customer: ConversationCustomer,
+    assignedOperatorId: z.string().nullable(),
+    lastMessagePreview: z.string(),
+    lastMessageAt: Timestamp,
+    version: z.number().int().meta({
+      description:
+        "1 on create, +1 with every write that changes the object (a new message, its customer's details); sent as the ETag",
+    }),
+    createdAt: Timestamp,
+    updatedAt: Timestamp.meta({ description: UPDATED_AT }),
+  })
+  .meta({ id: "Conversation" });
 export type ConversationObject = z.infer<typeof ConversationObject>;
 
 /**
@@ -94,7 +100,13 @@ export type ConversationRow = RowOf<typeof Conversation>;
 export const toConversation = Conversation.toPublic(ConversationObject, {
   composed: {
     channel: (r) => r.channelKind,
-    customer: (r) => ({ id: r.customerRowId, name: r.customerName, email: r.customerEmail, phone: r.customerPhone, customerId: r.customerContactId }),
+    customer: (r) => ({
+      id: r.customerRowId,
+      name: r.customerName,
+      email: r.customerEmail,
+      phone: r.customerPhone,
+      customerId: r.customerContactId,
+    }),
   },
   internal: ["channelKind", "customerRowId", "customerName", "customerEmail", "customerPhone", "customerContactId"],
 });

@@ -28,7 +28,8 @@ export type Iso = string;
 export function toIso(v: Date | string): Iso;
 export function toIso(v: Date | string | null | undefined): Iso | null;
 export function toIso(v: Date | string | null | undefined): Iso | null {
-  if (typeof v === "string") return v.length === 24 && v.charCodeAt(23) === 90 && v.charCodeAt(10) === 84 ? v : new Date(v).toISOString();
+  if (typeof v === "string")
+    return v.length === 24 && v.charCodeAt(23) === 90 && v.charCodeAt(10) === 84 ? v : new Date(v).toISOString();
   return v ? v.toISOString() : null;
 }
 

@@ -19,5 +19,9 @@ export const CHANGE_TYPES = RESOURCES.map((r) => RESOURCE_TABLE[r].type) as Chan
 /** The resource of a feed type. */
 export const resourceOfType = (type: ChangeType): Resource => RESOURCES.find((r) => RESOURCE_TABLE[r].type === type)!;
 /** The tables whose objects carry an external id. */
-export type SyncedTable = { [R in Resource]: (typeof RESOURCE_TABLE)[R]["externalId"] extends true ? (typeof RESOURCE_TABLE)[R]["table"] : never }[Resource];
-export const SYNCED_TABLES = RESOURCES.filter((r) => RESOURCE_TABLE[r].externalId).map((r) => RESOURCE_TABLE[r].table) as SyncedTable[];
+export type SyncedTable = {
+  [R in Resource]: (typeof RESOURCE_TABLE)[R]["externalId"] extends true ? (typeof RESOURCE_TABLE)[R]["table"] : never;
+}[Resource];
+export const SYNCED_TABLES = RESOURCES.filter((r) => RESOURCE_TABLE[r].externalId).map(
+  (r) => RESOURCE_TABLE[r].table,
+) as SyncedTable[];

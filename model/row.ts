@@ -58,10 +58,11 @@ export const col = {
   instant: () => new Column<Iso, Date | Iso>("instant"),
   textArray: () => new Column<string[]>("textArray"),
   /** A text domain of these values (the database checks it). */
-  enum: <const V extends readonly string[]>(values: V) => new Column<V[number], string>("enum", false, undefined, values),
+  enum: <const V extends readonly string[]>(values: V) =>
+    new Column<V[number], string>("enum", false, undefined, values),
 };
 
-type Columns = Record<string, Column<any, any>>;
+type Columns = Record<string, Column<unknown, unknown>>;
 
 type RowType<C extends Columns, X> = { [K in keyof C]: C[K]["_row"] } & X;
 type ModelType<C extends Columns, X> = { [K in keyof C]: C[K]["_model"] } & X;
@@ -73,7 +74,10 @@ export type RowOf<D> = D extends RowDef<infer C, infer X> ? RowType<C, X> : neve
  * (`Not`, e.g. a ticket's thread). `row satisfies StoredRow<LeadRow>` (the creates, the fixture
  * loader): a column added to the definition and not written there fails to compile.
  */
-export type StoredRow<R, Extra extends string = never, Not extends keyof R = never> = Record<Exclude<keyof R, Not> | "tenantId" | Extra, unknown>;
+export type StoredRow<R, Extra extends string = never, Not extends keyof R = never> = Record<
+  Exclude<keyof R, Not> | "tenantId" | Extra,
+  unknown
+>;
 /** What a mapper also accepts: a Prisma model row of the table (its Dates, its plain strings for enums). */
 export type ModelOf<D> = D extends RowDef<infer C, infer X> ? ModelType<C, X> : never;
 
@@ -82,7 +86,9 @@ type OneToOne<R, O> = { [K in keyof O & keyof R]: R[K] extends O[K] ? K : never 
 /** Explicit code for every other public field, over the row as the mapper receives it. */
 type Composed<R, M, O> = { [K in Exclude<keyof O, OneToOne<R, O>>]: (r: M) => O[K] };
 /** A column that is neither copied to a public field nor named in `internal` makes this a required, unsatisfiable property. */
-type AllMapped<K> = [K] extends [never] ? unknown : { unmappedColumn: `not mapped to the public object, nor listed in internal: ${K & string}` };
+type AllMapped<K> = [K] extends [never]
+  ? unknown
+  : { unmappedColumn: `not mapped to the public object, nor listed in internal: ${K & string}` };
 
 /** Widest JSON sample of each kind (routers/_lib/page-budget.ts: the fixed part of an item's size). */
 const WIDEST = {
@@ -128,7 +134,9 @@ export class RowDef<C extends Columns, X = unknown> {
     let sql = this.selects.get(key);
     if (!sql) {
       if (alias !== undefined && !IDENT.test(alias)) throw new Error(`bad alias ${alias}`);
-      const list = this.names.map((n) => (this.columns[n]!.expr ? `${this.columns[n]!.expr} AS "${n}"` : this.sql(n, alias)));
+      const list = this.names.map((n) =>
+        this.columns[n]!.expr ? `${this.columns[n]!.expr} AS "${n}"` : this.sql(n, alias),
+      );
       sql = Prisma.raw(list.join(", "));
       this.selects.set(key, sql);
     }
@@ -185,14 +193,18 @@ export class RowDef<C extends Columns, X = unknown> {
     // The same checks as the types, at import (a cast cannot slip past them).
     for (const f of fields) {
       if (!IDENT.test(f)) throw new Error(`${this.table}: bad public field ${f}`);
-      if (fromColumn(f) && !(f in this.columns)) throw new Error(`${this.table}: public field ${f} is neither a column nor composed`);
+      if (fromColumn(f) && !(f in this.columns))
+        throw new Error(`${this.table}: public field ${f} is neither a column nor composed`);
     }
     for (const n of this.names)
       if (!internal.has(n) && !(fields.includes(n) && fromColumn(n)))
         throw new Error(`${this.table}: column ${n} is not mapped to the public object, nor listed in internal`);
-    for (const k of Object.keys(composed)) if (!fields.includes(k)) throw new Error(`${this.table}: composed ${k} is not a public field`);
+    for (const k of Object.keys(composed))
+      if (!fields.includes(k)) throw new Error(`${this.table}: composed ${k} is not a public field`);
     const literal = fields
-      .map((f) => (!fromColumn(f) ? `${f}: c.${f}(r)` : this.columns[f]!.kind === "instant" ? `${f}: t(r.${f})` : `${f}: r.${f}`))
+      .map((f) =>
+        !fromColumn(f) ? `${f}: c.${f}(r)` : this.columns[f]!.kind === "instant" ? `${f}: t(r.${f})` : `${f}: r.${f}`,
+      )
       .join(", ");
     const make = new Function("c", "t", `return function to${this.table}(r) { return { ${literal} }; };`) as (
       c: Record<string, (r: unknown) => unknown>,

@@ -6,29 +6,38 @@ import { col, defineRow, type ModelOf, type RowOf } from "./row.js";
 export const TICKET_STATUSES = ["open", "pending", "resolved", "closed"] as const;
 export type TicketStatus = (typeof TICKET_STATUSES)[number];
 
-export const TicketComment = z.object({
-  id: z.string(),
-  authorUserId: z.string(),
-  body: z.string(),
-  createdAt: Timestamp,
-}).meta({ id: "TicketComment" });
+export const TicketComment = z
+  .object({
+    id: z.string(),
+    authorUserId: z.string(),
+    body: z.string(),
+    createdAt: Timestamp,
+  })
+  .meta({ id: "TicketComment" });
 export type TicketComment = z.infer<typeof TicketComment>;
 
-export const TicketObject = z.object({
-  id: z.string(),
-  customerId: z.string().nullable(),
-  leadId: z.string().nullable(),
-  conversationId: z.string().nullable(),
-  subject: z.string(),
-  status: z.enum(TICKET_STATUSES),
-  createdBy: z.string(),
-  assignedTo: z.string().nullable(),
-  externalId: z.string().nullable().meta({ description: "the integrator's own id, unique per tenant within the resource; null when none" }),
-  version: z.number().int().meta({ description: "1 on create, +1 with every write that changes the object, a new comment included; sent as the ETag" }),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-  comments: z.array(TicketComment).meta({ description: "the thread, oldest first" }),
-}).meta({ id: "Ticket" });
+export const TicketObject = z
+  .object({
+    id: z.string(),
+    customerId: z.string().nullable(),
+    leadId: z.string().nullable(),
+    conversationId: z.string().nullable(),
+    subject: z.string(),
+    status: z.enum(TICKET_STATUSES),
+    createdBy: z.string(),
+    assignedTo: z.string().nullable(),
+    externalId: z
+      .string()
+      .nullable()
+      .meta({ description: "the integrator's own id, unique per tenant within the resource; null when none" }),
+    version: z.number().int().meta({
+      description: "1 on create, +1 with every write that changes the object, a new comment included; sent as the ETag",
+    }),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+    comments: z.array(TicketComment).meta({ description: "the thread, oldest first" }),
+  })
+  .meta({ id: "Ticket" });
 export type TicketObject = z.infer<typeof TicketObject>;
 
 export const Comment = defineRow("TicketComment", {

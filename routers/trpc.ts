@@ -121,7 +121,10 @@ export type Meta = OpenApiMeta<{
 
 /** Every operation of a router: its path (`leads.create`) and its meta. */
 export function operations(router: { _def: { procedures: object } }): { path: string; meta: Meta }[] {
-  return Object.entries(router._def.procedures as Record<string, { _def: { meta?: Meta } }>).map(([path, proc]) => ({ path, meta: proc._def.meta ?? {} }));
+  return Object.entries(router._def.procedures as Record<string, { _def: { meta?: Meta } }>).map(([path, proc]) => ({
+    path,
+    meta: proc._def.meta ?? {},
+  }));
 }
 
 /** tRPC's code for each status an AppError can have (data.code / the JSON-RPC code of a tRPC error). */
@@ -201,7 +204,7 @@ const inputOrEmpty = (getRawInput: () => Promise<unknown>) => async () => {
 };
 
 /** An input type every field of which is optional (`{}` passes): a caller may leave the input out. */
-type OmittableWhenEmpty<T> = {} extends T ? T | undefined : T;
+type OmittableWhenEmpty<T> = Record<never, never> extends T ? T | undefined : T;
 
 /**
  * The builders' type: tRPC's procedure builder whose `.input(schema)` types an input without a
@@ -212,7 +215,19 @@ export type LenientBuilder<B> =
   B extends ProcedureBuilder<infer C, infer M, infer O, UnsetMarker, UnsetMarker, infer OI, infer OO, infer K, infer E>
     ? Omit<B, "meta" | "input"> & {
         meta(meta: M): LenientBuilder<B>;
-        input<$Parser extends Parser>(schema: $Parser): ProcedureBuilder<C, M, O, OmittableWhenEmpty<inferParser<$Parser>["in"]>, inferParser<$Parser>["out"], OI, OO, K, E>;
+        input<$Parser extends Parser>(
+          schema: $Parser,
+        ): ProcedureBuilder<
+          C,
+          M,
+          O,
+          OmittableWhenEmpty<inferParser<$Parser>["in"]>,
+          inferParser<$Parser>["out"],
+          OI,
+          OO,
+          K,
+          E
+        >;
       }
     : never;
 
@@ -239,31 +254,42 @@ export const authed = lenient(
 );
 
 export function scoped(scope: Scope) {
-  return lenient(t.procedure.meta({ scope }).use(async ({ ctx, next, batchIndex, getRawInput }) => {
-    const caller = callerOf(ctx, batchIndex);
-    if (!caller.scopes.includes(scope))
-      throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
-    if (ctx.request.inputProblem) throw ctx.request.inputProblem;
-    const result = await next(nextOpts(ctx, caller, batchIndex, getRawInput));
-    // A conflict names its holder once the refused write's transaction has ended (routers/_lib/sync.ts).
-    if (!result.ok) await nameHolder(result.error.cause, ctx.database.prisma);
-    // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts
-    // zodDetails caps the field list): otherwise the REST adapter would also serialize zod's raw
-    // issues (one per unknown key) into a response body that is then thrown away.
-    if (!result.ok && result.error.code === "BAD_REQUEST" && (result.error.cause as any)?.name === "ZodError") throw toAppError(result.error);
-    return result;
-  }));
+  return lenient(
+    t.procedure.meta({ scope }).use(async ({ ctx, next, batchIndex, getRawInput }) => {
+      const caller = callerOf(ctx, batchIndex);
+      if (!caller.scopes.includes(scope))
+        throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
+      if (ctx.request.inputProblem) throw ctx.request.inputProblem;
+      const result = await next(nextOpts(ctx, caller, batchIndex, getRawInput));
+      // A conflict names its holder once the refused write's transaction has ended (routers/_lib/sync.ts).
+      if (!result.ok) await nameHolder(result.error.cause, ctx.database.prisma);
+      // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts
+      // zodDetails caps the field list): otherwise the REST adapter would also serialize zod's raw
+      // issues (one per unknown key) into a response body that is then thrown away.
+      if (
+        !result.ok &&
+        result.error.code === "BAD_REQUEST" &&
+        (result.error.cause as { name?: unknown } | undefined)?.name === "ZodError"
+      )
+        throw toAppError(result.error);
+      return result;
+    }),
+  );
 }
 
 /** Like scoped(), for an operation that needs any one of `scopes` (403 PERMISSION_DENIED when the key has none). */
 export function scopedAny(scopes: readonly Scope[]) {
-  return lenient(t.procedure.meta({ anyScope: [...scopes] }).use(({ ctx, next, batchIndex, getRawInput }) => {
-    const caller = callerOf(ctx, batchIndex);
-    if (!scopes.some((s) => caller.scopes.includes(s)))
-      throw new AppError("PERMISSION_DENIED", `This key has none of the scopes ${scopes.join(", ")}`, { requiredScopes: [...scopes] });
-    if (ctx.request.inputProblem) throw ctx.request.inputProblem;
-    return next(nextOpts(ctx, caller, batchIndex, getRawInput));
-  }));
+  return lenient(
+    t.procedure.meta({ anyScope: [...scopes] }).use(({ ctx, next, batchIndex, getRawInput }) => {
+      const caller = callerOf(ctx, batchIndex);
+      if (!scopes.some((s) => caller.scopes.includes(s)))
+        throw new AppError("PERMISSION_DENIED", `This key has none of the scopes ${scopes.join(", ")}`, {
+          requiredScopes: [...scopes],
+        });
+      if (ctx.request.inputProblem) throw ctx.request.inputProblem;
+      return next(nextOpts(ctx, caller, batchIndex, getRawInput));
+    }),
+  );
 }
 
 export type AuthedContext = Context & { caller: Caller; tenantId: string; outcome: Outcome };

@@ -27,7 +27,15 @@ import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
 import type { TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
 import { appRouter } from "../routers/index.js";
-import { createCallerFactory, createContext, firstReason, trpcKeyOf, type Context, type Outcome, type RequestFacts } from "../routers/trpc.js";
+import {
+  createCallerFactory,
+  createContext,
+  firstReason,
+  trpcKeyOf,
+  type Context,
+  type Outcome,
+  type RequestFacts,
+} from "../routers/trpc.js";
 import type { EntityTags } from "../routers/_lib/sync.js";
 import { loadFixture } from "./admin/fixture.js";
 import { demoFixture } from "./admin/demo.js";
@@ -133,11 +141,19 @@ export async function openCore(opts: OpenCoreOptions = {}): Promise<Core> {
 /** The TRPCError of a failure: the code of its HTTP status, a CoreError (status, envelope) as its cause. */
 function coreError(err: unknown, requestId: string): TRPCError {
   const app = toAppError(err);
-  return new TRPCError({ code: trpcKeyOf(app.status) as TRPC_ERROR_CODE_KEY, message: firstReason(app), cause: new CoreError(app, requestId) });
+  return new TRPCError({
+    code: trpcKeyOf(app.status) as TRPC_ERROR_CODE_KEY,
+    message: firstReason(app),
+    cause: new CoreError(app, requestId),
+  });
 }
 
 const entityTags = (v: CallOptions["ifMatch"]): EntityTags | undefined =>
-  v === undefined ? undefined : v === "*" ? { any: true, strong: [], weak: [] } : { any: false, strong: typeof v === "number" ? [v] : [...v], weak: [] };
+  v === undefined
+    ? undefined
+    : v === "*"
+      ? { any: true, strong: [], weak: [] }
+      : { any: false, strong: typeof v === "number" ? [v] : [...v], weak: [] };
 
 function session(services: Services, who: string | InternalActor): Session {
   const admission = typeof who === "string" ? keyAdmission(services) : undefined;
@@ -155,9 +171,19 @@ function session(services: Services, who: string | InternalActor): Session {
     if (opts.idempotencyKey !== undefined) {
       try {
         if (typeof who !== "string")
-          throw new AppError("VALIDATION_ERROR", "Idempotency-Key: an internal actor has no API key to keep its records under", {
-            fields: [{ field: "Idempotency-Key", code: "invalid_header", message: "not available to an internal actor (use an API key's caller)" }],
-          });
+          throw new AppError(
+            "VALIDATION_ERROR",
+            "Idempotency-Key: an internal actor has no API key to keep its records under",
+            {
+              fields: [
+                {
+                  field: "Idempotency-Key",
+                  code: "invalid_header",
+                  message: "not available to an internal actor (use an API key's caller)",
+                },
+              ],
+            },
+          );
         request.idempotencyKey = readIdempotencyKey(opts.idempotencyKey);
       } catch (err) {
         request.problems = { idempotencyKey: toAppError(err) };
@@ -198,7 +224,14 @@ function callProxy(run: (path: string[], input: unknown) => Promise<unknown>): C
 
 /** The caller of trusted internal code: the tenant's settings and the user, read once per call (a user removed meanwhile is refused). */
 async function internalCaller(services: Services, actor: InternalActor): Promise<Caller> {
-  type Row = { plan: Caller["plan"]; timezone: string; defaultCountry: string | null; slotMinutes: number; perMinute: number; perDay: number };
+  type Row = {
+    plan: Caller["plan"];
+    timezone: string;
+    defaultCountry: string | null;
+    slotMinutes: number;
+    perMinute: number;
+    perDay: number;
+  };
   const [row] = await services.db.prisma.$queryRaw<Row[]>`
     SELECT t."plan", t."timezone", t."defaultCountry", t."slotMinutes",
            COALESCE(t."rateLimitPerMinute", p."perMinute") AS "perMinute", COALESCE(t."rateLimitPerDay", p."perDay") AS "perDay"
@@ -209,7 +242,9 @@ async function internalCaller(services: Services, actor: InternalActor): Promise
   try {
     scopes = parseScopes(actor.scopes === "all" ? "all" : [...actor.scopes]);
   } catch (err) {
-    throw new AppError("VALIDATION_ERROR", `scopes: ${(err as Error).message}`, { fields: [{ field: "scopes", code: "invalid_scope", message: (err as Error).message }] });
+    throw new AppError("VALIDATION_ERROR", `scopes: ${(err as Error).message}`, {
+      fields: [{ field: "scopes", code: "invalid_scope", message: (err as Error).message }],
+    });
   }
   return {
     keyId: "",

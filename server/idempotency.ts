@@ -35,9 +35,16 @@ export function fingerprint(value: unknown): string {
     Array.isArray(v)
       ? v.map(canon)
       : v && typeof v === "object" && !(v instanceof Date)
-        ? Object.fromEntries(Object.keys(v).sort().filter((k) => (v as any)[k] !== undefined).map((k) => [k, canon((v as any)[k])]))
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+              .map((k) => [k, canon((v as Record<string, unknown>)[k])]),
+          )
         : v;
-  return createHash("sha256").update(JSON.stringify(canon(value))).digest("hex");
+  return createHash("sha256")
+    .update(JSON.stringify(canon(value)))
+    .digest("hex");
 }
 
 export interface IdempotencyClaim {
@@ -74,7 +81,7 @@ export interface Finishing<T> {
   /** How long an unfinished claim is waited for before a duplicate finishes it with recover(). */
   staleAfterMs: number;
   /** Finishes an abandoned write from its note (inside the duplicate's transaction); returns the body. */
-  recover: (db: Db, note: any) => Promise<T>;
+  recover: (db: Db, note: unknown) => Promise<T>;
 }
 
 /**
@@ -84,7 +91,7 @@ export interface Finishing<T> {
  */
 export interface RecordCodec<T> {
   store(body: T): unknown;
-  rebuild(db: Db, stored: any): Promise<T>;
+  rebuild(db: Db, stored: unknown): Promise<T>;
 }
 /** A stored response written through a codec is {"$rebuild": <stored>}; anything else is the body itself. */
 const REBUILD = "$rebuild";
@@ -113,7 +120,9 @@ export function storedText<T>(codec: { store(body: T): unknown } | undefined, bo
 /** The stored value back from what the database holds (a parsed jsonb value). */
 function inflated(stored: unknown): unknown {
   if (stored && typeof stored === "object" && DEFLATED in stored) {
-    return JSON.parse(inflateRawSync(Buffer.from(String((stored as Record<string, unknown>)[DEFLATED]), "base64")).toString());
+    return JSON.parse(
+      inflateRawSync(Buffer.from(String((stored as Record<string, unknown>)[DEFLATED]), "base64")).toString(),
+    );
   }
   return stored;
 }
@@ -150,11 +159,11 @@ function claimValues(claim: IdempotencyClaim, status: 0 | 201, body: Prisma.Sql)
   return Prisma.sql`${claim.tenantId}::uuid, ${claim.apiKeyId}::uuid, ${claim.endpoint}::text, ${claim.key}::text, ${claim.fingerprint}::text, ${Prisma.raw(String(status))}, ${body},
     now() + make_interval(secs => ${claim.ttlSeconds}::double precision)`;
 }
-/** The stored response of a one-statement create: the body, with each resolved key set to `valueOf(key)`. */
-function storedWith(stored: string, resolved: readonly string[], valueOf: (name: string) => Prisma.Sql): Prisma.Sql {
+/** The stored response of a one-statement create: the body, with each resolved key set to `valueFor(key)`. */
+function storedWith(body: string, resolved: readonly string[], valueFor: (name: string) => Prisma.Sql): Prisma.Sql {
   return resolved.length
-    ? Prisma.sql`${stored}::jsonb || jsonb_build_object(${Prisma.join(resolved.map((n) => Prisma.sql`${n}::text, ${valueOf(n)}`))})`
-    : Prisma.sql`${stored}::jsonb`;
+    ? Prisma.sql`${body}::jsonb || jsonb_build_object(${Prisma.join(resolved.map((n) => Prisma.sql`${n}::text, ${valueFor(n)}`))})`
+    : Prisma.sql`${body}::jsonb`;
 }
 
 /**
@@ -172,11 +181,20 @@ function storedWith(stored: string, resolved: readonly string[], valueOf: (name:
  *     at 1 connection: 217 against 376 req/s; docs/decisions/scale-out.md).
  * Returns the body written, or undefined when nothing was written.
  */
-async function writeInOneStatement<T>(db: Database, claim: IdempotencyClaim | undefined, plan: OneStatement<T>, stored: string): Promise<T | undefined> {
+async function writeInOneStatement<T>(
+  db: Database,
+  claim: IdempotencyClaim | undefined,
+  plan: OneStatement<T>,
+  stored: string,
+): Promise<T | undefined> {
   const resolved = plan.resolved ?? [];
-  for (const name of resolved) if (!IDENT.test(name) || !(plan.row[name] instanceof Prisma.Sql)) throw new Error(`resolved column "${name}" has no SQL value`);
+  for (const name of resolved)
+    if (!IDENT.test(name) || !(plan.row[name] instanceof Prisma.Sql))
+      throw new Error(`resolved column "${name}" has no SQL value`);
   const written = (await tenantDelegation(db))
-    ? ((await runForTenant(db, String(plan.row.tenantId), await delegatedStatements(db, claim, plan, stored))) as Record<string, unknown> | undefined)
+    ? ((await runForTenant(db, String(plan.row.tenantId), await delegatedStatements(db, claim, plan, stored))) as
+        | Record<string, unknown>
+        | undefined)
     : await oneStatement(db, claim, plan, stored);
   if (written === undefined) return undefined;
   if (!resolved.length) return plan.body;
@@ -186,14 +204,19 @@ async function writeInOneStatement<T>(db: Database, claim: IdempotencyClaim | un
 }
 
 /** The plan as one statement; its row of the resolved values, or undefined when nothing was written. */
-async function oneStatement<T>(db: Database, claim: IdempotencyClaim | undefined, plan: OneStatement<T>, stored: string): Promise<Record<string, unknown> | undefined> {
+async function oneStatement<T>(
+  db: Database,
+  claim: IdempotencyClaim | undefined,
+  plan: OneStatement<T>,
+  stored: string,
+): Promise<Record<string, unknown> | undefined> {
   const { table, columns, values } = await rowSql(db.prisma, plan);
   const gate = plan.gate ?? Prisma.sql`true`;
   const withs = plan.with ? Prisma.sql`WITH ${plan.with}` : Prisma.empty;
   const resolved = plan.resolved ?? [];
   // The stored response with the resolved keys set from the same expressions as the row's columns.
   const storedSql = storedWith(stored, resolved, (n) => plan.row[n] as Prisma.Sql);
-  const returning = Prisma.raw(["1 AS \"written\"", ...resolved.map((n) => `"${n}"`)].join(", "));
+  const returning = Prisma.raw(['1 AS "written"', ...resolved.map((n) => `"${n}"`)].join(", "));
   // Sent through the raw runner (one statement, autocommit), not Prisma: see readRaw. Prepared: its
   // texts are one per endpoint and shape of `with`/`gate`, and planning it cost more than running it.
   const statement = claim
@@ -215,18 +238,27 @@ async function oneStatement<T>(db: Database, claim: IdempotencyClaim | undefined
  *   3. the row, its SQL values from statement 1.
  * RETURNING names no function (Citus allows only immutable ones there): each returns PREVIOUS.
  */
-async function delegatedStatements<T>(db: Database, claim: IdempotencyClaim | undefined, plan: OneStatement<T>, stored: string): Promise<Prisma.Sql[]> {
+async function delegatedStatements<T>(
+  db: Database,
+  claim: IdempotencyClaim | undefined,
+  plan: OneStatement<T>,
+  stored: string,
+): Promise<Prisma.Sql[]> {
   const resolved = plan.resolved ?? [];
   const computed = Object.keys(plan.row).filter((n) => plan.row[n] instanceof Prisma.Sql);
   const statements: Prisma.Sql[] = [];
   if (plan.with || plan.gate || computed.length) {
-    const values = computed.length ? Prisma.join(computed.map((n) => Prisma.sql`${n}::text, ${plan.row[n] as Prisma.Sql}`)) : Prisma.empty;
+    const values = computed.length
+      ? Prisma.join(computed.map((n) => Prisma.sql`${n}::text, ${plan.row[n] as Prisma.Sql}`))
+      : Prisma.empty;
     statements.push(Prisma.sql`${plan.with ? Prisma.sql`WITH ${plan.with}` : Prisma.empty}
       SELECT jsonb_build_object(${values}) AS "result" WHERE ${plan.gate ?? Prisma.sql`true`}`);
   }
   if (claim) {
     const storedSql = storedWith(stored, resolved, (n) => Prisma.sql`${PREVIOUS}->${n}::text`);
-    statements.push(Prisma.sql`INSERT INTO ${CLAIM_INTO} VALUES (${claimValues(claim, 201, storedSql)}) ${CLAIM_CONFLICT} RETURNING ${PREVIOUS}`);
+    statements.push(
+      Prisma.sql`INSERT INTO ${CLAIM_INTO} VALUES (${claimValues(claim, 201, storedSql)}) ${CLAIM_CONFLICT} RETURNING ${PREVIOUS}`,
+    );
   }
   // The row: its SQL values as statement 1 computed them (cast to their columns' types by rowSql).
   const row = { ...plan.row };
@@ -276,7 +308,8 @@ export async function withIdempotency<T>(
     }
     if (planned) {
       // Resolved keys are set at the top level of the stored JSON: a codec's record has none.
-      if (codec && planned.resolved?.length) throw new Error("a one-statement plan with resolved columns cannot store its response through a codec");
+      if (codec && planned.resolved?.length)
+        throw new Error("a one-statement plan with resolved columns cannot store its response through a codec");
       const stored = JSON.stringify(codec ? { [REBUILD]: codec.store(planned.body) } : planned.body);
       // The statement sets resolved keys into the stored JSON: a response large enough to be kept
       // deflated (a lead with long notes) takes the transactional path, which stores it encoded.
@@ -296,8 +329,10 @@ export async function withIdempotency<T>(
   }
   const encode = (body: T) => storedText(codec, body);
   const decode = async (conn: Db, raw: unknown): Promise<T> => {
-    const stored = inflated(raw) as any;
-    return codec && stored && typeof stored === "object" && REBUILD in stored ? codec.rebuild(conn, stored[REBUILD]) : stored;
+    const stored = inflated(raw);
+    return codec && stored && typeof stored === "object" && REBUILD in stored
+      ? codec.rebuild(conn, (stored as Record<string, unknown>)[REBUILD])
+      : (stored as T);
   };
   const staleAfterMs = finishing?.staleAfterMs ?? 60_000;
   const deadline = Date.now() + staleAfterMs + 30_000;
@@ -307,7 +342,16 @@ export async function withIdempotency<T>(
       const claimed = await tx.$queryRaw<{ id: string }[]>`
         INSERT INTO ${CLAIM_INTO} VALUES (${claimValues(claim, 0, Prisma.sql`'{}'::jsonb`)}) ${CLAIM_CONFLICT} RETURNING "id"`;
       if (claimed.length === 0) {
-        const [existing] = await tx.$queryRaw<{ id: string; fingerprint: string; statusCode: number; responseBody: unknown; expired: boolean; stale: boolean }[]>`
+        const [existing] = await tx.$queryRaw<
+          {
+            id: string;
+            fingerprint: string;
+            statusCode: number;
+            responseBody: unknown;
+            expired: boolean;
+            stale: boolean;
+          }[]
+        >`
           SELECT "id", "fingerprint", "statusCode", "responseBody", "expiresAt" <= now() AS "expired",
                  "createdAt" <= now() - make_interval(secs => ${staleAfterMs / 1000}) AS "stale"
             FROM "IdempotencyRecord"
@@ -316,14 +360,19 @@ export async function withIdempotency<T>(
         if (!existing) return { kind: "retry" };
         if (!existing.expired) {
           if (existing.fingerprint !== claim.fingerprint)
-            throw new AppError("IDEMPOTENCY_KEY_REUSE_MISMATCH", "This Idempotency-Key was used with a different request body");
-          if (existing.statusCode !== 0) return { kind: "done", body: await decode(tx, existing.responseBody), replayed: true };
+            throw new AppError(
+              "IDEMPOTENCY_KEY_REUSE_MISMATCH",
+              "This Idempotency-Key was used with a different request body",
+            );
+          if (existing.statusCode !== 0)
+            return { kind: "done", body: await decode(tx, existing.responseBody), replayed: true };
           // Unfinished: still being finished elsewhere (wait), or abandoned (finish it here, once).
           if (!finishing || !existing.stale) return { kind: "wait" };
-          const [locked] = await tx.$queryRaw<{ statusCode: number; responseBody: any }[]>`
+          const [locked] = await tx.$queryRaw<{ statusCode: number; responseBody: { pending?: unknown } | null }[]>`
             SELECT "statusCode", "responseBody" FROM "IdempotencyRecord" WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${existing.id}::uuid FOR UPDATE`;
           if (!locked) return { kind: "retry" };
-          if (locked.statusCode !== 0) return { kind: "done", body: await decode(tx, locked.responseBody), replayed: true };
+          if (locked.statusCode !== 0)
+            return { kind: "done", body: await decode(tx, locked.responseBody), replayed: true };
           const body = await finishing.recover(tx, locked.responseBody?.pending ?? {});
           await tx.$executeRaw`UPDATE "IdempotencyRecord" SET "statusCode" = 201, "responseBody" = ${encode(body)}::jsonb
             WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${existing.id}::uuid`;
@@ -353,7 +402,10 @@ export async function withIdempotency<T>(
     if (step.kind === "done") return { body: step.body, replayed: step.replayed };
     if (step.kind === "retry") {
       if (++retries > MAX_CLAIM_RETRIES)
-        throw new AppError("SERVICE_UNAVAILABLE", "The Idempotency-Key could not be claimed because of concurrent use; retry shortly");
+        throw new AppError(
+          "SERVICE_UNAVAILABLE",
+          "The Idempotency-Key could not be claimed because of concurrent use; retry shortly",
+        );
       continue;
     }
     if (step.kind === "finish") {
@@ -363,12 +415,18 @@ export async function withIdempotency<T>(
          WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${step.id}::uuid AND "statusCode" = 0 RETURNING "id"`;
       if (stored.length === 0) {
         // A duplicate finished it first (this request outlived staleAfterMs): answer what it stored.
-        const [rec] = await db.prisma.$queryRaw<{ responseBody: unknown }[]>`SELECT "responseBody" FROM "IdempotencyRecord" WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${step.id}::uuid`;
+        const [rec] = await db.prisma.$queryRaw<
+          { responseBody: unknown }[]
+        >`SELECT "responseBody" FROM "IdempotencyRecord" WHERE "tenantId" = ${claim.tenantId}::uuid AND "id" = ${step.id}::uuid`;
         if (rec) return { body: await decode(db.prisma, rec.responseBody), replayed: false };
       }
       return { body, replayed: false };
     }
-    if (Date.now() > deadline) throw new AppError("SERVICE_UNAVAILABLE", "The original request with this Idempotency-Key is still in progress; retry shortly");
+    if (Date.now() > deadline)
+      throw new AppError(
+        "SERVICE_UNAVAILABLE",
+        "The original request with this Idempotency-Key is still in progress; retry shortly",
+      );
     await sleep(POLL_MS);
   }
 }

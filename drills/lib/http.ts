@@ -48,7 +48,7 @@ export function queryString(q?: ReqOpts["query"]): string {
   if (!q) return "";
   const entries = Object.entries(q).filter(([, v]) => v !== undefined) as [string, string | number | boolean][];
   return entries.length
-    ? "?" + new URLSearchParams(entries.map(([k, v]): [string, string] => [k, String(v)])).toString()
+    ? `?${new URLSearchParams(entries.map(([k, v]): [string, string] => [k, String(v)])).toString()}`
     : "";
 }
 
@@ -166,7 +166,7 @@ export class Client {
 function inspect(method: string, path: string, res: Res): void {
   if (res.status === 0) return;
   const where = `${method} ${path.split("?")[0]} → ${res.status}`;
-  const all = res.text + "\n" + JSON.stringify(res.headers);
+  const all = `${res.text}\n${JSON.stringify(res.headers)}`;
   for (const label of secretsIn(all)) recordLeak(where, `${label} in the response`);
   if (res.status >= 400 && hasStackTrace(res.text)) recordLeak(where, "stack trace in an error response");
 }

@@ -28,11 +28,20 @@ export const LIST_COUNTERS = {
   Lead: { order: "createdAt", filters: { customerId: { column: "customerId" } } },
   Ticket: {
     order: "createdAt",
-    filters: { status: { column: "status" }, assignedTo: { column: "assignedToId" }, customerId: { column: "customerId" } },
+    filters: {
+      status: { column: "status" },
+      assignedTo: { column: "assignedToId" },
+      customerId: { column: "customerId" },
+    },
   },
   Appointment: {
     order: "startsAt",
-    filters: { userId: { column: "assignedUserId" }, customerId: { column: "customerId" }, leadId: { column: "leadId" }, status: { column: "status" } },
+    filters: {
+      userId: { column: "assignedUserId" },
+      customerId: { column: "customerId" },
+      leadId: { column: "leadId" },
+      status: { column: "status" },
+    },
   },
   Conversation: {
     order: "lastMessageAt",
@@ -49,9 +58,12 @@ const warned = new Set<string>();
 
 /** Called once per unregistered filter (default: a process warning); tests replace it. */
 export let onUncounted = (entity: string, dim: string, column: string) =>
-  process.emitWarning(`no counter for the ${entity} list's filter ${dim} (${column}): its total is a count of the matching rows (routers/_lib/counters.ts)`, {
-    code: "CRM_UNCOUNTED_FILTER",
-  });
+  process.emitWarning(
+    `no counter for the ${entity} list's filter ${dim} (${column}): its total is a count of the matching rows (routers/_lib/counters.ts)`,
+    {
+      code: "CRM_UNCOUNTED_FILTER",
+    },
+  );
 
 /** Replaces the once-per-filter report (tests); returns the previous one. */
 export function setOnUncounted(fn: typeof onUncounted): typeof onUncounted {

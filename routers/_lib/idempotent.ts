@@ -18,7 +18,8 @@ export { AfterCommit, type OneStatement };
 /** What an Idempotency-Key stores instead of the body, and how the identical body is rebuilt from it. */
 export interface ResponseRecord<O> {
   store: (body: O) => unknown;
-  rebuild: (ctx: AuthedContext, stored: any) => Promise<O>;
+  /** A method (its parameter bivariant): each record reads its own stored shape. */
+  rebuild(ctx: AuthedContext, stored: unknown): Promise<O>;
 }
 
 /** The call's Idempotency-Key (undefined: none); a malformed one is its 422, raised here. */
@@ -28,12 +29,14 @@ export function idempotencyKeyOf(ctx: AuthedContext): string | undefined {
 }
 
 /** How long an unfinished send (an AfterCommit claim, a pending message) is given before it counts as abandoned. */
-export const unfinishedAfterMs = (ctx: { services: { config: { providerTimeoutMs: number } } }) => ctx.services.config.providerTimeoutMs + 10_000;
+export const unfinishedAfterMs = (ctx: { services: { config: { providerTimeoutMs: number } } }) =>
+  ctx.services.config.providerTimeoutMs + 10_000;
 
 export function idempotent<I, O>(
   resolve: (opts: { ctx: AuthedContext; input: I }) => Promise<O | AfterCommit<O>>,
   opts: {
-    recover?: (db: Db, note: any, ctx: AuthedContext) => Promise<O>;
+    /** A method (its parameter bivariant): each operation reads its own note. */
+    recover?(db: Db, note: unknown, ctx: AuthedContext): Promise<O>;
     record?: ResponseRecord<O>;
     plan?: (opts: { ctx: AuthedContext; input: I }) => OneStatement<O> | Promise<OneStatement<O>>;
   } = {},
@@ -51,12 +54,24 @@ export function idempotent<I, O>(
         }
       : undefined;
     const recover = opts.recover;
-    const finishing = recover ? { staleAfterMs: unfinishedAfterMs(ctx), recover: (db: Db, note: any) => recover(db, note, ctx) } : undefined;
+    const finishing = recover
+      ? { staleAfterMs: unfinishedAfterMs(ctx), recover: (db: Db, note: unknown) => recover(db, note, ctx) }
+      : undefined;
     const record = opts.record;
-    const codec = record && { store: record.store, rebuild: (db: Db, stored: unknown) => record.rebuild({ ...ctx, db }, stored) };
+    const codec = record && {
+      store: record.store,
+      rebuild: (db: Db, stored: unknown) => record.rebuild({ ...ctx, db }, stored),
+    };
     const plan = opts.plan;
     const oneStatement = plan && (async () => plan({ ctx, input }));
-    const { body, replayed } = await withIdempotency(ctx.database, claim, (tx) => resolve({ ctx: { ...ctx, db: tx }, input }), finishing, codec, oneStatement);
+    const { body, replayed } = await withIdempotency(
+      ctx.database,
+      claim,
+      (tx) => resolve({ ctx: { ...ctx, db: tx }, input }),
+      finishing,
+      codec,
+      oneStatement,
+    );
     if (replayed) ctx.outcome.replayed = true;
     return body;
   };

@@ -196,11 +196,15 @@ export function defineList<R extends { id: string }, O>(spec: ListSpec<R, O>): L
       // Only the order column filtered (or nothing): the buckets give the total of a range and the
       // position of a deep offset.
       const seekable = bucketed && spec.order.column === sort.column && q.filters.length === 0;
-      const seek: Seek | undefined = seekable ? { entity: spec.entity, column: col, desc: sort.desc, lo: range?.lo, hi: range?.hi } : undefined;
+      const seek: Seek | undefined = seekable
+        ? { entity: spec.entity, column: col, desc: sort.desc, lo: range?.lo, hi: range?.hi }
+        : undefined;
       const total = seek && range ? countedRange(t, seek) : exactTotal(t, spec.entity, filters, spec.always);
       // A cursor: the page starts after its position, and its offset is the number of rows before it.
       const after = q.after ? afterPosition(sort, q.after) : Prisma.sql`true`;
-      const before = q.after ? Prisma.sql`, (SELECT count(*) FROM ${table} WHERE ${where} AND NOT ${after})::int AS "before"` : Prisma.empty;
+      const before = q.after
+        ? Prisma.sql`, (SELECT count(*) FROM ${table} WHERE ${where} AND NOT ${after})::int AS "before"`
+        : Prisma.empty;
       const extra = Prisma.sql`${q.extra?.(where) ?? Prisma.empty}${before}${STABLE_BEFORE}`;
       const pick = spec.pick ?? Prisma.sql`*`;
       const read = (cut: Cut) =>
@@ -215,14 +219,20 @@ export function defineList<R extends { id: string }, O>(spec: ListSpec<R, O>): L
             page: (at) => {
               const page = Prisma.sql`SELECT ${pick} FROM ${table} WHERE ${where} AND ${after} AND ${at.where}
                 ORDER BY ${order} LIMIT ${q.limit} OFFSET ${at.offset}`;
-              const kept = budgetCut(cut, spec.rows ? spec.rows(t, page) : page, spec.size(t), order, { budget: ctx.pageBudget });
+              const kept = budgetCut(cut, spec.rows ? spec.rows(t, page) : page, spec.size(t), order, {
+                budget: ctx.pageBudget,
+              });
               return spec.finish ? spec.finish(t, kept) : kept;
             },
             order: outerOrder,
           }),
         );
       const offset = q.after ? undefined : q.offset;
-      const { total: count, extra: x, items } = splitList(await cutToBudget(read, (rows) => withheld(rows, offset ?? 0)));
+      const {
+        total: count,
+        extra: x,
+        items,
+      } = splitList(await cutToBudget(read, (rows) => withheld(rows, offset ?? 0)));
       const at = offset ?? Number(x.before ?? 0);
       let rows = items;
       // An item larger than this call's share of a /trpc batch: one call of the batch may answer it.
@@ -235,15 +245,45 @@ export function defineList<R extends { id: string }, O>(spec: ListSpec<R, O>): L
       const last = rows[rows.length - 1] as (R & Record<string, unknown>) | undefined;
       const position = last ? { at: new Date(String(last[sort.column])), id: last.id } : q.after;
       const nextCursor = more && position && q.fingerprint ? encodeCursor(sort, position, q.fingerprint) : null;
-      return { total: count, items: objects, extra: x, offset: at, more, nextCursor, stableBefore: toIso(x.stableBefore) as Iso };
+      return {
+        total: count,
+        items: objects,
+        extra: x,
+        offset: at,
+        more,
+        nextCursor,
+        stableBefore: toIso(x.stableBefore) as Iso,
+      };
     },
-    async page<M>(ctx: AuthedContext, input: ListInput, own: { filters: Filter[]; range?: ListQuery["range"]; extra?: ListQuery["extra"] }) {
+    async page<M>(
+      ctx: AuthedContext,
+      input: ListInput,
+      own: { filters: Filter[]; range?: ListQuery["range"]; extra?: ListQuery["extra"] },
+    ) {
       const sort = orderOf(input.sort) ?? spec.order;
-      const fingerprint = cursorFingerprint(ctx.tenantId, spec.entity, sort, input as unknown as Record<string, unknown>);
+      const fingerprint = cursorFingerprint(
+        ctx.tenantId,
+        spec.entity,
+        sort,
+        input as unknown as Record<string, unknown>,
+      );
       const after = input.cursor === undefined ? undefined : decodeListCursor(input.cursor, sort, fingerprint);
       const filters = [...commonFilters(input), ...own.filters];
-      const slice = await this.read<M>(ctx, { filters, offset: input.offset, limit: input.limit, sort, after, fingerprint, range: own.range, extra: own.extra });
-      const page = { ...offsetList(slice.items, slice.total, { offset: slice.offset, limit: input.limit }), nextCursor: slice.nextCursor, stableBefore: slice.stableBefore };
+      const slice = await this.read<M>(ctx, {
+        filters,
+        offset: input.offset,
+        limit: input.limit,
+        sort,
+        after,
+        fingerprint,
+        range: own.range,
+        extra: own.extra,
+      });
+      const page = {
+        ...offsetList(slice.items, slice.total, { offset: slice.offset, limit: input.limit }),
+        nextCursor: slice.nextCursor,
+        stableBefore: slice.stableBefore,
+      };
       return { page, slice };
     },
   };
@@ -262,10 +302,10 @@ export const LIST_QUERY_DOC =
 
 /** The list envelope's fields beside the offset ones: the next cursor and stableBefore. */
 export const ListEnvelopeExtras = {
-  nextCursor: z
-    .string()
-    .nullable()
-    .meta({ description: "Opaque keyset cursor of the next page (pass it back as `cursor` with the same sort and filters), null on the last page" }),
+  nextCursor: z.string().nullable().meta({
+    description:
+      "Opaque keyset cursor of the next page (pass it back as `cursor` with the same sort and filters), null on the last page",
+  }),
   stableBefore: Timestamp.meta({
     description:
       "The database's clock less the longest a write takes to commit: every object changed before it is in this answer's list, or never will be changed then (poll again from the earlier of your last seen updatedAt and this)",
@@ -280,17 +320,29 @@ export function SortQuery(sorts: readonly string[], fallback: string) {
   return z
     .enum(values, { message: `must be one of ${values.join(", ")}` })
     .optional()
-    .meta({ description: `The order: ${values.join(", ")} (a leading "-" is descending; ties by id in the same direction). Default ${fallback}.` });
+    .meta({
+      description: `The order: ${values.join(", ")} (a leading "-" is descending; ties by id in the same direction). Default ${fallback}.`,
+    });
 }
 
 /** The order a `sort` value names (undefined: the list's default). */
 export const orderOf = (sort: string | undefined): Order | undefined =>
-  sort === undefined ? undefined : sort.startsWith("-") ? { column: sort.slice(1), desc: true } : { column: sort, desc: false };
+  sort === undefined
+    ? undefined
+    : sort.startsWith("-")
+      ? { column: sort.slice(1), desc: true }
+      : { column: sort, desc: false };
 
 /** A query parameter given once or repeated: one value or a list of them. */
 const repeated = <T extends z.ZodType>(item: T, what: string) =>
   z
-    .union([item, z.array(item).min(1).max(MAX_LISTED_IDS, { message: `at most ${MAX_LISTED_IDS} values` })])
+    .union([
+      item,
+      z
+        .array(item)
+        .min(1)
+        .max(MAX_LISTED_IDS, { message: `at most ${MAX_LISTED_IDS} values` }),
+    ])
     .optional()
     .meta({
       override: ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => {
@@ -302,23 +354,30 @@ const repeated = <T extends z.ZodType>(item: T, what: string) =>
 
 /** The parameters of an update-time window, ids and external ids, and a cursor. */
 export const ListQueryPieces = {
-  updatedFrom: DateTimeInput.optional().meta({ description: "Only objects whose updatedAt is at or after this instant" }),
+  updatedFrom: DateTimeInput.optional().meta({
+    description: "Only objects whose updatedAt is at or after this instant",
+  }),
   updatedTo: DateTimeInput.optional().meta({ description: "Only objects whose updatedAt is before this instant" }),
   id: repeated(Id, "Only these objects, by id"),
-  cursor: z
-    .string()
-    .max(1000)
-    .optional()
-    .meta({ description: "Opaque keyset cursor: the `nextCursor` of a previous page of the same list, sort and filters. When given, `offset` is ignored." }),
+  cursor: z.string().max(1000).optional().meta({
+    description:
+      "Opaque keyset cursor: the `nextCursor` of a previous page of the same list, sort and filters. When given, `offset` is ignored.",
+  }),
 };
 
 /** `externalId`: one or several (the lists of resources that carry one). */
 export const ExternalIds = repeated(ExternalId, "Only these objects, by your external id (exact match)");
 
-const asList = <T>(v: T | T[] | undefined): T[] | undefined => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
+const asList = <T>(v: T | T[] | undefined): T[] | undefined =>
+  v === undefined ? undefined : Array.isArray(v) ? v : [v];
 
 /** The filters and 422s of the pieces every list takes (ListQueryPieces, ExternalIds). */
-export function commonFilters(input: { updatedFrom?: Date; updatedTo?: Date; id?: string | string[]; externalId?: string | string[] }): Filter[] {
+export function commonFilters(input: {
+  updatedFrom?: Date;
+  updatedTo?: Date;
+  id?: string | string[];
+  externalId?: string | string[];
+}): Filter[] {
   const ids = asList(input.id);
   const externalIds = asList(input.externalId);
   if (input.updatedFrom && input.updatedTo && input.updatedFrom > input.updatedTo)
@@ -339,7 +398,13 @@ export function commonFilters(input: { updatedFrom?: Date; updatedTo?: Date; id?
   if (input.updatedFrom) filters.push({ cond: Prisma.sql`"updatedAt" >= ${sqlTime(input.updatedFrom)}` });
   if (input.updatedTo) filters.push({ cond: Prisma.sql`"updatedAt" < ${sqlTime(input.updatedTo)}` });
   if (ids) filters.push({ cond: Prisma.sql`"id" = ANY(${ids.map((i) => i.toLowerCase())}::uuid[])` });
-  if (externalIds) filters.push({ cond: externalIds.length === 1 ? Prisma.sql`"externalId" = ${externalIds[0]}` : Prisma.sql`"externalId" = ANY(${externalIds}::text[])` });
+  if (externalIds)
+    filters.push({
+      cond:
+        externalIds.length === 1
+          ? Prisma.sql`"externalId" = ${externalIds[0]}`
+          : Prisma.sql`"externalId" = ANY(${externalIds}::text[])`,
+    });
   return filters;
 }
 
@@ -350,19 +415,35 @@ export function commonFilters(input: { updatedFrom?: Date; updatedTo?: Date; id?
  * page's own: offset, limit, cursor), hashed. A cursor used with other filters, another order or by
  * another tenant is refused (422 naming `cursor`), never read as a position of another list.
  */
-export function cursorFingerprint(tenantId: string, list: string, order: Order, input: Record<string, unknown>): string {
+export function cursorFingerprint(
+  tenantId: string,
+  list: string,
+  order: Order,
+  input: Record<string, unknown>,
+): string {
   const { offset: _o, limit: _l, cursor: _c, sort: _s, ...filters } = input;
-  const canonical = JSON.stringify(Object.keys(filters).sort().map((k) => [k, filters[k] instanceof Date ? (filters[k] as Date).toISOString() : filters[k]]));
-  return createHash("sha256").update(`${tenantId}\u0000${list}\u0000${order.desc ? "-" : ""}${order.column}\u0000${canonical}`).digest("base64url").slice(0, 22);
+  const canonical = JSON.stringify(
+    Object.keys(filters)
+      .sort()
+      .map((k) => [k, filters[k] instanceof Date ? (filters[k] as Date).toISOString() : filters[k]]),
+  );
+  return createHash("sha256")
+    .update(`${tenantId}\u0000${list}\u0000${order.desc ? "-" : ""}${order.column}\u0000${canonical}`)
+    .digest("base64url")
+    .slice(0, 22);
 }
 
 /** A cursor: base64url of "c1", the order, the position and the fingerprint, "|"-separated. */
 function encodeCursor(order: Order, p: Position, fingerprint: string): string {
-  return Buffer.from(`c1|${order.desc ? "-" : ""}${order.column}|${p.at.toISOString()}|${p.id}|${fingerprint}`, "utf8").toString("base64url");
+  return Buffer.from(
+    `c1|${order.desc ? "-" : ""}${order.column}|${p.at.toISOString()}|${p.id}|${fingerprint}`,
+    "utf8",
+  ).toString("base64url");
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const cursorProblem = (message: string) => validation(`cursor: ${message}`, { fields: [{ field: "cursor", code: "invalid_cursor", message }] });
+const cursorProblem = (message: string) =>
+  validation(`cursor: ${message}`, { fields: [{ field: "cursor", code: "invalid_cursor", message }] });
 
 /** The position of a cursor of this list's `order` and `fingerprint`; 422 naming `cursor` otherwise. */
 export function decodeListCursor(raw: string, order: Order, fingerprint: string): Position {

@@ -27,7 +27,7 @@ import { Appointment, toAppointment } from "../../model/appointment.js";
 import { Contact, toContact } from "../../model/contact.js";
 import { Conversation, Message, toConversation, toMessage } from "../../model/conversation.js";
 import { Lead, toLead } from "../../model/lead.js";
-import type { RowDef } from "../../model/row.js";
+
 import { Comment, Ticket, toTicket, toTicketComment } from "../../model/ticket.js";
 import { Stage, toStage } from "../../model/stage.js";
 import { toUser, User } from "../../model/user.js";
@@ -127,8 +127,9 @@ export function fixedBytes(sample: unknown, empty: number): number {
 }
 
 /** The fixed part of a row definition's public item: its widest row mapped, less its texts' and text[]s' brackets. */
-function fixedOf(def: RowDef<any, any>, map: (row: any) => unknown, extra: object = {}): number {
-  return fixedBytes(map({ ...def.widest(), ...extra }), def.texts.length + def.arrays.length);
+function fixedOf(def: Sized, map: (row: never) => unknown, extra: object = {}): number {
+  // The widest row of `def` is a row of the definition `map` is written for.
+  return fixedBytes(map({ ...def.widest(), ...extra } as never), def.texts.length + def.arrays.length);
 }
 
 export const FIXED = {
@@ -153,7 +154,14 @@ export const FIXED = {
 // ---- each list's item, over the columns of its page row: the fixed part, each text column and each
 // text[] column of its row definition (so a text column added to a row is sized without another edit)
 
-function sizeOf(def: RowDef<any, any>, fixed: number, col: Col): ItemSize {
+/** What sizing reads of a row definition (model/row.ts RowDef): its widest row, its text and text[] columns. */
+interface Sized {
+  widest(): object;
+  texts: readonly string[];
+  arrays: readonly string[];
+}
+
+function sizeOf(def: Sized, fixed: number, col: Col): ItemSize {
   return sum(fixed, [...def.texts.map((n) => text(col(n))), ...def.arrays.map((n) => textArray(col(n)))]);
 }
 

@@ -14,16 +14,30 @@ export const Id = z.guid({ message: "must be a UUID" }).overwrite((s) => s.toLow
 
 // Instants (output Timestamp, input DateTimeInput, the storable range) live in model/instants.ts,
 // below both the routers and the admin code; re-exported here for the routers.
-export { clampInstant, DateTimeInput, INSTANT_RANGE, isStorableInstant, MAX_INSTANT, MIN_INSTANT, Timestamp } from "../../model/instants.js";
+export {
+  clampInstant,
+  DateTimeInput,
+  INSTANT_RANGE,
+  isStorableInstant,
+  MAX_INSTANT,
+  MIN_INSTANT,
+  Timestamp,
+} from "../../model/instants.js";
 
 /** Input calendar date YYYY-MM-DD that exists (2026-02-30 is rejected), years 0001–9999. */
 export const DateInput = z
   .string()
   .regex(/^\d{4}-\d{2}-\d{2}$/, "must be a date in the form YYYY-MM-DD")
-  .refine((s) => !s.startsWith("0000-") && !Number.isNaN(Date.parse(`${s}T00:00:00Z`)) && new Date(`${s}T00:00:00Z`).toISOString().startsWith(s), {
-    message: "must be a real calendar date between 0001-01-01 and 9999-12-31",
-    params: { code: "invalid_date" },
-  });
+  .refine(
+    (s) =>
+      !s.startsWith("0000-") &&
+      !Number.isNaN(Date.parse(`${s}T00:00:00Z`)) &&
+      new Date(`${s}T00:00:00Z`).toISOString().startsWith(s),
+    {
+      message: "must be a real calendar date between 0001-01-01 and 9999-12-31",
+      params: { code: "invalid_date" },
+    },
+  );
 
 /**
  * An integer query parameter: digits only over REST, or a number from an internal tRPC caller.
@@ -31,7 +45,13 @@ export const DateInput = z
  */
 export function queryInt(name: string, min: number, max: number) {
   return z
-    .union([z.number(), z.string().regex(/^\d{1,15}$/, `${name} must be a non-negative integer`).transform(Number)])
+    .union([
+      z.number(),
+      z
+        .string()
+        .regex(/^\d{1,15}$/, `${name} must be a non-negative integer`)
+        .transform(Number),
+    ])
     .pipe(z.number().int().min(min).max(max))
     .meta({ override: integerDoc(min, max) });
 }
@@ -40,7 +60,11 @@ export function queryInt(name: string, min: number, max: number) {
 function integerDoc(min: number, max: number, fallback?: number) {
   return ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => {
     for (const k of Object.keys(jsonSchema)) delete jsonSchema[k];
-    Object.assign(jsonSchema, { type: "integer", minimum: min, maximum: max }, fallback === undefined ? {} : { default: fallback });
+    Object.assign(
+      jsonSchema,
+      { type: "integer", minimum: min, maximum: max },
+      fallback === undefined ? {} : { default: fallback },
+    );
   };
 }
 
@@ -61,26 +85,32 @@ export const PageQuery = {
   limit: queryIntDefault("limit", 1, MAX_LIMIT, DEFAULT_LIMIT),
 };
 
-export const Pagination = z.object({
-  page: z.number().int(),
-  pageSize: z.number().int(),
-  totalItems: z.number().int(),
-  totalPages: z.number().int(),
-  hasNext: z.boolean(),
-  hasPrev: z.boolean(),
-}).meta({
-  id: "Pagination",
-  description:
-    "`pageSize` is the `limit` asked for; `page` (⌊offset / limit⌋ + 1) and `totalPages` count pages of that size. A page cut by the byte budget " +
-    "holds fewer than `pageSize` items with `hasNext` true: the next page starts at `offset` + the number of items received.",
-});
+export const Pagination = z
+  .object({
+    page: z.number().int(),
+    pageSize: z.number().int(),
+    totalItems: z.number().int(),
+    totalPages: z.number().int(),
+    hasNext: z.boolean(),
+    hasPrev: z.boolean(),
+  })
+  .meta({
+    id: "Pagination",
+    description:
+      "`pageSize` is the `limit` asked for; `page` (⌊offset / limit⌋ + 1) and `totalPages` count pages of that size. A page cut by the byte budget " +
+      "holds fewer than `pageSize` items with `hasNext` true: the next page starts at `offset` + the number of items received.",
+  });
 
 /**
  * `returned`: the items of this page — fewer than `limit` on a page cut by the byte budget
  * (routers/_lib/page-budget.ts), which still has a next page when offset + returned < total.
  * `pageSize` stays the limit asked for; `page` and `totalPages` count pages of that size.
  */
-export function pagination(total: number, page: { offset: number; limit: number }, returned = page.limit): z.infer<typeof Pagination> {
+export function pagination(
+  total: number,
+  page: { offset: number; limit: number },
+  returned = page.limit,
+): z.infer<typeof Pagination> {
   return {
     page: Math.floor(page.offset / page.limit) + 1,
     pageSize: page.limit,

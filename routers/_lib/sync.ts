@@ -20,7 +20,9 @@ import { AppError, notFound } from "../../server/errors.js";
 export { ExternalId, EXTERNAL_ID_MAX } from "../../model/sync.js";
 
 /** The resources that carry an external id, with their unique index. */
-export const EXTERNAL_KEYS = Object.fromEntries(SYNCED_TABLES.map((t) => [t, `${t}_tenantId_externalId_key`])) as Record<SyncedTable, string>;
+export const EXTERNAL_KEYS = Object.fromEntries(
+  SYNCED_TABLES.map((t) => [t, `${t}_tenantId_externalId_key`]),
+) as Record<SyncedTable, string>;
 export type { SyncedTable };
 
 export const isExternalIdTaken = (err: unknown, table: SyncedTable) => {
@@ -29,7 +31,12 @@ export const isExternalIdTaken = (err: unknown, table: SyncedTable) => {
 };
 
 /** The id of the tenant's object of `table` that holds `externalId`. */
-export async function holderOf(db: Db, tenantId: string, table: SyncedTable, externalId: string): Promise<string | null> {
+export async function holderOf(
+  db: Db,
+  tenantId: string,
+  table: SyncedTable,
+  externalId: string,
+): Promise<string | null> {
   const rows = await db.$queryRaw<{ id: string }[]>`
     SELECT "id" FROM ${Prisma.raw(`"${table}"`)} WHERE "tenantId" = ${tenantId}::uuid AND "externalId" = ${externalId} LIMIT 1`;
   return rows[0]?.id ?? null;
@@ -45,7 +52,10 @@ const LOOKUP = Symbol("holder lookup");
  * procedure builders do it for every failed call, a batch after rolling its item back).
  */
 export function alreadyExists(what: string, field: string, holder: string | HolderLookup): AppError {
-  const err = new AppError("ALREADY_EXISTS", `A ${what.toLowerCase()} with this ${field} already exists`, { field, existingId: typeof holder === "string" ? holder : null });
+  const err = new AppError("ALREADY_EXISTS", `A ${what.toLowerCase()} with this ${field} already exists`, {
+    field,
+    existingId: typeof holder === "string" ? holder : null,
+  });
   if (typeof holder !== "string") (err as AppError & { [LOOKUP]?: HolderLookup })[LOOKUP] = holder;
   return err;
 }
@@ -60,8 +70,14 @@ export async function nameHolder(err: unknown, db: Db): Promise<void> {
 }
 
 /** A write refused by the external-id index → 409 naming the holder (see alreadyExists); anything else is rethrown. */
-export function externalIdConflict(err: unknown, tenantId: string, table: SyncedTable, externalId: string | null | undefined): never {
-  if (externalId && isExternalIdTaken(err, table)) throw alreadyExists(table, "externalId", (db) => holderOf(db, tenantId, table, externalId));
+export function externalIdConflict(
+  err: unknown,
+  tenantId: string,
+  table: SyncedTable,
+  externalId: string | null | undefined,
+): never {
+  if (externalId && isExternalIdTaken(err, table))
+    throw alreadyExists(table, "externalId", (db) => holderOf(db, tenantId, table, externalId));
   throw err;
 }
 
@@ -100,7 +116,10 @@ export function parseEntityTags(value: string): EntityTags | null {
 }
 
 const headerProblem = (header: string, message: string) =>
-  new AppError("VALIDATION_ERROR", `${header}: ${message}`, { fields: [{ field: header, code: "invalid_header", message }], fieldCount: 1 });
+  new AppError("VALIDATION_ERROR", `${header}: ${message}`, {
+    fields: [{ field: header, code: "invalid_header", message }],
+    fieldCount: 1,
+  });
 
 /** 422 for a header the operation does not take (`why`: what applies instead). */
 export const headerNotApplicable = (header: string, why: string) =>
@@ -126,7 +145,9 @@ export function parseIfMatch(raw: string | string[] | undefined): EntityTags | A
 }
 
 /** The call's If-Match (undefined: none); a malformed one is its 422, raised here. */
-export function preconditionOf(ctx: { request: { ifMatch?: EntityTags; problems?: { ifMatch?: AppError } } }): EntityTags | undefined {
+export function preconditionOf(ctx: {
+  request: { ifMatch?: EntityTags; problems?: { ifMatch?: AppError } };
+}): EntityTags | undefined {
   if (ctx.request.problems?.ifMatch) throw ctx.request.problems.ifMatch;
   return ctx.request.ifMatch;
 }
@@ -145,7 +166,9 @@ export const etagOf = (version: number) => `"${version}"`;
 export const preconditionFailed = (currentVersion: number | null) =>
   new AppError(
     "PRECONDITION_FAILED",
-    currentVersion === null ? "If-Match was given but the object does not exist" : `The object is at version ${currentVersion}, which If-Match does not name`,
+    currentVersion === null
+      ? "If-Match was given but the object does not exist"
+      : `The object is at version ${currentVersion}, which If-Match does not name`,
     { currentVersion },
   );
 

@@ -27,7 +27,13 @@ export function counted(tenantId: string, entity: ListEntity, dim = "all", value
  * SQL: the count of the filter `dim` (on `column`) at `value`, when the registry (counters.ts) says a
  * counter holds it; else undefined (the total is then a count of the rows).
  */
-export function counter(tenantId: string, entity: ListEntity, dim: string, column: string, value: string): Prisma.Sql | undefined {
+export function counter(
+  tenantId: string,
+  entity: ListEntity,
+  dim: string,
+  column: string,
+  value: string,
+): Prisma.Sql | undefined {
   return isCounted(entity, dim, column) ? counted(tenantId, entity, dim, value) : undefined;
 }
 
@@ -35,7 +41,13 @@ export function counter(tenantId: string, entity: ListEntity, dim: string, colum
  * SQL: the sum of the counters of the filter `dim` (on `column`) over a set of values (`values`: a
  * subquery of text), when the registry says a counter holds it; else undefined.
  */
-export function countedAny(tenantId: string, entity: ListEntity, dim: string, column: string, values: Prisma.Sql): Prisma.Sql | undefined {
+export function countedAny(
+  tenantId: string,
+  entity: ListEntity,
+  dim: string,
+  column: string,
+  values: Prisma.Sql,
+): Prisma.Sql | undefined {
   if (!isCounted(entity, dim, column)) return undefined;
   return Prisma.sql`(SELECT coalesce(sum(c."n"), 0) FROM "ListCounter" c
     WHERE c."tenantId" = ${tenantId}::uuid AND c."entity" = ${entity} AND c."dim" = ${dim} AND c."value" IN (${values}))`;
@@ -66,7 +78,14 @@ export interface Filter {
  * An equality filter on `column` (SQL type `type`), counted by the counter (entity, dim, value) when the
  * registry (counters.ts) has it.
  */
-export function eq(tenantId: string, entity: ListEntity, dim: string, column: string, value: string, type: string): Filter {
+export function eq(
+  tenantId: string,
+  entity: ListEntity,
+  dim: string,
+  column: string,
+  value: string,
+  type: string,
+): Filter {
   return {
     cond: Prisma.sql`${Prisma.raw(`"${column}"`)} = ${value}::${Prisma.raw(`"${type}"`)}`,
     counter: counter(tenantId, entity, dim, column, value),
@@ -85,7 +104,12 @@ export function whereOf(tenantId: string, filters: Filter[], always: Prisma.Sql[
  * The exact total of a list: the unfiltered counter, the counter of its only filter, or else (combined
  * filters, a filter without a counter) a count of the matching rows over the best index.
  */
-export function exactTotal(tenantId: string, entity: ListEntity, filters: Filter[], always: Prisma.Sql[] = []): Prisma.Sql {
+export function exactTotal(
+  tenantId: string,
+  entity: ListEntity,
+  filters: Filter[],
+  always: Prisma.Sql[] = [],
+): Prisma.Sql {
   if (filters.length === 0 && isCountedList(entity)) return counted(tenantId, entity);
   if (filters.length === 1 && filters[0]!.counter) return filters[0]!.counter;
   return Prisma.sql`SELECT count(*) FROM ${Prisma.raw(`"${entity}"`)} WHERE ${whereOf(tenantId, filters, always)}`;
@@ -212,14 +236,24 @@ export class CachedTotal {
    * version, or a count, which is then kept with its span); false when the version has moved: run the
    * statement again, now with the count (`from`).
    */
-  settle(row: { total: number; countVersion?: string; countOldest?: string | null; countNewest?: string | null }): boolean {
+  settle(row: {
+    total: number;
+    countVersion?: string;
+    countOldest?: string | null;
+    countNewest?: string | null;
+  }): boolean {
     const version = String(row.countVersion);
     if (this.hit) {
       if (version === this.hit.version) return true;
       this.hit = undefined;
       return false;
     }
-    this.cache.set(this.at, { version, total: row.total, oldest: row.countOldest ?? null, newest: row.countNewest ?? null });
+    this.cache.set(this.at, {
+      version,
+      total: row.total,
+      oldest: row.countOldest ?? null,
+      newest: row.countNewest ?? null,
+    });
     return true;
   }
 }
@@ -299,12 +333,20 @@ export type ListRows<R, M = object> = ((R | { [K in keyof R]: null }) & { total:
  * come back as ISO strings on either (server/db/insert.ts readFor with isoTimes): the rows are the
  * row types of model/ (RowOf), whichever runner read them.
  */
-export function listRows<R, M = object>(ctx: { database: Database; db: Db; tenantId: string }, statement: Prisma.Sql, opts: { prepare?: boolean } = {}): Promise<ListRows<R, M>> {
-  return readFor(ctx.database, ctx.db, { isoTimes: true, prepare: opts.prepare ?? true, tenant: ctx.tenantId })<ListRows<R, M>[number]>(statement);
+export function listRows<R, M = object>(
+  ctx: { database: Database; db: Db; tenantId: string },
+  statement: Prisma.Sql,
+  opts: { prepare?: boolean } = {},
+): Promise<ListRows<R, M>> {
+  return readFor(ctx.database, ctx.db, { isoTimes: true, prepare: opts.prepare ?? true, tenant: ctx.tenantId })<
+    ListRows<R, M>[number]
+  >(statement);
 }
 
 /** The total, the extras and the page's rows of a listStatement() result. */
-export function splitList<R extends { id: string }, M = object>(rows: ListRows<R, M>): { total: number; extra: M; items: R[] } {
+export function splitList<R extends { id: string }, M = object>(
+  rows: ListRows<R, M>,
+): { total: number; extra: M; items: R[] } {
   const first = rows[0]!;
   return { total: first.total, extra: first, items: rows.filter((r) => r.id !== null) as unknown as R[] };
 }

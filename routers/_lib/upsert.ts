@@ -53,7 +53,7 @@ export interface Upserted<O> {
  */
 export interface ItemRecord<P> {
   store(item: P): unknown;
-  rebuild(ctx: AuthedContext, stored: any[]): Promise<P[]>;
+  rebuild(ctx: AuthedContext, stored: unknown[]): Promise<P[]>;
 }
 
 /**
@@ -61,7 +61,12 @@ export interface ItemRecord<P> {
  * the stored row, `O` what a write gives, `P` the public object the answer carries (`present` makes
  * P of O; without it, O is P).
  */
-export interface UpsertResource<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string } = O> {
+export interface UpsertResource<
+  B,
+  R extends { id: string; version: number },
+  O extends { id: string },
+  P extends { id: string } = O,
+> {
   table: SyncedTable;
   /** The public name ("leads"), for paths and messages. */
   plural: string;
@@ -75,14 +80,14 @@ export interface UpsertResource<B, R extends { id: string; version: number }, O 
    * PATCH's update of `row` by `body`: its 404s, 422 for a field PATCH may not change that differs,
    * `checkVersion(pre, …)`, then the fields that differ. Null: nothing differs, nothing written.
    */
-  update(ctx: AuthedContext, row: R, body: B, pre: EntityTags | undefined): Promise<(O) | null>;
+  update(ctx: AuthedContext, row: R, body: B, pre: EntityTags | undefined): Promise<O | null>;
   toPublic(row: R): O;
   /**
    * Optional, one statement: the update of the object holding the external id when it is live, its
    * create-only fields equal, If-Match (when given) names its version and some PATCH-able field
    * differs; undefined when any of that does not hold (the general path then answers).
    */
-  fastUpdate?(ctx: AuthedContext, externalId: string, body: B, pre: EntityTags | undefined): Promise<(O) | undefined>;
+  fastUpdate?(ctx: AuthedContext, externalId: string, body: B, pre: EntityTags | undefined): Promise<O | undefined>;
   /**
    * Optional, one statement: a batch's new items created together as each item's POST would create
    * it, skipping any row a unique index refuses (ON CONFLICT DO NOTHING); the created ones by index.
@@ -108,15 +113,23 @@ export function withinBudget<P>(items: P[], budget: number): (P | null)[] {
   let bytes = 0;
   let full = false;
   return items.map((item, i) => {
-    if (!full && ((bytes += jsonBytes(item)) <= budget || i === 0)) return item;
+    if (!full) {
+      bytes += jsonBytes(item);
+      if (bytes <= budget || i === 0) return item;
+    }
     full = true;
     return null;
   });
 }
 
 /** The resource's `present`, or its default. */
-function presentOf<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(res: UpsertResource<B, R, O, P>) {
-  return res.present ?? (async (_ctx: AuthedContext, items: O[], budget: number) => withinBudget(items as unknown as P[], budget));
+function presentOf<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(
+  res: UpsertResource<B, R, O, P>,
+) {
+  return (
+    res.present ??
+    (async (_ctx: AuthedContext, items: O[], budget: number) => withinBudget(items as unknown as P[], budget))
+  );
 }
 
 /** An id as stored (lower case), null for null or absent. */
@@ -125,7 +138,11 @@ export const storedId = (id: string | null | undefined) => (typeof id === "strin
 /** A field an update may not change, given with another value than the stored one: 422 naming it. */
 export function mayNotChange(fields: string[]) {
   return validation("Request validation failed", {
-    fields: fields.map((field) => ({ field, code: "immutable", message: "differs from the stored value, and an update may not change it" })),
+    fields: fields.map((field) => ({
+      field,
+      code: "immutable",
+      message: "differs from the stored value, and an update may not change it",
+    })),
     fieldCount: fields.length,
     truncated: false,
   });
@@ -135,18 +152,28 @@ export function mayNotChange(fields: string[]) {
  * A resource's create-only fields (its write model): for each, whether a value a PUT body gives names
  * what the stored row holds (an id in any case, a phone after normalisation …).
  */
-export type CreateOnly<B, R> = { readonly [K in keyof B]?: (given: Exclude<B[K], undefined>, row: R, ctx: AuthedContext, body: B) => boolean };
+export type CreateOnly<B, R> = {
+  readonly [K in keyof B]?: (given: Exclude<B[K], undefined>, row: R, ctx: AuthedContext, body: B) => boolean;
+};
 
 /** The create-only fields a PUT body gives with another value than the stored row's: PUT's 422 when any. */
-export function differingCreateOnly<B extends object, R>(rules: CreateOnly<B, R>, ctx: AuthedContext, row: R, body: B): string[] {
+export function differingCreateOnly<B extends object, R>(
+  rules: CreateOnly<B, R>,
+  ctx: AuthedContext,
+  row: R,
+  body: B,
+): string[] {
   const given = body as Record<string, unknown>;
   return Object.entries(rules as Record<string, (v: unknown, r: R, c: AuthedContext, b: B) => boolean>)
     .filter(([field, same]) => given[field] !== undefined && !same(given[field], row, ctx, body))
     .map(([field]) => field);
 }
 
-const savepoint = (ctx: AuthedContext, verb: "SAVEPOINT" | "RELEASE SAVEPOINT" | "ROLLBACK TO SAVEPOINT", name: string) =>
-  ctx.db.$executeRaw(Prisma.sql`${Prisma.raw(`${verb} ${name}`)}`);
+const savepoint = (
+  ctx: AuthedContext,
+  verb: "SAVEPOINT" | "RELEASE SAVEPOINT" | "ROLLBACK TO SAVEPOINT",
+  name: string,
+) => ctx.db.$executeRaw(Prisma.sql`${Prisma.raw(`${verb} ${name}`)}`);
 
 /**
  * A create refused by a unique index (the raw violation, or the create's own 409): maybe because a
@@ -163,7 +190,12 @@ const refusedAsDuplicate = (err: unknown, table: SyncedTable) =>
  * just before (a batch item's; only reads ran since), which the create falls back to instead of
  * setting one of its own.
  */
-export async function upsertOne<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(
+export async function upsertOne<
+  B,
+  R extends { id: string; version: number },
+  O extends { id: string },
+  P extends { id: string },
+>(
   ctx: AuthedContext,
   res: UpsertResource<B, R, O, P>,
   externalId: string,
@@ -202,7 +234,13 @@ function refuseBodyExternalId(ctx: AuthedContext) {
   // Over /trpc and in-process the input is one object, which names the external id itself.
   if (ctx.request.shadowed?.includes("externalId"))
     throw validation("Request validation failed", {
-      fields: [{ field: "externalId", code: "unknown_field", message: "The external id is the path's; the body may not name it" }],
+      fields: [
+        {
+          field: "externalId",
+          code: "unknown_field",
+          message: "The external id is the path's; the body may not name it",
+        },
+      ],
       fieldCount: 1,
       truncated: false,
     });
@@ -213,7 +251,10 @@ function upsertedRecord<P>(record: ItemRecord<P> | undefined): ResponseRecord<Up
   if (!record) return undefined;
   return {
     store: ({ status, item }) => ({ status, item: record.store(item) }),
-    rebuild: async (ctx, stored: { status: UpsertStatus; item: unknown }) => ({ status: stored.status, item: (await record.rebuild(ctx, [stored.item]))[0]! }),
+    rebuild: async (ctx, stored: { status: UpsertStatus; item: unknown }) => ({
+      status: stored.status,
+      item: (await record.rebuild(ctx, [stored.item]))[0]!,
+    }),
   };
 }
 
@@ -221,9 +262,12 @@ function upsertedRecord<P>(record: ItemRecord<P> | undefined): ResponseRecord<Up
  * The PUT's resolver: the upsert inside the Idempotency-Key's transaction; 201 with Location when
  * it created, else 200 (a replay answers the status it stored).
  */
-export function putResolver<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string } = O>(
-  res: UpsertResource<B, R, O, P>,
-) {
+export function putResolver<
+  B,
+  R extends { id: string; version: number },
+  O extends { id: string },
+  P extends { id: string } = O,
+>(res: UpsertResource<B, R, O, P>) {
   const present = presentOf(res);
   const answer = async (ctx: AuthedContext, done: Upserted<O>): Promise<Upserted<P>> => {
     const [item] = await present(ctx, [done.item], Infinity);
@@ -253,7 +297,10 @@ export function putResolver<B, R extends { id: string; version: number }, O exte
       else known = await res.find(opts.ctx, externalId);
       if (!done && known) {
         const item = await res.update(opts.ctx, known, body as B, pre);
-        done = await answer(opts.ctx, item ? { status: "updated", item } : { status: "unchanged", item: res.toPublic(known) });
+        done = await answer(
+          opts.ctx,
+          item ? { status: "updated", item } : { status: "unchanged", item: res.toPublic(known) },
+        );
       }
     }
     done ??= await run(known)(opts);
@@ -263,7 +310,12 @@ export function putResolver<B, R extends { id: string; version: number }, O exte
   };
 }
 
-export const putMeta = (res: { plural: string; tag: string; summary: string; description: string }): OpenApiMeta["openapi"] & object => ({
+export const putMeta = (res: {
+  plural: string;
+  tag: string;
+  summary: string;
+  description: string;
+}): OpenApiMeta["openapi"] & object => ({
   method: "PUT",
   path: `/public/v1/${res.plural}/by-external-id/{externalId}`,
   tags: [res.tag],
@@ -295,14 +347,24 @@ export function batchOutput<T extends z.ZodType>(item: T) {
     .object({
       index: z.number().int().meta({ description: "the item's position in `items`, from 0" }),
       status: z.enum(["created", "updated", "unchanged", "failed"]),
-      id: z.string().nullable().meta({ description: "the object's id; null for a failed item (a 409's `details.existingId` names the holder)" }),
+      id: z.string().nullable().meta({
+        description: "the object's id; null for a failed item (a 409's `details.existingId` names the holder)",
+      }),
       item: item.nullable().meta({
-        description: "the object as it is now; null for a failed item, and for an item past the page byte budget (read it by id)",
+        description:
+          "the object as it is now; null for a failed item, and for an item past the page byte budget (read it by id)",
       }),
       error: z
-        .object({ error: z.string(), message: z.string(), details: z.any().meta({ type: "object", description: "informational context, as in the error envelope" }) })
+        .object({
+          error: z.string(),
+          message: z.string(),
+          details: z.any().meta({ type: "object", description: "informational context, as in the error envelope" }),
+        })
         .nullable()
-        .meta({ description: "what this item alone would have answered (the envelope's error, message and details); null unless failed" }),
+        .meta({
+          description:
+            "what this item alone would have answered (the envelope's error, message and details); null unless failed",
+        }),
     })
     .strict();
   return z.object({ results: z.array(result) }).strict();
@@ -331,7 +393,9 @@ function itemError(err: unknown): BatchResult<never>["error"] {
 function inJsonbOrder(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(inJsonbOrder);
   if (!v || typeof v !== "object") return v;
-  const keys = Object.keys(v).sort((a, b) => Buffer.byteLength(a) - Buffer.byteLength(b) || Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  const keys = Object.keys(v).sort(
+    (a, b) => Buffer.byteLength(a) - Buffer.byteLength(b) || Buffer.compare(Buffer.from(a), Buffer.from(b)),
+  );
   return Object.fromEntries(keys.map((k) => [k, inJsonbOrder((v as Record<string, unknown>)[k])]));
 }
 
@@ -351,7 +415,8 @@ type Item<B> = B & { externalId: string; ifMatch?: number };
 type Parsed<B> = ReturnType<z.ZodType<Item<B>>["safeParse"]>;
 type Work<B> = { index: number; externalId: string; body: B; pre: EntityTags | undefined };
 /** External-id order: the order in which a batch takes its rows' locks. */
-const byExternalId = (x: { externalId: string }, y: { externalId: string }) => (x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0);
+const byExternalId = (x: { externalId: string }, y: { externalId: string }) =>
+  x.externalId < y.externalId ? -1 : x.externalId > y.externalId ? 1 : 0;
 
 /** An item's `ifMatch` as the If-Match it stands for. */
 const itemPrecondition = (ifMatch: number | undefined): EntityTags | undefined =>
@@ -359,7 +424,9 @@ const itemPrecondition = (ifMatch: number | undefined): EntityTags | undefined =
 
 /** The batch's item schema: the PUT's input and `ifMatch`. */
 function batchItem<B>(item: z.ZodType<B & { externalId: string }>): z.ZodType<Item<B>> {
-  const ifMatch = VersionNumber.optional().meta({ description: "the version the object must have, else this item fails with 412" });
+  const ifMatch = VersionNumber.optional().meta({
+    description: "the version the object must have, else this item fails with 412",
+  });
   return (item as unknown as z.ZodObject).safeExtend({ ifMatch }) as unknown as z.ZodType<Item<B>>;
 }
 
@@ -384,7 +451,12 @@ function newItems<B>(parsedItems: Parsed<B>[]): Work<B>[] {
  * the root client: a statement on its own). A refusal no item can be told apart by (a check
  * constraint) creates nothing here: every item then goes on its own.
  */
-async function bulkCreate<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(
+async function bulkCreate<
+  B,
+  R extends { id: string; version: number },
+  O extends { id: string },
+  P extends { id: string },
+>(
   ctx: AuthedContext,
   res: UpsertResource<B, R, O, P>,
   news: Work<B>[],
@@ -416,13 +488,21 @@ function planResults<B, O extends { id: string }>(parsedItems: Parsed<B>[], crea
   const seen = new Set<string>();
   for (const [index, parsed] of parsedItems.entries()) {
     if (!parsed.success) {
-      out[index] = { index, status: "failed", id: null, item: null, error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))) };
+      out[index] = {
+        index,
+        status: "failed",
+        id: null,
+        item: null,
+        error: itemError(new AppError("VALIDATION_ERROR", "Request validation failed", zodDetails(parsed.error))),
+      };
       continue;
     }
     const { externalId, ifMatch, ...body } = parsed.data;
     if (seen.has(externalId)) {
       const err = validation("Request validation failed", {
-        fields: [{ field: "externalId", code: "duplicate", message: "An earlier item of this batch has the same externalId" }],
+        fields: [
+          { field: "externalId", code: "duplicate", message: "An earlier item of this batch has the same externalId" },
+        ],
         fieldCount: 1,
         truncated: false,
       });
@@ -448,7 +528,11 @@ async function answer<B, R extends { id: string; version: number }, O extends { 
   out: BatchResult<O>[],
 ): Promise<BatchResult<P>[]> {
   const written = out.filter((r) => r.item !== null);
-  const objects = await presentOf(res)(ctx, written.map((r) => r.item!), ctx.pageBudget ?? ITEMS_BUDGET_BYTES);
+  const objects = await presentOf(res)(
+    ctx,
+    written.map((r) => r.item!),
+    ctx.pageBudget ?? ITEMS_BUDGET_BYTES,
+  );
   const byIndex = new Map(written.map((r, i) => [r.index, objects[i] ?? null]));
   return out.map((r) => ({ ...r, item: byIndex.get(r.index) ?? null }));
 }
@@ -457,10 +541,15 @@ async function answer<B, R extends { id: string; version: number }, O extends { 
 function batchRecord<P>(record: ItemRecord<P> | undefined): ResponseRecord<{ results: BatchResult<P>[] }> | undefined {
   if (!record) return undefined;
   return {
-    store: ({ results }) => ({ results: results.map((r) => ({ ...r, item: r.item === null ? null : record.store(r.item) })) }),
+    store: ({ results }) => ({
+      results: results.map((r) => ({ ...r, item: r.item === null ? null : record.store(r.item) })),
+    }),
     async rebuild(ctx, stored: { results: BatchResult<unknown>[] }) {
       const kept = stored.results.filter((r) => r.item !== null);
-      const objects = await record.rebuild(ctx, kept.map((r) => r.item));
+      const objects = await record.rebuild(
+        ctx,
+        kept.map((r) => r.item),
+      );
       const byIndex = new Map(kept.map((r, i) => [r.index, objects[i]!]));
       return { results: stored.results.map((r) => ({ ...r, item: byIndex.get(r.index) ?? null })) as BatchResult<P>[] };
     },
@@ -473,7 +562,10 @@ function batchRecord<P>(record: ItemRecord<P> | undefined): ResponseRecord<{ res
  * first answer and every replay are the same. Most batches fit whole (a record is deflated); a
  * larger one is cut by bisection over how many objects are kept (at most 8 encodings).
  */
-function withinRecord<P>(results: BatchResult<P>[], record: ResponseRecord<{ results: BatchResult<P>[] }> | undefined): BatchResult<P>[] {
+function withinRecord<P>(
+  results: BatchResult<P>[],
+  record: ResponseRecord<{ results: BatchResult<P>[] }> | undefined,
+): BatchResult<P>[] {
   const kept = (n: number) => {
     let seen = 0;
     return results.map((r) => (r.item !== null && seen++ >= n ? { ...r, item: null } : r));
@@ -498,9 +590,12 @@ function withinRecord<P>(results: BatchResult<P>[], record: ResponseRecord<{ res
  * transaction opens only for what it leaves (updates, unchanged and refused items). With a key,
  * everything runs in the key's transaction, the bulk create inside a savepoint.
  */
-export function batchResolver<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string } = O>(
-  res: UpsertResource<B, R, O, P>,
-) {
+export function batchResolver<
+  B,
+  R extends { id: string; version: number },
+  O extends { id: string },
+  P extends { id: string } = O,
+>(res: UpsertResource<B, R, O, P>) {
   const item = batchItem(res.item);
   const record = batchRecord(res.record);
   const inTransaction = (pre?: { parsedItems: Parsed<B>[]; created: Map<number, O> }) =>
@@ -511,12 +606,29 @@ export function batchResolver<B, R extends { id: string; version: number }, O ex
         // item whose id none holds goes straight to its create (a create committed since is caught by
         // the unique index, as in step 2); the others are read one by one. With a bulk create, its
         // INSERT skips the held ones itself: no read first.
-        const held = res.createMany ? undefined : await heldExternalIds(ctx, res.table, parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])));
-        const { out, work } = planResults(parsedItems, pre?.created ?? (await bulkCreate(ctx, res, newItems(parsedItems), true)));
+        const held = res.createMany
+          ? undefined
+          : await heldExternalIds(
+              ctx,
+              res.table,
+              parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])),
+            );
+        const { out, work } = planResults(
+          parsedItems,
+          pre?.created ?? (await bulkCreate(ctx, res, newItems(parsedItems), true)),
+        );
         for (const { index, externalId, body, pre: ifMatch } of work) {
           await savepoint(ctx, "SAVEPOINT", "batch_item");
           try {
-            const done = await upsertOne(ctx, res, externalId, body, ifMatch, !held || held.has(externalId) ? undefined : null, "batch_item");
+            const done = await upsertOne(
+              ctx,
+              res,
+              externalId,
+              body,
+              ifMatch,
+              !held || held.has(externalId) ? undefined : null,
+              "batch_item",
+            );
             await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
             out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
           } catch (err) {
@@ -536,7 +648,8 @@ export function batchResolver<B, R extends { id: string; version: number }, O ex
   return async (opts: { ctx: AuthedContext; input: { items: unknown[] }; path: string }) => {
     // The batch's items carry their own preconditions (`ifMatch`); a header would apply to none.
     const given = opts.ctx.request;
-    if (given.ifMatch || given.problems?.ifMatch) throw headerNotApplicable("If-Match", "a batch item carries its own `ifMatch`");
+    if (given.ifMatch || given.problems?.ifMatch)
+      throw headerNotApplicable("If-Match", "a batch item carries its own `ifMatch`");
     if (given.ifNoneMatch) throw headerNotApplicable("If-None-Match", "a batch item carries its own `ifMatch`");
     if (!res.createMany || idempotencyKeyOf(opts.ctx) !== undefined) return keyed(opts);
     const parsedItems = opts.input.items.map((raw) => item.safeParse(raw));

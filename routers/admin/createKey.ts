@@ -17,5 +17,11 @@ export const CreateKeyInput = z
 export const createKey = adminProcedure
   .input(CreateKeyInput)
   .mutation(({ ctx, input }) =>
-    create(ctx.services.db, input.tenantId, input.ownerUserId, Array.isArray(input.scopes) ? input.scopes.join(",") : input.scopes, input.expiresAt),
+    create(
+      ctx.services.db,
+      input.tenantId,
+      input.ownerUserId,
+      Array.isArray(input.scopes) ? input.scopes.join(",") : input.scopes,
+      input.expiresAt,
+    ),
   );

@@ -6,7 +6,11 @@ import { Count } from "./schemas.js";
 import { adminProcedure } from "./trpc.js";
 
 export const setTenantLimits = adminProcedure
-  .input(z.object({ tenantId: z.string(), limits: z.object({ perMinute: Count, perDay: Count }).strict().nullable() }).strict())
+  .input(
+    z
+      .object({ tenantId: z.string(), limits: z.object({ perMinute: Count, perDay: Count }).strict().nullable() })
+      .strict(),
+  )
   .mutation(({ ctx, input }) =>
     input.limits
       ? set(ctx.services.db, input.tenantId, String(input.limits.perMinute), String(input.limits.perDay))

@@ -35,8 +35,14 @@ export function internalTokenMatches(expected: string | undefined, authorization
 }
 
 /** Whether an Authorization header carries INTERNAL_TOKEN or this run's local admin token (server/admin/live.ts). */
-export function adminAuthorized(services: Pick<Services, "config" | "localAdminToken">, authorization: string | undefined): boolean {
-  return internalTokenMatches(services.config.internalToken, authorization) || internalTokenMatches(services.localAdminToken, authorization);
+export function adminAuthorized(
+  services: Pick<Services, "config" | "localAdminToken">,
+  authorization: string | undefined,
+): boolean {
+  return (
+    internalTokenMatches(services.config.internalToken, authorization) ||
+    internalTokenMatches(services.localAdminToken, authorization)
+  );
 }
 
 /** A readable one-line message: zod issues as `field: problem; …`, internals never leaked. */
@@ -52,7 +58,11 @@ function adminMessage(error: TRPCError): string {
 // tRPC's default shape ({message, code, data: {code, httpStatus, path}}) without the stack.
 const t = initTRPC.context<AdminContext>().create({
   errorFormatter({ shape, error }) {
-    return { ...shape, message: adminMessage(error), data: { code: shape.data.code, httpStatus: shape.data.httpStatus, path: shape.data.path } };
+    return {
+      ...shape,
+      message: adminMessage(error),
+      data: { code: shape.data.code, httpStatus: shape.data.httpStatus, path: shape.data.path },
+    };
   },
 });
 

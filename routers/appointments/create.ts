@@ -12,7 +12,15 @@ import { DateTimeInput, Id, Text } from "../_lib/schemas.js";
 import { idempotent, type OneStatement } from "../_lib/idempotent.js";
 import { mustExist, owned } from "../_lib/tenant.js";
 import { scoped, type AuthedContext } from "../trpc.js";
-import { calendarLockSql, findOverlap, guardAppointmentWrite, lockUserCalendar, Notes, overlapSql, overlapError } from "./schemas.js";
+import {
+  calendarLockSql,
+  findOverlap,
+  guardAppointmentWrite,
+  lockUserCalendar,
+  Notes,
+  overlapSql,
+  overlapError,
+} from "./schemas.js";
 import type { StoredRow } from "../../model/row.js";
 
 export const CreateAppointmentInput = z
@@ -28,7 +36,10 @@ export const CreateAppointmentInput = z
     notes: Notes.nullable().optional(),
   })
   .strict()
-  .refine((b) => !(b.startsAt instanceof Date && b.endsAt instanceof Date) || b.endsAt.getTime() > b.startsAt.getTime(), { path: ["endsAt"], message: "must be after startsAt" });
+  .refine(
+    (b) => !(b.startsAt instanceof Date && b.endsAt instanceof Date) || b.endsAt.getTime() > b.startsAt.getTime(),
+    { path: ["endsAt"], message: "must be after startsAt" },
+  );
 
 type Input = z.output<typeof CreateAppointmentInput>;
 
@@ -88,7 +99,13 @@ function planAppointment(ctx: AuthedContext, input: Input): OneStatement<Appoint
 export const createAppointment = scoped("tenant:appointments.manage")
   .meta({
     errors: ["NOT_FOUND", "APPOINTMENT_OVERLAP"],
-    openapi: { method: "POST", path: "/public/v1/appointments", tags: ["appointments"], summary: "Create an appointment", protect: true },
+    openapi: {
+      method: "POST",
+      path: "/public/v1/appointments",
+      tags: ["appointments"],
+      summary: "Create an appointment",
+      protect: true,
+    },
     successStatus: 201,
     location: "/public/v1/appointments/{id}",
   })
@@ -106,10 +123,20 @@ export const createAppointment = scoped("tenant:appointments.manage")
           "User",
         );
         if (input.customerId)
-          await mustExist(db.contact.findFirst({ where: owned(ctx, { id: input.customerId, deletedAt: null }), select: { id: true } }), "Contact");
+          await mustExist(
+            db.contact.findFirst({
+              where: owned(ctx, { id: input.customerId, deletedAt: null }),
+              select: { id: true },
+            }),
+            "Contact",
+          );
         if (input.conversationId)
-          await mustExist(db.conversation.findFirst({ where: owned(ctx, { id: input.conversationId }), select: { id: true } }), "Conversation");
-        if (input.leadId) await mustExist(db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true } }), "Lead");
+          await mustExist(
+            db.conversation.findFirst({ where: owned(ctx, { id: input.conversationId }), select: { id: true } }),
+            "Conversation",
+          );
+        if (input.leadId)
+          await mustExist(db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true } }), "Lead");
 
         // 409: a friendlier answer that names the blocker; the constraint below decides under races.
         // ctx.db is the idempotent() transaction: the lock lasts until it commits.

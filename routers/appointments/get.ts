@@ -16,12 +16,16 @@ export const getAppointment = scoped("tenant:appointments.read")
       path: "/public/v1/appointments/{appointment_id}",
       tags: ["appointments"],
       summary: "Get one appointment",
-      description: "An appointment of the tenant, whatever its status; an unknown or foreign appointment gives 404. " + "The `ETag` is the appointment's version; `If-None-Match` naming it answers 304 without a body.",
+      description:
+        "An appointment of the tenant, whatever its status; an unknown or foreign appointment gives 404. " +
+        "The `ETag` is the appointment's version; `If-None-Match` naming it answers 304 without a body.",
       protect: true,
     },
   })
   .input(GetAppointmentInput)
   .output(AppointmentObject)
   .query(async ({ ctx, input }) =>
-    toAppointment(await mustExist(ctx.db.appointment.findFirst({ where: owned(ctx, { id: input.appointment_id }) }), "Appointment")),
+    toAppointment(
+      await mustExist(ctx.db.appointment.findFirst({ where: owned(ctx, { id: input.appointment_id }) }), "Appointment"),
+    ),
   );

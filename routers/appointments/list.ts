@@ -7,7 +7,14 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { validation } from "../../server/errors.js";
 import { Appointment, AppointmentObject, toAppointment, type AppointmentRow } from "../../model/appointment.js";
-import { defineList, LIST_QUERY_DOC, ListEnvelopeExtras, ListQueryPieces, MATCHES_NOTHING, SortQuery } from "../_lib/list.js";
+import {
+  defineList,
+  LIST_QUERY_DOC,
+  ListEnvelopeExtras,
+  ListQueryPieces,
+  MATCHES_NOTHING,
+  SortQuery,
+} from "../_lib/list.js";
 import { appointmentSize, OFFSET_BUDGET_DOC } from "../_lib/page-budget.js";
 import { DateTimeInput, Id, OffsetList, PageQuery } from "../_lib/schemas.js";
 import { sqlTime, type Filter } from "../_lib/totals.js";
@@ -63,7 +70,11 @@ export const listAppointments = scoped("tenant:appointments.read")
     if (input.leadId) filters.push(appointmentList.eq(ctx.tenantId, "leadId", input.leadId, "uuid"));
     // A status that no appointment can have matches nothing (common rule 2).
     if (input.status !== undefined)
-      filters.push(isAppointmentStatus(input.status) ? appointmentList.eq(ctx.tenantId, "status", input.status, "AppointmentStatus") : MATCHES_NOTHING);
+      filters.push(
+        isAppointmentStatus(input.status)
+          ? appointmentList.eq(ctx.tenantId, "status", input.status, "AppointmentStatus")
+          : MATCHES_NOTHING,
+      );
     if (input.from !== undefined || input.to !== undefined) {
       const t = (d?: Date) => (d ? sqlTime(d) : Prisma.sql`NULL::timestamptz`);
       const exact = [

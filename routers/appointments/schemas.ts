@@ -8,7 +8,8 @@ import { AppError, validation } from "../../server/errors.js";
 import type { Db } from "../../server/db/client.js";
 import { APPOINTMENT_STATUSES, type AppointmentStatus } from "../../model/appointment.js";
 
-export const isAppointmentStatus = (s: string): s is AppointmentStatus => (APPOINTMENT_STATUSES as readonly string[]).includes(s);
+export const isAppointmentStatus = (s: string): s is AppointmentStatus =>
+  (APPOINTMENT_STATUSES as readonly string[]).includes(s);
 
 /** Maximum length of `notes` (the spec leaves it open). */
 export const NOTES_MAX = 10_000;
@@ -35,7 +36,10 @@ export function orderError() {
  * Runs a write and maps the database-held invariants: the exclusion constraint → 409
  * APPOINTMENT_OVERLAP, the order CHECK → 422. Anything else is rethrown untouched.
  */
-export async function guardAppointmentWrite<T>(write: () => Promise<T>, details: Record<string, unknown> = {}): Promise<T> {
+export async function guardAppointmentWrite<T>(
+  write: () => Promise<T>,
+  details: Record<string, unknown> = {},
+): Promise<T> {
   try {
     return await write();
   } catch (err) {

@@ -25,10 +25,13 @@ export const UpdateAppointmentInput = z
     notes: Notes.nullable().optional(),
   })
   .strict()
-  .refine((b) => !(b.startsAt instanceof Date && b.endsAt instanceof Date) || b.endsAt.getTime() > b.startsAt.getTime(), {
-    path: ["endsAt"],
-    message: "must be after startsAt",
-  });
+  .refine(
+    (b) => !(b.startsAt instanceof Date && b.endsAt instanceof Date) || b.endsAt.getTime() > b.startsAt.getTime(),
+    {
+      path: ["endsAt"],
+      message: "must be after startsAt",
+    },
+  );
 
 export const updateAppointment = scoped("tenant:appointments.manage")
   .meta({
@@ -69,7 +72,8 @@ export const updateAppointment = scoped("tenant:appointments.manage")
       if (endsAt.getTime() <= startsAt.getTime()) throw orderError();
       const status = changes.status ?? current.status;
 
-      const rescheduled = startsAt.getTime() !== current.startsAt.getTime() || endsAt.getTime() !== current.endsAt.getTime();
+      const rescheduled =
+        startsAt.getTime() !== current.startsAt.getTime() || endsAt.getTime() !== current.endsAt.getTime();
       const becomesScheduled = current.status !== "scheduled" && status === "scheduled";
       if (status === "scheduled" && (rescheduled || becomesScheduled)) {
         const blocker = await findOverlap(tx, {

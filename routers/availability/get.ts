@@ -18,7 +18,14 @@ import { Id } from "../_lib/schemas.js";
 import { owned } from "../_lib/tenant.js";
 import { scoped } from "../trpc.js";
 import { AvailabilityObject, CalendarDate, MAX_RANGE_DAYS, type DegradedReason } from "./schemas.js";
-import { firstFreeSlot, freeSlots, rangeBounds, workingIntervals, type Interval, type WorkingHoursEntry } from "./slots.js";
+import {
+  firstFreeSlot,
+  freeSlots,
+  rangeBounds,
+  workingIntervals,
+  type Interval,
+  type WorkingHoursEntry,
+} from "./slots.js";
 
 export const AvailabilityQuery = z
   .object({
@@ -59,7 +66,13 @@ function byUser<T>(rows: T[], userOf: (row: T) => string): Map<string, T[]> {
 export const getAvailability = scoped("tenant:appointments.read")
   .meta({
     errors: ["NOT_FOUND"],
-    openapi: { method: "GET", path: "/public/v1/availability", tags: ["availability"], summary: "Free slots of one bookable user", protect: true },
+    openapi: {
+      method: "GET",
+      path: "/public/v1/availability",
+      tags: ["availability"],
+      summary: "Free slots of one bookable user",
+      protect: true,
+    },
   })
   .input(AvailabilityQuery)
   .output(AvailabilityObject)
@@ -67,12 +80,19 @@ export const getAvailability = scoped("tenant:appointments.read")
     const db = ctx.db;
     let userIds: string[];
     if (input.userId) {
-      const user = await db.user.findFirst({ where: owned(ctx, { id: input.userId }), select: { id: true, bookable: true } });
+      const user = await db.user.findFirst({
+        where: owned(ctx, { id: input.userId }),
+        select: { id: true, bookable: true },
+      });
       // A user who may not be booked has no availability to offer: same 404 as an unknown one.
-      if (!user || !user.bookable) throw notFound("User");
+      if (!user?.bookable) throw notFound("User");
       userIds = [user.id];
     } else {
-      const users = await db.user.findMany({ where: owned(ctx, { bookable: true }), select: { id: true }, orderBy: { id: "asc" } });
+      const users = await db.user.findMany({
+        where: owned(ctx, { bookable: true }),
+        select: { id: true },
+        orderBy: { id: "asc" },
+      });
       if (users.length === 0) throw notFound("Bookable user");
       userIds = users.map((u) => u.id);
     }
@@ -117,7 +137,16 @@ export const getAvailability = scoped("tenant:appointments.read")
       const workingHours: WorkingHoursEntry[] = hoursOf.get(userId) ?? [];
       const mine = busyOf.get(userId) ?? [];
       const intervals = intervalsOf(workingHours);
-      const first = firstFreeSlot({ zone, fromDay: input.from, toDay: input.to, slotMinutes, workingHours, busy: mine, now, intervals });
+      const first = firstFreeSlot({
+        zone,
+        fromDay: input.from,
+        toDay: input.to,
+        slotMinutes,
+        workingHours,
+        busy: mine,
+        now,
+        intervals,
+      });
       return {
         userId,
         intervals,
@@ -151,7 +180,11 @@ export const getAvailability = scoped("tenant:appointments.read")
         ? "invalid_timezone"
         : null;
     return {
-      slots: slots.map((s) => ({ startsAt: s.startsAt.toISOString(), endsAt: s.endsAt.toISOString(), userId: chosen.userId })),
+      slots: slots.map((s) => ({
+        startsAt: s.startsAt.toISOString(),
+        endsAt: s.endsAt.toISOString(),
+        userId: chosen.userId,
+      })),
       degraded: degradedReason !== null,
       degradedReason,
     };

@@ -17,16 +17,20 @@ export type DegradedReason = (typeof DEGRADED_REASONS)[number];
 /** A calendar date YYYY-MM-DD that exists, years 0001–9999 (the shared input piece). */
 export const CalendarDate = DateInput;
 
-export const SlotObject = z.object({
-  startsAt: Timestamp,
-  endsAt: Timestamp,
-  /** Additive: the user the slot belongs to. */
-  userId: z.string(),
-}).meta({ id: "AvailabilitySlot" });
+export const SlotObject = z
+  .object({
+    startsAt: Timestamp,
+    endsAt: Timestamp,
+    /** Additive: the user the slot belongs to. */
+    userId: z.string(),
+  })
+  .meta({ id: "AvailabilitySlot" });
 
-export const AvailabilityObject = z.object({
-  slots: z.array(SlotObject),
-  degraded: z.boolean(),
-  degradedReason: z.enum(DEGRADED_REASONS).nullable(),
-}).meta({ id: "Availability" });
+export const AvailabilityObject = z
+  .object({
+    slots: z.array(SlotObject),
+    degraded: z.boolean(),
+    degradedReason: z.enum(DEGRADED_REASONS).nullable(),
+  })
+  .meta({ id: "Availability" });
 export type AvailabilityObject = z.infer<typeof AvailabilityObject>;

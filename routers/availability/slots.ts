@@ -119,9 +119,7 @@ export function firstFreeSlot(q: SlotQuery & { intervals?: Interval[] }): Interv
 export function* slotsOf(q: SlotQuery & { intervals?: Interval[] }): Generator<Interval> {
   const stepMs = q.slotMinutes * 60_000;
   if (!Number.isFinite(stepMs) || stepMs <= 0) return;
-  const busy = q.busy
-    .map((b) => ({ s: b.startsAt.getTime(), e: b.endsAt.getTime() }))
-    .sort((a, b) => a.s - b.s);
+  const busy = q.busy.map((b) => ({ s: b.startsAt.getTime(), e: b.endsAt.getTime() })).sort((a, b) => a.s - b.s);
   const now = q.now.getTime();
   // Sweep: slots only move forward in time, so the busy intervals starting before a slot's end are
   // a growing prefix of `busy`; the slot is taken iff the latest end among them is after its start.

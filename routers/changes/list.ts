@@ -62,7 +62,9 @@ export const ListChangesInput = z.object({
   since: z
     .string()
     .max(MAX_SINCE_LENGTH)
-    .meta({ description: "The `nextSince` of the previous answer. Absent: from the beginning (every live object once)." })
+    .meta({
+      description: "The `nextSince` of the previous answer. Absent: from the beginning (every live object once).",
+    })
     .optional(),
   types: TypesInput.optional(),
   limit: queryIntDefault("limit", 1, MAX_CHANGES_LIMIT, DEFAULT_CHANGES_LIMIT),
@@ -77,7 +79,16 @@ Each item: \`type\`, \`id\`, \`action\` and \`changedAt\`; \`data\` is exactly w
 \`types\` defaults to every type the key can read (\`tenant:<resource>.read\`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's \`since\` gives 422 VALIDATION_ERROR (\`details.fields[0].field\` = \`since\`). Tokens are valid for ${CHANGES_RETENTION_DAYS} days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with \`details.code\` = \`since_expired\` — start again without \`since\` and rebuild the mirror. \`limit\`: 1–500, default 100. ${BUDGET_DOC}, with \`hasMore\` true: continue with \`nextSince\` (nothing is skipped).`;
 
 export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
-  .meta({ openapi: { method: "GET", path: "/public/v1/changes", tags: ["changes"], summary: "Changes feed", description: DESCRIPTION, protect: true } })
+  .meta({
+    openapi: {
+      method: "GET",
+      path: "/public/v1/changes",
+      tags: ["changes"],
+      summary: "Changes feed",
+      description: DESCRIPTION,
+      protect: true,
+    },
+  })
   .input(ListChangesInput)
   .output(ChangePage)
   .query(async ({ ctx, input }) => {
@@ -85,7 +96,9 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
     const types = input.types ?? readable;
     const denied = types.filter((t) => !readable.includes(t));
     if (denied.length)
-      throw new AppError("PERMISSION_DENIED", `This key cannot read ${denied.join(", ")}`, { requiredScopes: denied.map((t) => READ_SCOPE[t]) });
+      throw new AppError("PERMISSION_DENIED", `This key cannot read ${denied.join(", ")}`, {
+        requiredScopes: denied.map((t) => READ_SCOPE[t]),
+      });
 
     const now = ctx.services.now().getTime();
     const token = input.since === undefined ? undefined : checkSince(input.since, ctx.tenantId, now);
@@ -98,7 +111,8 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       read = await readPositions(ctx, types, token, input.limit, false);
     }
     const { head, rows } = read;
-    if (token && (token.pos > head || token.skip > head)) throw sinceExpired("since is ahead of this feed (was the data restored?): start again without since");
+    if (token && (token.pos > head || token.skip > head))
+      throw sinceExpired("since is ahead of this feed (was the data restored?): start again without since");
 
     // The page's objects sized in SQL before any is loaded, cut to the byte budget (sizePositions: a
     // poll with nothing new costs no statement more): more when a position past the limit was read
@@ -112,7 +126,13 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
     for (const row of page) {
       const data = (row.action === "delete" ? undefined : objects.get(row.type)?.get(row.objectId)) ?? null;
       const action: ChangeAction = data === null ? "delete" : "upsert";
-      const item = { type: row.type, id: row.objectId, action, changedAt: row.changedAt.toISOString(), data } as ChangeItem;
+      const item = {
+        type: row.type,
+        id: row.objectId,
+        action,
+        changedAt: row.changedAt.toISOString(),
+        data,
+      } as ChangeItem;
       // Each loaded item counts its own JSON: an object changed since it was sized (the load is a later
       // statement) counts as it is now, so the budget holds whatever happened in between.
       bytes += Buffer.byteLength(JSON.stringify(item)) + 1;
@@ -153,7 +173,9 @@ function checkSince(raw: string, tenantId: string, now: number): SinceToken {
     throw validation(message, { fields: [{ field: "since", code: "invalid_token", message }] });
   }
   if (t.at < now - CHANGES_RETENTION_MS)
-    throw sinceExpired(`since is older than the feed's retention (${CHANGES_RETENTION_DAYS} days): start again without since`);
+    throw sinceExpired(
+      `since is older than the feed's retention (${CHANGES_RETENTION_DAYS} days): start again without since`,
+    );
   return t;
 }
 
@@ -178,7 +200,17 @@ interface RawPosition {
 }
 
 /** An item's JSON besides its `data` (with the longest type; `data` counts its own bytes and comma). */
-const ITEM_FIXED = fixedBytes({ type: "conversation", id: "ffffffff-ffff-ffff-ffff-ffffffffffff", action: "upsert", changedAt: "2026-11-20T08:00:00.000Z", data: null }, 0) - 4;
+const ITEM_FIXED =
+  fixedBytes(
+    {
+      type: "conversation",
+      id: "ffffffff-ffff-ffff-ffff-ffffffffffff",
+      action: "upsert",
+      changedAt: "2026-11-20T08:00:00.000Z",
+      data: null,
+    },
+    0,
+  ) - 4;
 
 /**
  * Each type's object as the feed sizes it: the table (alias o) read by the position's object id, its
@@ -216,7 +248,10 @@ function feedSize(tenantId: string, types: readonly ChangeType[]): { bounds: Pri
   );
   const fixed = Prisma.raw(`${ITEM_FIXED}::bigint`);
   const exact = Prisma.sql`CASE p."type" ${Prisma.join(
-    types.map((ty) => Prisma.sql`WHEN ${ty} THEN (SELECT ${sizes[ty].size.exact} FROM ${sizes[ty].from} WHERE o."tenantId" = ${tenantId}::uuid AND o."id" = p."objectId")`),
+    types.map(
+      (ty) =>
+        Prisma.sql`WHEN ${ty} THEN (SELECT ${sizes[ty].size.exact} FROM ${sizes[ty].from} WHERE o."tenantId" = ${tenantId}::uuid AND o."id" = p."objectId")`,
+    ),
     " ",
   )} END`;
   return {
@@ -235,7 +270,13 @@ function feedSize(tenantId: string, types: readonly ChangeType[]): { bounds: Pri
  * pending (the caller places them and asks again). Index range scans only: ("tenantId", "pos") for
  * every type, else one ("tenantId", "type", "pos") range per type, merged.
  */
-async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], token: SinceToken | undefined, limit: number, unlessPending: boolean) {
+async function readPositions(
+  ctx: AuthedContext,
+  types: readonly ChangeType[],
+  token: SinceToken | undefined,
+  limit: number,
+  unlessPending: boolean,
+) {
   const t = ctx.tenantId;
   const since = token?.pos ?? 0;
   const skip = token ? Prisma.sql`${token.skip}::bigint` : Prisma.sql`h."head"`;
@@ -249,7 +290,10 @@ async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], t
   const all = types.length === CHANGE_TYPES.length;
   const positions = all
     ? range(Prisma.empty)
-    : Prisma.sql`SELECT * FROM (${Prisma.join(types.map((ty) => Prisma.sql`(${range(Prisma.sql`AND "type" = ${ty}`)})`), " UNION ALL ")}) u ORDER BY "pos" LIMIT ${n}`;
+    : Prisma.sql`SELECT * FROM (${Prisma.join(
+        types.map((ty) => Prisma.sql`(${range(Prisma.sql`AND "type" = ${ty}`)})`),
+        " UNION ALL ",
+      )}) u ORDER BY "pos" LIMIT ${n}`;
   const typeFilter = all ? Prisma.empty : Prisma.sql`AND "type" IN (${Prisma.join(types)})`;
   const raw = await readFor(ctx.database, ctx.db, { prepare: true, tenant: t })<RawPosition>(Prisma.sql`
     WITH h AS (
@@ -260,7 +304,13 @@ async function readPositions(ctx: AuthedContext, types: readonly ChangeType[], t
   const first = raw[0]!;
   const rows: Position[] = raw
     .filter((r) => r.pos !== null)
-    .map((r) => ({ type: r.type!, objectId: r.objectId!, pos: Number(r.pos), action: r.action!, changedAt: new Date(r.changedAt!) }));
+    .map((r) => ({
+      type: r.type!,
+      objectId: r.objectId!,
+      pos: Number(r.pos),
+      action: r.action!,
+      changedAt: new Date(r.changedAt!),
+    }));
   return { head: Number(first.head ?? 0), pending: first.pending === true, rows };
 }
 
@@ -282,7 +332,9 @@ async function sizePositions(ctx: AuthedContext, page: Position[]): Promise<Posi
   const read = readFor(ctx.database, ctx.db, { prepare: true, tenant: ctx.tenantId });
   const [gate] = await read<{ ubAll: string }>(Prisma.sql`SELECT sum(${size.ub}) AS "ubAll" FROM (${positions}) p`);
   if (Number(gate!.ubAll) <= ctx.pageBudget) return page;
-  const walked = await read<{ ord: string }>(Prisma.sql`SELECT k."ord" FROM (${budgeted(positions, size, Prisma.sql`"ord"`, { budget: ctx.pageBudget })}) k`);
+  const walked = await read<{ ord: string }>(
+    Prisma.sql`SELECT k."ord" FROM (${budgeted(positions, size, Prisma.sql`"ord"`, { budget: ctx.pageBudget })}) k`,
+  );
   return walked.map((r) => page[Number(r.ord) - 1]!).sort((a, b) => a.pos - b.pos);
 }
 
@@ -305,15 +357,28 @@ async function loadObjects(ctx: AuthedContext, page: Position[]): Promise<Loaded
   const rowsOf = (table: string, type: ChangeType, columns: Prisma.Sql, live = Prisma.empty) => Prisma.sql`
     SELECT ${columns} FROM ${Prisma.raw(`"${table}"`)}
      WHERE "tenantId" = ${t}::uuid AND "id" IN (${Prisma.join(ids.get(type)!.map((id) => Prisma.sql`${id}::uuid`))}) ${live}`;
-  const byId = <R extends { id: string }>(rows: R[], serialize: (r: R) => ChangeItem["data"]) => rows.map((r) => [r.id, serialize(r)] as const);
+  const byId = <R extends { id: string }>(rows: R[], serialize: (r: R) => ChangeItem["data"]) =>
+    rows.map((r) => [r.id, serialize(r)] as const);
   const all = Prisma.sql`*`;
   const loaders: Record<ChangeType, () => Promise<(readonly [string, ChangeItem["data"]])[]>> = {
     lead: async () => byId(await read<LeadRow>(selectLeads(t, rowsOf("Lead", "lead", Prisma.sql`"id"`))), toLead),
-    contact: async () => byId(await read<ContactRow>(rowsOf("Contact", "contact", Contact.select(), Prisma.sql`AND "deletedAt" IS NULL`)), toContact),
-    conversation: async () => byId(await read<ConversationRow>(selectConversations(t, rowsOf("Conversation", "conversation", all))), toConversation),
-    appointment: async () => byId(await read<AppointmentRow>(rowsOf("Appointment", "appointment", Appointment.select())), toAppointment),
-    ticket: async () => byId(await read<TicketThreadRow>(selectTickets(t, rowsOf("Ticket", "ticket", all))), fromThreadRow),
+    contact: async () =>
+      byId(
+        await read<ContactRow>(rowsOf("Contact", "contact", Contact.select(), Prisma.sql`AND "deletedAt" IS NULL`)),
+        toContact,
+      ),
+    conversation: async () =>
+      byId(
+        await read<ConversationRow>(selectConversations(t, rowsOf("Conversation", "conversation", all))),
+        toConversation,
+      ),
+    appointment: async () =>
+      byId(await read<AppointmentRow>(rowsOf("Appointment", "appointment", Appointment.select())), toAppointment),
+    ticket: async () =>
+      byId(await read<TicketThreadRow>(selectTickets(t, rowsOf("Ticket", "ticket", all))), fromThreadRow),
   };
-  const loaded = await Promise.all([...ids.keys()].map(async (type) => [type, new Map(await loaders[type]())] as const));
+  const loaded = await Promise.all(
+    [...ids.keys()].map(async (type) => [type, new Map(await loaders[type]())] as const),
+  );
   return new Map(loaded);
 }

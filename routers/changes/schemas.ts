@@ -15,7 +15,9 @@ export { CHANGE_TYPES, type ChangeType };
 export const isChangeType = (s: string): s is ChangeType => (CHANGE_TYPES as readonly string[]).includes(s);
 
 /** The scope that lets a key read each type (the same as the resource's own list). */
-export const READ_SCOPE = Object.fromEntries(CHANGE_TYPES.map((t) => [t, `tenant:${resourceOfType(t)}.read`])) as Record<ChangeType, Scope>;
+export const READ_SCOPE = Object.fromEntries(
+  CHANGE_TYPES.map((t) => [t, `tenant:${resourceOfType(t)}.read`]),
+) as Record<ChangeType, Scope>;
 
 export const CHANGE_ACTIONS = ["upsert", "delete"] as const;
 export type ChangeAction = (typeof CHANGE_ACTIONS)[number];
@@ -25,7 +27,11 @@ function changeOf<T extends ChangeType, O extends z.ZodType>(type: T, data: O, n
     .object({
       type: z.literal(type),
       id: z.string().describe("The object's id"),
-      action: z.enum(CHANGE_ACTIONS).describe("`upsert`: `data` is the object as its own GET/list returns it now; `delete`: it is gone (a soft-deleted contact), `data` is null"),
+      action: z
+        .enum(CHANGE_ACTIONS)
+        .describe(
+          "`upsert`: `data` is the object as its own GET/list returns it now; `delete`: it is gone (a soft-deleted contact), `data` is null",
+        ),
       changedAt: Timestamp.describe("When the object last changed (database clock)"),
       data: data.nullable(),
     })
@@ -43,7 +49,11 @@ export type ChangeItem = z.infer<typeof ChangeItem>;
 
 export const ChangePage = z.object({
   items: z.array(ChangeItem).describe("In feed order (the order in which the changes were committed)"),
-  nextSince: z.string().describe("Opaque token: pass it as `since` in the next request (also when `items` is empty); persist it between runs"),
+  nextSince: z
+    .string()
+    .describe(
+      "Opaque token: pass it as `since` in the next request (also when `items` is empty); persist it between runs",
+    ),
   hasMore: z.boolean().describe("More changes are available right now: ask again at once with `nextSince`"),
 });
 
@@ -57,12 +67,17 @@ export const TypesInput = z
     const parts = s.split(",");
     const bad = parts.filter((p) => !isChangeType(p));
     if (bad.length) {
-      ctx.addIssue({ code: "custom", message: `unknown type${bad.length > 1 ? "s" : ""} ${bad.map((b) => JSON.stringify(b)).join(", ")}; allowed: ${CHANGE_TYPES.join(", ")}` });
+      ctx.addIssue({
+        code: "custom",
+        message: `unknown type${bad.length > 1 ? "s" : ""} ${bad.map((b) => JSON.stringify(b)).join(", ")}; allowed: ${CHANGE_TYPES.join(", ")}`,
+      });
       return z.NEVER;
     }
     return CHANGE_TYPES.filter((t) => parts.includes(t));
   })
-  .meta({ description: `Comma-separated: ${CHANGE_TYPES.join(", ")}. Default: every type the key can read. Keep the same value for one chain of tokens.` });
+  .meta({
+    description: `Comma-separated: ${CHANGE_TYPES.join(", ")}. Default: every type the key can read. Keep the same value for one chain of tokens.`,
+  });
 
 // ---- the since token ----------------------------------------------------------------------------
 
@@ -84,7 +99,8 @@ const VERSION = "c1";
 const TOKEN_RE = /^c1\.(\d{1,15})\.(\d{1,15})\.(\d{1,15})\.([0-9a-f]{12})$/;
 
 /** A short tag of the tenant, so that another tenant's token is refused (not a secret). */
-const tenantTag = (tenantId: string) => createHash("sha256").update(`changes:${tenantId.toLowerCase()}`).digest("hex").slice(0, 12);
+const tenantTag = (tenantId: string) =>
+  createHash("sha256").update(`changes:${tenantId.toLowerCase()}`).digest("hex").slice(0, 12);
 
 export const encodeSince = (tenantId: string, t: SinceToken) =>
   Buffer.from(`${VERSION}.${t.pos}.${t.skip}.${t.at}.${tenantTag(tenantId)}`, "utf8").toString("base64url");

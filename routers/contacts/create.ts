@@ -46,16 +46,16 @@ export const createContact = scoped("tenant:contacts.manage")
   })
   .input(CreateContactInput)
   .output(ContactObject)
-  .mutation(
-    idempotent<CreateContactInput, ContactObject>(({ ctx, input }) => insertContact(ctx, input)),
-  );
+  .mutation(idempotent<CreateContactInput, ContactObject>(({ ctx, input }) => insertContact(ctx, input)));
 
 /** The create's rules and its one INSERT of the row (model.ts; also the create of an upsert by external id). */
 export async function insertContact(ctx: AuthedContext, input: CreateContactInput): Promise<ContactObject> {
   const row = contactRow(ctx, input);
   // The answer is the row as stored: its updatedAt is the database's (the "row_touch" trigger).
-  const stored = await insertRowReturning<ModelOf<typeof Contact>>(ctx.db, { table: "Contact", row }, Contact.select()).catch((err) =>
-    duplicateContact(err, ctx.tenantId, row),
-  );
+  const stored = await insertRowReturning<ModelOf<typeof Contact>>(
+    ctx.db,
+    { table: "Contact", row },
+    Contact.select(),
+  ).catch((err) => duplicateContact(err, ctx.tenantId, row));
   return toContact(stored);
 }

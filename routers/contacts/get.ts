@@ -16,12 +16,19 @@ export const getContact = scoped("tenant:contacts.read")
       path: "/public/v1/contacts/{contact_id}",
       tags: ["contacts"],
       summary: "Get one contact",
-      description: "A live contact of the tenant; an unknown, foreign or deleted contact gives 404. " + "The `ETag` is the contact's version; `If-None-Match` naming it answers 304 without a body.",
+      description:
+        "A live contact of the tenant; an unknown, foreign or deleted contact gives 404. " +
+        "The `ETag` is the contact's version; `If-None-Match` naming it answers 304 without a body.",
       protect: true,
     },
   })
   .input(GetContactInput)
   .output(ContactObject)
   .query(async ({ ctx, input }) =>
-    toContact(await mustExist(ctx.db.contact.findFirst({ where: owned(ctx, { id: input.contact_id, deletedAt: null }) }), "Contact")),
+    toContact(
+      await mustExist(
+        ctx.db.contact.findFirst({ where: owned(ctx, { id: input.contact_id, deletedAt: null }) }),
+        "Contact",
+      ),
+    ),
   );

@@ -149,7 +149,8 @@ export const listContacts = scoped("tenant:contacts.read")
         "`cursor` query parameter continues strictly after that item, and `offset` is then ignored. " +
         "A malformed cursor gives 422. " +
         OFFSET_BUDGET_DOC +
-        " A page cut by the budget also has a `nextCursor`.",
+        " A page cut by the budget also has a `nextCursor`. " +
+        LIST_QUERY_DOC,
       protect: true,
     },
   })
@@ -166,7 +167,13 @@ export const listContacts = scoped("tenant:contacts.read")
       !Array.isArray(input.externalId);
     if (legacy && !plain)
       throw validation("cursor: a cursor of the first form continues only the default order without the new filters", {
-        fields: [{ field: "cursor", code: "invalid_cursor", message: "start again without it, or use a nextCursor of this list" }],
+        fields: [
+          {
+            field: "cursor",
+            code: "invalid_cursor",
+            message: "start again without it, or use a nextCursor of this list",
+          },
+        ],
       });
     // Those keep their reader (and their cursor's form); the rest, and a cursor of the list's form, the declaration's.
     if (legacy || (plain && input.cursor === undefined)) return searchWalk(ctx, input, legacy ?? undefined);
@@ -196,42 +203,55 @@ type ListContactsInput = z.infer<typeof ListContactsQuery>;
  * position and a deep offset come from the createdAt day buckets.
  */
 async function searchWalk(ctx: AuthedContext, input: ListContactsInput, cursor: ContactCursor | undefined) {
-    const t = ctx.tenantId;
-    const filters = ownFilters(t, input, "index");
-    const scanFilters = ownFilters(t, input, "scan");
-    if (input.externalId !== undefined) {
-      // One external id at most here (`plain`).
-      const byExternalId: Filter = { cond: Prisma.sql`"externalId" = ${input.externalId as string}` };
-      filters.push(byExternalId);
-      scanFilters.push(byExternalId);
-    }
-    const where = whereOf(t, filters, [live]);
-    // The page's walk down (tenantId, createdAt) tests its rows with the scan form of a search.
-    const whereScan = whereOf(t, scanFilters, [live]);
-    const seek: Seek | undefined = filters.length === 0 ? { entity: "Contact", column: Prisma.sql`"createdAt"`, desc: true } : undefined;
-    let after = Prisma.sql`true`;
-    // The page's offset: with a cursor, the number of rows at or before the cursor position.
-    let before = Prisma.sql`${input.offset}`;
-    if (cursor) {
-      const at = sqlTime(cursor.createdAt);
-      after = Prisma.sql`("createdAt" < ${at} OR ("createdAt" = ${at} AND "id" < ${cursor.id}::uuid))`;
-      const tied = Prisma.sql`"createdAt" = ${at} AND "id" >= ${cursor.id}::uuid`;
-      before = seek
-        ? // createdAt has millisecond precision: "newer than the cursor" is the range from 1 ms after it.
-          Prisma.sql`${countedRange(t, { ...seek, lo: new Date(cursor.createdAt.getTime() + 1) })}
+  const t = ctx.tenantId;
+  const filters = ownFilters(t, input, "index");
+  const scanFilters = ownFilters(t, input, "scan");
+  if (input.externalId !== undefined) {
+    // One external id at most here (`plain`).
+    const byExternalId: Filter = { cond: Prisma.sql`"externalId" = ${input.externalId as string}` };
+    filters.push(byExternalId);
+    scanFilters.push(byExternalId);
+  }
+  const where = whereOf(t, filters, [live]);
+  // The page's walk down (tenantId, createdAt) tests its rows with the scan form of a search.
+  const whereScan = whereOf(t, scanFilters, [live]);
+  const seek: Seek | undefined =
+    filters.length === 0 ? { entity: "Contact", column: Prisma.sql`"createdAt"`, desc: true } : undefined;
+  let after = Prisma.sql`true`;
+  // The page's offset: with a cursor, the number of rows at or before the cursor position.
+  let before = Prisma.sql`${input.offset}`;
+  if (cursor) {
+    const at = sqlTime(cursor.createdAt);
+    after = Prisma.sql`("createdAt" < ${at} OR ("createdAt" = ${at} AND "id" < ${cursor.id}::uuid))`;
+    const tied = Prisma.sql`"createdAt" = ${at} AND "id" >= ${cursor.id}::uuid`;
+    before = seek
+      ? // createdAt has millisecond precision: "newer than the cursor" is the range from 1 ms after it.
+        Prisma.sql`${countedRange(t, { ...seek, lo: new Date(cursor.createdAt.getTime() + 1) })}
             + (SELECT count(*) FROM "Contact" WHERE ${where} AND ${tied})`
-        : Prisma.sql`(SELECT count(*) FROM "Contact" WHERE ${where} AND NOT ${after})`;
-    }
-    const take = input.limit + 1;
-    // A search's total counts its matches: cached under the contacts' version (CachedTotal), so that
-    // paging through a search, or repeating it, counts them once per contact write, not per page.
-    // The count also takes the matches' span of createdAt, kept beside it: the walk seeks to the newest
-    // match and stops at the oldest.
-    const cached =
-      input.search !== undefined
-        ? new CachedTotal(ctx.database, t, "Contact", JSON.stringify([input.search, input.listId ?? null, ...(input.externalId !== undefined ? [input.externalId] : [])]), where)
-        : undefined;
-    const read = (cut: Cut) => listRows<ContactRow & { _fetched?: number | string }, { before: number; countVersion?: string; stableBefore: Iso }>(ctx,
+      : Prisma.sql`(SELECT count(*) FROM "Contact" WHERE ${where} AND NOT ${after})`;
+  }
+  const take = input.limit + 1;
+  // A search's total counts its matches: cached under the contacts' version (CachedTotal), so that
+  // paging through a search, or repeating it, counts them once per contact write, not per page.
+  // The count also takes the matches' span of createdAt, kept beside it: the walk seeks to the newest
+  // match and stops at the oldest.
+  const cached =
+    input.search !== undefined
+      ? new CachedTotal(
+          ctx.database,
+          t,
+          "Contact",
+          JSON.stringify([
+            input.search,
+            input.listId ?? null,
+            ...(input.externalId !== undefined ? [input.externalId] : []),
+          ]),
+          where,
+        )
+      : undefined;
+  const read = (cut: Cut) =>
+    listRows<ContactRow & { _fetched?: number | string }, { before: number; countVersion?: string; stableBefore: Iso }>(
+      ctx,
       listStatement({
         tenantId: t,
         offset: cursor ? 0 : input.offset,
@@ -243,51 +263,57 @@ async function searchWalk(ctx: AuthedContext, input: ListContactsInput, cursor: 
           ${cached ? cached.extra : Prisma.empty}`,
         // Cut to the byte budget (routers/_lib/page-budget.ts); "_fetched" (the walk's) tells a cut page
         // (fewer rows kept than read) from the last one.
-        page: (at) => budgetCut(cut, contactPage(at), contactSize(), Prisma.sql`"createdAt" DESC, "id" DESC`, { fetched: true, budget: ctx.pageBudget }),
+        page: (at) =>
+          budgetCut(cut, contactPage(at), contactSize(), Prisma.sql`"createdAt" DESC, "id" DESC`, {
+            fetched: true,
+            budget: ctx.pageBudget,
+          }),
         order: Prisma.sql`p."createdAt" DESC, p."id" DESC`,
       }),
       // A search is planned for its pattern (the trigram index or the createdAt walk): never a
       // generic plan of a prepared statement, which cannot see the pattern.
       { prepare: input.search === undefined },
     );
-    function contactPage(at: { where: Prisma.Sql; offset: Prisma.Sql }): Prisma.Sql {
-      const plain = Prisma.sql`SELECT ${Contact.select()} FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where}
+  function contactPage(at: { where: Prisma.Sql; offset: Prisma.Sql }): Prisma.Sql {
+    const plain = Prisma.sql`SELECT ${Contact.select()} FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where}
         ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}`;
-      if (cached === undefined) return plain;
-      // The walk: ids only, so that it is an index-only scan of "Contact_search_walk_idx" (every
-      // column it tests is in that index); then the page's rows by primary key.
-      const walk = Prisma.sql`SELECT ${Contact.select()} FROM "Contact" WHERE "tenantId" = ${t}::uuid AND "id" IN (
+    if (cached === undefined) return plain;
+    // The walk: ids only, so that it is an index-only scan of "Contact_search_walk_idx" (every
+    // column it tests is in that index); then the page's rows by primary key.
+    const walk = Prisma.sql`SELECT ${Contact.select()} FROM "Contact" WHERE "tenantId" = ${t}::uuid AND "id" IN (
           SELECT "id" FROM "Contact" WHERE ${whereScan} AND ${after} AND ${at.where} AND ${cached.span}
            ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset})`;
-      // Only one branch runs: the gate is a constant of the row of s.
-      // Never NULL: with no value either branch would be skipped and the page come back empty.
-      const small = Prisma.sql`COALESCE(s."total" - s."before" <= ${SMALL_SEARCH}
+    // Only one branch runs: the gate is a constant of the row of s.
+    // Never NULL: with no value either branch would be skipped and the page come back empty.
+    const small = Prisma.sql`COALESCE(s."total" - s."before" <= ${SMALL_SEARCH}
         AND (s."before" + ${take}::bigint) * s."live" >= ${WALK_PER_MATCH}::bigint * s."total" * (s."total" - s."before"), true)`;
-      return Prisma.sql`
+    return Prisma.sql`
         SELECT * FROM (SELECT ${Contact.select()} FROM (SELECT * FROM "Contact" WHERE ${where} AND ${after} AND ${at.where} OFFSET 0) m
                         ORDER BY "createdAt" DESC, "id" DESC LIMIT ${take} OFFSET ${at.offset}) small
          WHERE ${small}
         UNION ALL
         SELECT * FROM (${walk}) large WHERE NOT ${small}`;
-    }
-    // The common page is the gate's; a page the gate withheld (it may reach the byte budget) is read
-    // again as the walk (routers/_lib/page-budget.ts cutToBudget(), inline here for the count cache).
-    let cut: Cut = "gate";
-    let result = await read(cut);
-    for (let again = 0; again < 4; again++) {
-      // A cached search total read at another version than its own: again, with the count.
-      if (cached && !cached.settle(result[0]!)) result = await read(cut);
-      else if (cut === "gate" && withheld(result, Number(result[0]!.before))) result = await read((cut = "walk"));
-      else break;
-    }
-    const { total: n, extra, items: rows } = splitList(result);
-    // More: a row past the limit was read, or the budget cut the page.
-    const more = rows.length > input.limit || (rows[0]?._fetched !== undefined && rows.length < Number(rows[0]._fetched));
-    const page = rows.slice(0, input.limit);
-    const last = page[page.length - 1];
-    return {
-      ...offsetList(page.map(toContact), n, { offset: extra.before, limit: input.limit }),
-      nextCursor: more && last ? encodeCursor(last) : null,
-      stableBefore: toIso(extra.stableBefore) as Iso,
-    };
+  }
+  // The common page is the gate's; a page the gate withheld (it may reach the byte budget) is read
+  // again as the walk (routers/_lib/page-budget.ts cutToBudget(), inline here for the count cache).
+  let cut: Cut = "gate";
+  let result = await read(cut);
+  for (let again = 0; again < 4; again++) {
+    // A cached search total read at another version than its own: again, with the count.
+    if (cached && !cached.settle(result[0]!)) result = await read(cut);
+    else if (cut === "gate" && withheld(result, Number(result[0]!.before))) {
+      cut = "walk";
+      result = await read(cut);
+    } else break;
+  }
+  const { total: n, extra, items: rows } = splitList(result);
+  // More: a row past the limit was read, or the budget cut the page.
+  const more = rows.length > input.limit || (rows[0]?._fetched !== undefined && rows.length < Number(rows[0]._fetched));
+  const page = rows.slice(0, input.limit);
+  const last = page[page.length - 1];
+  return {
+    ...offsetList(page.map(toContact), n, { offset: extra.before, limit: input.limit }),
+    nextCursor: more && last ? encodeCursor(last) : null,
+    stableBefore: toIso(extra.stableBefore) as Iso,
+  };
 }

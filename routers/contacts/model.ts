@@ -25,7 +25,8 @@ export const CONTACT_WRITES = {
   put: ["fullName", "email"],
   /** Set by a create only: PUT's body must name the stored phone (normalised, 422 when not a number) and leave out or name the country. */
   createOnly: {
-    phone: (v, c, ctx, body) => requirePhone(v, body.country ?? c.country ?? ctx.caller.tenant.defaultCountry, "phone") === c.phone,
+    phone: (v, c, ctx, body) =>
+      requirePhone(v, body.country ?? c.country ?? ctx.caller.tenant.defaultCountry, "phone") === c.phone,
     country: (v, c) => v === c.country,
   } satisfies CreateOnly<ContactCreate, { phone: string | null; country: string | null }>,
   /** The unique indexes of the tenant's contacts (live and deleted) and the field each refuses. */

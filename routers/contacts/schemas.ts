@@ -34,11 +34,21 @@ export const EMAIL_KEY = "Contact_tenantId_email_ci_key";
  * the contact that holds the value (read once the refused transaction has ended:
  * routers/_lib/sync.ts alreadyExists); anything else is rethrown.
  */
-export function duplicateContact(err: unknown, tenantId: string, written: { phone?: string | null; email?: string | null; externalId?: string | null }): never {
+export function duplicateContact(
+  err: unknown,
+  tenantId: string,
+  written: { phone?: string | null; email?: string | null; externalId?: string | null },
+): never {
   const holder = (cond: Prisma.Sql) => async (db: Db) =>
-    (await db.$queryRaw<{ id: string }[]>`SELECT "id" FROM "Contact" WHERE "tenantId" = ${tenantId}::uuid AND ${cond} LIMIT 1`)[0]?.id ?? null;
-  if (isUniqueViolation(err, PHONE_KEY) && written.phone) throw alreadyExists("Contact", "phone", holder(Prisma.sql`"phone" = ${written.phone}`));
-  if (isUniqueViolation(err, EMAIL_KEY) && written.email) throw alreadyExists("Contact", "email", holder(Prisma.sql`lower("email") = lower(${written.email})`));
+    (
+      await db.$queryRaw<
+        { id: string }[]
+      >`SELECT "id" FROM "Contact" WHERE "tenantId" = ${tenantId}::uuid AND ${cond} LIMIT 1`
+    )[0]?.id ?? null;
+  if (isUniqueViolation(err, PHONE_KEY) && written.phone)
+    throw alreadyExists("Contact", "phone", holder(Prisma.sql`"phone" = ${written.phone}`));
+  if (isUniqueViolation(err, EMAIL_KEY) && written.email)
+    throw alreadyExists("Contact", "email", holder(Prisma.sql`lower("email") = lower(${written.email})`));
   return externalIdConflict(err, tenantId, "Contact", written.externalId);
 }
 
@@ -52,7 +62,8 @@ export interface ContactCursor {
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** base64url("<createdAt ISO>|<id>") of the last item of a page. */
-export const encodeCursor = (c: { createdAt: Date | string; id: string }) => Buffer.from(`${toIso(c.createdAt)}|${c.id}`, "utf8").toString("base64url");
+export const encodeCursor = (c: { createdAt: Date | string; id: string }) =>
+  Buffer.from(`${toIso(c.createdAt)}|${c.id}`, "utf8").toString("base64url");
 
 export function decodeCursor(raw: string): ContactCursor | null {
   if (!/^[A-Za-z0-9_-]{1,200}$/.test(raw)) return null;
@@ -60,7 +71,8 @@ export function decodeCursor(raw: string): ContactCursor | null {
   const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)\|(.+)$/.exec(text);
   if (!m || !UUID_RE.test(m[2]!)) return null;
   const createdAt = new Date(m[1]!);
-  if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== m[1] || !isStorableInstant(createdAt)) return null;
+  if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== m[1] || !isStorableInstant(createdAt))
+    return null;
   return { createdAt, id: m[2]!.toLowerCase() };
 }
 

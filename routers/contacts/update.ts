@@ -26,7 +26,14 @@ export const UpdateContactInput = z
   .strict();
 
 type ContactPatch = Omit<z.output<typeof UpdateContactInput>, "contact_id">;
-type StoredContact = { id: string; fullName: string | null; email: string | null; marketingOptOut: boolean; externalId: string | null; version: number };
+type StoredContact = {
+  id: string;
+  fullName: string | null;
+  email: string | null;
+  marketingOptOut: boolean;
+  externalId: string | null;
+  version: number;
+};
 
 export const updateContact = scoped("tenant:contacts.manage")
   .meta({
@@ -48,7 +55,10 @@ export const updateContact = scoped("tenant:contacts.manage")
   .mutation(async ({ ctx, input }) => {
     const { contact_id, ...patch } = input;
     const pre = preconditionOf(ctx);
-    const current = await mustExist(ctx.db.contact.findFirst({ where: owned(ctx, { id: contact_id, deletedAt: null }) }), "Contact");
+    const current = await mustExist(
+      ctx.db.contact.findFirst({ where: owned(ctx, { id: contact_id, deletedAt: null }) }),
+      "Contact",
+    );
     checkVersion(pre, current.version);
     return toContact(await writeContact(ctx, current, patch, pre));
   });
@@ -58,14 +68,25 @@ export const updateContact = scoped("tenant:contacts.manage")
  * contact is live (and, with If-Match, still at the version read); the row as it is then. Nothing
  * differs: nothing is written. Also the update of an upsert by external id (routers/contacts/upsert.ts).
  */
-export async function writeContact<R extends StoredContact>(ctx: AuthedContext, current: R, patch: ContactPatch, pre: EntityTags | undefined) {
+export async function writeContact<R extends StoredContact>(
+  ctx: AuthedContext,
+  current: R,
+  patch: ContactPatch,
+  pre: EntityTags | undefined,
+) {
   const now = ctx.services.now();
   const data = {
     ...(patch.fullName !== undefined && patch.fullName !== current.fullName ? { fullName: patch.fullName } : {}),
     ...(patch.email !== undefined && patch.email !== current.email ? { email: patch.email } : {}),
-    ...(patch.marketingOptOut === true && !current.marketingOptOut ? { marketingOptOut: true, marketingOptOutAt: now } : {}),
-    ...(patch.marketingOptOut === false && current.marketingOptOut ? { marketingOptOut: false, marketingOptOutAt: null } : {}),
-    ...(patch.externalId !== undefined && patch.externalId !== current.externalId ? { externalId: patch.externalId } : {}),
+    ...(patch.marketingOptOut === true && !current.marketingOptOut
+      ? { marketingOptOut: true, marketingOptOutAt: now }
+      : {}),
+    ...(patch.marketingOptOut === false && current.marketingOptOut
+      ? { marketingOptOut: false, marketingOptOutAt: null }
+      : {}),
+    ...(patch.externalId !== undefined && patch.externalId !== current.externalId
+      ? { externalId: patch.externalId }
+      : {}),
   };
   if (Object.keys(data).length === 0) return current;
   const where = owned(ctx, { id: current.id, deletedAt: null, ...versionGuard(pre, current.version) });
@@ -73,5 +94,8 @@ export async function writeContact<R extends StoredContact>(ctx: AuthedContext, 
   const rows = await ctx.db.contact
     .updateManyAndReturn({ where, data })
     .catch((err) => duplicateContact(err, ctx.tenantId, data));
-  return rows[0] ?? (await missedWrite(ctx.db.contact.findFirst({ where: owned(ctx, { id: current.id, deletedAt: null }) }), "Contact"));
+  return (
+    rows[0] ??
+    (await missedWrite(ctx.db.contact.findFirst({ where: owned(ctx, { id: current.id, deletedAt: null }) }), "Contact"))
+  );
 }

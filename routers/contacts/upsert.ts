@@ -5,7 +5,7 @@
 //   and email applied as PATCH applies them (200); phone (compared after normalisation) and country
 //   must be absent or equal to the stored values, else 422 naming them; nothing differs → 200, nothing
 //   written. A soft-deleted contact still holds its external id: 409 ALREADY_EXISTS naming it.
-import { z } from "zod";
+import type { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { insertRows, readFor } from "../../server/db/insert.js";
 import { Contact, type ContactRow } from "../../model/contact.js";
@@ -13,7 +13,14 @@ import { requirePhone } from "../../server/phone.js";
 import { ContactObject, toContact } from "../../model/contact.js";
 import { alreadyExists, checkVersion } from "../_lib/sync.js";
 import { owned } from "../_lib/tenant.js";
-import { differingCreateOnly, mayNotChange, PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
+import {
+  differingCreateOnly,
+  mayNotChange,
+  PathExternalId,
+  putMeta,
+  putResolver,
+  type UpsertResource,
+} from "../_lib/upsert.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { CreateContactInput, insertContact } from "./create.js";
 import { CONTACT_WRITES, contactRow } from "./model.js";
@@ -88,18 +95,23 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
     for (const { externalId, body } of items) {
       try {
         rows.push(contactRow(ctx, { ...body, externalId }));
-      } catch {
-        continue;
-      }
+      } catch {}
     }
     // One INSERT of the rows POST would write (model.ts contactRow), on ctx.db: a batch's transaction,
     // or (a batch without an Idempotency-Key) the root client, where the statement commits on its own
     // through the raw runner. (On Citus an INSERT … SELECT is planned on the coordinator and its rows
     // sent to the tenant's shard; a refusal keeps its SQLSTATE there.)
-    const inserted = await insertRows<ContactRow>(readFor(ctx.database, ctx.db, { isoTimes: true, tenant: ctx.tenantId }), ctx.db, "Contact", ctx.tenantId, rows, {
-      conflict: "skip",
-      returning: Contact.select(),
-    });
+    const inserted = await insertRows<ContactRow>(
+      readFor(ctx.database, ctx.db, { isoTimes: true, tenant: ctx.tenantId }),
+      ctx.db,
+      "Contact",
+      ctx.tenantId,
+      rows,
+      {
+        conflict: "skip",
+        returning: Contact.select(),
+      },
+    );
     const byExternalId = new Map(items.map((i) => [i.externalId, i.index]));
     return new Map(inserted.map((row) => [byExternalId.get(row.externalId!)!, toContact(row)]));
   },

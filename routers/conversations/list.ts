@@ -3,14 +3,26 @@
 // status or channel kind matches nothing (200 empty, never 422); a malformed customerId is 422.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
-import { CHANNEL_KINDS, ConversationObject, CONVERSATION_STATUSES, toConversation, type ConversationRow } from "../../model/conversation.js";
-import { defineList, LIST_QUERY_DOC, ListEnvelopeExtras, ListQueryPieces, MATCHES_NOTHING, SortQuery } from "../_lib/list.js";
+import {
+  CHANNEL_KINDS,
+  ConversationObject,
+  CONVERSATION_STATUSES,
+  toConversation,
+  type ConversationRow,
+} from "../../model/conversation.js";
+import {
+  defineList,
+  LIST_QUERY_DOC,
+  ListEnvelopeExtras,
+  ListQueryPieces,
+  MATCHES_NOTHING,
+  SortQuery,
+} from "../_lib/list.js";
 import { conversationSize, OFFSET_BUDGET_DOC } from "../_lib/page-budget.js";
 import { Id, OffsetList, PageQuery } from "../_lib/schemas.js";
 import { countedAny, type Filter } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
 import { selectConversations } from "./schemas.js";
-
 
 const SORTS = ["createdAt", "updatedAt", "lastMessageAt"] as const;
 
@@ -23,7 +35,8 @@ export const ListConversationsQuery = z.object({
   ...PageQuery,
 });
 
-const isOneOf = <T extends string>(values: readonly T[], v: string): v is T => (values as readonly string[]).includes(v);
+const isOneOf = <T extends string>(values: readonly T[], v: string): v is T =>
+  (values as readonly string[]).includes(v);
 
 /** The conversations list: newest activity first, each with its channel's kind and its customer (a conversation's size counts them). */
 export const conversationList = defineList<ConversationRow, z.infer<typeof ConversationObject>>({
@@ -60,19 +73,32 @@ export const listConversations = scoped("tenant:conversations.read")
     // of the customers linked to that contact.
     const t = ctx.tenantId;
     const filters: Filter[] = nothing ? [MATCHES_NOTHING] : [];
-    if (!nothing && input.status !== undefined) filters.push(conversationList.eq(t, "status", input.status, "ConversationStatus"));
+    if (!nothing && input.status !== undefined)
+      filters.push(conversationList.eq(t, "status", input.status, "ConversationStatus"));
     if (!nothing && input.channel !== undefined) {
       const ids = Prisma.sql`SELECT ch."id" FROM "Channel" ch WHERE ch."tenantId" = ${t}::uuid AND ch."kind" = ${input.channel}::"ChannelKind"`;
       filters.push({
         cond: Prisma.sql`"channelId" IN (${ids})`,
-        counter: countedAny(t, "Conversation", "channelId", "channelId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
+        counter: countedAny(
+          t,
+          "Conversation",
+          "channelId",
+          "channelId",
+          Prisma.sql`SELECT x."id"::text FROM (${ids}) x`,
+        ),
       });
     }
     if (!nothing && input.customerId !== undefined) {
       const ids = Prisma.sql`SELECT cu."id" FROM "Customer" cu WHERE cu."tenantId" = ${t}::uuid AND cu."contactId" = ${input.customerId}::uuid`;
       filters.push({
         cond: Prisma.sql`"customerId" IN (${ids})`,
-        counter: countedAny(t, "Conversation", "customerId", "customerId", Prisma.sql`SELECT x."id"::text FROM (${ids}) x`),
+        counter: countedAny(
+          t,
+          "Conversation",
+          "customerId",
+          "customerId",
+          Prisma.sql`SELECT x."id"::text FROM (${ids}) x`,
+        ),
       });
     }
     return (await conversationList.page(ctx, input, { filters })).page;

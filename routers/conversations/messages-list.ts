@@ -42,7 +42,8 @@ export function decodeCursor(cursor: string): Keyset | undefined {
     if (!v || typeof v !== "object" || Array.isArray(v) || Object.keys(v).length !== 2) return undefined;
     if (typeof v.t !== "string" || !ISO.test(v.t) || typeof v.i !== "string" || !UUID.test(v.i)) return undefined;
     const createdAt = new Date(v.t);
-    if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== v.t || !isStorableInstant(createdAt)) return undefined;
+    if (Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== v.t || !isStorableInstant(createdAt))
+      return undefined;
     return { createdAt, id: v.i.toLowerCase() };
   } catch {
     return undefined;
@@ -52,10 +53,16 @@ export function decodeCursor(cursor: string): Keyset | undefined {
 export const listMessages = scoped("tenant:conversations.read")
   .meta({
     errors: ["NOT_FOUND"],
-    openapi: { method: "GET", path: "/public/v1/conversations/{id}/messages", tags: ["conversations"], summary: "List messages", protect: true,
+    openapi: {
+      method: "GET",
+      path: "/public/v1/conversations/{id}/messages",
+      tags: ["conversations"],
+      summary: "List messages",
+      protect: true,
       description:
         "Newest first. Pass `pagination.nextCursor` back as the `cursor` query parameter for the next (older) page; it is opaque and stable under concurrent inserts. `limit` 1 to 200, default 50. An unknown conversation gives 404 before the cursor is read; a malformed cursor gives 422. " +
-        `${BUDGET_DOC}, with \`pagination.hasMore\` true and a \`nextCursor\` that continues after its last item.` },
+        `${BUDGET_DOC}, with \`pagination.hasMore\` true and a \`nextCursor\` that continues after its last item.`,
+    },
   })
   .input(ListMessagesQuery)
   .output(MessageList)
@@ -78,7 +85,10 @@ export const listMessages = scoped("tenant:conversations.read")
     const keyset = after
       ? Prisma.sql`AND ("createdAt" < ${sqlTime(after.createdAt)} OR ("createdAt" = ${sqlTime(after.createdAt)} AND "id" < ${after.id}::uuid))`
       : Prisma.empty;
-    const read = (cut: Cut) => readFor(ctx.database, ctx.db, { isoTimes: true, prepare: true, tenant: ctx.tenantId })<MessageRow & { _fetched?: number | string }>(Prisma.sql`
+    const read = (cut: Cut) =>
+      readFor(ctx.database, ctx.db, { isoTimes: true, prepare: true, tenant: ctx.tenantId })<
+        MessageRow & { _fetched?: number | string }
+      >(Prisma.sql`
       SELECT * FROM (${budgetCut(
         cut,
         Prisma.sql`SELECT ${Message.select()} FROM "Message"
@@ -90,7 +100,8 @@ export const listMessages = scoped("tenant:conversations.read")
       )}) m ORDER BY m."createdAt" DESC, m."id" DESC`);
     const rows = await cutToBudget(read, (gated) => gated.length === 0);
     // More: a message past the limit was read, or the budget cut the page.
-    const hasMore = rows.length > input.limit || (rows[0]?._fetched !== undefined && rows.length < Number(rows[0]._fetched));
+    const hasMore =
+      rows.length > input.limit || (rows[0]?._fetched !== undefined && rows.length < Number(rows[0]._fetched));
     const items = rows.slice(0, input.limit);
     const last = items[items.length - 1];
     return {

@@ -17,7 +17,10 @@ export const selectConversations = (tenantId: string, conversations: Prisma.Sql)
 
 /** One conversation of the tenant, as `selectConversations` reads it (no row: unknown or another tenant's). */
 export const conversationById = (tenantId: string, id: string) =>
-  selectConversations(tenantId, Prisma.sql`SELECT * FROM "Conversation" WHERE "tenantId" = ${tenantId}::uuid AND "id" = ${id}::uuid`);
+  selectConversations(
+    tenantId,
+    Prisma.sql`SELECT * FROM "Conversation" WHERE "tenantId" = ${tenantId}::uuid AND "id" = ${id}::uuid`,
+  );
 
 /** The message list's cursor envelope: newest first, older pages follow nextCursor. */
 export const MessageList = z.object({

@@ -49,19 +49,29 @@ export function renderTemplate(body: string, variables: string[]): string {
   return body.replace(PLACEHOLDER, (whole, n: string) => variables[Number(n) - 1] ?? whole);
 }
 
-const fail = (field: string, code: string, message: string) => validation(message, { fields: [{ field, code, message }] });
+const fail = (field: string, code: string, message: string) =>
+  validation(message, { fields: [{ field, code, message }] });
 
 /** The identity for (channel, digits), created with its customer when missing; row-locked for this transaction. */
 async function identityFor(ctx: AuthedContext, channelId: string, e164: string) {
   const externalId = e164.replace(/\D/g, "");
-  let identity = await ctx.db.channelIdentity.findFirst({ where: owned(ctx, { channelId, externalId }), select: { id: true, customerId: true } });
+  let identity = await ctx.db.channelIdentity.findFirst({
+    where: owned(ctx, { channelId, externalId }),
+    select: { id: true, customerId: true },
+  });
   if (!identity) {
     const contact = await ctx.db.contact.findFirst({
       where: owned(ctx, { phone: e164, deletedAt: null }),
       select: { id: true, fullName: true, email: true },
     });
     const customer = await ctx.db.customer.create({
-      data: { tenantId: ctx.tenantId, name: contact?.fullName ?? null, email: contact?.email ?? null, phone: e164, contactId: contact?.id ?? null },
+      data: {
+        tenantId: ctx.tenantId,
+        name: contact?.fullName ?? null,
+        email: contact?.email ?? null,
+        phone: e164,
+        contactId: contact?.id ?? null,
+      },
     });
     // ON CONFLICT: a concurrent start for the same number (another Idempotency-Key) waits for the
     // other transaction and then uses its identity instead of failing on the unique constraint.
@@ -70,11 +80,16 @@ async function identityFor(ctx: AuthedContext, channelId: string, e164: string) 
       VALUES (${ctx.tenantId}::uuid, ${customer.id}::uuid, ${channelId}::uuid, ${externalId})
       ON CONFLICT ("tenantId", "channelId", "externalId") DO NOTHING
       RETURNING "id"`;
-    if (inserted.length === 0) await ctx.db.customer.delete({ where: { tenantId_id: { tenantId: ctx.tenantId, id: customer.id } } });
-    identity = await ctx.db.channelIdentity.findFirstOrThrow({ where: owned(ctx, { channelId, externalId }), select: { id: true, customerId: true } });
+    if (inserted.length === 0)
+      await ctx.db.customer.delete({ where: { tenantId_id: { tenantId: ctx.tenantId, id: customer.id } } });
+    identity = await ctx.db.channelIdentity.findFirstOrThrow({
+      where: owned(ctx, { channelId, externalId }),
+      select: { id: true, customerId: true },
+    });
   }
   // Serializes concurrent starts to one number, so they resume one conversation rather than open two.
-  await ctx.db.$queryRaw`SELECT 1 FROM "ChannelIdentity" WHERE "tenantId" = ${ctx.tenantId}::uuid AND "id" = ${identity.id}::uuid FOR UPDATE`;
+  await ctx.db
+    .$queryRaw`SELECT 1 FROM "ChannelIdentity" WHERE "tenantId" = ${ctx.tenantId}::uuid AND "id" = ${identity.id}::uuid FOR UPDATE`;
   return { ...identity, externalId };
 }
 
@@ -93,84 +108,118 @@ export const startConversation = scoped("tenant:conversations.manage")
   .input(StartConversationInput)
   .output(ConversationObject)
   .mutation(
-    idempotent(async ({ ctx, input }: { ctx: AuthedContext; input: StartInput }) => {
-      const channel = await mustExist(
-        ctx.db.channel.findFirst({ where: owned(ctx, { id: input.channelId }), select: { id: true, kind: true, connected: true, config: true } }),
-        "Channel",
-      );
-      const lead =
-        input.leadId === undefined
-          ? null
-          : await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true, conversationId: true } }), "Lead");
+    idempotent(
+      async ({ ctx, input }: { ctx: AuthedContext; input: StartInput }) => {
+        const channel = await mustExist(
+          ctx.db.channel.findFirst({
+            where: owned(ctx, { id: input.channelId }),
+            select: { id: true, kind: true, connected: true, config: true },
+          }),
+          "Channel",
+        );
+        const lead =
+          input.leadId === undefined
+            ? null
+            : await mustExist(
+                ctx.db.lead.findFirst({
+                  where: owned(ctx, { id: input.leadId }),
+                  select: { id: true, conversationId: true },
+                }),
+                "Lead",
+              );
 
-      if (channel.kind !== "whatsapp" || !channel.connected)
-        throw fail("channelId", "channel_not_messaging_app", "The channel is not a connected WhatsApp channel");
-      const template = await ctx.db.messageTemplate.findFirst({
-        where: owned(ctx, { channelId: channel.id, name: input.templateName, language: input.templateLanguage, approved: true }),
-        select: { body: true },
-      });
-      if (!template) throw fail("templateName", "template_not_approved", "No approved template with this name and language on the channel");
-      const e164 = requirePhone(input.phone, ctx.caller.tenant.defaultCountry, "phone");
-      const expected = highestPlaceholder(template.body);
-      if (input.variables.length !== expected)
-        throw fail("variables", "variables_count", `The template takes ${expected} variable(s), ${input.variables.length} given`);
+        if (channel.kind !== "whatsapp" || !channel.connected)
+          throw fail("channelId", "channel_not_messaging_app", "The channel is not a connected WhatsApp channel");
+        const template = await ctx.db.messageTemplate.findFirst({
+          where: owned(ctx, {
+            channelId: channel.id,
+            name: input.templateName,
+            language: input.templateLanguage,
+            approved: true,
+          }),
+          select: { body: true },
+        });
+        if (!template)
+          throw fail(
+            "templateName",
+            "template_not_approved",
+            "No approved template with this name and language on the channel",
+          );
+        const e164 = requirePhone(input.phone, ctx.caller.tenant.defaultCountry, "phone");
+        const expected = highestPlaceholder(template.body);
+        if (input.variables.length !== expected)
+          throw fail(
+            "variables",
+            "variables_count",
+            `The template takes ${expected} variable(s), ${input.variables.length} given`,
+          );
 
-      const now = ctx.services.now();
-      const identity = await identityFor(ctx, channel.id, e164);
-      const open = await ctx.db.conversation.findFirst({
-        where: owned(ctx, { channelId: channel.id, identityId: identity.id, status: { not: "resolved" as const } }),
-        orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-        select: { id: true },
-      });
-      const conversationId = open
-        ? (
-            await ctx.db.conversation.update({
-              where: { tenantId_id: { tenantId: ctx.tenantId, id: open.id } },
-              data: { assignedOperatorId: ctx.caller.ownerId },
-              select: { id: true },
-            })
-          ).id
-        : (
-            await ctx.db.conversation.create({
-              data: {
-                tenantId: ctx.tenantId,
-                channelId: channel.id,
-                customerId: identity.customerId,
-                identityId: identity.id,
-                status: "active",
-                assignedOperatorId: ctx.caller.ownerId,
-                lastMessageAt: now,
-                createdAt: now,
-              },
-              select: { id: true },
-            })
-          ).id;
+        const now = ctx.services.now();
+        const identity = await identityFor(ctx, channel.id, e164);
+        const open = await ctx.db.conversation.findFirst({
+          where: owned(ctx, { channelId: channel.id, identityId: identity.id, status: { not: "resolved" as const } }),
+          orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+          select: { id: true },
+        });
+        const conversationId = open
+          ? (
+              await ctx.db.conversation.update({
+                where: { tenantId_id: { tenantId: ctx.tenantId, id: open.id } },
+                data: { assignedOperatorId: ctx.caller.ownerId },
+                select: { id: true },
+              })
+            ).id
+          : (
+              await ctx.db.conversation.create({
+                data: {
+                  tenantId: ctx.tenantId,
+                  channelId: channel.id,
+                  customerId: identity.customerId,
+                  identityId: identity.id,
+                  status: "active",
+                  assignedOperatorId: ctx.caller.ownerId,
+                  lastMessageAt: now,
+                  createdAt: now,
+                },
+                select: { id: true },
+              })
+            ).id;
 
-      const { messageId, send } = await prepareDelivery(ctx.db, ctx.services.providers, {
-        tenantId: ctx.tenantId,
-        conversationId,
-        authorUserId: ctx.caller.ownerId,
-        content: renderTemplate(template.body, input.variables),
-        channel: { kind: channel.kind, config: channel.config },
-        to: identity.externalId,
-        payload: { kind: "template", name: input.templateName, language: input.templateLanguage, variables: input.variables },
-        at: now,
-      });
+        const { messageId, send } = await prepareDelivery(ctx.db, ctx.services.providers, {
+          tenantId: ctx.tenantId,
+          conversationId,
+          authorUserId: ctx.caller.ownerId,
+          content: renderTemplate(template.body, input.variables),
+          channel: { kind: channel.kind, config: channel.config },
+          to: identity.externalId,
+          payload: {
+            kind: "template",
+            name: input.templateName,
+            language: input.templateLanguage,
+            variables: input.variables,
+          },
+          at: now,
+        });
 
-      if (lead && lead.conversationId === null)
-        await ctx.db.lead.updateMany({ where: owned(ctx, { id: lead.id, conversationId: null }), data: { conversationId, updatedAt: now } });
+        if (lead && lead.conversationId === null)
+          await ctx.db.lead.updateMany({
+            where: owned(ctx, { id: lead.id, conversationId: null }),
+            data: { conversationId, updatedAt: now },
+          });
 
-      // The template is sent after the commit (no transaction held while the provider answers).
-      return new AfterCommit({ messageId, conversationId }, async (db) => {
-        await send(db);
-        return readConversation(db, ctx.tenantId, conversationId);
-      });
-    }, {
-      recover: async (db, note: { messageId: string; conversationId: string }, ctx) => {
-        await abandonDelivery(db, ctx.tenantId, note.messageId);
-        return readConversation(db, ctx.tenantId, note.conversationId);
+        // The template is sent after the commit (no transaction held while the provider answers).
+        return new AfterCommit({ messageId, conversationId }, async (db) => {
+          await send(db);
+          return readConversation(db, ctx.tenantId, conversationId);
+        });
       },
-    }),
+      {
+        recover: async (db, note: { messageId: string; conversationId: string }, ctx) => {
+          await abandonDelivery(db, ctx.tenantId, note.messageId);
+          return readConversation(db, ctx.tenantId, note.conversationId);
+        },
+      },
+    ),
   );
 
 /** The conversation as the list reads it (selectConversations), on `db`. */

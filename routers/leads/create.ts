@@ -68,7 +68,9 @@ function resolveSql(ctx: AuthedContext, input: Input): Prisma.Sql {
   // Only the lookups this body needs are in the statement (an absent id is a constant), so the
   // common create — no conversation, stage or operator given — plans no more than it reads.
   const none = Prisma.sql`NULL::uuid`;
-  const conversationFound = conv ? Prisma.sql`EXISTS (SELECT 1 FROM "Conversation" v WHERE v."tenantId" = ${t}::uuid AND v."id" = ${conv}::uuid)` : Prisma.sql`true`;
+  const conversationFound = conv
+    ? Prisma.sql`EXISTS (SELECT 1 FROM "Conversation" v WHERE v."tenantId" = ${t}::uuid AND v."id" = ${conv}::uuid)`
+    : Prisma.sql`true`;
   const conversationContact = conv
     ? Prisma.sql`(SELECT c."id" FROM "Conversation" v
               JOIN "Customer" u ON u."tenantId" = v."tenantId" AND u."id" = v."customerId"
@@ -80,10 +82,16 @@ function resolveSql(ctx: AuthedContext, input: Input): Prisma.Sql {
     ? Prisma.sql`(SELECT s."id" FROM "PipelineStage" s WHERE s."tenantId" = ${t}::uuid AND s."id" = ${stage}::uuid)`
     : Prisma.sql`(SELECT s."id" FROM "PipelineStage" s WHERE s."tenantId" = ${t}::uuid
                    ORDER BY s."defaultEntry" DESC, s."position" ASC, s."createdAt" ASC, s."id" ASC LIMIT 1)`;
-  const operatorFound = operator ? Prisma.sql`EXISTS (SELECT 1 FROM "User" o WHERE o."tenantId" = ${t}::uuid AND o."id" = ${operator}::uuid)` : Prisma.sql`true`;
+  const operatorFound = operator
+    ? Prisma.sql`EXISTS (SELECT 1 FROM "User" o WHERE o."tenantId" = ${t}::uuid AND o."id" = ${operator}::uuid)`
+    : Prisma.sql`true`;
   // lower() = lower() for the email (the expression the unique index uses), not ILIKE: no wildcards.
-  const byPhone = phone ? Prisma.sql`(SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND c."phone" = ${phone}::text AND c."deletedAt" IS NULL LIMIT 1)` : none;
-  const byMail = mail ? Prisma.sql`(SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND lower(c."email") = lower(${mail}::text) AND c."deletedAt" IS NULL LIMIT 1)` : none;
+  const byPhone = phone
+    ? Prisma.sql`(SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND c."phone" = ${phone}::text AND c."deletedAt" IS NULL LIMIT 1)`
+    : none;
+  const byMail = mail
+    ? Prisma.sql`(SELECT c."id" FROM "Contact" c WHERE c."tenantId" = ${t}::uuid AND lower(c."email") = lower(${mail}::text) AND c."deletedAt" IS NULL LIMIT 1)`
+    : none;
   return Prisma.sql`
     SELECT ${conversationFound} AS "conversationFound", ${conversationContact} AS "conversationContact", ${stageId} AS "stageId",
            ${operatorFound} AS "operatorFound", coalesce(${byPhone}, ${byMail}) AS "matched"`;
@@ -105,7 +113,12 @@ async function resolveIds(ctx: AuthedContext, input: Input): Promise<{ customerI
  * The lead row of this request (every column of the row, model/lead.ts, and the tenant); customerId
  * and stageId are values, or SQL resolving them.
  */
-function leadRow<C extends string | null | Prisma.Sql, S extends string | Prisma.Sql>(ctx: AuthedContext, input: Input, customerId: C, stageId: S) {
+function leadRow<C extends string | null | Prisma.Sql, S extends string | Prisma.Sql>(
+  ctx: AuthedContext,
+  input: Input,
+  customerId: C,
+  stageId: S,
+) {
   const now = ctx.services.now();
   const row = {
     id: randomUUID(),
@@ -141,7 +154,8 @@ function leadRow<C extends string | null | Prisma.Sql, S extends string | Prisma
  * response in SQL — auth plus this one statement, as a hand-written server would do it.
  */
 function planLead(ctx: AuthedContext, input: Input): OneStatement<LeadObject> {
-  const from = (column: "conversationContact" | "matched" | "stageId") => Prisma.sql`(SELECT r.${Prisma.raw(`"${column}"`)} FROM "resolved" r)`;
+  const from = (column: "conversationContact" | "matched" | "stageId") =>
+    Prisma.sql`(SELECT r.${Prisma.raw(`"${column}"`)} FROM "resolved" r)`;
   const row = leadRow(ctx, input, from(input.conversationId ? "conversationContact" : "matched"), from("stageId"));
   return {
     table: "Lead",
@@ -178,7 +192,8 @@ export const createLead = scoped("tenant:leads.manage")
       path: "/public/v1/leads",
       tags: ["leads"],
       summary: "Create a lead",
-      description: "An optional `externalId` that another lead of the tenant holds gives 409 ALREADY_EXISTS naming it in `details.existingId`. Accepts `Idempotency-Key`.",
+      description:
+        "An optional `externalId` that another lead of the tenant holds gives 409 ALREADY_EXISTS naming it in `details.existingId`. Accepts `Idempotency-Key`.",
       protect: true,
     },
     successStatus: 201,
@@ -187,4 +202,6 @@ export const createLead = scoped("tenant:leads.manage")
   .input(CreateLeadInput)
   .output(LeadObject)
   // An external id another lead holds: 409 naming it (the unique index refused the row).
-  .mutation((opts) => create(opts).catch((err) => externalIdConflict(err, opts.ctx.tenantId, "Lead", opts.input.externalId)));
+  .mutation((opts) =>
+    create(opts).catch((err) => externalIdConflict(err, opts.ctx.tenantId, "Lead", opts.input.externalId)),
+  );

@@ -8,7 +8,18 @@ import { scoped } from "../trpc.js";
 export const GetLeadInput = z.object({ lead_id: Id });
 
 export const getLead = scoped("tenant:leads.read")
-  .meta({ errors: ["NOT_FOUND"], openapi: { method: "GET", path: "/public/v1/leads/{lead_id}", tags: ["leads"], summary: "Get one lead", protect: true } })
+  .meta({
+    errors: ["NOT_FOUND"],
+    openapi: {
+      method: "GET",
+      path: "/public/v1/leads/{lead_id}",
+      tags: ["leads"],
+      summary: "Get one lead",
+      protect: true,
+    },
+  })
   .input(GetLeadInput)
   .output(LeadObject)
-  .query(async ({ ctx, input }) => toLead(await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.lead_id }) }), "Lead")));
+  .query(async ({ ctx, input }) =>
+    toLead(await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.lead_id }) }), "Lead")),
+  );

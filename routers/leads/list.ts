@@ -10,7 +10,14 @@ import { validation } from "../../server/errors.js";
 import type { Iso } from "../../model/instants.js";
 import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { leadSize, OFFSET_BUDGET_DOC } from "../_lib/page-budget.js";
-import { defineList, ExternalIds, LIST_QUERY_DOC, ListEnvelopeExtras, ListQueryPieces, SortQuery } from "../_lib/list.js";
+import {
+  defineList,
+  ExternalIds,
+  LIST_QUERY_DOC,
+  ListEnvelopeExtras,
+  ListQueryPieces,
+  SortQuery,
+} from "../_lib/list.js";
 import { DateTimeInput, Id, OffsetList, PageQuery, Timestamp } from "../_lib/schemas.js";
 import type { Filter } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
@@ -49,10 +56,18 @@ export const leadList = defineList<LeadRow, z.infer<typeof LeadObject>>({
 });
 
 export const listLeads = scoped("tenant:leads.read")
-  .meta({ openapi: { method: "GET", path: "/public/v1/leads", tags: ["leads"], summary: "List leads", protect: true,
+  .meta({
+    openapi: {
+      method: "GET",
+      path: "/public/v1/leads",
+      tags: ["leads"],
+      summary: "List leads",
+      protect: true,
       description:
         "Newest first (createdAt, then id, descending). `dateFrom` is inclusive and `dateTo` exclusive on createdAt; `customerId` keeps leads linked to that contact (an unknown id matches nothing). `cursor` is the newest createdAt among all matching leads (null when none): pass it as the next `dateFrom` for incremental sync and dedupe by id, since the newest lead comes back once more; the keyset cursor of the next page is `nextCursor`, passed back as the `cursor` query parameter. " +
-        `${LIST_QUERY_DOC} ${OFFSET_BUDGET_DOC}` } })
+        `${LIST_QUERY_DOC} ${OFFSET_BUDGET_DOC}`,
+    },
+  })
   .input(ListLeadsInput)
   .output(LeadList)
   .query(async ({ ctx, input }) => {
@@ -66,11 +81,14 @@ export const listLeads = scoped("tenant:leads.read")
     const filters: Filter[] = [];
     if (input.customerId) filters.push(leadList.eq(ctx.tenantId, "customerId", input.customerId, "uuid"));
     // The first page of the default order: its first row is the newest match, no extra read.
-    const newestFirst = input.offset === 0 && input.cursor === undefined && (input.sort ?? "-createdAt") === "-createdAt";
+    const newestFirst =
+      input.offset === 0 && input.cursor === undefined && (input.sort ?? "-createdAt") === "-createdAt";
     const { page, slice } = await leadList.page<{ newest?: Iso | null }>(ctx, input, {
       filters,
       range: { lo: input.dateFrom, hi: input.dateTo },
-      extra: newestFirst ? undefined : (where) => Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
+      extra: newestFirst
+        ? undefined
+        : (where) => Prisma.sql`, (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest"`,
     });
     const newest = newestFirst ? (slice.items[0]?.createdAt ?? null) : (slice.extra.newest ?? null);
     return { ...page, cursor: newest };

@@ -21,7 +21,8 @@ interface StoredLead {
   rooms: number | null;
 }
 
-const phone = (ctx: AuthedContext, p: string | null | undefined) => phoneForMatching(p, ctx.caller.tenant.defaultCountry) ?? p ?? null;
+const phone = (ctx: AuthedContext, p: string | null | undefined) =>
+  phoneForMatching(p, ctx.caller.tenant.defaultCountry) ?? p ?? null;
 
 export const LEAD_WRITES = {
   /** PATCH's fields, and what PUT applies. */

@@ -10,7 +10,15 @@ import { z } from "zod";
 import { LeadObject, toLead, type LeadRow } from "../../model/lead.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
-import { checkVersion, ExternalId, externalIdConflict, missedWrite, preconditionOf, versionGuard, type EntityTags } from "../_lib/sync.js";
+import {
+  checkVersion,
+  ExternalId,
+  externalIdConflict,
+  missedWrite,
+  preconditionOf,
+  versionGuard,
+  type EntityTags,
+} from "../_lib/sync.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { LeadNotes, LeadQuality } from "./schemas.js";
 
@@ -49,24 +57,47 @@ export const updateLead = scoped("tenant:leads.manage")
   });
 
 /** What PATCH reads of a stored lead. */
-type PatchedLead = Pick<LeadRow, "id" | "version" | "stageId" | "quality" | "assignedOperatorId" | "notes" | "externalId">;
-type LeadPatch = { stageId?: string; quality?: string; assignedOperatorId?: string | null; notes?: string | null; externalId?: string | null };
+type PatchedLead = Pick<
+  LeadRow,
+  "id" | "version" | "stageId" | "quality" | "assignedOperatorId" | "notes" | "externalId"
+>;
+type LeadPatch = {
+  stageId?: string;
+  quality?: string;
+  assignedOperatorId?: string | null;
+  notes?: string | null;
+  externalId?: string | null;
+};
 
 /**
  * PATCH's rules over a lead read: a new stage and a new operator resolved (404), If-Match checked
  * (412), then the fields that differ in one UPDATE, guarded by the version checked. Null: nothing
  * differs, nothing written. Also the update of an upsert by external id (routers/leads/upsert.ts).
  */
-export async function patchLead<R extends PatchedLead>(ctx: AuthedContext, lead: R, input: LeadPatch, pre: EntityTags | undefined) {
+export async function patchLead<R extends PatchedLead>(
+  ctx: AuthedContext,
+  lead: R,
+  input: LeadPatch,
+  pre: EntityTags | undefined,
+) {
   if (input.stageId !== undefined)
-    await mustExist(ctx.db.pipelineStage.findFirst({ where: owned(ctx, { id: input.stageId }), select: { id: true } }), "Stage");
+    await mustExist(
+      ctx.db.pipelineStage.findFirst({ where: owned(ctx, { id: input.stageId }), select: { id: true } }),
+      "Stage",
+    );
   if (input.assignedOperatorId)
-    await mustExist(ctx.db.user.findFirst({ where: owned(ctx, { id: input.assignedOperatorId }), select: { id: true } }), "Operator");
+    await mustExist(
+      ctx.db.user.findFirst({ where: owned(ctx, { id: input.assignedOperatorId }), select: { id: true } }),
+      "Operator",
+    );
   checkVersion(pre, lead.version);
   const changes = leadChanges(lead, input);
   if (Object.keys(changes).length === 0) return null;
   const rows = await ctx.db.lead
-    .updateManyAndReturn({ where: owned(ctx, { id: lead.id, ...versionGuard(pre, lead.version) }), data: { ...changes, updatedAt: ctx.services.now() } })
+    .updateManyAndReturn({
+      where: owned(ctx, { id: lead.id, ...versionGuard(pre, lead.version) }),
+      data: { ...changes, updatedAt: ctx.services.now() },
+    })
     .catch((err) => externalIdConflict(err, ctx.tenantId, "Lead", changes.externalId));
   return rows[0] ?? (await missedWrite(ctx.db.lead.findFirst({ where: owned(ctx, { id: lead.id }) }), "Lead"));
 }

@@ -5,10 +5,17 @@
 //   them (200); every other field must be absent or equal to the stored value (customerPhone compared
 //   after normalisation with the tenant's default country), else 422 naming it; nothing differs →
 //   200, nothing written. If-Match: only on an update (on a create there is no version: 412).
-import { z } from "zod";
+import type { z } from "zod";
 import { LeadObject, toLead } from "../../model/lead.js";
 import { owned } from "../_lib/tenant.js";
-import { differingCreateOnly, mayNotChange, PathExternalId, putMeta, putResolver, type UpsertResource } from "../_lib/upsert.js";
+import {
+  differingCreateOnly,
+  mayNotChange,
+  PathExternalId,
+  putMeta,
+  putResolver,
+  type UpsertResource,
+} from "../_lib/upsert.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { CreateLeadInput, insertLead } from "./create.js";
 import { LEAD_WRITES } from "./model.js";

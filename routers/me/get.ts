@@ -2,13 +2,15 @@
 import { z } from "zod";
 import { authed } from "../trpc.js";
 
-export const MeOutput = z.object({
-  tenantId: z.string(),
-  keyPrefix: z.string(),
-  scopes: z.array(z.string()),
-  plan: z.string(),
-  rateLimit: z.object({ perMinute: z.number().int(), perDay: z.number().int() }),
-}).meta({ id: "Me" });
+export const MeOutput = z
+  .object({
+    tenantId: z.string(),
+    keyPrefix: z.string(),
+    scopes: z.array(z.string()),
+    plan: z.string(),
+    rateLimit: z.object({ perMinute: z.number().int(), perDay: z.number().int() }),
+  })
+  .meta({ id: "Me" });
 
 export const getMe = authed
   .meta({

@@ -22,7 +22,14 @@ import { scoped } from "../trpc.js";
 import { Prisma } from "../../generated/prisma/client.js";
 import { insertRow } from "../../server/db/insert.js";
 import { commentRow } from "./model.js";
-import { CommentBody, commentLimitError, loadTicket, oneTicketRecord, TICKET_COMMENTS_MAX, TICKET_THREAD_CHARS_MAX } from "./schemas.js";
+import {
+  CommentBody,
+  commentLimitError,
+  loadTicket,
+  oneTicketRecord,
+  TICKET_COMMENTS_MAX,
+  TICKET_THREAD_CHARS_MAX,
+} from "./schemas.js";
 
 export const AddTicketCommentInput = z.object({ ticket_id: Id, body: CommentBody }).strict();
 
@@ -59,12 +66,19 @@ export const addTicketComment = scoped("tenant:tickets.manage")
             Prisma.sql`SELECT "version" FROM "Ticket" WHERE "tenantId" = ${ctx.tenantId}::uuid AND "id" = ${input.ticket_id}::uuid FOR NO KEY UPDATE`,
           );
           checkVersion(pre, (await mustExist(row ?? null, "Ticket")).version);
-        } else await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id: input.ticket_id }), select: { id: true } }), "Ticket");
+        } else
+          await mustExist(
+            ctx.db.ticket.findFirst({ where: owned(ctx, { id: input.ticket_id }), select: { id: true } }),
+            "Ticket",
+          );
         const comment = commentRow(ctx, input.ticket_id, input.body);
         await insertRow(ctx.db, { table: "TicketComment", row: comment }).catch((err) => {
           throw commentLimitError(err) ?? err;
         });
-        await ctx.db.ticket.update({ where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } }, data: { updatedAt: comment.createdAt } });
+        await ctx.db.ticket.update({
+          where: { tenantId_id: { tenantId: ctx.tenantId, id: input.ticket_id } },
+          data: { updatedAt: comment.createdAt },
+        });
         return loadTicket(ctx, input.ticket_id);
       },
       { record: oneTicketRecord },

@@ -27,15 +27,22 @@ export const TicketFields = z
     conversationId: Id.nullish().meta({ description: "a conversation of the tenant" }),
     subject: Subject,
     assignedTo: Id.nullish().meta({ description: "an assignable user of the tenant; omitted or null: unassigned" }),
-    comment: CommentBody.nullish().meta({ description: "1 to 10000 characters; becomes the first comment, authored by the key owner" }),
+    comment: CommentBody.nullish().meta({
+      description: "1 to 10000 characters; becomes the first comment, authored by the key owner",
+    }),
     externalId: ExternalId.nullable().optional(),
   })
   .strict();
 
-export const CreateTicketInput = TicketFields.superRefine(atLeastOneLink).meta({ description: "At least one of customerId, leadId, conversationId is required (else 422). Unknown fields give 422." });
+export const CreateTicketInput = TicketFields.superRefine(atLeastOneLink).meta({
+  description: "At least one of customerId, leadId, conversationId is required (else 422). Unknown fields give 422.",
+});
 
 /** The create's rule over the links: at least one of customerId, leadId, conversationId (also the upsert's body, routers/tickets/upsert.ts). */
-export function atLeastOneLink(v: { customerId?: string | null; leadId?: string | null; conversationId?: string | null }, c: z.RefinementCtx) {
+export function atLeastOneLink(
+  v: { customerId?: string | null; leadId?: string | null; conversationId?: string | null },
+  c: z.RefinementCtx,
+) {
   if (!LINKS.some((k) => v[k])) {
     c.addIssue({
       code: "custom",
@@ -77,14 +84,23 @@ export const createTicket = scoped("tenant:tickets.manage")
 export async function insertTicket(ctx: AuthedContext, input: CreateTicketInput) {
   // 404s: every id resolved before any write.
   if (input.customerId)
-    await mustExist(ctx.db.contact.findFirst({ where: owned(ctx, { id: input.customerId, deletedAt: null }), select: { id: true } }), "Contact");
-  if (input.leadId) await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true } }), "Lead");
+    await mustExist(
+      ctx.db.contact.findFirst({ where: owned(ctx, { id: input.customerId, deletedAt: null }), select: { id: true } }),
+      "Contact",
+    );
+  if (input.leadId)
+    await mustExist(ctx.db.lead.findFirst({ where: owned(ctx, { id: input.leadId }), select: { id: true } }), "Lead");
   if (input.conversationId)
-    await mustExist(ctx.db.conversation.findFirst({ where: owned(ctx, { id: input.conversationId }), select: { id: true } }), "Conversation");
+    await mustExist(
+      ctx.db.conversation.findFirst({ where: owned(ctx, { id: input.conversationId }), select: { id: true } }),
+      "Conversation",
+    );
   if (input.assignedTo) await mustBeAssignable(ctx, input.assignedTo);
 
   const ticket = ticketRow(ctx, input);
-  await insertRow(ctx.db, { table: "Ticket", row: ticket }).catch((err) => externalIdConflict(err, ctx.tenantId, "Ticket", input.externalId));
+  await insertRow(ctx.db, { table: "Ticket", row: ticket }).catch((err) =>
+    externalIdConflict(err, ctx.tenantId, "Ticket", input.externalId),
+  );
   // The first comment's admission updates the ticket in the same transaction: still version 1 (row_version).
   const comments = input.comment ? [commentRow(ctx, ticket.id, input.comment)] : [];
   for (const comment of comments) await insertRow(ctx.db, { table: "TicketComment", row: comment });

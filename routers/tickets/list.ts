@@ -10,7 +10,15 @@
 import { z } from "zod";
 import { TicketObject } from "../../model/ticket.js";
 import { OFFSET_BUDGET_DOC, ticketSize } from "../_lib/page-budget.js";
-import { defineList, ExternalIds, LIST_QUERY_DOC, ListEnvelopeExtras, ListQueryPieces, MATCHES_NOTHING, SortQuery } from "../_lib/list.js";
+import {
+  defineList,
+  ExternalIds,
+  LIST_QUERY_DOC,
+  ListEnvelopeExtras,
+  ListQueryPieces,
+  MATCHES_NOTHING,
+  SortQuery,
+} from "../_lib/list.js";
 import { Id, OffsetList, PageQuery } from "../_lib/schemas.js";
 import type { Filter } from "../_lib/totals.js";
 import { scoped } from "../trpc.js";
@@ -30,7 +38,10 @@ export const ticketList = defineList<TicketThreadRow, TicketObject>({
 });
 
 export const ListTicketsInput = z.object({
-  status: z.string().meta({ description: "open, pending, resolved or closed; any other value matches nothing" }).optional(),
+  status: z
+    .string()
+    .meta({ description: "open, pending, resolved or closed; any other value matches nothing" })
+    .optional(),
   assignedTo: Id.meta({ description: "id of the assigned user" }).optional(),
   customerId: Id.meta({ description: "id of the linked contact" }).optional(),
   externalId: ExternalIds,
@@ -60,8 +71,14 @@ export const listTickets = scoped("tenant:tickets.read")
     // for the tickets within the byte budget. A status no ticket can have matches nothing.
     const filters: Filter[] = [];
     if (input.status !== undefined)
-      filters.push(isTicketStatus(input.status) ? ticketList.eq(ctx.tenantId, "status", input.status, "TicketStatus") : MATCHES_NOTHING);
-    if (input.assignedTo !== undefined) filters.push(ticketList.eq(ctx.tenantId, "assignedToId", input.assignedTo, "uuid"));
-    if (input.customerId !== undefined) filters.push(ticketList.eq(ctx.tenantId, "customerId", input.customerId, "uuid"));
+      filters.push(
+        isTicketStatus(input.status)
+          ? ticketList.eq(ctx.tenantId, "status", input.status, "TicketStatus")
+          : MATCHES_NOTHING,
+      );
+    if (input.assignedTo !== undefined)
+      filters.push(ticketList.eq(ctx.tenantId, "assignedToId", input.assignedTo, "uuid"));
+    if (input.customerId !== undefined)
+      filters.push(ticketList.eq(ctx.tenantId, "customerId", input.customerId, "uuid"));
     return (await ticketList.page(ctx, input, { filters })).page;
   });

@@ -26,7 +26,10 @@ export const TICKET_WRITES = {
     customerId: (v, t) => storedId(v) === t.customerId,
     leadId: (v, t) => storedId(v) === t.leadId,
     conversationId: (v, t) => storedId(v) === t.conversationId,
-  } satisfies CreateOnly<TicketCreate, { customerId: string | null; leadId: string | null; conversationId: string | null }>,
+  } satisfies CreateOnly<
+    TicketCreate,
+    { customerId: string | null; leadId: string | null; conversationId: string | null }
+  >,
   unique: { externalId: "Ticket_tenantId_externalId_key" },
 } as const;
 
@@ -54,6 +57,13 @@ export function ticketRow(ctx: AuthedContext, input: TicketCreate) {
 
 /** A comment row, authored by the key's owner (the thread's bounds and numbering are the database's). */
 export function commentRow(ctx: AuthedContext, ticketId: string, body: string) {
-  const row = { id: randomUUID(), tenantId: ctx.tenantId, ticketId, authorUserId: ctx.caller.ownerId, body, createdAt: ctx.services.now() };
+  const row = {
+    id: randomUUID(),
+    tenantId: ctx.tenantId,
+    ticketId,
+    authorUserId: ctx.caller.ownerId,
+    body,
+    createdAt: ctx.services.now(),
+  };
   return row satisfies StoredRow<CommentRow, "ticketId">;
 }

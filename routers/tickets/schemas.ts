@@ -49,7 +49,11 @@ export function Chars(min: number, max: number, description: string) {
 }
 
 export const Subject = Chars(1, SUBJECT_MAX, "1 to 500 characters");
-export const CommentBody = Chars(1, COMMENT_MAX, "1 to 10000 characters; stored as sent, authored by the API key's owner");
+export const CommentBody = Chars(
+  1,
+  COMMENT_MAX,
+  "1 to 10000 characters; stored as sent, authored by the API key's owner",
+);
 export const TicketStatusInput = z
   .enum(TICKET_STATUSES, { message: `must be one of ${TICKET_STATUSES.join(", ")}` })
   .meta({ description: "one of open, pending, resolved, closed" });
@@ -71,7 +75,8 @@ export const selectTickets = (tenantId: string, tickets: Prisma.Sql) => Prisma.s
     FROM (${tickets}) t`;
 
 /** A selectTickets() row → the public ticket (the thread's instants, PostgreSQL's JSON form, made Iso by the mapper). */
-export const fromThreadRow = (t: TicketThreadRow): TicketObject => toTicket({ ...t, comments: jsonRows<ModelOf<typeof Comment>>(t.comments) });
+export const fromThreadRow = (t: TicketThreadRow): TicketObject =>
+  toTicket({ ...t, comments: jsonRows<ModelOf<typeof Comment>>(t.comments) });
 
 /** The embedded thread: oldest first, ties by id. */
 export const COMMENT_ORDER = [{ createdAt: "asc" as const }, { id: "asc" as const }];
@@ -88,10 +93,14 @@ export function commentLimitError(err: unknown): AppError | undefined {
       max: TICKET_COMMENTS_MAX,
     });
   if (v.constraint === "Ticket_comment_chars_limit")
-    return new AppError("TICKET_COMMENT_LIMIT_REACHED", `The comments of a ticket hold at most ${TICKET_THREAD_CHARS_MAX} characters in total`, {
-      limit: "characters",
-      max: TICKET_THREAD_CHARS_MAX,
-    });
+    return new AppError(
+      "TICKET_COMMENT_LIMIT_REACHED",
+      `The comments of a ticket hold at most ${TICKET_THREAD_CHARS_MAX} characters in total`,
+      {
+        limit: "characters",
+        max: TICKET_THREAD_CHARS_MAX,
+      },
+    );
   return undefined;
 }
 
@@ -101,13 +110,21 @@ export function commentLimitError(err: unknown): AppError | undefined {
  * page is, routers/_lib/page-budget.ts), null past it; the threads of the tickets kept only, in the
  * same statement. An id the tenant has no ticket of is null.
  */
-export async function presentTickets(ctx: { database: Database; db: Db; tenantId: string }, ids: string[], budget: number): Promise<(TicketObject | null)[]> {
+export async function presentTickets(
+  ctx: { database: Database; db: Db; tenantId: string },
+  ids: string[],
+  budget: number,
+): Promise<(TicketObject | null)[]> {
   if (ids.length === 0) return [];
   const page = Prisma.sql`
     SELECT t.*, u."ord" AS "_ord" FROM unnest(${ids}::uuid[]) WITH ORDINALITY AS u("id", "ord")
       JOIN "Ticket" t ON t."tenantId" = ${ctx.tenantId}::uuid AND t."id" = u."id"`;
-  const kept = Number.isFinite(budget) ? budgeted(page, ticketSize(ctx.tenantId), Prisma.sql`"_ord"`, { budget }) : page;
-  const rows = await readFor(ctx.database, ctx.db, { isoTimes: true, tenant: ctx.tenantId })<TicketThreadRow>(selectTickets(ctx.tenantId, kept));
+  const kept = Number.isFinite(budget)
+    ? budgeted(page, ticketSize(ctx.tenantId), Prisma.sql`"_ord"`, { budget })
+    : page;
+  const rows = await readFor(ctx.database, ctx.db, { isoTimes: true, tenant: ctx.tenantId })<TicketThreadRow>(
+    selectTickets(ctx.tenantId, kept),
+  );
   const byId = new Map(rows.map((r) => [r.id, r]));
   return ids.map((id) => {
     const row = byId.get(id.toLowerCase());
@@ -161,15 +178,21 @@ export const ticketRecord = {
 /** A comment's answer (one ticket) as its record: ticketRecord for one. */
 export const oneTicketRecord = {
   store: ticketRecord.store,
-  rebuild: async (ctx: { db: Db; tenantId: string }, stored: StoredTicket) => (await ticketRecord.rebuild(ctx, [stored]))[0]!,
+  rebuild: async (ctx: { db: Db; tenantId: string }, stored: StoredTicket) =>
+    (await ticketRecord.rebuild(ctx, [stored]))[0]!,
 };
 
 /** The tenant's ticket with its thread, or 404. */
 export async function loadTicket(ctx: { db: Db; tenantId: string }, id: string): Promise<TicketObject> {
-  return toTicket(await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id }), include: withComments }), "Ticket"));
+  return toTicket(
+    await mustExist(ctx.db.ticket.findFirst({ where: owned(ctx, { id }), include: withComments }), "Ticket"),
+  );
 }
 
 /** An assignable user of the tenant, or 404 (a non-assignable, foreign or unknown user look alike). */
 export async function mustBeAssignable(ctx: { db: Db; tenantId: string }, userId: string): Promise<void> {
-  await mustExist(ctx.db.user.findFirst({ where: owned(ctx, { id: userId, assignable: true }), select: { id: true } }), "Assignable user");
+  await mustExist(
+    ctx.db.user.findFirst({ where: owned(ctx, { id: userId, assignable: true }), select: { id: true } }),
+    "Assignable user",
+  );
 }

@@ -12,7 +12,15 @@ import { z } from "zod";
 import { TicketObject } from "../../model/ticket.js";
 import { Id } from "../_lib/schemas.js";
 import { mustExist, owned } from "../_lib/tenant.js";
-import { checkVersion, ExternalId, externalIdConflict, missedWrite, preconditionOf, versionGuard, type EntityTags } from "../_lib/sync.js";
+import {
+  checkVersion,
+  ExternalId,
+  externalIdConflict,
+  missedWrite,
+  preconditionOf,
+  versionGuard,
+  type EntityTags,
+} from "../_lib/sync.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import type { TicketStatus } from "../../model/ticket.js";
 import { loadTicket, mustBeAssignable, Subject, TicketStatusInput } from "./schemas.js";
@@ -58,7 +66,12 @@ export const updateTicket = scoped("tenant:tickets.manage")
     return loadTicket(ctx, ticket_id);
   });
 
-type TicketChanges = { status?: TicketStatus; subject?: string; assignedTo?: string | null; externalId?: string | null };
+type TicketChanges = {
+  status?: TicketStatus;
+  subject?: string;
+  assignedTo?: string | null;
+  externalId?: string | null;
+};
 
 /**
  * The given fields written in one UPDATE (updatedAt advances), with If-Match only while the ticket
@@ -66,7 +79,12 @@ type TicketChanges = { status?: TicketStatus; subject?: string; assignedTo?: str
  * given: nothing is written. Also the update of an upsert by external id (routers/tickets/upsert.ts), which gives
  * only the fields that differ.
  */
-export async function writeTicket<R extends { id: string; version: number }>(ctx: AuthedContext, ticket: R, changes: TicketChanges, pre: EntityTags | undefined) {
+export async function writeTicket<R extends { id: string; version: number }>(
+  ctx: AuthedContext,
+  ticket: R,
+  changes: TicketChanges,
+  pre: EntityTags | undefined,
+) {
   if (!Object.values(changes).some((v) => v !== undefined)) return ticket;
   const rows = await ctx.db.ticket
     .updateManyAndReturn({

@@ -5,11 +5,19 @@
 //   subject and assignedTo (null unassigns) applied as PATCH applies them (200); customerId, leadId
 //   and conversationId must be absent or equal to the stored values, else 422 naming them; nothing
 //   differs → 200, nothing written.
-import { z } from "zod";
+import type { z } from "zod";
 import { TicketObject } from "../../model/ticket.js";
 import { checkVersion } from "../_lib/sync.js";
 import { owned } from "../_lib/tenant.js";
-import { differingCreateOnly, mayNotChange, PathExternalId, putMeta, putResolver, storedId, type UpsertResource } from "../_lib/upsert.js";
+import {
+  differingCreateOnly,
+  mayNotChange,
+  PathExternalId,
+  putMeta,
+  putResolver,
+  storedId,
+  type UpsertResource,
+} from "../_lib/upsert.js";
 import { scoped, type AuthedContext } from "../trpc.js";
 import { atLeastOneLink, insertTicket, TicketFields } from "./create.js";
 import { TICKET_WRITES } from "./model.js";
@@ -22,7 +30,8 @@ export const TicketUpsertItem = TicketUpsertFields.extend(PathExternalId).superR
 type Stored = NonNullable<Awaited<ReturnType<typeof findTicket>>>;
 
 // The ticket's own columns: whether it is created, updated or unchanged never needs its thread.
-const findTicket = (ctx: AuthedContext, externalId: string) => ctx.db.ticket.findFirst({ where: owned(ctx, { externalId }) });
+const findTicket = (ctx: AuthedContext, externalId: string) =>
+  ctx.db.ticket.findFirst({ where: owned(ctx, { externalId }) });
 
 /**
  * A write gives the ticket's id; the answer's tickets are read last, with their threads, for the
@@ -36,18 +45,26 @@ export const ticketUpserts: UpsertResource<Body, Stored, { id: string }, TicketO
   create: async (ctx, body, externalId) => ({ id: (await insertTicket(ctx, { ...body, externalId })).id }),
   async update(ctx, ticket, body, pre) {
     const differs = differingCreateOnly(TICKET_WRITES.createOnly, ctx, ticket, body);
-    if (typeof body.assignedTo === "string" && storedId(body.assignedTo) !== ticket.assignedToId) await mustBeAssignable(ctx, body.assignedTo);
+    if (typeof body.assignedTo === "string" && storedId(body.assignedTo) !== ticket.assignedToId)
+      await mustBeAssignable(ctx, body.assignedTo);
     if (differs.length) throw mayNotChange(differs);
     checkVersion(pre, ticket.version);
     const changes = {
       ...(body.subject !== ticket.subject ? { subject: body.subject } : {}),
-      ...(body.assignedTo !== undefined && storedId(body.assignedTo) !== ticket.assignedToId ? { assignedTo: storedId(body.assignedTo) } : {}),
+      ...(body.assignedTo !== undefined && storedId(body.assignedTo) !== ticket.assignedToId
+        ? { assignedTo: storedId(body.assignedTo) }
+        : {}),
     };
     if (Object.keys(changes).length === 0) return null;
     return { id: (await writeTicket(ctx, ticket, changes, pre)).id };
   },
   toPublic: (row) => ({ id: row.id }),
-  present: (ctx, items, budget) => presentTickets(ctx, items.map((i) => i.id), budget),
+  present: (ctx, items, budget) =>
+    presentTickets(
+      ctx,
+      items.map((i) => i.id),
+      budget,
+    ),
   record: ticketRecord,
 };
 

@@ -27,19 +27,19 @@ let typeCache: Promise<Map<string, Map<string, string>>> | undefined;
  */
 export function loadColumnTypes(db: Db): Promise<Map<string, Map<string, string>>> {
   if (!typeCache) {
-    const loading = db
-      .$queryRaw<{ table: string; name: string; type: string }[]>`
+    const loading = db.$queryRaw<{ table: string; name: string; type: string }[]>`
         SELECT c."relname" AS "table", a."attname" AS "name", format_type(a."atttypid", a."atttypmod") AS "type"
           FROM pg_attribute a JOIN pg_class c ON c."oid" = a."attrelid"
-         WHERE c."relnamespace" = current_schema()::regnamespace AND c."relkind" IN ('r', 'p') AND a."attnum" > 0 AND NOT a."attisdropped"`
-      .then((rows) => {
+         WHERE c."relnamespace" = current_schema()::regnamespace AND c."relkind" IN ('r', 'p') AND a."attnum" > 0 AND NOT a."attisdropped"`.then(
+      (rows) => {
         const tables = new Map<string, Map<string, string>>();
         for (const r of rows) {
           if (!tables.has(r.table)) tables.set(r.table, new Map());
           tables.get(r.table)!.set(r.name, r.type);
         }
         return tables;
-      });
+      },
+    );
     typeCache = loading;
     loading.catch(() => {
       if (typeCache === loading) typeCache = undefined;
@@ -63,7 +63,10 @@ async function columnTypes(db: Db, table: string): Promise<Map<string, string>> 
 }
 
 /** `(<columns>)` and `<values>` of a planned row, for `INSERT INTO t <columns> SELECT <values> …`. */
-export async function rowSql(db: Db, planned: PlannedRow): Promise<{ table: Prisma.Sql; columns: Prisma.Sql; values: Prisma.Sql }> {
+export async function rowSql(
+  db: Db,
+  planned: PlannedRow,
+): Promise<{ table: Prisma.Sql; columns: Prisma.Sql; values: Prisma.Sql }> {
   if (!IDENT.test(planned.table)) throw new Error(`bad table name ${planned.table}`);
   const types = await columnTypes(db, planned.table);
   const names = Object.keys(planned.row);
@@ -178,8 +181,13 @@ export async function insertRowReturning<R>(db: Db, planned: PlannedRow, returni
  */
 export type Read = <R>(q: Prisma.Sql) => Promise<R[]>;
 export const readOn = (db: Db, opts?: QueryOptions): Read =>
-  opts?.isoTimes ? async (q) => isoDates(await (db.$queryRaw(q) as Promise<any[]>)) : (q) => db.$queryRaw(q) as Promise<any>;
-export const readRaw = (database: Database, opts?: QueryOptions): Read => (q) => database.sql.query(q.text, q.values, opts);
+  opts?.isoTimes
+    ? async <R>(q: Prisma.Sql) => isoDates(await db.$queryRaw<R[]>(q))
+    : <R>(q: Prisma.Sql) => db.$queryRaw<R[]>(q);
+export const readRaw =
+  (database: Database, opts?: QueryOptions): Read =>
+  (q) =>
+    database.sql.query(q.text, q.values, opts);
 
 /** Every Date of the rows (Prisma's timestamptz) → its ISO text, in place: what `isoTimes` gives on the raw runner. */
 function isoDates<R>(rows: R[]): R[] {
@@ -197,4 +205,5 @@ function isoDates<R>(rows: R[]): R[] {
  * ~0.25 ms for one row (docs/decisions/performance.md, "The raw runner for hot statements and list
  * reads").
  */
-export const readFor = (database: Database, db: Db, opts?: QueryOptions): Read => (db === database.prisma ? readRaw(database, opts) : readOn(db, opts));
+export const readFor = (database: Database, db: Db, opts?: QueryOptions): Read =>
+  db === database.prisma ? readRaw(database, opts) : readOn(db, opts);

@@ -26,7 +26,12 @@ const NOW = new Date("2026-12-07T10:00:00.000Z");
 beforeAll(async () => {
   app = await startApp();
   ids = await app.load(
-    fixture(tenant("acme", { defaultCountry: "ES", contacts: [{ ref: "holder", fullName: "Holder", phone: "+34699999999", email: "taken@acme.test" }] })),
+    fixture(
+      tenant("acme", {
+        defaultCountry: "ES",
+        contacts: [{ ref: "holder", fullName: "Holder", phone: "+34699999999", email: "taken@acme.test" }],
+      }),
+    ),
   );
   app.setNow(NOW);
   const decision = await admitKey(app.services, keyAdmission(app.services), ids.tenants.acme!.apiKeys.full!.key);
@@ -36,7 +41,11 @@ afterAll(() => app?.close());
 
 /** A context whose queries run on `tx` (a transaction of the test's). */
 async function contextOn(tx: AuthedContext["db"]): Promise<AuthedContext> {
-  const base = await createContext(app.services, { requestId: "fast-path", request: { transport: "in-process" }, caller });
+  const base = await createContext(app.services, {
+    requestId: "fast-path",
+    request: { transport: "in-process" },
+    caller,
+  });
   return { ...base, db: tx, caller, tenantId: caller.tenantId, outcome: {} };
 }
 
@@ -100,16 +109,43 @@ describe("PUT /contacts/by-external-id: the one-statement update answers what th
         const [row] = await app.db.sql.query<{ id: string }>(
           `INSERT INTO "Contact" ("tenantId", "fullName", "phone", "email", "country", "origin", "externalId", "deletedAt", "createdAt", "updatedAt")
            VALUES ($1, $2, $3, $4, $5, 'api', $6, $7, now(), now()) RETURNING "id"`,
-          [caller.tenantId, s.fullName, e164, s.email === null ? null : `${n}.${s.email}`, s.country, externalId, s.deleted ? new Date() : null],
+          [
+            caller.tenantId,
+            s.fullName,
+            e164,
+            s.email === null ? null : `${n}.${s.email}`,
+            s.country,
+            externalId,
+            s.deleted ? new Date() : null,
+          ],
         );
-        for (let v = 1; v < s.versions; v++) await app.db.sql.query(`UPDATE "Contact" SET "fullName" = coalesce("fullName", '') || '.' WHERE "id" = $1`, [row!.id]);
-        const [{ version }] = (await app.db.sql.query<{ version: number }>(`SELECT "version" FROM "Contact" WHERE "id" = $1`, [row!.id])) as [{ version: number }];
-        const phone = { e164, national: String(national), spaced: `${String(national).slice(0, 3)} ${String(national).slice(3)}`, other: "+34699999998" }[p.phoneForm];
+        for (let v = 1; v < s.versions; v++)
+          await app.db.sql.query(`UPDATE "Contact" SET "fullName" = coalesce("fullName", '') || '.' WHERE "id" = $1`, [
+            row!.id,
+          ]);
+        const [{ version }] = (await app.db.sql.query<{ version: number }>(
+          `SELECT "version" FROM "Contact" WHERE "id" = $1`,
+          [row!.id],
+        )) as [{ version: number }];
+        const phone = {
+          e164,
+          national: String(national),
+          spaced: `${String(national).slice(0, 3)} ${String(national).slice(3)}`,
+          other: "+34699999998",
+        }[p.phoneForm];
         const body = {
           phone,
           ...(p.fullName !== undefined ? { fullName: p.fullName } : {}),
-          ...(p.email !== undefined ? { email: p.email === null || p.email === "taken@acme.test" ? p.email : `${n}.${p.email}` } : {}),
-          ...(p.country === "stored" ? (s.country ? { country: s.country } : {}) : p.country !== undefined ? { country: p.country } : {}),
+          ...(p.email !== undefined
+            ? { email: p.email === null || p.email === "taken@acme.test" ? p.email : `${n}.${p.email}` }
+            : {}),
+          ...(p.country === "stored"
+            ? s.country
+              ? { country: s.country }
+              : {}
+            : p.country !== undefined
+              ? { country: p.country }
+              : {}),
         } as Parameters<typeof contactUpserts.update>[2];
         const pre: EntityTags | undefined =
           p.ifMatch === undefined

@@ -787,7 +787,14 @@ describe("GET /leads", () => {
   it("newest first, envelope with items, total, cursor, pagination", async () => {
     const res = await listLeads();
     expect(res.status).toBe(200);
-    expect(Object.keys(res.body).sort()).toEqual(["cursor", "items", "nextCursor", "pagination", "stableBefore", "total"]);
+    expect(Object.keys(res.body).sort()).toEqual([
+      "cursor",
+      "items",
+      "nextCursor",
+      "pagination",
+      "stableBefore",
+      "total",
+    ]);
     expect(idsOf(res)).toEqual([L().e, L().d, L().c, L().b, L().a]);
     expect(res.body.total).toBe(5);
     expect(res.body.cursor).toBe("2026-03-05T00:00:00.500Z");

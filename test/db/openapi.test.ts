@@ -271,7 +271,8 @@ describe("the document as tools read it", () => {
     for (const { key, op, params } of ops) {
       const ex = OPERATION_EXAMPLES[key]!;
       for (const p of params) {
-        if (p.name in UNEXAMPLED_PARAMETERS || `${key} ${p.name}` in UNEXAMPLED_PARAMETERS) expect(p.example, `${key} ${p.name}`).toBeUndefined();
+        if (p.name in UNEXAMPLED_PARAMETERS || `${key} ${p.name}` in UNEXAMPLED_PARAMETERS)
+          expect(p.example, `${key} ${p.name}`).toBeUndefined();
         else expect(p.example, `${key} ${p.name}`).toBeDefined();
       }
       for (const name of Object.keys(ex.parameters ?? {}))
@@ -379,7 +380,8 @@ describe("the examples and parameters against the demo tenant (what Try it out s
           expect(r.status, `${key} ${p.name}=`).toBe(200);
           const without = await send(base);
           // stableBefore is the clock's (the two answers are a moment apart).
-          const timeless = (b: Json) => (b && typeof b === "object" && "stableBefore" in b ? { ...b, stableBefore: "<clock>" } : b);
+          const timeless = (b: Json) =>
+            b && typeof b === "object" && "stableBefore" in b ? { ...b, stableBefore: "<clock>" } : b;
           expect(timeless(r.body), `${key} ${p.name}=`).toEqual(timeless(without.body));
         }
         n++;

@@ -37,7 +37,19 @@ import { selectTickets } from "../../routers/tickets/schemas.js";
 import { startApp, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 
-const DEFS: RowDef<any, any>[] = [Lead, Contact, Conversation, Message, Appointment, Ticket, Comment, Stage, User, Channel, Template];
+const DEFS: RowDef<any, any>[] = [
+  Lead,
+  Contact,
+  Conversation,
+  Message,
+  Appointment,
+  Ticket,
+  Comment,
+  Stage,
+  User,
+  Channel,
+  Template,
+];
 
 /** The SQL types (format_type) a column kind stands for; a domain is checked through its base type. */
 const SQL_TYPES: Record<string, string[]> = {

@@ -24,11 +24,15 @@ const acme = () => ids.tenants.acme!;
 const globex = () => ids.tenants.globex!;
 const key = (ref = "full", t = acme()) => t.apiKeys[ref]!.key;
 const sql = <R = Record<string, unknown>>(text: string, params: unknown[] = []) => untimed(app.db)<R>(text, params);
-const req = (method: string, p: string, opts: { body?: unknown; headers?: Record<string, string>; key?: string } = {}) =>
-  app.request(method, `/public/v1${p}`, { key: opts.key ?? key(), body: opts.body, headers: opts.headers });
+const req = (
+  method: string,
+  p: string,
+  opts: { body?: unknown; headers?: Record<string, string>; key?: string } = {},
+) => app.request(method, `/public/v1${p}`, { key: opts.key ?? key(), body: opts.body, headers: opts.headers });
 const ms = (iso: string) => new Date(iso).getTime();
 /** The database's clock now, in ms (the coordinator's on Citus: one machine's clock in the tests). */
-const dbNow = async () => (await sql<{ t: number }>(`SELECT extract(epoch FROM clock_timestamp())::float8 * 1000 AS t`))[0]!.t;
+const dbNow = async () =>
+  (await sql<{ t: number }>(`SELECT extract(epoch FROM clock_timestamp())::float8 * 1000 AS t`))[0]!.t;
 /** A row's updatedAt (ms) and version, read from the database. */
 const stamp = async (table: string, id: string) =>
   (
@@ -102,8 +106,15 @@ describe("contacts", () => {
       expect(same.status).toBe(200);
       expect(same.body).toEqual(r.body);
       // A refused PATCH (the e-mail another contact holds; a stale If-Match) changes nothing.
-      expectEnvelope(await req("PATCH", `/contacts/${id}`, { body: { email: `carl@acme.test`, fullName: "X" } }), 409, "ALREADY_EXISTS");
-      const stale = await req("PATCH", `/contacts/${id}`, { body: { fullName: "Y" }, headers: { "If-Match": `"${before.body.version}"` } });
+      expectEnvelope(
+        await req("PATCH", `/contacts/${id}`, { body: { email: `carl@acme.test`, fullName: "X" } }),
+        409,
+        "ALREADY_EXISTS",
+      );
+      const stale = await req("PATCH", `/contacts/${id}`, {
+        body: { fullName: "Y" },
+        headers: { "If-Match": `"${before.body.version}"` },
+      });
       expectEnvelope(stale, 412, "PRECONDITION_FAILED");
       expect((await req("GET", `/contacts/${id}`)).body).toEqual(r.body);
     } finally {
@@ -115,18 +126,24 @@ describe("contacts", () => {
     app.setNow(new Date("2020-01-01T00:00:00Z"));
     try {
       const t0 = await dbNow();
-      const c = await req("POST", "/contacts", { body: { fullName: "Dana", phone: "+34611000001", externalId: "crm-dana" } });
+      const c = await req("POST", "/contacts", {
+        body: { fullName: "Dana", phone: "+34611000001", externalId: "crm-dana" },
+      });
       expect(c.status).toBe(201);
       expect(c.body.version).toBe(1);
       expect(c.body.createdAt).toBe("2020-01-01T00:00:00.000Z");
       expect(ms(c.body.updatedAt)).toBeGreaterThanOrEqual(Math.floor(t0) - 1);
       expect((await req("GET", `/contacts/${c.body.id}`)).body).toEqual(c.body);
 
-      const put = await req("PUT", "/contacts/by-external-id/crm-dana", { body: { fullName: "Dana Ruiz", phone: "+34611000001" } });
+      const put = await req("PUT", "/contacts/by-external-id/crm-dana", {
+        body: { fullName: "Dana Ruiz", phone: "+34611000001" },
+      });
       expect(put.status).toBe(200);
       expect(put.body.version).toBe(2);
       expect(ms(put.body.updatedAt)).toBeGreaterThan(ms(c.body.updatedAt));
-      const again = await req("PUT", "/contacts/by-external-id/crm-dana", { body: { fullName: "Dana Ruiz", phone: "+34611000001" } });
+      const again = await req("PUT", "/contacts/by-external-id/crm-dana", {
+        body: { fullName: "Dana Ruiz", phone: "+34611000001" },
+      });
       expect(again.body).toEqual(put.body);
     } finally {
       app.setNow(undefined);
@@ -145,7 +162,9 @@ describe("conversations and messages", () => {
   it("a message moves the conversation's updatedAt and version once; its delivery moves only the message's updatedAt", async () => {
     const before = await get();
     const t0 = await dbNow();
-    const sent = await req("POST", `/conversations/${conv()}/messages`, { body: { content: "We have a flat for you" } });
+    const sent = await req("POST", `/conversations/${conv()}/messages`, {
+      body: { content: "We have a flat for you" },
+    });
     expect(sent.status).toBe(201);
     // Stored pending, then delivered after the commit (web: inside the service): its updatedAt moved with the delivery.
     expect(sent.body.deliveryStatus).toBe("sent");
@@ -168,7 +187,10 @@ describe("conversations and messages", () => {
   it("a status change, two statements in one transaction, and an update that changes nothing", async () => {
     const before = await get();
     const t = acme().id;
-    await sql(`UPDATE "Conversation" SET "status" = 'escalated' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [t, conv()]);
+    await sql(`UPDATE "Conversation" SET "status" = 'escalated' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [
+      t,
+      conv(),
+    ]);
     const escalated = await get();
     expect(escalated.status).toBe("escalated");
     expect(escalated.version).toBe(before.version + 1);
@@ -176,15 +198,26 @@ describe("conversations and messages", () => {
 
     // One transaction, two statements: one version, one updatedAt.
     await app.db.prisma.$transaction([
-      app.db.prisma.$executeRawUnsafe(`UPDATE "Conversation" SET "status" = 'active' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, t, conv()),
-      app.db.prisma.$executeRawUnsafe(`UPDATE "Conversation" SET "subject" = 'Flat' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, t, conv()),
+      app.db.prisma.$executeRawUnsafe(
+        `UPDATE "Conversation" SET "status" = 'active' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+        t,
+        conv(),
+      ),
+      app.db.prisma.$executeRawUnsafe(
+        `UPDATE "Conversation" SET "subject" = 'Flat' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+        t,
+        conv(),
+      ),
     ]);
     const both = await get();
     expect([both.status, both.subject, both.version]).toEqual(["active", "Flat", escalated.version + 1]);
     expect(ms(both.updatedAt)).toBeGreaterThan(ms(escalated.updatedAt));
 
     // Nothing changes (whatever updatedAt a statement writes: the database's trigger decides).
-    await sql(`UPDATE "Conversation" SET "status" = "status" WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [t, conv()]);
+    await sql(`UPDATE "Conversation" SET "status" = "status" WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [
+      t,
+      conv(),
+    ]);
     expect(await get()).toEqual(both);
   });
 
@@ -203,7 +236,9 @@ describe("conversations and messages", () => {
     expect(after.version).toBe(before.version + 1);
     expect(ms(after.updatedAt)).toBeGreaterThan(ms(before.updatedAt));
     expect(await get(acme().conversations.other!)).toEqual(other);
-    expect((await req("GET", `/conversations/${globex().conversations.web}`, { key: key("full", globex()) })).body).toEqual(foreign.body);
+    expect(
+      (await req("GET", `/conversations/${globex().conversations.web}`, { key: key("full", globex()) })).body,
+    ).toEqual(foreign.body);
 
     // The same name again: the customer's row does not change what the conversation shows.
     await sql(`UPDATE "Customer" SET "name" = 'Beatriz' WHERE "tenantId" = $1::uuid AND "name" = 'Beatriz'`, [t]);
@@ -211,8 +246,15 @@ describe("conversations and messages", () => {
 
     // A status change and a customer change in one transaction: one version.
     await app.db.prisma.$transaction([
-      app.db.prisma.$executeRawUnsafe(`UPDATE "Conversation" SET "status" = 'resolved' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, t, conv()),
-      app.db.prisma.$executeRawUnsafe(`UPDATE "Customer" SET "email" = 'bea@x.test' WHERE "tenantId" = $1::uuid AND "name" = 'Beatriz'`, t),
+      app.db.prisma.$executeRawUnsafe(
+        `UPDATE "Conversation" SET "status" = 'resolved' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`,
+        t,
+        conv(),
+      ),
+      app.db.prisma.$executeRawUnsafe(
+        `UPDATE "Customer" SET "email" = 'bea@x.test' WHERE "tenantId" = $1::uuid AND "name" = 'Beatriz'`,
+        t,
+      ),
     ]);
     const once = await get();
     expect([once.status, once.customer.email, once.version]).toEqual(["resolved", "bea@x.test", after.version + 1]);
@@ -222,13 +264,19 @@ describe("conversations and messages", () => {
     const t = acme().id;
     const conversation = await get();
     const [first] = (await req("GET", `/conversations/${conv()}/messages`)).body.items;
-    await sql(`UPDATE "Message" SET "deliveryStatus" = 'delivered' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [t, first.id]);
+    await sql(`UPDATE "Message" SET "deliveryStatus" = 'delivered' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [
+      t,
+      first.id,
+    ]);
     const [delivered] = (await req("GET", `/conversations/${conv()}/messages`)).body.items;
     expect(delivered.deliveryStatus).toBe("delivered");
     expect(ms(delivered.updatedAt)).toBeGreaterThan(ms(first.updatedAt));
     expect(await get()).toEqual(conversation);
     // An update that changes nothing keeps it.
-    await sql(`UPDATE "Message" SET "deliveryStatus" = 'delivered' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [t, first.id]);
+    await sql(`UPDATE "Message" SET "deliveryStatus" = 'delivered' WHERE "tenantId" = $1::uuid AND "id" = $2::uuid`, [
+      t,
+      first.id,
+    ]);
     expect(await stamp("Message", first.id)).toEqual({ u: ms(delivered.updatedAt), v: null });
   });
 });
@@ -239,7 +287,9 @@ describe("GET /conversations/{id}", () => {
     const r = await req("GET", `/conversations/${id}`, { key: key("reader") });
     expect(r.status).toBe(200);
     expect(r.headers.get("etag")).toBe(`"${r.body.version}"`);
-    const listed = (await req("GET", "/conversations", { key: key("reader") })).body.items.find((c: { id: string }) => c.id === id);
+    const listed = (await req("GET", "/conversations", { key: key("reader") })).body.items.find(
+      (c: { id: string }) => c.id === id,
+    );
     expect(r.body).toEqual(listed);
     expect(r.body.channel).toBe("web");
     expect(r.body.customer.customerId).toBe(acme().contacts.carl);
@@ -269,7 +319,11 @@ describe("GET /conversations/{id}", () => {
       const r = expectEnvelope(await req("GET", `/conversations/${bad}`), 422, "VALIDATION_ERROR");
       expect(r.details.fields[0].field).toBe("id");
     }
-    expectEnvelope(await req("GET", `/conversations/${acme().conversations.web}`, { key: key("none") }), 403, "PERMISSION_DENIED");
+    expectEnvelope(
+      await req("GET", `/conversations/${acme().conversations.web}`, { key: key("none") }),
+      403,
+      "PERMISSION_DENIED",
+    );
     // POST …/start is still the start operation.
     expectEnvelope(await req("POST", "/conversations/start", { body: {} }), 422, "VALIDATION_ERROR");
   });
@@ -279,9 +333,14 @@ describe("the changes feed and the fixture format", () => {
   it("the feed's conversations and contacts carry updatedAt and version as their GET answers them", async () => {
     const r = await req("GET", "/changes", { key: key() });
     expect(r.status).toBe(200);
-    const item = (type: string, id: string) => r.body.items.find((i: { type: string; id: string }) => i.type === type && i.id === id);
-    expect(item("conversation", acme().conversations.web!).data).toEqual((await req("GET", `/conversations/${acme().conversations.web}`)).body);
-    expect(item("contact", acme().contacts.bea!).data).toEqual((await req("GET", `/contacts/${acme().contacts.bea}`)).body);
+    const item = (type: string, id: string) =>
+      r.body.items.find((i: { type: string; id: string }) => i.type === type && i.id === id);
+    expect(item("conversation", acme().conversations.web!).data).toEqual(
+      (await req("GET", `/conversations/${acme().conversations.web}`)).body,
+    );
+    expect(item("contact", acme().contacts.bea!).data).toEqual(
+      (await req("GET", `/contacts/${acme().contacts.bea}`)).body,
+    );
   });
 
   it("a fixture with updatedAt loads it as given; without, the object's latest known time; before createdAt is refused", async () => {
@@ -304,7 +363,13 @@ describe("the changes feed and the fixture format", () => {
                 { role: "user", content: "Again", createdAt: "2026-10-06T08:00:00Z" },
               ],
             },
-            { ref: "d", channel: "site", createdAt: "2026-10-02T08:00:00Z", identity: null, messages: [{ role: "user", content: "Hi", createdAt: "2026-10-07T08:00:00Z" }] },
+            {
+              ref: "d",
+              channel: "site",
+              createdAt: "2026-10-02T08:00:00Z",
+              identity: null,
+              messages: [{ role: "user", content: "Hi", createdAt: "2026-10-07T08:00:00Z" }],
+            },
           ],
         }),
       ),
@@ -312,19 +377,61 @@ describe("the changes feed and the fixture format", () => {
     const d = loaded.tenants.dated!;
     const k = { key: d.apiKeys.full!.key };
     const contact = async (ref: string) => (await req("GET", `/contacts/${d.contacts[ref]}`, k)).body;
-    expect([(await contact("a")).updatedAt, (await contact("b")).updatedAt]).toEqual(["2026-10-05T08:00:00.000Z", "2026-10-01T08:00:00.000Z"]);
+    expect([(await contact("a")).updatedAt, (await contact("b")).updatedAt]).toEqual([
+      "2026-10-05T08:00:00.000Z",
+      "2026-10-01T08:00:00.000Z",
+    ]);
     const c = (await req("GET", `/conversations/${d.conversations.c}`, k)).body;
-    expect([c.version, c.updatedAt, c.lastMessageAt]).toEqual([1, "2026-10-09T08:00:00.000Z", "2026-10-06T08:00:00.000Z"]);
-    expect((await req("GET", `/conversations/${d.conversations.d}`, k)).body.updatedAt).toBe("2026-10-07T08:00:00.000Z");
+    expect([c.version, c.updatedAt, c.lastMessageAt]).toEqual([
+      1,
+      "2026-10-09T08:00:00.000Z",
+      "2026-10-06T08:00:00.000Z",
+    ]);
+    expect((await req("GET", `/conversations/${d.conversations.d}`, k)).body.updatedAt).toBe(
+      "2026-10-07T08:00:00.000Z",
+    );
     const messages = (await req("GET", `/conversations/${d.conversations.c}/messages`, k)).body.items;
-    expect(messages.map((m: { updatedAt: string }) => m.updatedAt)).toEqual(["2026-10-06T08:00:00.000Z", "2026-10-04T08:00:00.000Z"]);
+    expect(messages.map((m: { updatedAt: string }) => m.updatedAt)).toEqual([
+      "2026-10-06T08:00:00.000Z",
+      "2026-10-04T08:00:00.000Z",
+    ]);
 
     const tenants = async () => (await sql<{ n: number }>(`SELECT count(*)::int AS n FROM "Tenant"`))[0]!.n;
     const n = await tenants();
     const refused = [
-      { contacts: [{ ref: "a", phone: "+34612000003", createdAt: "2026-10-02T08:00:00Z", updatedAt: "2026-10-01T08:00:00Z" }] },
-      { conversations: [{ ref: "c", channel: "site", identity: null, updatedAt: "2026-10-01T08:00:00Z", messages: [{ role: "user" as const, content: "x", createdAt: "2026-10-02T08:00:00Z" }] }] },
-      { conversations: [{ ref: "c", channel: "site", identity: null, messages: [{ role: "user" as const, content: "x", createdAt: "2026-10-02T08:00:00Z", updatedAt: "2026-10-01T08:00:00Z" }] }] },
+      {
+        contacts: [
+          { ref: "a", phone: "+34612000003", createdAt: "2026-10-02T08:00:00Z", updatedAt: "2026-10-01T08:00:00Z" },
+        ],
+      },
+      {
+        conversations: [
+          {
+            ref: "c",
+            channel: "site",
+            identity: null,
+            updatedAt: "2026-10-01T08:00:00Z",
+            messages: [{ role: "user" as const, content: "x", createdAt: "2026-10-02T08:00:00Z" }],
+          },
+        ],
+      },
+      {
+        conversations: [
+          {
+            ref: "c",
+            channel: "site",
+            identity: null,
+            messages: [
+              {
+                role: "user" as const,
+                content: "x",
+                createdAt: "2026-10-02T08:00:00Z",
+                updatedAt: "2026-10-01T08:00:00Z",
+              },
+            ],
+          },
+        ],
+      },
     ];
     for (const extra of refused) {
       const err = await app.load(fixture(tenant("refused", extra))).catch((e: unknown) => e);
@@ -343,7 +450,8 @@ describe("the triggers", () => {
     const columns = await sql<{ name: string }>(
       `SELECT attname AS name FROM pg_attribute WHERE attrelid = '"Contact"'::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''`,
     );
-    for (const { name } of columns) expect(contact!.def, name).toMatch(new RegExp(`old\\.(?:"${name}"|${name.toLowerCase()}(?![A-Za-z0-9_"]))`));
+    for (const { name } of columns)
+      expect(contact!.def, name).toMatch(new RegExp(`old\\.(?:"${name}"|${name.toLowerCase()}(?![A-Za-z0-9_"]))`));
     const whole = await sql<{ name: string; def: string }>(
       `SELECT g.tgname AS name, pg_get_triggerdef(g.oid) AS def FROM pg_trigger g WHERE g.tgname IN ('Conversation_touch_update', 'Message_touch_update')`,
     );
@@ -362,7 +470,11 @@ describe("the triggers", () => {
       .filter((s) => /^(SELECT|UPDATE|INSERT|DELETE|PERFORM)\b/i.test(s));
     expect(statements).toHaveLength(1);
     const tenantId = acme().id;
-    const a = analyzeSql(statements[0]!.replace(/NEW\."tenantId"/g, "$1").replace(/NEW\."id"/g, "$2"), [tenantId, crypto.randomUUID()], model);
+    const a = analyzeSql(
+      statements[0]!.replace(/NEW\."tenantId"/g, "$1").replace(/NEW\."id"/g, "$2"),
+      [tenantId, crypto.randomUUID()],
+      model,
+    );
     expect(a.problems).toEqual([]);
     expect([...a.tenants]).toEqual([`=${tenantId}`]);
   });
@@ -384,7 +496,10 @@ describe("the migration", () => {
         `INSERT INTO "Channel" ("tenantId", "kind", "name") VALUES ($1, 'web', 'W') RETURNING "id"`,
         [t],
       );
-      const [cu] = await db.sql.query<{ id: string }>(`INSERT INTO "Customer" ("tenantId") VALUES ($1) RETURNING "id"`, [t]);
+      const [cu] = await db.sql.query<{ id: string }>(
+        `INSERT INTO "Customer" ("tenantId") VALUES ($1) RETURNING "id"`,
+        [t],
+      );
       const conversation = (u: string) =>
         db.sql.query<{ id: string }>(
           `INSERT INTO "Conversation" ("tenantId", "channelId", "customerId", "createdAt", "lastMessageAt", "updatedAt")

@@ -22,8 +22,20 @@ const sorted = (xs: readonly string[]) => [...xs].sort();
 
 const models = [
   { name: "leads", writes: LEAD_WRITES, patch: UpdateLeadInput, id: "lead_id", put: keys(LeadUpsertBody) },
-  { name: "contacts", writes: CONTACT_WRITES, patch: UpdateContactInput, id: "contact_id", put: keys(ContactUpsertBody) },
-  { name: "tickets", writes: TICKET_WRITES, patch: UpdateTicketInput, id: "ticket_id", put: keys(TicketUpsertItem).filter((k) => k !== "externalId") },
+  {
+    name: "contacts",
+    writes: CONTACT_WRITES,
+    patch: UpdateContactInput,
+    id: "contact_id",
+    put: keys(ContactUpsertBody),
+  },
+  {
+    name: "tickets",
+    writes: TICKET_WRITES,
+    patch: UpdateTicketInput,
+    id: "ticket_id",
+    put: keys(TicketUpsertItem).filter((k) => k !== "externalId"),
+  },
 ];
 
 /** README's row of a resource: its cells' field names, column by column. */
@@ -31,7 +43,10 @@ function readmeRow(resource: string): string[][] {
   const readme = readFileSync(path.join(ROOT, "README.md"), "utf8");
   const line = readme.split("\n").find((l) => l.startsWith(`| ${resource} |`));
   if (!line) throw new Error(`README.md has no row for ${resource}`);
-  return line.split("|").slice(2, -1).map((cell) => [...cell.matchAll(/`(\w+)`/g)].map((m) => m[1]!));
+  return line
+    .split("|")
+    .slice(2, -1)
+    .map((cell) => [...cell.matchAll(/`(\w+)`/g)].map((m) => m[1]!));
 }
 
 describe("the write models", () => {
