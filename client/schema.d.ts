@@ -131,7 +131,7 @@ export interface paths {
         };
         /**
          * List contacts
-         * @description Live contacts of the tenant, newest first. Offset pagination (`offset`, `limit`), or keyset pagination: `nextCursor` (base64url of the last item's createdAt and id, null on the last page) passed back as the `cursor` query parameter continues strictly after that item, and `offset` is then ignored. A malformed cursor gives 422. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size. A page cut by the budget also has a `nextCursor`.
+         * @description Live contacts of the tenant, newest first. Offset pagination (`offset`, `limit`), or keyset pagination: `nextCursor` (base64url of the last item's createdAt and id, null on the last page) passed back as the `cursor` query parameter continues strictly after that item, and `offset` is then ignored. A malformed cursor gives 422. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `pagination.hasNext` true and `total` unchanged — continue at `offset` + the number of items received (each item then comes exactly once). `pagination.pageSize` is the `limit` asked for, `page` and `totalPages` count pages of that size. A page cut by the budget also has a `nextCursor`. `sort` orders by one of the columns it names (a leading `-` is descending; ties by id). `updatedFrom` (inclusive) and `updatedTo` (exclusive) keep objects by `updatedAt` (updatedFrom after updatedTo: 422). `id` (or `externalId`, where the resource has one) repeated 1 to 100 times keeps those objects (unknown, deleted and other tenants' ones are simply absent; both together: 422); every filter combines with the others. `cursor`: the `nextCursor` of a previous page of the same sort and filters continues strictly after its last item (keyset: no object is skipped or repeated when others are added or removed meanwhile; `offset` is then ignored; a cursor of another list, sort or filters, or of another tenant: 422). `stableBefore`: poll again from the earlier of your last seen `updatedAt` and it, deduplicating by `id` + `version`, and no change is missed.
          *
          *     Scope: `tenant:contacts.read`.
          */
@@ -950,7 +950,7 @@ export interface components {
              * @description Stable code; the only field for program logic
              * @enum {string}
              */
-            error: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "PERMISSION_DENIED" | "PLAN_NOT_ELIGIBLE" | "NOT_FOUND" | "MESSAGING_SESSION_WINDOW_CLOSED" | "APPOINTMENT_OVERLAP" | "ALREADY_EXISTS" | "TICKET_COMMENT_LIMIT_REACHED" | "PRECONDITION_FAILED" | "PAYLOAD_TOO_LARGE" | "RATE_LIMIT_EXCEEDED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+            error: "VALIDATION_ERROR" | "IDEMPOTENCY_KEY_REUSE_MISMATCH" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "PERMISSION_DENIED" | "PLAN_NOT_ELIGIBLE" | "NOT_FOUND" | "MESSAGING_SESSION_WINDOW_CLOSED" | "APPOINTMENT_OVERLAP" | "ALREADY_EXISTS" | "TICKET_COMMENT_LIMIT_REACHED" | "PRECONDITION_FAILED" | "PAYLOAD_TOO_LARGE" | "REQUEST_HEADERS_TOO_LARGE" | "RATE_LIMIT_EXCEEDED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
             /** @description English text for debugging; wording may change */
             message: string;
             /** @description Identifies the request, for support (also in X-Request-Id) */
@@ -1075,6 +1075,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -1251,6 +1267,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -1660,6 +1692,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -2530,6 +2578,22 @@ export interface operations {
                     } & components["schemas"]["Error"];
                 };
             };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
             /** @description Internal error: INTERNAL_ERROR */
             500: {
                 headers: {
@@ -2906,6 +2970,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -3745,6 +3825,22 @@ export interface operations {
                     } & components["schemas"]["Error"];
                 };
             };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
             /** @description Internal error: INTERNAL_ERROR */
             500: {
                 headers: {
@@ -3925,6 +4021,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -4298,6 +4410,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -4688,6 +4816,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -5098,6 +5242,22 @@ export interface operations {
                     } & components["schemas"]["Error"];
                 };
             };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
             /** @description Internal error: INTERNAL_ERROR */
             500: {
                 headers: {
@@ -5504,6 +5664,22 @@ export interface operations {
                     } & components["schemas"]["Error"];
                 };
             };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
             /** @description Internal error: INTERNAL_ERROR */
             500: {
                 headers: {
@@ -5675,6 +5851,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -6080,6 +6272,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -7166,6 +7374,22 @@ export interface operations {
                     } & components["schemas"]["Error"];
                 };
             };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
             /** @description Internal error: INTERNAL_ERROR */
             500: {
                 headers: {
@@ -7314,6 +7538,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -7468,6 +7708,22 @@ export interface operations {
                     } & components["schemas"]["Error"];
                 };
             };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
+                    } & components["schemas"]["Error"];
+                };
+            };
             /** @description Internal error: INTERNAL_ERROR */
             500: {
                 headers: {
@@ -7616,6 +7872,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };
@@ -7769,6 +8041,22 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         error?: "RATE_LIMIT_EXCEEDED";
+                    } & components["schemas"]["Error"];
+                };
+            };
+            /** @description Request line and headers too large: REQUEST_HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        error?: "REQUEST_HEADERS_TOO_LARGE";
                     } & components["schemas"]["Error"];
                 };
             };

@@ -114,6 +114,10 @@ export const ERROR_EXAMPLES: Record<ErrorCode, ErrorExample> = {
     details: { limit: "comments", max: 500 },
   },
   PAYLOAD_TOO_LARGE: { message: "Request body exceeds 1048576 bytes", details: { limitBytes: 1048576 } },
+  REQUEST_HEADERS_TOO_LARGE: {
+    message: "The request line and headers exceed 327680 bytes",
+    details: { limitBytes: 327680 },
+  },
   RATE_LIMIT_EXCEEDED: { message: "Rate limit exceeded for this API key", details: { retryAfter: 17 } },
   INTERNAL_ERROR: { message: "Internal server error", details: {} },
   SERVICE_UNAVAILABLE: { message: "A backing service is temporarily unavailable; retry shortly", details: {} },

@@ -20,7 +20,8 @@ appointments and availability, tickets, and caller introspection.
 
 Every request carries \`X-API-Key\`. Errors always have the body \`{error, message, request_id, details}\`;
 program against \`error\` only. Every response carries \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\`,
-\`X-RateLimit-Reset\` and \`X-Request-Id\`; a 429 also carries \`Retry-After\`. Every answer is the key's own:
+\`X-RateLimit-Reset\` and \`X-Request-Id\` (but a 431, answered before the key is read, which has no quota
+state to tell); a 429 also carries \`Retry-After\`. Every answer is the key's own:
 \`Cache-Control: ${API_CACHE_HEADERS["Cache-Control"]}\` (no shared cache keeps it; a client's cache revalidates
 it, with \`If-None-Match\` where there is an \`ETag\`), \`Vary: ${API_CACHE_HEADERS.Vary}\` and
 \`X-Content-Type-Options: ${API_CACHE_HEADERS["X-Content-Type-Options"]}\`.
@@ -106,6 +107,7 @@ const STATUS_TEXT: Record<number, string> = {
   409: "Conflict",
   412: "Precondition failed",
   413: "Request body too large",
+  431: "Request line and headers too large",
   422: "Validation failed",
   429: "Rate limit exceeded",
   500: "Internal error",
@@ -124,6 +126,8 @@ export function operationErrors(method: string, meta: Meta): ErrorCode[] {
   ];
   if (meta.scope || meta.anyScope?.length) codes.push("PERMISSION_DENIED", "VALIDATION_ERROR");
   if (method === "post" || method === "patch" || method === "put") codes.push("PAYLOAD_TOO_LARGE");
+  // A read's parameters travel in its request line: id lists may make it long (server/http-server.ts).
+  if (method === "get") codes.push("REQUEST_HEADERS_TOO_LARGE");
   if (method === "post" || method === "put") codes.push("IDEMPOTENCY_KEY_REUSE_MISMATCH");
   for (const c of meta.errors ?? []) if (!codes.includes(c)) codes.push(c);
   return codes;
@@ -160,6 +164,7 @@ const CODE_SUMMARY: Record<ErrorCode, string> = {
   PRECONDITION_FAILED: "If-Match names none of the object's versions",
   TICKET_COMMENT_LIMIT_REACHED: "The ticket's thread is full",
   PAYLOAD_TOO_LARGE: "The request body is over the limit",
+  REQUEST_HEADERS_TOO_LARGE: "The request line and headers are over the limit",
   RATE_LIMIT_EXCEEDED: "The key's per-minute or per-day quota is used up",
   INTERNAL_ERROR: "An unexpected failure",
   SERVICE_UNAVAILABLE: "The database or Redis is briefly unavailable",
@@ -389,9 +394,12 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
           headers:
             s === 429
               ? { ...rateHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } }
-              : s === 412 && !meta.upsert
-                ? etagHeaders(rateHeaders)
-                : rateHeaders,
+              : s === 431
+                ? // Answered before the key is read (server/http-server.ts): no quota state to tell.
+                  Object.fromEntries(Object.entries(rateHeaders).filter(([h]) => !h.startsWith("X-RateLimit-")))
+                : s === 412 && !meta.upsert
+                  ? etagHeaders(rateHeaders)
+                  : rateHeaders,
           content: {
             "application/json": {
               schema: {

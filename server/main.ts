@@ -14,6 +14,7 @@ import { startMetricsServer } from "./metrics.js";
 import { checkDatabaseConnections, exitOnStartupError } from "./startup-error.js";
 import { once } from "node:events";
 import { newLocalToken, removeServiceFile, writeServiceFile } from "./admin/live.js";
+import { answerClientErrors, HTTP_SERVER_OPTIONS } from "./http-server.js";
 
 // Until listening, a configuration or connection error prints one line and exits 1 (server/startup-error.ts).
 const started = exitOnStartupError();
@@ -62,19 +63,23 @@ let inProgress = 0;
 function responseClosed() {
   inProgress -= 1;
 }
-const server = createServer({ ServerResponse: ClosingResponse }, (req: IncomingMessage, res: ServerResponse) => {
-  // The target in origin form first (server/app.ts does the same), so an absolute-form /readyz is one too.
-  req.url = originForm(req.url ?? "/");
-  if (isStopping() && req.url === "/readyz") {
-    res
-      .writeHead(503, { "Content-Type": "application/json" })
-      .end(JSON.stringify({ status: "unavailable", checks: { shutdown: "stopping" } }));
-    return;
-  }
-  inProgress += 1;
-  res.once("close", responseClosed);
-  app(req, res);
-});
+const server = createServer(
+  { ...HTTP_SERVER_OPTIONS, ServerResponse: ClosingResponse },
+  (req: IncomingMessage, res: ServerResponse) => {
+    // The target in origin form first (server/app.ts does the same), so an absolute-form /readyz is one too.
+    req.url = originForm(req.url ?? "/");
+    if (isStopping() && req.url === "/readyz") {
+      res
+        .writeHead(503, { "Content-Type": "application/json" })
+        .end(JSON.stringify({ status: "unavailable", checks: { shutdown: "stopping" } }));
+      return;
+    }
+    inProgress += 1;
+    res.once("close", responseClosed);
+    app(req, res);
+  },
+);
+answerClientErrors(server);
 server.keepAliveTimeout = 5_000;
 server.listen(config.port, config.host, () => {
   const redis = redisState();

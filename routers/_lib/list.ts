@@ -11,6 +11,8 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
+import { TRANSACTION_TIMEOUT_MS } from "../../server/db/client.js";
+import { MAX_LISTED_IDS } from "../../server/http-server.js";
 import { validation } from "../../server/errors.js";
 import { toIso, type Iso } from "../../model/instants.js";
 import { budgetCut, cutToBudget, oversizedAllowed, withheld, type Cut, type ItemSize } from "./page-budget.js";
@@ -62,8 +64,8 @@ export interface ListSpec<R, O> {
   externalId?: boolean;
 }
 
-/** The most `id` or `externalId` values a list request may name. */
-export const MAX_LISTED_IDS = 100;
+/** The most `id` or `externalId` values a list request may name (its request line must fit: server/http-server.ts). */
+export { MAX_LISTED_IDS };
 
 /** A filter no row meets (a value no object can have: the page is empty, its envelope whole). */
 export const MATCHES_NOTHING: Filter = { cond: Prisma.sql`false` };
@@ -137,12 +139,14 @@ export interface List<R, O> {
 }
 
 /**
- * How far behind the database's clock a list's `stableBefore` is: the longest a writing transaction
- * of the service lasts (server/db/client.ts TRANSACTION_TIMEOUT_MS; a statement outside one is cut by
- * statement_timeout first) plus a second of margin. Every object written with an `updatedAt` before it
- * is committed (or never will be): a poller that resumes from it misses no change.
+ * How far behind the database's clock a list's `stableBefore` is: the longest a writing transaction of
+ * the service lasts (server/db/client.ts TRANSACTION_TIMEOUT_MS) plus a margin for what comes before
+ * it (a write stamped with the service's clock before its statement got a connection: at most the
+ * pool's 3 s checkout) and for the service's and the database's clocks (NTP keeps them within
+ * milliseconds). Every object written with an `updatedAt` before it is committed, or never will be: a
+ * poller that resumes from it misses no change.
  */
-export const STABLE_LAG_MS = 11_000;
+export const STABLE_LAG_MS = TRANSACTION_TIMEOUT_MS + 5_000;
 
 /**
  * The column "stableBefore" of a list statement. Whole seconds (earlier is never wrong): two answers a

@@ -68,7 +68,14 @@ export interface Database {
   close(): Promise<void>;
 }
 
-const transactionOptions = { maxWait: 15_000, timeout: 30_000 };
+/**
+ * The longest a writing transaction of the service lasts: Prisma rolls back an interactive transaction
+ * still open after it (on every backend), and a write outside one is a single statement, cut by
+ * statement_timeout (5 s by default) after a pool checkout of at most 3 s. Lists derive `stableBefore`
+ * from it (routers/_lib/list.ts STABLE_LAG_MS): no write stamped earlier can still commit.
+ */
+export const TRANSACTION_TIMEOUT_MS = 10_000;
+const transactionOptions = { maxWait: 15_000, timeout: TRANSACTION_TIMEOUT_MS };
 
 /**
  * Sees every statement sent to the database (SQL text and parameters), from Prisma and from the raw

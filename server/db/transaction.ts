@@ -22,7 +22,7 @@ export async function transaction<T>(
   fn: (tx: Db) => Promise<T>,
   opts: {
     attempts?: number;
-    /** Prisma's interactive-transaction timeout in ms (default: the client's, 30 s). */
+    /** Prisma's interactive-transaction timeout in ms (default: the client's, TRANSACTION_TIMEOUT_MS). */
     timeoutMs?: number;
     onRetry?: (attempt: number, err: unknown) => void;
   } = {},

@@ -25,6 +25,7 @@ import { citusCluster, createClusterDatabase, TEST_SHARD_COUNT } from "./cluster
 import { claim, pristineOf, register, release, type Pristine } from "./citus-pool.js";
 import { copyTemplate, directBaseUrl, dropDatabase, onServer, withDatabase } from "./template.js";
 import { distribute } from "../../server/db/distribute.js";
+import { answerClientErrors, HTTP_SERVER_OPTIONS } from "../../server/http-server.js";
 
 export interface TestDb {
   db: Database;
@@ -235,7 +236,8 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
     providers: createProviders({ timeoutMs: config.providerTimeoutMs, logger, metrics }),
     now: () => now ?? new Date(),
   };
-  const server: Server = createServer(createApp(services));
+  const server: Server = createServer(HTTP_SERVER_OPTIONS, createApp(services));
+  answerClientErrors(server);
   // PGlite runs in this thread: a long statement blocks the event loop past Node's 5 s keep-alive,
   // and fetch's coarse idle timer could then reuse a socket the server had just closed (ECONNRESET).
   server.keepAliveTimeout = 120_000;

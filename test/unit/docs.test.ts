@@ -273,6 +273,7 @@ describe("GET /docs (headless Chromium)", () => {
     expect(new Set(sent.map((r) => r.key))).toEqual(new Set([demoKey]));
     // What the page created is stored: the contact of POST /contacts' example can be found.
     const found = await app.request("GET", "/public/v1/contacts", { key: demoKey, query: { search: "Eva Mora" } });
+    expect(found.status, found.text).toBe(200);
     expect(found.body.items.map((c: { phone: string }) => c.phone)).toEqual(["+34600000009"]);
 
     // The error examples the page shows: each status its own code (503 is not VALIDATION_ERROR).

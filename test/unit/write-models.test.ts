@@ -41,7 +41,7 @@ const models = [
 /** README's row of a resource: its cells' field names, column by column. */
 function readmeRow(resource: string): string[][] {
   const readme = readFileSync(path.join(ROOT, "README.md"), "utf8");
-  const line = readme.split("\n").find((l) => l.startsWith(`| ${resource} |`));
+  const line = readme.split("\n").find((l) => new RegExp(`^\\| ${resource} +\\|`).test(l));
   if (!line) throw new Error(`README.md has no row for ${resource}`);
   return line
     .split("|")
