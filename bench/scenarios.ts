@@ -66,6 +66,8 @@ export interface Prepared {
    * (prepare(): the batch over long threads and its list page).
    */
   longTickets: { contactId: string; items: { externalId: string; subject: string }[] };
+  /** nextCursor of leads pages half-way down the list (default order): a keyset page deep in it. */
+  leadCursors: string[];
 }
 
 export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, runId: string): Scenario[] {
@@ -141,6 +143,31 @@ export function buildScenarios(ds: Dataset, big: BenchTenant, prep: Prepared, ru
       growth: true,
       write: false,
       next: () => ({ method: "GET", path: `${P}/leads?offset=${Math.floor(big.size.leads / 2)}&limit=50` }),
+    },
+    {
+      name: "leads-updated",
+      title: "GET /leads?sort=-updatedAt&limit=50",
+      baseline: true,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/leads?sort=-updatedAt&limit=50` }),
+    },
+    {
+      name: "leads-updated-since",
+      title: "GET /leads?updatedFrom=(24 h ago)&limit=50",
+      baseline: true,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/leads?updatedFrom=${encodeURIComponent(since)}&limit=50` }),
+    },
+    {
+      // The keyset page after one half-way down the tenant's leads (prepare()).
+      name: "leads-cursor-deep",
+      title: "GET /leads?cursor=(half the leads)&limit=50",
+      baseline: true,
+      growth: true,
+      write: false,
+      next: () => ({ method: "GET", path: `${P}/leads?limit=50&cursor=${rot(prep.leadCursors)}` }),
     },
     {
       name: "leads-customer",

@@ -195,28 +195,53 @@ function int(v: string | null, min: number, max: number, fallback: number): numb
 // x-bench-no-count) skips the count: what a database-kept counter would save.
 async function listLeads(c: Caller, url: URL, noCount: boolean) {
   need(c, "tenant:leads.read");
-  const offset = int(url.searchParams.get("offset"), 0, 2_147_483_647, 0);
+  let offset = int(url.searchParams.get("offset"), 0, 2_147_483_647, 0);
   const limit = int(url.searchParams.get("limit"), 1, 200, 50);
   const params: unknown[] = [c.tenantId];
   let where = `"tenantId" = $1`;
-  const dateFrom = url.searchParams.get("dateFrom");
-  if (dateFrom) {
-    const d = new Date(dateFrom);
-    if (Number.isNaN(d.getTime())) throw new HttpError(422, "VALIDATION_ERROR", "bad dateFrom");
+  const time = (name: string) => {
+    const v = url.searchParams.get(name);
+    if (!v) return undefined;
+    const d = new Date(v);
+    if (Number.isNaN(d.getTime())) throw new HttpError(422, "VALIDATION_ERROR", `bad ${name}`);
     params.push(d);
-    where += ` AND "createdAt" >= $${params.length}`;
+    return `$${params.length}`;
+  };
+  const dateFrom = time("dateFrom");
+  if (dateFrom) where += ` AND "createdAt" >= ${dateFrom}`;
+  const updatedFrom = time("updatedFrom");
+  if (updatedFrom) where += ` AND "updatedAt" >= ${updatedFrom}`;
+  // sort: the default (createdAt descending) or updatedAt either way; ties by id alike.
+  const sort = url.searchParams.get("sort") ?? "-createdAt";
+  if (!/^-?(createdAt|updatedAt)$/.test(sort)) throw new HttpError(422, "VALIDATION_ERROR", "bad sort");
+  const col = `"${sort.replace(/^-/, "")}"`;
+  const dir = sort.startsWith("-") ? "DESC" : "ASC";
+  const order = `${col} ${dir}, "id" ${dir}`;
+  // A keyset cursor (the service's own, c1|sort|position|id|…): the rows after that position, and the
+  // page's offset counted (the envelope's pagination says where the page is).
+  let keyset = "";
+  const cursor = url.searchParams.get("cursor");
+  if (cursor) {
+    const [v, s, at, id] = Buffer.from(cursor, "base64url").toString("utf8").split("|");
+    if (v !== "c1" || s !== sort || !at || !id) throw new HttpError(422, "VALIDATION_ERROR", "bad cursor");
+    params.push(new Date(at), id);
+    const cmp = dir === "DESC" ? "<" : ">";
+    keyset = `(${col} ${cmp} $${params.length - 1} OR (${col} = $${params.length - 1} AND "id" ${cmp} $${params.length}::uuid))`;
   }
-  params.push(limit, offset);
+  const before = keyset ? `(SELECT count(*)::int FROM "Lead" WHERE ${where} AND NOT ${keyset})` : "NULL::int";
+  const pageWhere = keyset ? `${where} AND ${keyset}` : where;
+  params.push(limit, keyset ? 0 : offset);
   const n = params.length;
   const sql = noCount
-    ? `SELECT NULL::int AS "total", NULL::timestamptz AS "newest", p.* FROM (SELECT 1) one LEFT JOIN LATERAL (
-         SELECT ${LEAD_COLS} FROM (SELECT "id" FROM "Lead" WHERE ${where} ORDER BY "createdAt" DESC, "id" DESC LIMIT $${n - 1} OFFSET $${n}) ids
-           JOIN "Lead" l ON l."tenantId" = $1 AND l."id" = ids."id") p ON true ORDER BY p."createdAt" DESC, p."id" DESC`
-    : `SELECT (SELECT count(*)::int FROM "Lead" WHERE ${where}) AS "total", (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest", p.*
+    ? `SELECT NULL::int AS "total", NULL::timestamptz AS "newest", ${before} AS "before", p.* FROM (SELECT 1) one LEFT JOIN LATERAL (
+         SELECT ${LEAD_COLS} FROM (SELECT "id" FROM "Lead" WHERE ${pageWhere} ORDER BY ${order} LIMIT $${n - 1} OFFSET $${n}) ids
+           JOIN "Lead" l ON l."tenantId" = $1 AND l."id" = ids."id") p ON true ORDER BY p.${order.replace(", ", ", p.")}`
+    : `SELECT (SELECT count(*)::int FROM "Lead" WHERE ${where}) AS "total", (SELECT max("createdAt") FROM "Lead" WHERE ${where}) AS "newest", ${before} AS "before", p.*
          FROM (SELECT 1) one LEFT JOIN LATERAL (
-         SELECT ${LEAD_COLS} FROM (SELECT "id" FROM "Lead" WHERE ${where} ORDER BY "createdAt" DESC, "id" DESC LIMIT $${n - 1} OFFSET $${n}) ids
-           JOIN "Lead" l ON l."tenantId" = $1 AND l."id" = ids."id") p ON true ORDER BY p."createdAt" DESC, p."id" DESC`;
+         SELECT ${LEAD_COLS} FROM (SELECT "id" FROM "Lead" WHERE ${pageWhere} ORDER BY ${order} LIMIT $${n - 1} OFFSET $${n}) ids
+           JOIN "Lead" l ON l."tenantId" = $1 AND l."id" = ids."id") p ON true ORDER BY p.${order.replace(", ", ", p.")}`;
   const { rows } = await pool.query(sql, params);
+  if (keyset) offset = rows[0].before;
   const items = rows.filter((r) => r.id !== null).map(toLead);
   const total: number = noCount ? offset + items.length : rows[0].total;
   return {

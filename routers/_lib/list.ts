@@ -154,6 +154,9 @@ export const STABLE_LAG_MS = TRANSACTION_TIMEOUT_MS + 5_000;
  */
 export const STABLE_BEFORE = Prisma.sql`, date_trunc('second', now() - make_interval(secs => ${STABLE_LAG_MS / 1000})) AS "stableBefore"`;
 
+const later = (a: Date | undefined, b: Date) => (a && a > b ? a : b);
+const earlier = (a: Date | undefined, b: Date) => (a && a < b ? a : b);
+
 const dir = (desc: boolean) => Prisma.raw(desc ? "DESC" : "ASC");
 const ident = (name: string) => Prisma.raw(`"${name}"`);
 
@@ -204,11 +207,23 @@ export function defineList<R extends { id: string }, O>(spec: ListSpec<R, O>): L
         ? { entity: spec.entity, column: col, desc: sort.desc, lo: range?.lo, hi: range?.hi }
         : undefined;
       const total = seek && range ? countedRange(t, seek) : exactTotal(t, spec.entity, filters, spec.always);
+      // The rows at or before a cursor's position (its page's offset): through the buckets where the
+      // order is theirs (the newer or older whole range, plus the rows tied with the position), else
+      // counted.
+      const rowsBefore = (p: Position): Prisma.Sql => {
+        const at = sqlTime(p.at);
+        if (!seek) return Prisma.sql`(SELECT count(*) FROM ${table} WHERE ${where} AND NOT ${afterPosition(sort, p)})`;
+        const tied = Prisma.sql`(SELECT count(*) FROM ${table} WHERE ${where} AND ${col} = ${at}
+          AND "id" ${Prisma.raw(sort.desc ? ">=" : "<=")} ${p.id}::uuid)`;
+        // Descending: the rows from 1 ms after the position (millisecond precision); ascending: before it.
+        const lo = sort.desc ? later(range?.lo, new Date(p.at.getTime() + 1)) : range?.lo;
+        const hi = sort.desc ? range?.hi : earlier(range?.hi, p.at);
+        const whole = lo && hi && lo >= hi ? Prisma.sql`0` : countedRange(t, { ...seek, lo, hi });
+        return Prisma.sql`(${whole} + ${tied})`;
+      };
       // A cursor: the page starts after its position, and its offset is the number of rows before it.
       const after = q.after ? afterPosition(sort, q.after) : Prisma.sql`true`;
-      const before = q.after
-        ? Prisma.sql`, (SELECT count(*) FROM ${table} WHERE ${where} AND NOT ${after})::int AS "before"`
-        : Prisma.empty;
+      const before = q.after ? Prisma.sql`, (${rowsBefore(q.after)})::int AS "before"` : Prisma.empty;
       const extra = Prisma.sql`${q.extra?.(where) ?? Prisma.empty}${before}${STABLE_BEFORE}`;
       const pick = spec.pick ?? Prisma.sql`*`;
       const read = (cut: Cut) =>

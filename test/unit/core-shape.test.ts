@@ -43,6 +43,13 @@ describe("the core without HTTP", () => {
     expect(sources("routers").length).toBeGreaterThan(40);
   });
 
+  it("every file under routers/ is named in kebab-case (a folder's _router.ts and _lib/ aside)", () => {
+    const named = sources("routers").filter(
+      (f) => !/^[a-z0-9]+(?:-[a-z0-9]+)*\.ts$|^_router\.ts$/.test(path.basename(f)),
+    );
+    expect(named).toEqual([]);
+  });
+
   it("the context types carry no node request or response (checked by the compiler)", () => {
     expect(contextCarriesNoNode).toBe(true);
   });
