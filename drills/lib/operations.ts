@@ -41,7 +41,18 @@ export const OPERATIONS: Operation[] = [
     name: "leads.list",
     method: "GET",
     path: "/public/v1/leads",
-    query: { dateFrom: null, dateTo: null, customerId: "contact", offset: null, limit: null },
+    query: {
+      dateFrom: null,
+      dateTo: null,
+      customerId: "contact",
+      id: "lead",
+      sort: null,
+      updatedFrom: null,
+      updatedTo: null,
+      cursor: null,
+      offset: null,
+      limit: null,
+    },
   },
   {
     name: "leads.create",
@@ -76,7 +87,17 @@ export const OPERATIONS: Operation[] = [
     name: "contacts.list",
     method: "GET",
     path: "/public/v1/contacts",
-    query: { search: null, listId: "list", cursor: null, offset: null, limit: null },
+    query: {
+      search: null,
+      listId: "list",
+      id: "contact",
+      sort: null,
+      updatedFrom: null,
+      updatedTo: null,
+      cursor: null,
+      offset: null,
+      limit: null,
+    },
   },
   {
     name: "contacts.create",
@@ -101,7 +122,18 @@ export const OPERATIONS: Operation[] = [
     name: "conversations.list",
     method: "GET",
     path: "/public/v1/conversations",
-    query: { status: null, channel: null, customerId: "contact", offset: null, limit: null },
+    query: {
+      status: null,
+      channel: null,
+      customerId: "contact",
+      id: "conversation",
+      sort: null,
+      updatedFrom: null,
+      updatedTo: null,
+      cursor: null,
+      offset: null,
+      limit: null,
+    },
   },
   {
     name: "conversations.start",
@@ -144,6 +176,11 @@ export const OPERATIONS: Operation[] = [
       status: null,
       from: null,
       to: null,
+      id: "appointment",
+      sort: null,
+      updatedFrom: null,
+      updatedTo: null,
+      cursor: null,
       offset: null,
       limit: null,
     },
@@ -183,7 +220,18 @@ export const OPERATIONS: Operation[] = [
     name: "tickets.list",
     method: "GET",
     path: "/public/v1/tickets",
-    query: { status: null, assignedTo: "user", customerId: "contact", offset: null, limit: null },
+    query: {
+      status: null,
+      assignedTo: "user",
+      customerId: "contact",
+      id: "ticket",
+      sort: null,
+      updatedFrom: null,
+      updatedTo: null,
+      cursor: null,
+      offset: null,
+      limit: null,
+    },
   },
   {
     name: "tickets.create",
@@ -302,10 +350,14 @@ export function idOf(ids: TenantIds, kind: IdKind): string {
 /** A valid value for a query parameter that is not an id. */
 export function validQuery(param: string): string {
   switch (param) {
+    case "sort":
+      return "-updatedAt";
     case "dateFrom":
+    case "updatedFrom":
     case "from":
       return "2020-01-01T00:00:00Z";
     case "dateTo":
+    case "updatedTo":
     case "to":
       return "2030-01-01T00:00:00Z";
     case "offset":
