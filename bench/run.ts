@@ -568,7 +568,7 @@ async function sameAnswers(
       : sc.name === "post-appointments"
         ? ["id", "createdAt", "updatedAt", "startsAt", "endsAt", "title", "assignedUserId"]
         : sc.items
-          ? ["id", "createdAt", "externalId", "fullName", "phone", "email"]
+          ? ["id", "createdAt", "updatedAt", "externalId", "fullName", "phone", "email"]
           : ["id", "createdAt", "updatedAt"];
     compare(sc.name, a, b, ignore);
   }

@@ -468,7 +468,7 @@ async function createAppointment(c: Caller, req: IncomingMessage) {
 // differs 422 (the phone normalised again with the contact's own country first, as PATCH's rules
 // do), else unchanged (200, nothing written). No contact: the INSERT of POST /contacts (201). The
 // version is the "row_version" trigger's, as for the service.
-const CONTACT_COLS = `"id","fullName","phone","email","country","phoneVerifiedAt","emailVerifiedAt","marketingOptOut","marketingOptOutAt","origin","externalId","version","createdAt"`;
+const CONTACT_COLS = `"id","fullName","phone","email","country","phoneVerifiedAt","emailVerifiedAt","marketingOptOut","marketingOptOutAt","origin","externalId","version","createdAt","updatedAt"`;
 interface ContactRow {
   id: string;
   fullName: string | null;
@@ -483,6 +483,7 @@ interface ContactRow {
   externalId: string | null;
   version: number;
   createdAt: Date;
+  updatedAt: Date;
   deletedAt?: Date | null;
 }
 const toContact = (x: ContactRow) => ({
@@ -499,6 +500,7 @@ const toContact = (x: ContactRow) => ({
   externalId: x.externalId,
   version: x.version,
   createdAt: iso(x.createdAt),
+  updatedAt: iso(x.updatedAt),
 });
 const CONTACT_UPDATE = `
   WITH cur AS (SELECT ${CONTACT_COLS}, "deletedAt" FROM "Contact" WHERE "tenantId" = $1::uuid AND "externalId" = $2::text),

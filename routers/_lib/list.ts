@@ -165,7 +165,9 @@ function afterPosition(order: Order, p: Position): Prisma.Sql {
   const col = ident(order.column);
   const t = sqlTime(p.at);
   const cmp = Prisma.raw(order.desc ? "<" : ">");
-  return Prisma.sql`(${col} ${cmp} ${t} OR (${col} = ${t} AND "id" ${cmp} ${p.id}::uuid))`;
+  // The first term is the same rows' bound as a range of the order column: the index scan starts at
+  // the position instead of filtering every row before it (the OR alone is no index condition).
+  return Prisma.sql`(${col} ${cmp}= ${t} AND (${col} ${cmp} ${t} OR (${col} = ${t} AND "id" ${cmp} ${p.id}::uuid)))`;
 }
 
 export function defineList<R extends { id: string }, O>(spec: ListSpec<R, O>): List<R, O> {
