@@ -26,7 +26,8 @@ function bucket(url: string): string {
   }
   if (url.startsWith("node:")) return "node core";
   const m = /\/(?:dist\/)?(server|routers|rest|generated|bench)\//.exec(url);
-  return m ? `app: ${m[1]}/` : url.replace(/^file:\/\//, "");
+  // Other files of the build (its shared chunks) by their path in the repository, not the machine's.
+  return m ? `app: ${m[1]}/` : url.replace(/^file:\/\//, "").replace(/^.*\/(dist\/)/, "$1");
 }
 
 export function summarizeProfile(
