@@ -9,7 +9,7 @@
 // Two readers answer the same list: the list declaration (contactList, routers/_lib/list.ts), and
 // for the requests of the list's first form (default order, one external id at most, no update-time
 // window or ids) the search walk below, which keeps that form's cursor (base64url of createdAt|id);
-// test/db/totals.test.ts compares the two.
+// test/db/list-sync.test.ts compares the two.
 import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { Contact, ContactObject, toContact, type ContactRow } from "../../model/contact.js";

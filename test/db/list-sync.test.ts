@@ -294,3 +294,19 @@ describe("a request line naming 100 long external ids", () => {
     expect((await get("/leads?limit=1")).status).toBe(200);
   });
 });
+
+describe("GET /contacts: the search walk and the list declaration answer the same", () => {
+  it("a request of the first form (the walk) and the same with sort=-createdAt (the declaration): same items, total, pages", async () => {
+    const queries = ["", "search=contact", "search=3", "search=%2B346", "externalId=acme-contact-2", "search=zzz"];
+    for (const q of queries)
+      for (const page of ["limit=2", "limit=2&offset=2", "limit=3&offset=5", "limit=200"]) {
+        const walk = await get(`/contacts?${page}${q ? `&${q}` : ""}`);
+        const declared = await get(`/contacts?sort=-createdAt&${page}${q ? `&${q}` : ""}`);
+        expect(walk.status, walk.text).toBe(200);
+        expect(declared.status, declared.text).toBe(200);
+        const same = (b: Record<string, unknown>) => ({ items: b.items, total: b.total, pagination: b.pagination });
+        expect(same(declared.body), `${q} ${page}`).toEqual(same(walk.body));
+        expect(declared.body.nextCursor === null, `${q} ${page}`).toBe(walk.body.nextCursor === null);
+      }
+  });
+});
