@@ -17,8 +17,11 @@
 //      every co-located table) with block_writes: the tenant's group takes no writes for the split's
 //      copy (a few seconds); force_logical stalls for good under this load in Citus 13.2
 //      (drills/lib/citus.ts says why; DRILL_CITUS_ISOLATE_MODE=force_logical shows it);
-//   3. rebalance: a third worker started and registered (citus_add_node), citus_rebalance_start(),
-//      citus_rebalance_wait().
+//   3. rebalance: a third worker started and registered (citus_add_node), citus_rebalance_start() in
+//      Citus's default mode (auto: logical moves), followed until its job ends (not one
+//      citus_rebalance_wait() statement under the operations' statement_timeout: three moves took
+//      171 s on CI's machine). block_writes moves took as long here (53 s against 60 s) and held
+//      writes long enough for 35 × 503 (DRILL_CITUS_REBALANCE_MODE=block_writes shows it).
 // Of the three instances, two send each tenant's statements to its worker (DATABASE_ROUTING=workers,
 // server/db/routing.ts): a route they hold goes stale at each operation and must stay correct; the
 // third sends every statement through the coordinator.
@@ -79,6 +82,8 @@ const OP_TIMEOUT_S = 150;
 const MAX_WINDOW_5XX = 20;
 /** The isolation's shard_transfer_mode (drills/lib/citus.ts says why block_writes). */
 const ISOLATE_MODE = (process.env.DRILL_CITUS_ISOLATE_MODE || "block_writes") as TransferMode;
+/** The rebalance's shard_transfer_mode (the header says why auto). */
+const REBALANCE_MODE = (process.env.DRILL_CITUS_REBALANCE_MODE || "auto") as TransferMode;
 const TYPES = ["lead", "contact", "conversation", "appointment", "ticket"] as const;
 type Type = (typeof TYPES)[number];
 const RESOURCE: Record<Type, string> = {
@@ -549,7 +554,7 @@ export const drill10: Drill = {
 
       await timed("rebalance", async () => {
         rb.third = await cluster.addWorker("drill10");
-        rb.result = await rebalance(ops);
+        rb.result = await rebalance(ops, REBALANCE_MODE);
       });
       log(
         `rebalance: worker :${rb.third!.port} added, ${rb.result!.moves} shard moves (job ${rb.result!.jobId}, ${rb.result!.state}) in ${secs("rebalance")} s`,
@@ -764,7 +769,7 @@ export const drill10: Drill = {
     const elapsed = (writersEnd - t0) / 1000;
     const dist = (m: Map<number, number>) => [...m].map(([port, n]) => `:${port} ${n}`).join(", ");
     report.figure(
-      `move ${secs("move")} s, isolate ${secs("isolate")} s (${ISOLATE_MODE}${isolateRetries.n ? `, run again ${isolateRetries.n}× as a deadlock's victim` : ""}), rebalance ${secs("rebalance")} s (${rb.result?.moves ?? 0} shard moves onto :${rb.third?.port ?? "-"})`,
+      `move ${secs("move")} s, isolate ${secs("isolate")} s (${ISOLATE_MODE}${isolateRetries.n ? `, run again ${isolateRetries.n}× as a deadlock's victim` : ""}), rebalance ${secs("rebalance")} s (${REBALANCE_MODE}, ${rb.result?.moves ?? 0} shard moves onto :${rb.third?.port ?? "-"})`,
     );
     report.figure(
       `${all} requests over ${elapsed.toFixed(0)} s on ${TENANTS} tenants (busy: ${allWrites ? Math.round((100 * busyWrites) / allWrites) : 0}% of ${allWrites} writes)`,

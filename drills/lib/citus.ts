@@ -239,20 +239,40 @@ export async function isolateTenant(
   }
 }
 
-/** Starts the rebalancer (a background job) and waits for it; returns how many shard moves it ran. */
-export async function rebalance(db: pg.ClientBase): Promise<{ jobId: string | null; moves: number; state: string }> {
-  const started = await db.query(`SELECT citus_rebalance_start()::text AS job`);
+/**
+ * Starts the rebalancer (a background job) with `mode` and follows it until it ends or `deadlineMs`
+ * passes; returns how many shard moves it ran. Polled rather than citus_rebalance_wait(): the wait is
+ * one statement, so the caller's statement_timeout (there for a stalled operation) would cut a
+ * rebalance that is merely slow (three logical moves under load took 171 s on CI's machine).
+ */
+export async function rebalance(
+  db: pg.ClientBase,
+  mode: TransferMode = "auto",
+  deadlineMs = 600_000,
+): Promise<{ jobId: string | null; moves: number; state: string }> {
+  const started = await db.query(
+    `SELECT citus_rebalance_start(shard_transfer_mode => $1::citus.shard_transfer_mode)::text AS job`,
+    [mode],
+  );
   const jobId: string | null = started.rows[0]?.job ?? null;
   if (jobId === null) return { jobId, moves: 0, state: "nothing to move" };
-  await db.query(`SELECT citus_rebalance_wait()`);
-  const job = await db.query(`SELECT state::text AS state FROM pg_dist_background_job WHERE job_id = $1::bigint`, [
-    jobId,
-  ]);
+  const until = Date.now() + deadlineMs;
+  let state = "?";
+  for (;;) {
+    const job = await db.query(`SELECT state::text AS state FROM pg_dist_background_job WHERE job_id = $1::bigint`, [
+      jobId,
+    ]);
+    state = job.rows[0]?.state ?? "?";
+    if (["finished", "failed", "cancelled"].includes(state)) break;
+    if (Date.now() > until) throw new Error(`rebalance job ${jobId} still ${state} after ${deadlineMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
   const tasks = await db.query(
     `SELECT count(*)::int AS n FROM pg_dist_background_task WHERE job_id = $1::bigint AND status = 'done'`,
     [jobId],
   );
-  return { jobId, moves: tasks.rows[0].n, state: job.rows[0]?.state ?? "?" };
+  if (state !== "finished") throw new Error(`rebalance job ${jobId} ended ${state} after ${tasks.rows[0].n} moves`);
+  return { jobId, moves: tasks.rows[0].n, state };
 }
 
 /** Shard placements per worker port (distributed tables only). */

@@ -207,8 +207,9 @@ describe("tickets with threads past the budget", () => {
 
   it("the cut is tight: threads of plain text are sized by their real bytes, not six per character", async () => {
     const ascii = await tickets("ascii", 30, "Plain");
-    // ~216 KB of JSON a ticket (the worst case of 150,000 characters would be ~980 KB)
-    await fill(ascii, TICKET_COMMENTS_MAX, "x".repeat(300));
+    // ~160 KB of JSON a ticket (the worst case of 150,000 characters would be ~980 KB); 50 long
+    // comments rather than 500 short ones: the same bytes at a tenth of the rows' triggers.
+    await fill(ascii, 50, "x".repeat(3000));
     const w = await walk("/public/v1/tickets", { customerId: acme().contacts.ascii! });
     expectBudgetPages(w, 30);
     const perTicket = Buffer.byteLength(JSON.stringify(w.items[0])) + 1;
@@ -271,12 +272,14 @@ describe("the changes feed", () => {
 
   it("every change exactly once across pages within the budget; it loads about what it returns", async () => {
     const tip = (await drain()).since;
-    const worst = await tickets("feed", 10, "Feed");
+    // ~8.9 MB in all, so at least three pages: 6 worst tickets (~1 MB each, 500 comments: the rows
+    // that cost, through their triggers) and 300 wordy leads (one row each).
+    const worst = await tickets("feed", 6, "Feed");
     await worstThreads(worst);
     // Plain notes: ~10 KB of JSON a lead, 60 KB by the upper bound (the exact sizes decide).
     const leads = await sql<{ id: string }>(
       `INSERT INTO "Lead" ("tenantId", "customerName", "stageId", "customerId", "notes")
-       SELECT $1::uuid, 'Wordy ' || i, $2::uuid, $3::uuid, repeat('y', 10000) FROM generate_series(1, 150) i
+       SELECT $1::uuid, 'Wordy ' || i, $2::uuid, $3::uuid, repeat('y', 10000) FROM generate_series(1, 300) i
          RETURNING "id"`,
       [acme().id, acme().stages.new, acme().contacts.feed],
     );
