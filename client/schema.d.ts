@@ -525,6 +525,8 @@ export interface paths {
          *
          *     `types` defaults to every type the key can read (`tenant:<resource>.read`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's `since` gives 422 VALIDATION_ERROR (`details.fields[0].field` = `since`). Tokens are valid for 30 days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with `details.code` = `since_expired` — start again without `since` and rebuild the mirror. `limit`: 1–500, default 100. A page holds at most `limit` items and at most 4194304 bytes (4 MiB) of JSON: a page that reaches the budget holds fewer items (always at least one; an item larger than the budget by itself comes alone), with `hasMore` true: continue with `nextSince` (nothing is skipped).
          *
+         *     Long-poll: with `wait` (seconds, 0–25, default 0: answer at once), a page that would be empty waits until a change of the requested types is in the feed (then answers as usual) or until `wait` passes (then `items: []`, `hasMore: false` and a `nextSince` that loses nothing). It may answer earlier and empty (the service stopping): ask again. The key is checked again before a page is delivered after a wait (revoked or expired: 401; plan or scope lost: 403). At most 2 waits per key are held at once on one instance (and a per-instance cap): past it the page comes at once with `backoff`, the seconds to leave before the next call. A long-poll counts as one request. Every answer carries `X-Poll-Interval`: the seconds a client that does not use `wait` should leave between calls once caught up. `since=now` starts a chain at the feed's head: no items, and a `nextSince` after everything committed before the request.
+         *
          *     Scope: at least one of `tenant:leads.read`, `tenant:contacts.read`, `tenant:conversations.read`, `tenant:appointments.read`, `tenant:tickets.read` (see above).
          */
         get: operations["changes-list"];
@@ -978,6 +980,8 @@ export interface components {
         "X-RateLimit-Reset": number;
         /** @description Seconds until a retry can succeed */
         "Retry-After": number;
+        /** @description Seconds a client that does not long-poll (`wait`) should leave between two calls once caught up */
+        "X-Poll-Interval": number;
         /** @description The request id (also request_id in error bodies) */
         "X-Request-Id": string;
         /** @description The object's version as an entity tag, e.g. `"3"` (the `version` field, quoted) */
@@ -7267,6 +7271,8 @@ export interface operations {
                 types?: string;
                 /** @example 100 */
                 limit?: number;
+                /** @example 0 */
+                wait?: number;
             };
             header?: never;
             path?: never;
@@ -7284,6 +7290,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "X-Poll-Interval": components["headers"]["X-Poll-Interval"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7294,6 +7301,8 @@ export interface operations {
                         nextSince: string;
                         /** @description More changes are available right now: ask again at once with `nextSince` */
                         hasMore: boolean;
+                        /** @description Set when a long-poll (`wait`) could not be held (too many waits of this key, or of the instance): seconds to leave before the next call */
+                        backoff?: number;
                     };
                 };
             };
@@ -7307,6 +7316,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "X-Poll-Interval": components["headers"]["X-Poll-Interval"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7326,6 +7336,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "X-Poll-Interval": components["headers"]["X-Poll-Interval"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7345,6 +7356,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "X-Poll-Interval": components["headers"]["X-Poll-Interval"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7365,6 +7377,7 @@ export interface operations {
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    "X-Poll-Interval": components["headers"]["X-Poll-Interval"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7381,6 +7394,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "X-Poll-Interval": components["headers"]["X-Poll-Interval"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7400,6 +7414,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "X-Poll-Interval": components["headers"]["X-Poll-Interval"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7419,6 +7434,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     Vary: components["headers"]["Vary"];
                     "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    "X-Poll-Interval": components["headers"]["X-Poll-Interval"];
                     [name: string]: unknown;
                 };
                 content: {

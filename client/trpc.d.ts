@@ -659,6 +659,7 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         since?: string;
         types?: string;
         limit?: number | string;
+        wait?: number | string;
       } | undefined;
       output: {
         items: ({
@@ -707,6 +708,7 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
         })[];
         nextSince: string;
         hasMore: boolean;
+        backoff?: number;
       };
       meta: object;
       errorShape: unknown;

@@ -574,7 +574,7 @@ export const OPERATION_EXAMPLES: Record<string, OperationExample> = {
 
   "GET /public/v1/changes": {
     summary: "The first page of lead and contact changes",
-    parameters: { types: "lead,contact", limit: 100 },
+    parameters: { types: "lead,contact", limit: 100, wait: 0 },
     errors: {
       VALIDATION_ERROR: {
         message: "since is not a token of this feed",

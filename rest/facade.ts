@@ -118,16 +118,19 @@ export function publicApi(services: Services, router: AppRouter): Handler {
       data?: unknown[];
       ctx?: Context;
     }) => {
+      const meta = paths?.[0] ? metaByPath.get(paths[0]) : undefined;
+      // A polled operation's every answer says how long to leave before the next call.
+      const poll = meta?.pollInterval === undefined ? {} : { "X-Poll-Interval": String(meta.pollInterval) };
       if (errors.length) {
         const app = toAppError(errors[0]);
         // A 412 names the object's current version (when there is one) as its ETag.
         const current = app.code === "PRECONDITION_FAILED" ? app.details.currentVersion : undefined;
         return typeof current === "number"
-          ? { status: app.status, headers: { ETag: etagOf(current) } }
-          : { status: app.status };
+          ? { status: app.status, headers: { ...poll, ETag: etagOf(current) } }
+          : { status: app.status, headers: poll };
       }
-      const meta = paths?.[0] ? metaByPath.get(paths[0]) : undefined;
-      return answerMeta(meta, ctx?.outcomes[0], data?.[0], type === "query", ctx?.request.ifNoneMatch);
+      const answer = answerMeta(meta, ctx?.outcomes[0], data?.[0], type === "query", ctx?.request.ifNoneMatch);
+      return { ...answer, headers: { ...poll, ...answer.headers } };
     },
     onError: ({ error, req, path }: { error: unknown; req: IncomingMessage; path?: string }) => {
       const x = exchangeOf(req);

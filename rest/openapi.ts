@@ -248,6 +248,9 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     "X-RateLimit-Remaining": header("Requests left in the current window"),
     "X-RateLimit-Reset": header("Unix time (seconds) at which the window resets"),
     "Retry-After": header("Seconds until a retry can succeed"),
+    "X-Poll-Interval": header(
+      "Seconds a client that does not long-poll (`wait`) should leave between two calls once caught up",
+    ),
     "X-Request-Id": {
       description: "The request id (also request_id in error bodies)",
       schema: { type: "string" as const },
@@ -411,6 +414,10 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
           },
         };
       }
+      // A polled operation's every answer says how long to leave between calls (rest/facade.ts).
+      if (meta.pollInterval !== undefined)
+        for (const r of Object.values(responses) as { headers?: Record<string, unknown> }[])
+          r.headers = { ...r.headers, "X-Poll-Interval": { $ref: "#/components/headers/X-Poll-Interval" } };
       op.responses = responses;
     }
   }

@@ -115,6 +115,8 @@ export type Meta = OpenApiMeta<{
   anyScope?: Scope[];
   /** An upsert by external id: 201 when it created (with Location), 200 when it updated or changed nothing. */
   upsert?: boolean;
+  /** Seconds a client that polls the operation should leave between calls: REST's `X-Poll-Interval` on every answer. */
+  pollInterval?: number;
   /** Operation-specific error codes (404/409 …) for the OpenAPI document; the common ones are added there. */
   errors?: ErrorCode[];
 }>;
@@ -255,12 +257,14 @@ export const authed = lenient(
 
 export function scoped(scope: Scope) {
   return lenient(
-    t.procedure.meta({ scope }).use(async ({ ctx, next, batchIndex, getRawInput }) => {
+    t.procedure.meta({ scope }).use(async ({ ctx, next, batchIndex, getRawInput, type }) => {
       const caller = callerOf(ctx, batchIndex);
       if (!caller.scopes.includes(scope))
         throw new AppError("PERMISSION_DENIED", `This key lacks the scope ${scope}`, { requiredScope: scope });
       if (ctx.request.inputProblem) throw ctx.request.inputProblem;
       const result = await next(nextOpts(ctx, caller, batchIndex, getRawInput));
+      // A write has committed by now: the tenant's waiting long-polls read the feed again (server/wakeups.ts).
+      if (result.ok && type === "mutation") ctx.services.wakeups?.notify(caller.tenantId);
       // A conflict names its holder once the refused write's transaction has ended (routers/_lib/sync.ts).
       if (!result.ok) await nameHolder(result.error.cause, ctx.database.prisma);
       // An input the zod schema refused becomes its bounded envelope here, once (server/errors.ts

@@ -10,6 +10,7 @@ import { Metrics } from "./metrics.js";
 import { openRedis, type RedisClient } from "./redis.js";
 import { createProviders } from "./channels/providers.js";
 import type { Services } from "./services.js";
+import { Wakeups } from "./wakeups.js";
 
 export async function createServices(
   config: Config,
@@ -38,7 +39,13 @@ export async function createServices(
     );
   const quotas = new Quotas(redis);
   const routes = workerRoutes(config, db, logger);
-  const metrics = instanceMetrics(db, redis, quotas, { processMetrics: true, routes });
+  const wakeups = new Wakeups({
+    maxWaiters: config.changesMaxWaiters,
+    rereadMs: config.changesRereadMs,
+    redis,
+    logger,
+  });
+  const metrics = instanceMetrics(db, redis, quotas, { processMetrics: true, routes, wakeups });
   return {
     config,
     db,
@@ -48,6 +55,7 @@ export async function createServices(
     logger,
     metrics,
     providers: createProviders({ timeoutMs: config.providerTimeoutMs, logger, metrics }),
+    wakeups,
     now: opts.now ?? (() => new Date()),
   };
 }
@@ -57,7 +65,7 @@ export function instanceMetrics(
   db: Database,
   redis: RedisClient | undefined,
   quotas: Quotas,
-  opts: { processMetrics?: boolean; routes?: TenantRoutes } = {},
+  opts: { processMetrics?: boolean; routes?: TenantRoutes; wakeups?: Wakeups } = {},
 ): Metrics {
   return new Metrics(
     {
@@ -70,6 +78,7 @@ export function instanceMetrics(
           : own;
       },
       quotas: () => ({ redis: Boolean(redis), fallback: quotas.fallback, fallbackCount: quotas.fallbackCount }),
+      wakeups: () => opts.wakeups?.stats ?? { waiters: 0, wakeups: 0, refused: 0 },
       emptyWritesRerun: () => emptyWritesRerun.count,
     },
     opts,
@@ -164,6 +173,7 @@ export function workerRoutes(
 }
 
 export async function closeServices(s: Services): Promise<void> {
+  s.wakeups?.close();
   s.redis?.disconnect();
   await s.routes?.close();
   await s.db.close();

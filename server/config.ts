@@ -47,6 +47,13 @@ export interface Config {
   idempotencyTtlSeconds: number;
   /** Ceiling reported in X-RateLimit-* headers of requests whose key could not be authenticated. */
   anonymousPerMinute: number;
+  /** CHANGES_MAX_WAITERS: long-polls of the changes feed held at once by this instance (past it: answered at once, with `backoff`). */
+  changesMaxWaiters: number;
+  /**
+   * CHANGES_REREAD_MS: how often a waiting long-poll reads its tenant's feed again whatever the
+   * wake-ups do (the longest a change can wait for a waiter whose signal was lost).
+   */
+  changesRereadMs: number;
   /** Outbound provider request timeout. */
   providerTimeoutMs: number;
   /** Token for the internal admin tRPC procedures (unset: they are disabled). */
@@ -222,6 +229,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: int("BODY_LIMIT_BYTES", env.BODY_LIMIT_BYTES, 1024 * 1024, 1, INT_MAX),
     idempotencyTtlSeconds: int("IDEMPOTENCY_TTL_SECONDS", env.IDEMPOTENCY_TTL_SECONDS, 24 * 3600, 1, INT_MAX),
     anonymousPerMinute: int("ANONYMOUS_RATE_LIMIT_PER_MINUTE", env.ANONYMOUS_RATE_LIMIT_PER_MINUTE, 60, 0, INT_MAX),
+    changesMaxWaiters: int("CHANGES_MAX_WAITERS", env.CHANGES_MAX_WAITERS, 1000, 0, 1_000_000),
+    changesRereadMs: int("CHANGES_REREAD_MS", env.CHANGES_REREAD_MS, 1000, 50, 60_000),
     // a timer's range (a longer one fires at once)
     providerTimeoutMs: int("PROVIDER_TIMEOUT_MS", env.PROVIDER_TIMEOUT_MS, 5000, 1, INT_MAX),
     internalToken: env.INTERNAL_TOKEN || undefined,

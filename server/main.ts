@@ -163,6 +163,8 @@ const FORCE_EXIT_MS = 9_500;
 async function shutdown(signal: string) {
   if (isStopping()) return;
   startStopping();
+  // Waiting long-polls answer now (empty, or what they have): a rolling deploy loses no position.
+  services.wakeups?.close();
   logger.info({ signal, inProgress }, "shutting down: finishing in-flight requests");
   background.stop();
   metricsServer?.close();

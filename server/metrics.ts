@@ -19,6 +19,8 @@ export interface MetricsSources {
   quotas?: () => { redis: boolean; fallback: boolean; fallbackCount: number };
   /** Writes that changed no row sent once more on a Citus worker's pool (server/db/client.ts rerunEmptyWrites). */
   emptyWritesRerun?: () => number;
+  /** The changes feed's long-poll waiters (server/wakeups.ts). */
+  wakeups?: () => { waiters: number; wakeups: number; refused: number };
 }
 
 const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
@@ -128,6 +130,32 @@ export class Metrics {
       collect() {
         this.reset();
         this.inc(sources.emptyWritesRerun?.() ?? 0);
+      },
+    });
+    new Gauge({
+      name: "crm_changes_waiters",
+      help: "Long-polls of the changes feed waiting on this instance (each holds no database connection)",
+      registers,
+      collect() {
+        this.set(sources.wakeups?.().waiters ?? 0);
+      },
+    });
+    new Counter({
+      name: "crm_changes_wakeups_total",
+      help: "Waiting long-polls woken by a write of their tenant (this instance's, or another's through Redis)",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(sources.wakeups?.().wakeups ?? 0);
+      },
+    });
+    new Counter({
+      name: "crm_changes_waits_refused_total",
+      help: "Long-polls answered at once with `backoff`: past the key's or the instance's cap, or stopping",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(sources.wakeups?.().refused ?? 0);
       },
     });
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: "crm_" });

@@ -8,6 +8,7 @@ import type { Providers } from "./channels/index.js";
 import type { Metrics } from "./metrics.js";
 import type { RedisClient } from "./redis.js";
 import type { UnknownPrefixes } from "./auth/unknown-prefixes.js";
+import type { Wakeups } from "./wakeups.js";
 
 export interface Services {
   config: Config;
@@ -28,6 +29,8 @@ export interface Services {
    * service holds the folder (server/admin/live.ts), accepted besides INTERNAL_TOKEN.
    */
   localAdminToken?: string;
+  /** The changes feed's long-poll waiters and their wake-ups (server/wakeups.ts). */
+  wakeups?: Wakeups;
   /** Key prefixes no key has, remembered a few seconds (server/auth/unknown-prefixes.ts); made by the first guard. */
   unknownPrefixes?: UnknownPrefixes;
 }

@@ -18,6 +18,7 @@ import { z } from "zod";
 import { Prisma } from "../../generated/prisma/client.js";
 import { CHANGES_RETENTION_DAYS, CHANGES_RETENTION_MS, sequenceChanges } from "../../server/changes.js";
 import { AppError, validation } from "../../server/errors.js";
+import { currentCaller } from "../../server/auth/authenticate.js";
 import { readFor } from "../../server/db/insert.js";
 import { Appointment, toAppointment, type AppointmentRow } from "../../model/appointment.js";
 import { Contact, toContact, type ContactRow } from "../../model/contact.js";
@@ -41,6 +42,7 @@ import {
 import { queryIntDefault } from "../_lib/schemas.js";
 import { fromThreadRow, selectTickets, type TicketThreadRow } from "../tickets/schemas.js";
 import { scopedAny, type AuthedContext } from "../trpc.js";
+import { MAX_WAITERS_PER_KEY } from "../../server/wakeups.js";
 import {
   CHANGE_TYPES,
   ChangePage,
@@ -56,19 +58,30 @@ import {
 } from "./schemas.js";
 
 export const MAX_CHANGES_LIMIT = 500;
+/** The longest `wait` of a long-poll, in seconds (under the 30 s idle timeout of common proxies). */
+export const MAX_WAIT_S = 25;
+/** `since=now`: a chain that starts at the feed's head (what was committed before the request). */
+export const SINCE_NOW = "now";
 export const DEFAULT_CHANGES_LIMIT = 100;
+/** Seconds a client that does not long-poll should leave between two calls of a caught-up chain (X-Poll-Interval). */
+export const POLL_INTERVAL_S = 5;
+/** Seconds a long-poll refused a place (past a cap, or stopping) tells its client to wait (`backoff`). */
+export const BACKOFF_S = 5;
 
 export const ListChangesInput = z.object({
   since: z
     .string()
     .max(MAX_SINCE_LENGTH)
     .meta({
-      description: "The `nextSince` of the previous answer. Absent: from the beginning (every live object once).",
+      description:
+        "The `nextSince` of the previous answer. Absent: from the beginning (every live object once). `now`: from the feed's head — no items, and a `nextSince` after everything committed before the request.",
     })
     .optional(),
   types: TypesInput.optional(),
   limit: queryIntDefault("limit", 1, MAX_CHANGES_LIMIT, DEFAULT_CHANGES_LIMIT),
+  wait: queryIntDefault("wait", 0, MAX_WAIT_S, 0),
 });
+export type ListChangesInput = z.infer<typeof ListChangesInput>;
 
 const DESCRIPTION = `A feed of every change of the tenant's leads, contacts, conversations, appointments and tickets, for mirroring without re-reading everything.
 
@@ -76,7 +89,9 @@ Follow \`nextSince\` (as \`since\`) until \`hasMore\` is false, then ask again l
 
 Each item: \`type\`, \`id\`, \`action\` and \`changedAt\`; \`data\` is exactly what the object's own GET/list returns at that moment (a ticket with its thread); \`delete\` (a soft-deleted contact) carries \`data: null\`. A new message is a change of its conversation, a new ticket comment a change of its ticket.
 
-\`types\` defaults to every type the key can read (\`tenant:<resource>.read\`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's \`since\` gives 422 VALIDATION_ERROR (\`details.fields[0].field\` = \`since\`). Tokens are valid for ${CHANGES_RETENTION_DAYS} days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with \`details.code\` = \`since_expired\` — start again without \`since\` and rebuild the mirror. \`limit\`: 1–500, default 100. ${BUDGET_DOC}, with \`hasMore\` true: continue with \`nextSince\` (nothing is skipped).`;
+\`types\` defaults to every type the key can read (\`tenant:<resource>.read\`); an explicitly requested type the key cannot read gives 403 PERMISSION_DENIED, as does a key that can read none. A malformed or another tenant's \`since\` gives 422 VALIDATION_ERROR (\`details.fields[0].field\` = \`since\`). Tokens are valid for ${CHANGES_RETENTION_DAYS} days from the last time a page caught up: an older one gives 422 VALIDATION_ERROR with \`details.code\` = \`since_expired\` — start again without \`since\` and rebuild the mirror. \`limit\`: 1–500, default 100. ${BUDGET_DOC}, with \`hasMore\` true: continue with \`nextSince\` (nothing is skipped).
+
+Long-poll: with \`wait\` (seconds, 0–${MAX_WAIT_S}, default 0: answer at once), a page that would be empty waits until a change of the requested types is in the feed (then answers as usual) or until \`wait\` passes (then \`items: []\`, \`hasMore: false\` and a \`nextSince\` that loses nothing). It may answer earlier and empty (the service stopping): ask again. The key is checked again before a page is delivered after a wait (revoked or expired: 401; plan or scope lost: 403). At most ${MAX_WAITERS_PER_KEY} waits per key are held at once on one instance (and a per-instance cap): past it the page comes at once with \`backoff\`, the seconds to leave before the next call. A long-poll counts as one request. Every answer carries \`X-Poll-Interval\`: the seconds a client that does not use \`wait\` should leave between calls once caught up. \`since=now\` starts a chain at the feed's head: no items, and a \`nextSince\` after everything committed before the request.`;
 
 export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
   .meta({
@@ -88,6 +103,7 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       description: DESCRIPTION,
       protect: true,
     },
+    pollInterval: POLL_INTERVAL_S,
   })
   .input(ListChangesInput)
   .output(ChangePage)
@@ -101,64 +117,137 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       });
 
     const now = ctx.services.now().getTime();
-    const token = input.since === undefined ? undefined : checkSince(input.since, ctx.tenantId, now);
-
-    // Place this tenant's committed changes first (only when it has any), so that the page holds
-    // everything committed before the request.
-    let read = await readPositions(ctx, types, token, input.limit, true);
-    if (read.pending) {
-      await sequenceChanges(ctx.services.db.prisma, { tenantId: ctx.tenantId });
-      read = await readPositions(ctx, types, token, input.limit, false);
-    }
-    const { head, rows } = read;
-    if (token && (token.pos > head || token.skip > head))
-      throw sinceExpired("since is ahead of this feed (was the data restored?): start again without since");
-
-    // The page's objects sized in SQL before any is loaded, cut to the byte budget (sizePositions: a
-    // poll with nothing new costs no statement more): more when a position past the limit was read
-    // or the budget left some out.
-    const read0 = rows.slice(0, input.limit);
-    const page = await sizePositions(ctx, read0);
-    let more = rows.length > input.limit || page.length < read0.length;
-    const objects = await loadObjects(ctx, page);
-    const items: ChangeItem[] = [];
-    let bytes = 0;
-    for (const row of page) {
-      const data = (row.action === "delete" ? undefined : objects.get(row.type)?.get(row.objectId)) ?? null;
-      const action: ChangeAction = data === null ? "delete" : "upsert";
-      const item = {
-        type: row.type,
-        id: row.objectId,
-        action,
-        changedAt: row.changedAt.toISOString(),
-        data,
-      } as ChangeItem;
-      // Each loaded item counts its own JSON: an object changed since it was sized (the load is a later
-      // statement) counts as it is now, so the budget holds whatever happened in between.
-      bytes += Buffer.byteLength(JSON.stringify(item)) + 1;
-      // Past the budget: the page ends (its first item always comes, but in a /trpc batch only one
-      // call may answer an item larger than its share: oversizedAllowed).
-      if (bytes > ctx.pageBudget && (items.length > 0 || !oversizedAllowed(ctx, item))) {
-        more = true;
-        break;
-      }
-      items.push(item);
-    }
-
-    // Caught up: everything of these types up to the head (same snapshot) was read; positions at or
-    // below it can never be handed out again, so the next poll starts there. A page that ends before
-    // its first item continues where it started.
-    const last = page[items.length - 1];
-    const pos = more ? (last?.pos ?? token?.pos ?? 0) : head;
-    const skip = token ? token.skip : head;
-    const next: SinceToken = {
-      pos,
-      skip: pos >= skip ? 0 : skip,
-      // The retention clock restarts each time a page catches up (and at the start of a chain).
-      at: more && token ? token.at : now,
-    };
-    return { items, nextSince: encodeSince(ctx.tenantId, next), hasMore: more };
+    const page =
+      input.since === SINCE_NOW
+        ? await headPage(ctx, types, now)
+        : await readPage(
+            ctx,
+            types,
+            input.since === undefined ? undefined : checkSince(input.since, ctx.tenantId, now),
+            input.limit,
+            now,
+          );
+    if (input.wait === 0 || page.items.length > 0 || page.hasMore) return page;
+    return longPoll(ctx, types, input, page);
   });
+
+type Page = z.infer<typeof ChangePage>;
+
+/**
+ * The wait of a caught-up page (`wait` > 0): until a change of the requested types is placed, or the
+ * wait passes. Holds no connection while it waits (server/wakeups.ts); each wake-up reads the feed
+ * again from the page's own `nextSince` (placing the tenant's pending changes first, as any page
+ * does), and the key is checked again before whatever it answers. Past the key's or the instance's
+ * cap of waiters (or while stopping) it answers the page at once, with `backoff`.
+ */
+async function longPoll(ctx: AuthedContext, types: readonly ChangeType[], input: ListChangesInput, page: Page) {
+  const wakeups = ctx.services.wakeups;
+  const release = wakeups?.admit(ctx.caller.keyId);
+  if (!wakeups || !release) return { ...page, backoff: BACKOFF_S };
+  const until = Date.now() + input.wait * 1000;
+  try {
+    for (;;) {
+      const why = await wakeups.wait(ctx.tenantId, until);
+      await recheckCaller(ctx, types);
+      if (why === "closing" || why === "deadline") return page;
+      const now = ctx.services.now().getTime();
+      page = await readPage(ctx, types, decodeSince(page.nextSince, ctx.tenantId) as SinceToken, input.limit, now);
+      if (page.items.length > 0 || page.hasMore) return page;
+    }
+  } finally {
+    release();
+  }
+}
+
+/**
+ * The key as it is now, before a page is delivered after a wait: revoked, expired, its plan no
+ * longer eligible (401/403 as at the start of a request), or a requested type no longer readable
+ * (403 PERMISSION_DENIED).
+ */
+async function recheckCaller(ctx: AuthedContext, types: readonly ChangeType[]) {
+  const now = await currentCaller(ctx.services.db, ctx.caller, ctx.services.now());
+  const lost = types.filter((t) => !now.scopes.includes(READ_SCOPE[t]));
+  if (lost.length)
+    throw new AppError("PERMISSION_DENIED", `This key cannot read ${lost.join(", ")}`, {
+      requiredScopes: lost.map((t) => READ_SCOPE[t]),
+    });
+}
+
+/** `since=now`: the tenant's committed changes placed, no items, and a token at the head. */
+async function headPage(ctx: AuthedContext, types: readonly ChangeType[], now: number): Promise<Page> {
+  const ahead: SinceToken = { pos: Number.MAX_SAFE_INTEGER, skip: 0, at: now };
+  let read = await readPositions(ctx, types, ahead, 0, true);
+  if (read.pending) {
+    await sequenceChanges(ctx.services.db.prisma, { tenantId: ctx.tenantId });
+    read = await readPositions(ctx, types, ahead, 0, false);
+  }
+  return { items: [], nextSince: encodeSince(ctx.tenantId, { pos: read.head, skip: 0, at: now }), hasMore: false };
+}
+
+/** One page after `token` (absent: from the beginning). */
+async function readPage(
+  ctx: AuthedContext,
+  types: readonly ChangeType[],
+  token: SinceToken | undefined,
+  limit: number,
+  now: number,
+): Promise<Page> {
+  // Place this tenant's committed changes first (only when it has any), so that the page holds
+  // everything committed before the request.
+  let read = await readPositions(ctx, types, token, limit, true);
+  if (read.pending) {
+    await sequenceChanges(ctx.services.db.prisma, { tenantId: ctx.tenantId });
+    read = await readPositions(ctx, types, token, limit, false);
+  }
+  const { head, rows } = read;
+  if (token && (token.pos > head || token.skip > head))
+    throw sinceExpired("since is ahead of this feed (was the data restored?): start again without since");
+
+  // The page's objects sized in SQL before any is loaded, cut to the byte budget (sizePositions: a
+  // poll with nothing new costs no statement more): more when a position past the limit was read
+  // or the budget left some out.
+  const read0 = rows.slice(0, limit);
+  const page = await sizePositions(ctx, read0);
+  let more = rows.length > limit || page.length < read0.length;
+  const objects = await loadObjects(ctx, page);
+  const items: ChangeItem[] = [];
+  let bytes = 0;
+  for (const row of page) {
+    const data = (row.action === "delete" ? undefined : objects.get(row.type)?.get(row.objectId)) ?? null;
+    const action: ChangeAction = data === null ? "delete" : "upsert";
+    const item = {
+      type: row.type,
+      id: row.objectId,
+      action,
+      changedAt: row.changedAt.toISOString(),
+      data,
+    } as ChangeItem;
+    // Each loaded item counts its own JSON: an object changed since it was sized (the load is a later
+    // statement) counts as it is now, so the budget holds whatever happened in between.
+    bytes += Buffer.byteLength(JSON.stringify(item)) + 1;
+    // Past the budget: the page ends (its first item always comes, but in a /trpc batch only one
+    // call may answer an item larger than its share: oversizedAllowed).
+    if (bytes > ctx.pageBudget && (items.length > 0 || !oversizedAllowed(ctx, item))) {
+      more = true;
+      break;
+    }
+    items.push(item);
+  }
+
+  // Caught up: everything of these types up to the head (same snapshot) was read; positions at or
+  // below it can never be handed out again, so the next poll starts there. A page that ends before
+  // its first item continues where it started.
+  const last = page[items.length - 1];
+  const pos = more ? (last?.pos ?? token?.pos ?? 0) : head;
+  const skip = token ? token.skip : head;
+  const next: SinceToken = {
+    pos,
+    skip: pos >= skip ? 0 : skip,
+    // The retention clock restarts each time a page catches up (and at the start of a chain).
+    at: more && token ? token.at : now,
+  };
+  return { items, nextSince: encodeSince(ctx.tenantId, next), hasMore: more };
+}
 
 // ---- the token ------------------------------------------------------------------------------------
 

@@ -55,6 +55,13 @@ export const ChangePage = z.object({
       "Opaque token: pass it as `since` in the next request (also when `items` is empty); persist it between runs",
     ),
   hasMore: z.boolean().describe("More changes are available right now: ask again at once with `nextSince`"),
+  backoff: z
+    .number()
+    .int()
+    .optional()
+    .describe(
+      "Set when a long-poll (`wait`) could not be held (too many waits of this key, or of the instance): seconds to leave before the next call",
+    ),
 });
 
 export const MAX_SINCE_LENGTH = 200;

@@ -118,3 +118,24 @@ export async function authenticate(
     },
   };
 }
+
+/**
+ * The caller as its key stands now (a long wait's re-check before it answers): the same lookup and
+ * refusals as at the start of a request — revoked or another key under the prefix (401), expired (401
+ * TOKEN_EXPIRED), the plan no longer eligible (403) — with the scopes and ceilings of now.
+ */
+export async function currentCaller(db: Database, caller: Caller, now = new Date()): Promise<Caller> {
+  const rows = await db.sql.query<Row>(LOOKUP, [caller.keyPrefix], LOOKUP_OPTIONS);
+  const row = rows[0];
+  if (!row || !hashesEqual(row.keyHash, caller.keyHash) || row.revokedAt)
+    throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
+  if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime())
+    throw new AppError("TOKEN_EXPIRED", "API key has expired");
+  if (!ELIGIBLE_PLANS.has(row.plan))
+    throw new AppError(
+      "PLAN_NOT_ELIGIBLE",
+      "The tenant's plan does not include API access (Pro or Enterprise required)",
+      { plan: row.plan },
+    );
+  return { ...caller, plan: row.plan, scopes: effectiveScopes(row.scopes, row.apiGrant) };
+}

@@ -9,6 +9,7 @@ import { readFile } from "node:fs/promises";
 import { inject } from "vitest";
 import { createApp } from "../../server/app.js";
 import { instanceMetrics, type WORKER_POOL, workerRoutes } from "../../server/bootstrap.js";
+import { Wakeups } from "../../server/wakeups.js";
 import { loadConfig, type Config } from "../../server/config.js";
 import { openPglite, openPostgres, type Database, type StatementObserver } from "../../server/db/client.js";
 import { migrate } from "../../server/db/migrate.js";
@@ -224,7 +225,13 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
     testDb.url && testDb.open
       ? workerRoutes({ ...config, databaseUrl: testDb.url }, testDb.db, logger, testDb.open)
       : undefined;
-  const metrics = instanceMetrics(testDb.db, redis, quotas, { routes });
+  const wakeups = new Wakeups({
+    maxWaiters: config.changesMaxWaiters,
+    rereadMs: config.changesRereadMs,
+    redis,
+    logger,
+  });
+  const metrics = instanceMetrics(testDb.db, redis, quotas, { routes, wakeups });
   const services: Services = {
     config,
     db: testDb.db,
@@ -234,6 +241,7 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
     logger,
     metrics,
     providers: createProviders({ timeoutMs: config.providerTimeoutMs, logger, metrics }),
+    wakeups,
     now: () => now ?? new Date(),
   };
   const server: Server = createServer(HTTP_SERVER_OPTIONS, createApp(services));
@@ -286,6 +294,7 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
       // The suite's requests are over; a client may still hold sockets open (fetch's pool for the
       // long keepAliveTimeout above, a browser's pre-opened connection that never sent a request),
       // and close() alone would wait for them until their timeouts: drop them all.
+      services.wakeups?.close();
       const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeAllConnections();
       await closed;

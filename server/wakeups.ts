@@ -1,0 +1,182 @@
+// Wake-ups of the changes feed's waiters (GET /public/v1/changes?wait=N; docs/decisions/api.md,
+// "Long-poll on the changes feed"). A waiter holds no database connection: it awaits a wake-up of its
+// tenant, or the re-read tick (CHANGES_REREAD_MS, 1 s by default), and then reads the feed again. A
+// write of this instance wakes its tenant's waiters here at once and, through Redis pub/sub on the
+// tenant's channel, every other instance's; a write the signals miss (the admin CLI, Redis down, a
+// lost message) is found by the tick: a change may come later, never be missed. Not LISTEN/NOTIFY:
+// it does not pass PgBouncer's transaction pooling nor cross Citus nodes. Signals carry a tenant id.
+import type { Logger } from "./logger.js";
+import type { RedisClient } from "./redis.js";
+
+/** Waiters of one API key on one instance; past it a long-poll answers at once with a `backoff`. */
+export const MAX_WAITERS_PER_KEY = 2;
+/** The channel of a tenant's wake-ups (one per tenant: a subscriber hears only its waiters' tenants). */
+export const wakeupChannel = (tenantId: string) => `crm:changes:${tenantId}`;
+
+/** How long a tenant's channel stays subscribed after its last waiter left. */
+const UNSUBSCRIBE_AFTER_MS = 30_000;
+
+/** Why a wait ended: a wake-up of its tenant, the re-read tick, the deadline, or the instance stopping. */
+export type WaitEnd = "signal" | "tick" | "deadline" | "closing";
+
+interface Waiter {
+  tenantId: string;
+  wake: (why: WaitEnd) => void;
+}
+
+export interface WakeupStats {
+  waiters: number;
+  wakeups: number;
+  refused: number;
+}
+
+export class Wakeups {
+  private readonly byTenant = new Map<string, Set<Waiter>>();
+  private readonly byKey = new Map<string, number>();
+  private admitted = 0;
+  private closing = false;
+  private subscriber?: RedisClient;
+  /** Subscribed channels by tenant: true once Redis confirmed the subscription. */
+  private readonly channels = new Map<string, boolean>();
+  private readonly idle = new Map<string, NodeJS.Timeout>();
+  readonly stats: WakeupStats = { waiters: 0, wakeups: 0, refused: 0 };
+
+  constructor(
+    private readonly opts: {
+      maxWaiters: number;
+      rereadMs: number;
+      redis?: RedisClient;
+      logger?: Logger;
+    },
+  ) {}
+
+  /** The subscribed connection (a subscribed client takes no other command), made by the first wait. */
+  private subscribed(): RedisClient | undefined {
+    if (this.subscriber || !this.opts.redis || this.closing) return this.subscriber;
+    const sub = this.opts.redis.duplicate() as RedisClient;
+    // Its reconnects are ioredis's own; while it is down the re-read tick finds every change.
+    sub.on("error", () => {});
+    sub.on("message", (channel: string) => this.wakeLocal(channel.slice(wakeupChannel("").length)));
+    this.subscriber = sub;
+    return sub;
+  }
+
+  /** The re-read interval: the longest a change can wait for a waiter that missed every signal. */
+  get rereadMs(): number {
+    return this.opts.rereadMs;
+  }
+
+  /**
+   * A place for one waiter of `keyId`, or undefined past the key's or the instance's cap (or while
+   * stopping). The caller releases it when its request ends.
+   */
+  admit(keyId: string): (() => void) | undefined {
+    const n = this.byKey.get(keyId) ?? 0;
+    if (this.closing || n >= MAX_WAITERS_PER_KEY || this.admitted >= this.opts.maxWaiters) {
+      this.stats.refused += 1;
+      return undefined;
+    }
+    this.byKey.set(keyId, n + 1);
+    this.admitted += 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.admitted -= 1;
+      const left = (this.byKey.get(keyId) ?? 1) - 1;
+      if (left > 0) this.byKey.set(keyId, left);
+      else this.byKey.delete(keyId);
+    };
+  }
+
+  /**
+   * Waits for a wake-up of `tenantId`, the re-read tick or `until` (ms since the epoch), whichever
+   * comes first; at once with "closing" while the instance stops.
+   */
+  wait(tenantId: string, until: number): Promise<WaitEnd> {
+    if (this.closing) return Promise.resolve("closing");
+    const left = until - Date.now();
+    if (left <= 0) return Promise.resolve("deadline");
+    return new Promise<WaitEnd>((resolve) => {
+      const tick = left > this.opts.rereadMs;
+      const waiter: Waiter = {
+        tenantId,
+        wake: (why) => {
+          clearTimeout(timer);
+          this.remove(waiter);
+          resolve(why);
+        },
+      };
+      const timer = setTimeout(() => waiter.wake(tick ? "tick" : "deadline"), tick ? this.opts.rereadMs : left);
+      let set = this.byTenant.get(tenantId);
+      if (!set) {
+        set = new Set();
+        this.byTenant.set(tenantId, set);
+        this.listen(tenantId);
+      }
+      set.add(waiter);
+      this.stats.waiters += 1;
+    });
+  }
+
+  /** After a commit that changed `tenantId`'s objects: its waiters here at once, and through Redis everywhere. */
+  notify(tenantId: string): void {
+    this.wakeLocal(tenantId);
+    const redis = this.opts.redis;
+    if (redis && redis.status === "ready") redis.publish(wakeupChannel(tenantId), "1").catch(() => {});
+  }
+
+  /** Answers every waiter at once (SIGTERM, close): each answers its request with what it has. */
+  close(): void {
+    this.closing = true;
+    for (const set of [...this.byTenant.values()]) for (const w of [...set]) w.wake("closing");
+    for (const t of this.idle.values()) clearTimeout(t);
+    this.idle.clear();
+    this.subscriber?.disconnect();
+  }
+
+  private wakeLocal(tenantId: string): void {
+    const set = this.byTenant.get(tenantId);
+    if (!set) return;
+    for (const w of [...set]) {
+      this.stats.wakeups += 1;
+      w.wake("signal");
+    }
+  }
+
+  private remove(w: Waiter): void {
+    const set = this.byTenant.get(w.tenantId);
+    if (!set?.delete(w)) return;
+    this.stats.waiters -= 1;
+    if (set.size === 0) {
+      this.byTenant.delete(w.tenantId);
+      // A waiter goes back to waiting right after each wake-up: the channel stays a while.
+      this.idle.set(
+        w.tenantId,
+        setTimeout(() => {
+          this.idle.delete(w.tenantId);
+          if (this.byTenant.has(w.tenantId)) return;
+          this.channels.delete(w.tenantId);
+          this.subscriber?.unsubscribe(wakeupChannel(w.tenantId)).catch(() => {});
+        }, UNSUBSCRIBE_AFTER_MS).unref(),
+      );
+    }
+  }
+
+  /** Whether this instance hears `tenantId`'s wake-ups from other instances (its channel subscribed). */
+  listening(tenantId: string): boolean {
+    return this.channels.get(tenantId) === true;
+  }
+
+  private listen(tenantId: string): void {
+    clearTimeout(this.idle.get(tenantId));
+    this.idle.delete(tenantId);
+    const sub = this.subscribed();
+    if (!sub || this.channels.has(tenantId)) return;
+    this.channels.set(tenantId, false);
+    sub.subscribe(wakeupChannel(tenantId)).then(
+      () => this.channels.has(tenantId) && this.channels.set(tenantId, true),
+      () => this.channels.delete(tenantId),
+    );
+  }
+}
