@@ -146,6 +146,18 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
           perMinute: number;
           perDay: number;
         };
+        usage: {
+          minute: {
+            used: number;
+            remaining: number;
+            resetAt: string;
+          };
+          day: {
+            used: number;
+            remaining: number;
+            resetAt: string;
+          };
+        };
       };
       meta: object;
       errorShape: unknown;

@@ -13,7 +13,13 @@ import { parseIfMatch } from "../routers/_lib/sync.js";
 
 export function factsOf(req: IncomingMessage, transport: "rest" | "trpc", shadowed?: readonly string[]): RequestFacts {
   const x = exchangeOf(req);
-  const facts: RequestFacts = { transport, inputProblem: x.inputProblem, refusals: x.batch?.refusals, shadowed };
+  const facts: RequestFacts = {
+    transport,
+    inputProblem: x.inputProblem,
+    refusals: x.batch?.refusals,
+    shadowed,
+    quota: x.quota?.windows,
+  };
   const key = req.headers["idempotency-key"];
   if (key !== undefined) {
     try {

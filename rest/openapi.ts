@@ -248,6 +248,16 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     "X-RateLimit-Remaining": header("Requests left in the current window"),
     "X-RateLimit-Reset": header("Unix time (seconds) at which the window resets"),
     "Retry-After": header("Seconds until a retry can succeed"),
+    "RateLimit-Policy": {
+      description:
+        'The key\'s quota windows (draft-ietf-httpapi-ratelimit-headers): `"minute";q=180;w=60, "day";q=50000;w=86400` (q: the ceiling, w: the window in seconds). Without a valid key: the anonymous minute ceiling only',
+      schema: { type: "string" as const },
+    },
+    RateLimit: {
+      description:
+        'Each window\'s state: `"minute";r=170;t=30, "day";r=49990;t=51234` (r: requests left, t: seconds until it resets). The day is left out when it is not known (no valid key; a request over the minute ceiling)',
+      schema: { type: "string" as const },
+    },
     "X-Poll-Interval": header(
       "Seconds a client that does not long-poll (`wait`) should leave between two calls once caught up",
     ),
@@ -309,6 +319,8 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
     "X-RateLimit-Limit": { $ref: "#/components/headers/X-RateLimit-Limit" },
     "X-RateLimit-Remaining": { $ref: "#/components/headers/X-RateLimit-Remaining" },
     "X-RateLimit-Reset": { $ref: "#/components/headers/X-RateLimit-Reset" },
+    "RateLimit-Policy": { $ref: "#/components/headers/RateLimit-Policy" },
+    RateLimit: { $ref: "#/components/headers/RateLimit" },
     "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
     "Cache-Control": { $ref: "#/components/headers/Cache-Control" },
     Vary: { $ref: "#/components/headers/Vary" },
@@ -399,7 +411,11 @@ export function buildOpenApiDocument(router: AppRouter): OpenAPIObject {
               ? { ...rateHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } }
               : s === 431
                 ? // Answered before the key is read (server/http-server.ts): no quota state to tell.
-                  Object.fromEntries(Object.entries(rateHeaders).filter(([h]) => !h.startsWith("X-RateLimit-")))
+                  Object.fromEntries(
+                    Object.entries(rateHeaders).filter(
+                      ([h]) => !h.startsWith("X-RateLimit-") && !h.startsWith("RateLimit"),
+                    ),
+                  )
                 : s === 412 && !meta.upsert
                   ? etagHeaders(rateHeaders)
                   : rateHeaders,

@@ -19,6 +19,7 @@ import { AppError, envelope, toAppError, type ErrorCode } from "../server/errors
 import { ITEMS_BUDGET_BYTES, type OversizeAllowance } from "./_lib/page-budget.js";
 import { nameHolder, type EntityTags } from "./_lib/sync.js";
 import type { Services } from "../server/services.js";
+import type { QuotaWindow } from "../server/limits/quotas.js";
 
 /**
  * What a transport tells the core about a call beyond its input, parsed once at its edge (REST and
@@ -40,6 +41,8 @@ export interface RequestFacts {
   inputProblem?: AppError;
   /** Input fields the transport received twice and took from the path (REST: a PUT body naming its path's externalId). */
   shadowed?: readonly string[];
+  /** The key's quota windows after this request was counted (the guard's; absent: read them when needed). */
+  quota?: readonly QuotaWindow[];
   /** A /trpc batch: the calls the quota refused, by call index (each answers its own 429 while the others run). */
   refusals?: readonly (AppError | undefined)[];
 }

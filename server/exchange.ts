@@ -6,11 +6,14 @@
 import type { IncomingMessage } from "node:http";
 import type { Caller } from "./auth/authenticate.js";
 import type { AppError } from "./errors.js";
+import type { QuotaState } from "./limits/quotas.js";
 
 export interface Exchange {
   /** Request id: the client's X-Request-Id when it is a sane token, else a new UUID. */
   id: string;
   caller?: Caller;
+  /** The quota's state after the guard counted this request (its RateLimit windows; GET /me's use). */
+  quota?: QuotaState;
   /**
    * A problem of the request's input (a body that could not be
    * used, text that cannot be stored): 422 after the scope check.

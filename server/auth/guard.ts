@@ -23,6 +23,24 @@ export function setQuotaHeaders(res: ServerResponse, q: QuotaState): void {
   res.setHeader("X-RateLimit-Remaining", String(q.remaining));
   res.setHeader("X-RateLimit-Reset", String(q.reset));
   if (q.retryAfter !== undefined) res.setHeader("Retry-After", String(q.retryAfter));
+  const { policy, limit } = rateLimitFields(q);
+  res.setHeader("RateLimit-Policy", policy);
+  res.setHeader("RateLimit", limit);
+}
+
+/**
+ * The IETF fields (draft-ietf-httpapi-ratelimit-headers-09 and later) of a quota state: each window
+ * as a policy (`q` its ceiling, `w` its length in seconds) and its state (`r` left, `t` seconds to
+ * its reset), e.g. `"minute";q=180;w=60, "day";q=50000;w=86400`.
+ */
+export function rateLimitFields(q: QuotaState): { policy: string; limit: string } {
+  return {
+    policy: q.windows.map((w) => `"${w.name}";q=${w.quota};w=${w.seconds}`).join(", "),
+    limit: q.windows
+      .filter((w) => w.known !== false)
+      .map((w) => `"${w.name}";r=${w.remaining};t=${w.resetIn}`)
+      .join(", "),
+  };
 }
 
 /**
@@ -65,7 +83,9 @@ export function guard(
       const decision = await admitKey(services, admission, headerOf(req, "x-api-key"));
       setQuotaHeaders(res, decision.quota);
       if (decision.admitted) {
-        exchangeOf(req).caller = decision.caller;
+        const x = exchangeOf(req);
+        x.caller = decision.caller;
+        x.quota = decision.quota;
         return next();
       }
       const app = toAppError(decision.refusal);

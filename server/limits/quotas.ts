@@ -48,6 +48,25 @@ export interface QuotaState {
   retryAfter?: number;
   /** The window that refused the request (with retryAfter). */
   window?: "minute" | "day";
+  /**
+   * Each window the answer describes (RateLimit-Policy / RateLimit, draft-ietf-httpapi-ratelimit-headers):
+   * its ceiling, what is left of it and the seconds until it resets. A key that did not authenticate
+   * has the anonymous minute only; over the minute ceiling the day window was not read (`known: false`).
+   */
+  windows: QuotaWindow[];
+}
+
+export interface QuotaWindow {
+  name: "minute" | "day";
+  /** The ceiling (q) and the window's length in seconds (w). */
+  quota: number;
+  seconds: number;
+  /** Counted in the window, and left in it (r); seconds until it resets (t). */
+  used: number;
+  /** false: only the ceiling is known (RateLimit-Policy names it, RateLimit leaves it out). */
+  known?: false;
+  remaining: number;
+  resetIn: number;
 }
 
 /** A key's ceilings (the tenant's override, else its plan's). */
@@ -173,6 +192,7 @@ export class Quotas {
    * limiter (its memory insurance when Redis fails), or the in-process window.
    */
   private readonly minute: RateLimiterAbstract;
+  private readonly day: RateLimiterAbstract;
   /** The in-process windows: the only ones without Redis, the fallback with it. */
   private readonly memoryMinute: RateLimiterMemory;
   private readonly memoryDay: RateLimiterMemory;
@@ -199,6 +219,15 @@ export class Quotas {
           insuranceLimiter: this.memoryMinute,
         })
       : this.memoryMinute;
+    this.day = redis
+      ? new RateLimiterRedis({
+          storeClient: redis,
+          keyPrefix: `${namespace}:d`,
+          points: UNBOUNDED,
+          duration: 86_400,
+          insuranceLimiter: this.memoryDay,
+        })
+      : this.memoryDay;
     if (redis) {
       const client: RedisClient & QuotaCommands = redis;
       if (typeof client.crmConsumeQuotas !== "function")
@@ -387,6 +416,19 @@ export class Quotas {
    * The minute window of a key at a given ceiling, without counting (a key that
    * did not authenticate; none given: a malformed key, whose window is empty).
    */
+  /**
+   * Both windows of a key as they stand (nothing counted): what GET /me reports as use. A window
+   * with no request yet is whole, resetting a full window from now (it starts with its first request).
+   */
+  async usage(keyHash: string, limits: Limits): Promise<QuotaWindow[]> {
+    const read = (l: RateLimiterAbstract) => l.get(quotaKey(keyHash)).catch(() => null);
+    const [m, d] = await Promise.all([read(this.minute), read(this.day)]);
+    return [
+      window("minute", limits.perMinute, 60, m?.consumedPoints ?? 0, m ? m.msBeforeNext : 60_000),
+      window("day", limits.perDay, 86_400, d?.consumedPoints ?? 0, d ? d.msBeforeNext : 86_400_000),
+    ];
+  }
+
   private async peek(keyHash: string | undefined, perMinute: number, now: number): Promise<QuotaState> {
     if (keyHash === undefined) return unauthenticated(perMinute, now, 0, undefined);
     let res: RateLimiterRes | null = null;
@@ -411,6 +453,13 @@ interface Window {
  */
 function state(limits: Limits, now: number, m: number, mMs: number, d?: number, dMs?: number): QuotaState {
   const minuteReset = resetAt(mMs, now);
+  const windows: QuotaWindow[] = [window("minute", limits.perMinute, 60, m, mMs)];
+  // Over the minute ceiling the day window was not read: its ceiling is still the key's policy.
+  windows.push(
+    d === undefined
+      ? { ...window("day", limits.perDay, 86_400, 0, 0), known: false }
+      : window("day", limits.perDay, 86_400, d, dMs!),
+  );
   if (m > limits.perMinute || d === undefined)
     return {
       limit: limits.perMinute,
@@ -418,6 +467,7 @@ function state(limits: Limits, now: number, m: number, mMs: number, d?: number, 
       reset: minuteReset,
       retryAfter: waitSeconds(mMs),
       window: "minute",
+      windows,
     };
   if (d > limits.perDay)
     return {
@@ -426,13 +476,25 @@ function state(limits: Limits, now: number, m: number, mMs: number, d?: number, 
       reset: resetAt(dMs!, now),
       retryAfter: waitSeconds(dMs!),
       window: "day",
+      windows,
     };
   return {
     limit: limits.perMinute,
     remaining: Math.max(0, Math.min(limits.perMinute - m, limits.perDay - d)),
     reset: minuteReset,
+    windows,
   };
 }
+
+/** One window as RateLimit describes it: `used` requests of `quota`, `ms` before it resets. */
+const window = (name: QuotaWindow["name"], quota: number, seconds: number, used: number, ms: number): QuotaWindow => ({
+  name,
+  quota,
+  seconds,
+  used,
+  remaining: Math.max(0, quota - used),
+  resetIn: Math.max(0, Math.ceil(ms / 1000)),
+});
 
 /**
  * Rule 2, the headers of a key that did not authenticate: its minute window
@@ -443,6 +505,7 @@ function unauthenticated(perMinute: number, now: number, used: number, ms: numbe
     limit: perMinute,
     remaining: Math.max(0, perMinute - used),
     reset: ms === undefined ? Math.ceil((now + 60_000) / 1000) : resetAt(ms, now),
+    windows: [window("minute", perMinute, 60, used, ms ?? 60_000)],
   };
 }
 

@@ -127,7 +127,7 @@ describe("GET /me and scopes", () => {
   it("returns exactly the introspection object", async () => {
     const r = await me(ids.apiKeys.full!.key);
     expect(r.status).toBe(200);
-    expect(Object.keys(r.body).sort()).toEqual(["keyPrefix", "plan", "rateLimit", "scopes", "tenantId"]);
+    expect(Object.keys(r.body).sort()).toEqual(["keyPrefix", "plan", "rateLimit", "scopes", "tenantId", "usage"]);
     expect(r.body.tenantId).toBe(ids.id);
     expect(r.body.keyPrefix).toBe(ids.apiKeys.full!.prefix);
     expect(ids.apiKeys.full!.key.startsWith(r.body.keyPrefix)).toBe(true);

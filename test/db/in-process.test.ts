@@ -76,7 +76,8 @@ interface Sample {
 }
 
 /** A UUID, an instant, or a changes-feed token: what differs between two twins' answers by nature. */
-const VOLATILE_KEYS = new Set(["request_id", "nextSince"]);
+// `usage`: each twin counts its own requests (GET /me).
+const VOLATILE_KEYS = new Set(["request_id", "nextSince", "usage"]);
 function masked(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(masked);
   if (v && typeof v === "object")

@@ -414,7 +414,15 @@ describe("Quotas.admit(): one decision per request", () => {
       expect(first).toEqual({
         admitted: true,
         caller: { keyHash: hash, limits: { perMinute: 2, perDay: 3 }, tag: "caller" },
-        quota: { limit: 2, remaining: 1, reset: Math.ceil((t0 + 60_000) / 1000) },
+        quota: {
+          limit: 2,
+          remaining: 1,
+          reset: Math.ceil((t0 + 60_000) / 1000),
+          windows: [
+            { name: "minute", quota: 2, seconds: 60, used: 1, remaining: 1, resetIn: 60 },
+            { name: "day", quota: 3, seconds: 86_400, used: 1, remaining: 2, resetIn: 86_400 },
+          ],
+        },
       });
       expect(how.seen).toEqual([[key, hash]]);
       expect(await admit()).toMatchObject({ admitted: true, quota: { remaining: 0 } });
@@ -458,7 +466,14 @@ describe("Quotas.admit(): one decision per request", () => {
           expect(d).toEqual({
             admitted: false,
             refusal: thrown,
-            quota: { limit: 60, remaining: 60, reset: expect.any(Number) },
+            quota: {
+              limit: 60,
+              remaining: 60,
+              reset: expect.any(Number),
+              windows: [
+                { name: "minute", quota: 60, seconds: 60, used: 0, remaining: 60, resetIn: expect.any(Number) },
+              ],
+            },
           });
         }
         if (redis) expect(redis.store.size).toBe(0);

@@ -165,6 +165,8 @@ describe("conformance hook", () => {
       "X-RateLimit-Limit": "1",
       "X-RateLimit-Remaining": "1",
       "X-RateLimit-Reset": "1",
+      "RateLimit-Policy": '"minute";q=1;w=60',
+      RateLimit: '"minute";r=1;t=1',
       "X-Request-Id": "x",
       ...API_CACHE_HEADERS,
     });
