@@ -3,7 +3,7 @@
 // type-checks against them with @trpc/client (and @trpc/server, its peer) and nothing of the service.
 //   import type { AppRouter } from "<this file without .d.ts>.js";
 //   createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: `${base}/trpc`, maxItems: 20, headers: { "X-API-Key": key } })] })
-import type { inferRouterInputs, inferRouterOutputs, TRPCBuiltRouter, TRPCMutationProcedure, TRPCQueryProcedure } from "@trpc/server";
+import type { inferRouterInputs, inferRouterOutputs, TRPCBuiltRouter, TRPCMutationProcedure, TRPCQueryProcedure, TRPCSubscriptionProcedure } from "@trpc/server";
 
 export type LeadsCreateOutput = {
   id: string;
@@ -725,6 +725,67 @@ export type AppRouter = TRPCBuiltRouter<{ ctx: object; meta: object; errorShape:
       meta: object;
       errorShape: unknown;
     }>;
+    subscribe: TRPCSubscriptionProcedure<{
+      input: {
+        since?: string;
+        types?: ("appointment" | "contact" | "conversation" | "lead" | "ticket")[];
+        limit?: number;
+        lastEventId?: string;
+      } | undefined;
+      output: AsyncIterable<{
+        id: string;
+        data: {
+          items: ({
+            type: "appointment";
+            id: string;
+            action: "delete" | "upsert";
+            changedAt: string;
+            data: AppointmentsCreateOutput | null;
+          } | {
+            type: "contact";
+            id: string;
+            action: "delete" | "upsert";
+            changedAt: string;
+            data: ContactsCreateOutput | null;
+          } | {
+            type: "conversation";
+            id: string;
+            action: "delete" | "upsert";
+            changedAt: string;
+            data: {
+              id: string;
+              channel: string;
+              channelId: string | null;
+              status: "active" | "escalated" | "resolved";
+              subject: string | null;
+              customer: ConversationsGetOutputCustomer;
+              assignedOperatorId: string | null;
+              lastMessagePreview: string;
+              lastMessageAt: string;
+              version: number;
+              createdAt: string;
+              updatedAt: string;
+            } | null;
+          } | {
+            type: "lead";
+            id: string;
+            action: "delete" | "upsert";
+            changedAt: string;
+            data: LeadsCreateOutput | null;
+          } | {
+            type: "ticket";
+            id: string;
+            action: "delete" | "upsert";
+            changedAt: string;
+            data: TicketsCreateOutput | null;
+          })[];
+          nextSince: string;
+          hasMore: boolean;
+          backoff?: number;
+        } }, void, any>;
+        meta: object;
+        errorShape: unknown;
+      }>;
   };
   stages: {
     list: TRPCQueryProcedure<{

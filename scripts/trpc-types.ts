@@ -211,7 +211,8 @@ class Printer {
 
 interface Procedure {
   path: string[];
-  kind: "query" | "mutation";
+  /** A subscription's output is what each event carries (its `tracked()` data), printed as tRPC's TrackedEnvelope. */
+  kind: "query" | "mutation" | "subscription";
   input: ts.Type;
   output: ts.Type;
 }
@@ -233,20 +234,29 @@ function proceduresOf(checker: ts.TypeChecker, router: ts.Type, name: string): P
       if (def && checker.getPropertyOfType(checker.getTypeOfSymbol(def), "procedure")) {
         const d = checker.getTypeOfSymbol(def);
         const kind = checker.typeToString(propType(checker, d, "type", here.join(".")));
-        if (kind !== '"query"' && kind !== '"mutation"')
-          throw new Error(`${here.join(".")}: a ${kind} procedure (only queries and mutations are printed)`);
         const types = propType(checker, d, "$types", here.join("."));
+        const output = propType(checker, types, "output", here.join("."));
         out.push({
           path: here,
-          kind: kind === '"query"' ? "query" : "mutation",
+          kind: kind === '"query"' ? "query" : kind === '"mutation"' ? "mutation" : "subscription",
           input: propType(checker, types, "input", here.join(".")),
-          output: propType(checker, types, "output", here.join(".")),
+          output: kind === '"subscription"' ? trackedData(checker, output, here.join(".")) : output,
         });
       } else walk(t, here);
     }
   };
   walk(propType(checker, propType(checker, router, "_def", name), "record", name), []);
   return out;
+}
+
+/** The data of a subscription's events: T of its output AsyncIterable<TrackedData<T>> (only tracked events are printed). */
+function trackedData(checker: ts.TypeChecker, output: ts.Type, where: string): ts.Type {
+  const event = checker.getTypeArguments(output as ts.TypeReference)[0];
+  const id = event && checker.getPropertyOfType(event, "id");
+  const data = event && checker.getPropertyOfType(event, "data");
+  if (!id || !data)
+    throw new Error(`${where}: a subscription whose events are not tracked() (${checker.typeToString(output)})`);
+  return checker.getTypeOfSymbol(data);
 }
 
 function routerType(checker: ts.TypeChecker, exports: ts.Symbol[], name: string): ts.Type {
@@ -315,8 +325,8 @@ function render(routers: PrintedRouter[], declarations: { name: string; text: st
     '//   import type { AppRouter } from "<this file without .d.ts>.js";',
     `//   createTRPCClient<AppRouter>({ links: [httpBatchLink({ url: \`\${base}/trpc\`, maxItems: 20, headers: ` +
       `{ "X-API-Key": key } })] })`,
-    "import type { inferRouterInputs, inferRouterOutputs, TRPCBuiltRouter, TRPCMutationProcedure, " +
-      'TRPCQueryProcedure } from "@trpc/server";',
+    "import type { inferRouterInputs, inferRouterOutputs, TRPCBuiltRouter, " +
+      'TRPCMutationProcedure, TRPCQueryProcedure, TRPCSubscriptionProcedure } from "@trpc/server";',
     "",
   ];
   for (const d of declarations) out.push(`export type ${d.name} = ${indent(d.text)};`, "");
@@ -329,8 +339,12 @@ function render(routers: PrintedRouter[], declarations: { name: string; text: st
         node = node[part] as Record<string, unknown>;
       }
       node[p.path.at(-1)!] =
-        `${p.kind === "query" ? "TRPCQueryProcedure" : "TRPCMutationProcedure"}<{ input: ${p.inputText}; ` +
-        `output: ${p.outputText}; meta: object; errorShape: unknown; }>`;
+        p.kind === "subscription"
+          ? // tRPC's TrackedData<T> (not exported by @trpc/server), structurally.
+            `TRPCSubscriptionProcedure<{ input: ${p.inputText}; output: AsyncIterable<{ id: string; data: ` +
+            `${p.outputText} }, void, any>; meta: object; errorShape: unknown; }>`
+          : `${p.kind === "query" ? "TRPCQueryProcedure" : "TRPCMutationProcedure"}<{ input: ${p.inputText}; ` +
+            `output: ${p.outputText}; meta: object; errorShape: unknown; }>`;
     }
     const body = (node: Record<string, unknown>, pad: string): string =>
       `{\n${Object.entries(node)

@@ -24,7 +24,7 @@
 // A failure is a TRPCError with the code of its HTTP status, whose `cause` is a CoreError carrying
 // that status and the public envelope ({error, message, request_id, details}) REST would answer.
 import { randomUUID } from "node:crypto";
-import { TRPCError } from "@trpc/server";
+import { isTrackedEnvelope, TRPCError } from "@trpc/server";
 import type { TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
 import { appRouter } from "../routers/index.js";
 import {
@@ -196,7 +196,8 @@ function session(services: Services, who: string | InternalActor): Session {
         ctx = await createContext(services, { requestId, request, caller: await callerOf() });
         let target: unknown = callerFactory(ctx);
         for (const segment of path) target = (target as Record<string, unknown>)[segment];
-        return await (target as (i: unknown) => Promise<unknown>)(input);
+        const result = await (target as (i: unknown) => Promise<unknown>)(input);
+        return isAsyncIterable(result) ? events(result, requestId) : result;
       } catch (err) {
         throw coreError(err, requestId);
       } finally {
@@ -210,6 +211,22 @@ function session(services: Services, who: string | InternalActor): Session {
   };
   const plain = call({});
   return { ...plain, with: call };
+}
+
+const isAsyncIterable = (v: unknown): v is AsyncIterable<unknown> =>
+  typeof v === "object" && v !== null && Symbol.asyncIterator in v;
+
+/**
+ * A subscription's events as an HTTP client receives them: a tracked() event as `{ id, data }`
+ * (tRPC's TrackedData, what the router's types promise), a failure as the core's error with its
+ * envelope. The caller's loop ending (break, return) ends the subscription.
+ */
+async function* events(source: AsyncIterable<unknown>, requestId: string): AsyncGenerator<unknown, void, unknown> {
+  try {
+    for await (const v of source) yield isTrackedEnvelope(v) ? { id: v[0], data: v[1] } : v;
+  } catch (err) {
+    throw coreError(err, requestId);
+  }
 }
 
 /** A proxy typed as the router's caller whose calls go through `run` with the procedure's path. */

@@ -13,6 +13,8 @@ export const MAX_WAITERS_PER_KEY = 2;
 /** The channel of a tenant's wake-ups (one per tenant: a subscriber hears only its waiters' tenants). */
 export const wakeupChannel = (tenantId: string) => `crm:changes:${tenantId}`;
 
+/** Tenants whose latest wake-up is remembered (for wait()'s `mark`). */
+const RECENT_WAKES = 10_000;
 /** How long a tenant's channel stays subscribed after its last waiter left. */
 const UNSUBSCRIBE_AFTER_MS = 30_000;
 
@@ -39,6 +41,9 @@ export class Wakeups {
   /** Subscribed channels by tenant: true once Redis confirmed the subscription. */
   private readonly channels = new Map<string, boolean>();
   private readonly idle = new Map<string, NodeJS.Timeout>();
+  /** The latest wake-up of each recent tenant (bounded): what wait()'s `mark` is compared with. */
+  private readonly lastWake = new Map<string, number>();
+  private seq = 0;
   readonly stats: WakeupStats = { waiters: 0, wakeups: 0, refused: 0 };
 
   constructor(
@@ -91,22 +96,29 @@ export class Wakeups {
 
   /**
    * Waits for a wake-up of `tenantId`, the re-read tick or `until` (ms since the epoch), whichever
-   * comes first; at once with "closing" while the instance stops.
+   * comes first; at once with "closing" while the instance stops; "deadline" when `signal` aborts
+   * (a subscriber gone). `mark` (mark(), taken before the waiter read the feed): a wake-up of the
+   * tenant since then ends the wait at once, so one that came between the read and the wait is not lost.
    */
-  wait(tenantId: string, until: number): Promise<WaitEnd> {
+  wait(tenantId: string, until: number, signal?: AbortSignal, mark?: number): Promise<WaitEnd> {
     if (this.closing) return Promise.resolve("closing");
+    // A wake-up between the waiter's read (its mark) and now: read again at once.
+    if (mark !== undefined && (this.lastWake.get(tenantId) ?? 0) > mark) return Promise.resolve("signal");
     const left = until - Date.now();
-    if (left <= 0) return Promise.resolve("deadline");
+    if (left <= 0 || signal?.aborted) return Promise.resolve("deadline");
     return new Promise<WaitEnd>((resolve) => {
       const tick = left > this.opts.rereadMs;
+      const onAbort = () => waiter.wake("deadline");
       const waiter: Waiter = {
         tenantId,
         wake: (why) => {
           clearTimeout(timer);
+          signal?.removeEventListener("abort", onAbort);
           this.remove(waiter);
           resolve(why);
         },
       };
+      signal?.addEventListener("abort", onAbort, { once: true });
       const timer = setTimeout(() => waiter.wake(tick ? "tick" : "deadline"), tick ? this.opts.rereadMs : left);
       let set = this.byTenant.get(tenantId);
       if (!set) {
@@ -117,6 +129,11 @@ export class Wakeups {
       set.add(waiter);
       this.stats.waiters += 1;
     });
+  }
+
+  /** The position of the latest wake-up: a waiter takes it before it reads (wait()'s `mark`). */
+  mark(): number {
+    return this.seq;
   }
 
   /** After a commit that changed `tenantId`'s objects: its waiters here at once, and through Redis everywhere. */
@@ -136,6 +153,11 @@ export class Wakeups {
   }
 
   private wakeLocal(tenantId: string): void {
+    this.seq += 1;
+    this.lastWake.delete(tenantId);
+    this.lastWake.set(tenantId, this.seq);
+    // The oldest first (a Map keeps insertion order): bounded, and an entry only matters for milliseconds.
+    if (this.lastWake.size > RECENT_WAKES) this.lastWake.delete(this.lastWake.keys().next().value!);
     const set = this.byTenant.get(tenantId);
     if (!set) return;
     for (const w of [...set]) {

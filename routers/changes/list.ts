@@ -117,6 +117,8 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       });
 
     const now = ctx.services.now().getTime();
+    // Taken before the read: a write between the read and a long-poll's wait wakes it (server/wakeups.ts).
+    const mark = ctx.services.wakeups?.mark() ?? 0;
     const page =
       input.since === SINCE_NOW
         ? await headPage(ctx, types, now)
@@ -128,10 +130,10 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
             now,
           );
     if (input.wait === 0 || page.items.length > 0 || page.hasMore) return page;
-    return longPoll(ctx, types, input, page);
+    return longPoll(ctx, types, input, page, mark);
   });
 
-type Page = z.infer<typeof ChangePage>;
+export type Page = z.infer<typeof ChangePage>;
 
 /**
  * The wait of a caught-up page (`wait` > 0): until a change of the requested types is placed, or the
@@ -140,17 +142,26 @@ type Page = z.infer<typeof ChangePage>;
  * does), and the key is checked again before whatever it answers. Past the key's or the instance's
  * cap of waiters (or while stopping) it answers the page at once, with `backoff`.
  */
-async function longPoll(ctx: AuthedContext, types: readonly ChangeType[], input: ListChangesInput, page: Page) {
+async function longPoll(
+  ctx: AuthedContext,
+  types: readonly ChangeType[],
+  input: ListChangesInput,
+  first: Page,
+  firstMark: number,
+) {
+  let page = first;
   const wakeups = ctx.services.wakeups;
-  const release = wakeups?.admit(ctx.caller.keyId);
+  const release = wakeups?.admit(waiterOf(ctx));
   if (!wakeups || !release) return { ...page, backoff: BACKOFF_S };
   const until = Date.now() + input.wait * 1000;
   try {
+    let mark = firstMark;
     for (;;) {
-      const why = await wakeups.wait(ctx.tenantId, until);
+      const why = await wakeups.wait(ctx.tenantId, until, undefined, mark);
       await recheckCaller(ctx, types);
       if (why === "closing" || why === "deadline") return page;
       const now = ctx.services.now().getTime();
+      mark = wakeups.mark();
       page = await readPage(ctx, types, decodeSince(page.nextSince, ctx.tenantId) as SinceToken, input.limit, now);
       if (page.items.length > 0 || page.hasMore) return page;
     }
@@ -164,7 +175,12 @@ async function longPoll(ctx: AuthedContext, types: readonly ChangeType[], input:
  * longer eligible (401/403 as at the start of a request), or a requested type no longer readable
  * (403 PERMISSION_DENIED).
  */
-async function recheckCaller(ctx: AuthedContext, types: readonly ChangeType[]) {
+/** Whose waits count against the per-key cap: the key, or for trusted internal code its user. */
+export const waiterOf = (ctx: AuthedContext) => ctx.caller.keyId || `actor:${ctx.caller.ownerId}`;
+
+export async function recheckCaller(ctx: AuthedContext, types: readonly ChangeType[]) {
+  // Trusted internal code (server/core.ts) has no key to check: its scopes are its own.
+  if (ctx.caller.keyHash === "") return;
   const now = await currentCaller(ctx.services.db, ctx.caller, ctx.services.now());
   const lost = types.filter((t) => !now.scopes.includes(READ_SCOPE[t]));
   if (lost.length)
@@ -174,7 +190,7 @@ async function recheckCaller(ctx: AuthedContext, types: readonly ChangeType[]) {
 }
 
 /** `since=now`: the tenant's committed changes placed, no items, and a token at the head. */
-async function headPage(ctx: AuthedContext, types: readonly ChangeType[], now: number): Promise<Page> {
+export async function headPage(ctx: AuthedContext, types: readonly ChangeType[], now: number): Promise<Page> {
   const ahead: SinceToken = { pos: Number.MAX_SAFE_INTEGER, skip: 0, at: now };
   let read = await readPositions(ctx, types, ahead, 0, true);
   if (read.pending) {
@@ -185,7 +201,7 @@ async function headPage(ctx: AuthedContext, types: readonly ChangeType[], now: n
 }
 
 /** One page after `token` (absent: from the beginning). */
-async function readPage(
+export async function readPage(
   ctx: AuthedContext,
   types: readonly ChangeType[],
   token: SinceToken | undefined,
@@ -255,7 +271,7 @@ function sinceExpired(message: string) {
   return validation(message, { code: "since_expired", fields: [{ field: "since", code: "since_expired", message }] });
 }
 
-function checkSince(raw: string, tenantId: string, now: number): SinceToken {
+export function checkSince(raw: string, tenantId: string, now: number): SinceToken {
   const t = decodeSince(raw, tenantId);
   if (t === "malformed" || t === "foreign") {
     const message = t === "foreign" ? "since belongs to another tenant's feed" : "since is not a token of this feed";
