@@ -6,7 +6,7 @@
 // - the README shows both as they are: its "Typed client" block is the example file.
 // The service is the real app on an ephemeral port (embedded database, or PostgreSQL + Redis with
 // DATABASE_URL/REDIS_URL); the examples run as separate processes, as a user runs them (tsx).
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -142,6 +142,64 @@ describe("examples/internal-app (the daily pipeline digest over /trpc)", () => {
     const day = await runExample("examples/internal-app/digest.ts", pipe.apiKeys.full!.key, ["20-11-2026"]);
     expect(day.code).toBe(2);
     expect(day.stderr.trim()).toBe('digest: the day must be YYYY-MM-DD, got "20-11-2026"');
+  });
+});
+
+describe("examples/internal-app/live.ts (changes as they happen, over the tRPC subscription)", () => {
+  /** The example running: its output so far, and its exit. */
+  function startLive(key: string, args: string[]) {
+    const env: NodeJS.ProcessEnv = { ...process.env, CRM_URL: app.url, CRM_API_KEY: key };
+    delete env.NODE_OPTIONS;
+    const child = spawn(process.execPath, ["--import", "tsx", "examples/internal-app/live.ts", ...args], {
+      cwd: ROOT,
+      env,
+    });
+    const out = { stdout: "", stderr: "" };
+    child.stdout.on("data", (d: Buffer) => (out.stdout += d));
+    child.stderr.on("data", (d: Buffer) => (out.stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
+    return { out, exited, kill: () => child.kill("SIGKILL") };
+  }
+  const started = async (out: { stderr: string }) => {
+    for (let i = 0; i < 600 && !out.stderr.includes("live: following"); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(out.stderr).toContain("live: following");
+  };
+  const createLead = (key: string, name: string) =>
+    app.request("POST", "/public/v1/leads", { key, body: { customerName: name, customerPhone: "+34600000099" } });
+
+  it("prints a change as it happens; a later run from the printed position prints what came after, once", {
+    timeout: 120_000,
+  }, async () => {
+    const key = pipe.apiKeys.full!.key;
+    const first = startLive(key, ["--pages", "1"]);
+    try {
+      await started(first.out);
+      const lead = await createLead(key, "Live One");
+      expect(await first.exited).toBe(0);
+      expect(first.out.stdout).toMatch(new RegExp(`^\\S+Z lead upsert ${lead.body.id}\n$`));
+    } finally {
+      first.kill();
+    }
+    const at = /live: at (\S+)/.exec(first.out.stderr)![1]!;
+    const missed = await createLead(key, "While It Was Off");
+    const second = startLive(key, ["--since", at, "--pages", "1"]);
+    try {
+      expect(await second.exited).toBe(0);
+      expect(second.out.stdout).toMatch(new RegExp(`^\\S+Z lead upsert ${missed.body.id}\n$`));
+    } finally {
+      second.kill();
+    }
+  });
+
+  it("a key that cannot read the feed: the envelope's code, exit 1", { timeout: 60_000 }, async () => {
+    const run = startLive(pipe.apiKeys.none!.key, ["--pages", "1"]);
+    try {
+      expect(await run.exited).toBe(1);
+      expect(run.out.stderr).toContain("live: PERMISSION_DENIED");
+    } finally {
+      run.kill();
+    }
   });
 });
 
