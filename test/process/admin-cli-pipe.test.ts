@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild } from "../../scripts/ensure-build.js";
-import { freshDatabase, type TestDb } from "../helpers/app.js";
+import { freshDatabase, seedEmbeddedFolder, type TestDb } from "../helpers/app.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-cli-pipe-"));
 let pgDb: TestDb | undefined;
@@ -20,7 +20,10 @@ beforeAll(async () => {
   if (process.env.DATABASE_URL) {
     pgDb = await freshDatabase();
     env.DATABASE_URL = pgDb.url;
-  } else env.PGLITE_DATA_DIR = path.join(dir, "db");
+  } else {
+    env.PGLITE_DATA_DIR = path.join(dir, "db");
+    await seedEmbeddedFolder(env.PGLITE_DATA_DIR); // migrated already: the pipe is the subject, not initdb
+  }
 });
 afterAll(async () => {
   await pgDb?.drop();

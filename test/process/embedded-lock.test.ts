@@ -30,6 +30,7 @@ import {
   lockEmbeddedDatabase,
   processStart,
 } from "../../server/db/pglite-lock.js";
+import { seedEmbeddedFolder } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 import {
   baseEnv,
@@ -265,6 +266,7 @@ describe.skipIf(!!process.env.DATABASE_URL)("the lock (in process)", () => {
 
   it("openPglite: a second open of a folder refuses before touching it; closing releases; memory:// is never locked", async () => {
     const f = folder();
+    await seedEmbeddedFolder(f); // a database there already: opening it is the subject, not initdb
     const db = await openPglite(f);
     try {
       const before = readdirSync(f).sort();
@@ -309,6 +311,7 @@ describe.skipIf(!!process.env.DATABASE_URL)("processes on one folder", { timeout
   beforeAll(async () => {
     await ensureBuild();
     f = folder();
+    await seedEmbeddedFolder(f); // migrated already: the lock is the subject, not initdb
     env = { ...baseEnv(), PGLITE_DATA_DIR: f, NO_DEMO: "1" };
     const file = path.join(dir, "fixture.json");
     writeFileSync(file, JSON.stringify(fixture(tenant("acme"))));

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuild } from "../../scripts/ensure-build.js";
 import { run } from "../../server/admin/cli.js";
 import { openPglite, type Database } from "../../server/db/client.js";
-import { freshDatabase, type TestDb } from "../helpers/app.js";
+import { freshDatabase, seedEmbeddedFolder, type TestDb } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 import { onFreePort } from "../helpers/processes.js";
 
@@ -26,7 +26,10 @@ beforeAll(async () => {
     pgDb = await freshDatabase();
     env.DATABASE_URL = pgDb.url;
     env.DIRECT_DATABASE_URL = pgDb.directUrl;
-  } else env.PGLITE_DATA_DIR = path.join(dir, "db");
+  } else {
+    env.PGLITE_DATA_DIR = path.join(dir, "db");
+    await seedEmbeddedFolder(env.PGLITE_DATA_DIR); // migrated already: the verbs are the subject, not initdb
+  }
 });
 afterAll(async () => {
   await pgDb?.drop();
