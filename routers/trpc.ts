@@ -118,6 +118,8 @@ export type Meta = OpenApiMeta<{
   anyScope?: Scope[];
   /** An upsert by external id: 201 when it created (with Location), 200 when it updated or changed nothing. */
   upsert?: boolean;
+  /** The operation can wait (a long-poll): REST hands it the request's abort signal (patches/trpc-to-openapi). */
+  abortable?: boolean;
   /** Seconds a client that polls the operation should leave between calls: REST's `X-Poll-Interval` on every answer. */
   pollInterval?: number;
   /** Operation-specific error codes (404/409 …) for the OpenAPI document; the common ones are added there. */

@@ -11,6 +11,7 @@ import { openRedis, type RedisClient } from "./redis.js";
 import { createProviders } from "./channels/providers.js";
 import type { Services } from "./services.js";
 import { Wakeups } from "./wakeups.js";
+import { feedState } from "./changes.js";
 
 export async function createServices(
   config: Config,
@@ -44,6 +45,7 @@ export async function createServices(
     rereadMs: config.changesRereadMs,
     redis,
     logger,
+    probe: (tenantId) => feedState(db.prisma, tenantId),
   });
   const metrics = instanceMetrics(db, redis, quotas, { processMetrics: true, routes, wakeups });
   return {

@@ -95,6 +95,18 @@ export async function hasPendingChanges(prisma: PrismaClient, tenantId: string):
   return r[0]?.pending === true;
 }
 
+/**
+ * A tenant's feed state for the long-poll probe (server/wakeups.ts): its head and whether committed
+ * changes wait to be placed, as one string that moves whenever the feed does. One statement, pinned
+ * to the tenant (on Citus, on its worker).
+ */
+export async function feedState(prisma: PrismaClient, tenantId: string): Promise<string> {
+  const [r] = await prisma.$queryRaw<{ head: bigint | number | null; pending: boolean }[]>`
+    SELECT (SELECT "pos" FROM "ChangeHead" WHERE "tenantId" = ${tenantId}::uuid) AS "head",
+           EXISTS (SELECT 1 FROM "ChangeLog" WHERE "tenantId" = ${tenantId}::uuid AND "pos" IS NULL) AS "pending"`;
+  return `${r?.head ?? 0}:${r?.pending === true}`;
+}
+
 /** Tenants read per round of the background step. */
 const PENDING_TENANTS = 100;
 

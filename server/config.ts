@@ -50,8 +50,8 @@ export interface Config {
   /** CHANGES_MAX_WAITERS: long-polls of the changes feed held at once by this instance (past it: answered at once, with `backoff`). */
   changesMaxWaiters: number;
   /**
-   * CHANGES_REREAD_MS: how often a waiting long-poll reads its tenant's feed again whatever the
-   * wake-ups do (the longest a change can wait for a waiter whose signal was lost).
+   * CHANGES_REREAD_MS: how often the instance probes the feed of each tenant with waiters, whatever
+   * the wake-ups do (the longest a change can wait for a waiter whose signal was lost).
    */
   changesRereadMs: number;
   /** Outbound provider request timeout. */

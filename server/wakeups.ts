@@ -1,10 +1,13 @@
-// Wake-ups of the changes feed's waiters (GET /public/v1/changes?wait=N; docs/decisions/api.md,
-// "Long-poll on the changes feed"). A waiter holds no database connection: it awaits a wake-up of its
-// tenant, or the re-read tick (CHANGES_REREAD_MS, 1 s by default), and then reads the feed again. A
-// write of this instance wakes its tenant's waiters here at once and, through Redis pub/sub on the
-// tenant's channel, every other instance's; a write the signals miss (the admin CLI, Redis down, a
-// lost message) is found by the tick: a change may come later, never be missed. Not LISTEN/NOTIFY:
-// it does not pass PgBouncer's transaction pooling nor cross Citus nodes. Signals carry a tenant id.
+// Wake-ups of the changes feed's waiters (GET /public/v1/changes?wait=N and changes.subscribe;
+// docs/decisions/api.md, "Long-poll and subscription"). A waiter holds no database connection: it
+// awaits a wake-up of its tenant, then reads the feed again. A write of this instance wakes its
+// tenant's waiters here at once and, through Redis pub/sub on the tenant's channel, every other
+// instance's. A write the signals miss (the admin CLI, Redis down, a lost message) is found by the
+// probe: every CHANGES_REREAD_MS (1 s by default) one statement per tenant that has waiters reads its
+// feed's state (head, and whether changes wait to be placed), and a tenant whose state moved wakes
+// its waiters — a change may come later, never be missed, and idle waiters cost one cheap statement a
+// tick per tenant, not a read per waiter. Not LISTEN/NOTIFY: it does not pass PgBouncer's transaction
+// pooling nor cross Citus nodes. Signals carry a tenant id, never data.
 import type { Logger } from "./logger.js";
 import type { RedisClient } from "./redis.js";
 
@@ -13,6 +16,8 @@ export const MAX_WAITERS_PER_KEY = 2;
 /** The channel of a tenant's wake-ups (one per tenant: a subscriber hears only its waiters' tenants). */
 export const wakeupChannel = (tenantId: string) => `crm:changes:${tenantId}`;
 
+/** The longest delay setTimeout keeps (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Tenants whose latest wake-up is remembered (for wait()'s `mark`). */
 const RECENT_WAKES = 10_000;
 /** How long a tenant's channel stays subscribed after its last waiter left. */
@@ -46,12 +51,22 @@ export class Wakeups {
   private seq = 0;
   readonly stats: WakeupStats = { waiters: 0, wakeups: 0, refused: 0 };
 
+  /** The state each waited-on tenant's feed had at the last probe (server/changes.ts feedState). */
+  private readonly probed = new Map<string, string>();
+  private probeTimer?: NodeJS.Timeout;
+  private probing = false;
+
   constructor(
     private readonly opts: {
       maxWaiters: number;
       rereadMs: number;
       redis?: RedisClient;
       logger?: Logger;
+      /**
+       * A tenant's feed state (any string that changes when its feed does). Without it each waiter
+       * reads its feed again at every tick itself.
+       */
+      probe?: (tenantId: string) => Promise<string>;
     },
   ) {}
 
@@ -107,7 +122,8 @@ export class Wakeups {
     const left = until - Date.now();
     if (left <= 0 || signal?.aborted) return Promise.resolve("deadline");
     return new Promise<WaitEnd>((resolve) => {
-      const tick = left > this.opts.rereadMs;
+      // With a probe, the instance's probe ticks for every waiter; the waiter's own timer is its deadline.
+      const tick = !this.opts.probe && left > this.opts.rereadMs;
       const onAbort = () => waiter.wake("deadline");
       const waiter: Waiter = {
         tenantId,
@@ -119,7 +135,10 @@ export class Wakeups {
         },
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      const timer = setTimeout(() => waiter.wake(tick ? "tick" : "deadline"), tick ? this.opts.rereadMs : left);
+      // A deadline past a timer's range (a subscription's) sets none: the waiter waits for a wake-up.
+      const delay = tick ? this.opts.rereadMs : left;
+      const timer =
+        delay <= MAX_TIMER_MS ? setTimeout(() => waiter.wake(tick ? "tick" : "deadline"), delay) : undefined;
       let set = this.byTenant.get(tenantId);
       if (!set) {
         set = new Set();
@@ -128,6 +147,8 @@ export class Wakeups {
       }
       set.add(waiter);
       this.stats.waiters += 1;
+      if (this.opts.probe && !this.probeTimer)
+        this.probeTimer = setInterval(() => void this.probeAll(), this.opts.rereadMs).unref();
     });
   }
 
@@ -149,7 +170,38 @@ export class Wakeups {
     for (const set of [...this.byTenant.values()]) for (const w of [...set]) w.wake("closing");
     for (const t of this.idle.values()) clearTimeout(t);
     this.idle.clear();
+    clearInterval(this.probeTimer);
     this.subscriber?.disconnect();
+  }
+
+  /**
+   * One probe round: each tenant with waiters, one statement each, one at a time (a round that takes
+   * longer than the tick delays the next). A tenant seen for the first time wakes its waiters too: a
+   * change between a waiter's read and this first look would otherwise go unnoticed.
+   */
+  private async probeAll(): Promise<void> {
+    if (this.probing || this.closing) return;
+    this.probing = true;
+    try {
+      for (const tenantId of [...this.probed.keys()]) if (!this.byTenant.has(tenantId)) this.probed.delete(tenantId);
+      for (const tenantId of [...this.byTenant.keys()]) {
+        let state: string;
+        try {
+          state = await this.opts.probe!(tenantId);
+        } catch {
+          continue; // the database is away: the waiters keep waiting (their deadlines stand)
+        }
+        if (this.probed.get(tenantId) === state) continue;
+        this.probed.set(tenantId, state);
+        this.wakeLocal(tenantId);
+      }
+      if (this.byTenant.size === 0) {
+        clearInterval(this.probeTimer);
+        this.probeTimer = undefined;
+      }
+    } finally {
+      this.probing = false;
+    }
   }
 
   private wakeLocal(tenantId: string): void {

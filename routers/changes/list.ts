@@ -104,10 +104,11 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
       protect: true,
     },
     pollInterval: POLL_INTERVAL_S,
+    abortable: true,
   })
   .input(ListChangesInput)
   .output(ChangePage)
-  .query(async ({ ctx, input }) => {
+  .query(async ({ ctx, input, signal }) => {
     const readable = CHANGE_TYPES.filter((t) => ctx.caller.scopes.includes(READ_SCOPE[t]));
     const types = input.types ?? readable;
     const denied = types.filter((t) => !readable.includes(t));
@@ -130,7 +131,7 @@ export const listChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))
             now,
           );
     if (input.wait === 0 || page.items.length > 0 || page.hasMore) return page;
-    return longPoll(ctx, types, input, page, mark);
+    return longPoll(ctx, types, input, page, mark, signal);
   });
 
 export type Page = z.infer<typeof ChangePage>;
@@ -139,8 +140,9 @@ export type Page = z.infer<typeof ChangePage>;
  * The wait of a caught-up page (`wait` > 0): until a change of the requested types is placed, or the
  * wait passes. Holds no connection while it waits (server/wakeups.ts); each wake-up reads the feed
  * again from the page's own `nextSince` (placing the tenant's pending changes first, as any page
- * does), and the key is checked again before whatever it answers. Past the key's or the instance's
- * cap of waiters (or while stopping) it answers the page at once, with `backoff`.
+ * does), and the key is checked again before whatever it answers; a client that goes away ends it.
+ * Past the key's or the instance's cap of waiters (or while stopping) it answers the page at once,
+ * with `backoff`.
  */
 async function longPoll(
   ctx: AuthedContext,
@@ -148,6 +150,7 @@ async function longPoll(
   input: ListChangesInput,
   first: Page,
   firstMark: number,
+  signal: AbortSignal | undefined,
 ) {
   let page = first;
   const wakeups = ctx.services.wakeups;
@@ -157,7 +160,9 @@ async function longPoll(
   try {
     let mark = firstMark;
     for (;;) {
-      const why = await wakeups.wait(ctx.tenantId, until, undefined, mark);
+      const why = await wakeups.wait(ctx.tenantId, until, signal, mark);
+      // The client went away: its place is free at once (nobody reads this answer).
+      if (signal?.aborted) return page;
       await recheckCaller(ctx, types);
       if (why === "closing" || why === "deadline") return page;
       const now = ctx.services.now().getTime();

@@ -44,7 +44,7 @@ export const SubscribeChangesInput = z.object({
   lastEventId: z.string().max(MAX_SINCE_LENGTH).optional(),
 });
 
-/** Seconds between two checks of a quiet subscription's feed when no wake-up comes (the re-read tick decides). */
+/** No deadline: a subscription waits until a wake-up (a signal or the probe), or its end. */
 const FOREVER = Number.MAX_SAFE_INTEGER;
 
 export const subscribeChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t]))

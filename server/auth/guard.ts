@@ -55,7 +55,8 @@ export function keyAdmission(services: Services): Admission<Caller> {
   return {
     lookup: (presented, keyHash) => authenticate(services.db, presented, services.now(), keyHash, unknown),
     anonymousPerMinute: services.config.anonymousPerMinute,
-    inFlight: () => services.metrics.inFlight,
+    // A waiting long-poll or subscription is no load for the quota's bookkeeping (server/wakeups.ts).
+    inFlight: () => services.metrics.inFlight - (services.wakeups?.stats.waiters ?? 0),
     now: () => services.now(),
   };
 }

@@ -220,6 +220,24 @@ describe("caps", () => {
       expect((await w.answer).body.items.map((i: { id: string }) => i.id)).toEqual([created.body.id]);
   });
 
+  it("a client that goes away frees its place at once", async () => {
+    const since = await head();
+    const held = await waiting(app, { since, wait: 20 });
+    const before = app.services.wakeups!.stats.waiters;
+    const gone = new AbortController();
+    const url = `${app.url}/public/v1/changes?since=${encodeURIComponent(since)}&wait=20`;
+    const cut = fetch(url, { headers: { "X-API-Key": key() }, signal: gone.signal }).catch(() => "aborted");
+    expect(await until(() => app.services.wakeups!.stats.waiters > before, 10_000, 10)).toBe(true);
+    gone.abort();
+    expect(await cut).toBe("aborted");
+    expect(await until(() => app.services.wakeups!.stats.waiters === before, 10_000, 10)).toBe(true);
+    // The key's second place is free again: another wait is held, not refused with backoff.
+    const again = await waiting(app, { since, wait: 20 });
+    const created = await createLead("Frees A Place");
+    for (const w of [held, again])
+      expect((await w.answer).body.items.map((i: { id: string }) => i.id)).toEqual([created.body.id]);
+  });
+
   it("the instance's cap (CHANGES_MAX_WAITERS): past it, backoff", async () => {
     const small = await startApp({ db: app.testDb, config: { changesMaxWaiters: 1, changesRereadMs: NEVER_MS } });
     try {

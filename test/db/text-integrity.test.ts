@@ -149,17 +149,21 @@ function stringLeaves(
   return out;
 }
 
-const OPERATIONS: Operation[] = Object.entries(appRouter._def.procedures as Record<string, any>).map(([proc, p]) => {
-  const openapi = p._def.meta?.openapi;
-  return {
-    proc,
-    type: p._def.type,
-    method: openapi.method,
-    path: openapi.path,
-    pathParams: [...String(openapi.path).matchAll(/\{(\w+)\}/g)].map((m) => m[1]!),
-    stringFields: (p._def.inputs as z.ZodType[]).flatMap((s) => stringLeaves(s)),
-  };
-});
+// The REST operations (every procedure but the changes subscription, whose `input` query parameter
+// /trpc checks for every call alike: rest/trpc.ts transportRules).
+const OPERATIONS: Operation[] = Object.entries(appRouter._def.procedures as Record<string, any>)
+  .filter(([, p]) => p._def.meta?.openapi)
+  .map(([proc, p]) => {
+    const openapi = p._def.meta?.openapi;
+    return {
+      proc,
+      type: p._def.type,
+      method: openapi.method,
+      path: openapi.path,
+      pathParams: [...String(openapi.path).matchAll(/\{(\w+)\}/g)].map((m) => m[1]!),
+      stringFields: (p._def.inputs as z.ZodType[]).flatMap((s) => stringLeaves(s)),
+    };
+  });
 const WRITES = OPERATIONS.filter((o) => o.type === "mutation");
 const READS = OPERATIONS.filter((o) => o.type === "query" && o.stringFields.length > 0);
 

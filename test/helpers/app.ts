@@ -10,6 +10,7 @@ import { inject } from "vitest";
 import { createApp } from "../../server/app.js";
 import { instanceMetrics, type WORKER_POOL, workerRoutes } from "../../server/bootstrap.js";
 import { Wakeups } from "../../server/wakeups.js";
+import { feedState } from "../../server/changes.js";
 import { loadConfig, type Config } from "../../server/config.js";
 import { openPglite, openPostgres, type Database, type StatementObserver } from "../../server/db/client.js";
 import { migrate } from "../../server/db/migrate.js";
@@ -230,6 +231,7 @@ export async function startApp(opts: StartOptions = {}): Promise<TestApp & { quo
     rereadMs: config.changesRereadMs,
     redis,
     logger,
+    probe: (tenantId) => feedState(testDb.db.prisma, tenantId),
   });
   const metrics = instanceMetrics(testDb.db, redis, quotas, { routes, wakeups });
   const services: Services = {

@@ -65,7 +65,16 @@ describe("trpc-to-openapi: the node-http handler", async () => {
       .input(z.void())
       .output(z.any())
       .query(({ input }) => ({ input: input ?? null })),
+    wait: t.procedure
+      .meta({ openapi: { method: "GET", path: "/wait" }, abortable: true })
+      .input(z.void())
+      .output(z.any())
+      .query(({ signal }) => {
+        waited.push(signal);
+        return {};
+      }),
   });
+  const waited: (AbortSignal | undefined)[] = [];
 
   async function call(url: string, readSignal: boolean) {
     const req = Object.assign(new EventEmitter(), { method: "GET", url, headers: { host: "x" } });
@@ -115,6 +124,17 @@ describe("trpc-to-openapi: the node-http handler", async () => {
     read.res.writableEnded = false;
     read.res.emit("close");
     expect(read.signal?.aborted).toBe(true);
+  });
+
+  it("hands the abort signal to a procedure whose meta says abortable (a long-poll), and to no other", async () => {
+    const w = await call("/wait", false);
+    expect(w.closeListeners).toBe(1);
+    const signal = waited.at(-1)!;
+    expect(signal.aborted).toBe(false);
+    w.res.writableEnded = false;
+    w.res.emit("close");
+    expect(signal.aborted).toBe(true);
+    expect((await call("/ping", false)).closeListeners).toBe(0);
   });
 
   it("answers 404 for a path no procedure has", async () => {

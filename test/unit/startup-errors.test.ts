@@ -16,6 +16,7 @@ import { commandLine, ensureBuild, serviceCommand, ROOT } from "../../scripts/en
 import { loadConfig } from "../../server/config.js";
 import { openPglite } from "../../server/db/client.js";
 import { databaseTarget, describeStartupError, prismaCause, startupErrorText } from "../../server/startup-error.js";
+import { seedEmbeddedFolder } from "../helpers/app.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-startup-"));
 
@@ -231,6 +232,8 @@ describe("start-up errors of the built service: one line, exit 1", { timeout: 12
   it("the first start on an empty embedded database with a port in use loads no demo and prints no key (it is shown once)", async () => {
     const held = await holdPort();
     const folder = path.join(dir, "first-start-port-in-use");
+    // Migrated, no tenant: still a first start (the demo loads when there is no tenant); initdb is not the subject.
+    await seedEmbeddedFolder(folder);
     try {
       const first = await expectLine(
         baseEnv({ NO_DEMO: "", PGLITE_DATA_DIR: folder, PORT: String(held.port) }),
