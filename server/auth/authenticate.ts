@@ -69,6 +69,23 @@ const LOOKUP_OPTIONS = { prepare: { unnamed: LOOKUP_CALL } } as const;
 export const isKeyLookup = (sql: string) => sql === LOOKUP || sql === LOOKUP_CALL;
 
 /**
+ * The refusals of a key's row, in their order: none, another key's hash under the prefix, or revoked
+ * (401 INVALID_CREDENTIALS); expired (401 TOKEN_EXPIRED); the tenant's plan without API access (403).
+ */
+function refuseRow(row: Row | undefined, hash: string, now: Date): asserts row is Row {
+  if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt)
+    throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
+  if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime())
+    throw new AppError("TOKEN_EXPIRED", "API key has expired");
+  if (!ELIGIBLE_PLANS.has(row.plan))
+    throw new AppError(
+      "PLAN_NOT_ELIGIBLE",
+      "The tenant's plan does not include API access (Pro or Enterprise required)",
+      { plan: row.plan },
+    );
+}
+
+/**
  * Resolves the presented key. Throws 401 INVALID_CREDENTIALS / TOKEN_EXPIRED or 403 PLAN_NOT_ELIGIBLE.
  * `presentedHash`: the key's hash when the caller has already computed it (hashKey of the trimmed
  * key; the guard does, for the quota decision). `unknown`: the prefixes known to be no key's (the
@@ -92,16 +109,7 @@ export async function authenticate(
   const row = rows[0];
   if (!row) unknown?.add(prefix);
   const hash = presentedHash ?? hashKey(raw);
-  if (!row || !hashesEqual(row.keyHash, hash) || row.revokedAt)
-    throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
-  if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime())
-    throw new AppError("TOKEN_EXPIRED", "API key has expired");
-  if (!ELIGIBLE_PLANS.has(row.plan))
-    throw new AppError(
-      "PLAN_NOT_ELIGIBLE",
-      "The tenant's plan does not include API access (Pro or Enterprise required)",
-      { plan: row.plan },
-    );
+  refuseRow(row, hash, now);
   return {
     keyId: row.id,
     keyPrefix: prefix,
@@ -127,15 +135,6 @@ export async function authenticate(
 export async function currentCaller(db: Database, caller: Caller, now = new Date()): Promise<Caller> {
   const rows = await db.sql.query<Row>(LOOKUP, [caller.keyPrefix], LOOKUP_OPTIONS);
   const row = rows[0];
-  if (!row || !hashesEqual(row.keyHash, caller.keyHash) || row.revokedAt)
-    throw new AppError("INVALID_CREDENTIALS", "Invalid API key");
-  if (row.expiresAt && new Date(row.expiresAt).getTime() <= now.getTime())
-    throw new AppError("TOKEN_EXPIRED", "API key has expired");
-  if (!ELIGIBLE_PLANS.has(row.plan))
-    throw new AppError(
-      "PLAN_NOT_ELIGIBLE",
-      "The tenant's plan does not include API access (Pro or Enterprise required)",
-      { plan: row.plan },
-    );
+  refuseRow(row, caller.keyHash, now);
   return { ...caller, plan: row.plan, scopes: effectiveScopes(row.scopes, row.apiGrant) };
 }
