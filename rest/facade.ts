@@ -130,7 +130,7 @@ export function publicApi(services: Services, router: AppRouter): Handler {
           : { status: app.status, headers: poll };
       }
       const answer = answerMeta(meta, ctx?.outcomes[0], data?.[0], type === "query", ctx?.request.ifNoneMatch);
-      return { ...answer, headers: { ...poll, ...answer.headers } };
+      return meta?.pollInterval === undefined ? answer : { ...answer, headers: { ...poll, ...answer.headers } };
     },
     onError: ({ error, req, path }: { error: unknown; req: IncomingMessage; path?: string }) => {
       const x = exchangeOf(req);

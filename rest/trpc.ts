@@ -19,7 +19,7 @@ import { adminRouter } from "../routers/admin/_router.js";
 import { adminAuthorized } from "../routers/admin/trpc.js";
 import type { AppRouter } from "../routers/index.js";
 import { createContext, trpcErrorShape } from "../routers/trpc.js";
-import { guard, setQuotaHeaders } from "../server/auth/guard.js";
+import { admittedCaller, guard, setQuotaHeaders } from "../server/auth/guard.js";
 import {
   jsonBodyReader,
   jsonShapeProblem,
@@ -34,7 +34,7 @@ import {
   textProblems,
 } from "../server/body.js";
 import { AppError, logFailure, toAppError } from "../server/errors.js";
-import type { Admission, QuotaState } from "../server/limits/quotas.js";
+import type { QuotaState } from "../server/limits/quotas.js";
 import type { Services } from "../server/services.js";
 import { exchangeOf, requestIdOf } from "../server/exchange.js";
 import { factsOf } from "./facts.js";
@@ -116,12 +116,7 @@ function trpcGuard(services: Services): RequestHandler {
  * every later call would be refused for the same reason.
  */
 function batchRules(services: Services): RequestHandler {
-  const admissionOf = (caller: Caller): Admission<Caller> => ({
-    lookup: async () => caller, // authenticated by the guard for this very request
-    anonymousPerMinute: services.config.anonymousPerMinute,
-    inFlight: () => 2, // count at the key's ceilings, no count beside a lookup
-    now: () => services.now(),
-  });
+  const admissionOf = (caller: Caller) => admittedCaller(services, caller);
   return async (req, res, next) => {
     const calls = batchCalls(req);
     if (calls === undefined || calls === 1) return next();

@@ -12,8 +12,7 @@
 import { tracked } from "@trpc/server";
 import { z } from "zod";
 import { AppError } from "../../server/errors.js";
-import type { Caller } from "../../server/auth/authenticate.js";
-import type { Admission } from "../../server/limits/quotas.js";
+import { admittedCaller } from "../../server/auth/guard.js";
 import { scopedAny, type AuthedContext } from "../trpc.js";
 import {
   BACKOFF_S,
@@ -104,13 +103,8 @@ export const subscribeChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t])
 /** One request of the key's quota per page delivered (trusted internal code has none); over a ceiling, the 429 envelope. */
 async function chargePage(ctx: AuthedContext) {
   if (ctx.caller.keyHash === "") return;
-  const admission: Admission<Caller> = {
-    lookup: async () => ctx.caller,
-    anonymousPerMinute: ctx.services.config.anonymousPerMinute,
-    inFlight: () => 2, // counted at the key's ceilings, like a /trpc batch's further calls
-    now: () => ctx.services.now(),
-  };
-  const decision = await ctx.services.quotas.admit(undefined, undefined, admission);
+
+  const decision = await ctx.services.quotas.admit(undefined, undefined, admittedCaller(ctx.services, ctx.caller));
   if (decision.admitted) return;
   if (decision.quota.window) ctx.services.metrics.rateLimited.inc({ window: decision.quota.window });
   throw decision.refusal;

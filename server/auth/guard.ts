@@ -61,6 +61,19 @@ export function keyAdmission(services: Services): Admission<Caller> {
   };
 }
 
+/**
+ * The admission of one more request of a caller already authenticated for this request (a /trpc
+ * batch's further calls, a subscription's pages): counted at the key's ceilings, no lookup.
+ */
+export function admittedCaller(services: Services, caller: Caller): Admission<Caller> {
+  return {
+    lookup: async () => caller,
+    anonymousPerMinute: services.config.anonymousPerMinute,
+    inFlight: () => 2, // count at the key's ceilings, no count beside a lookup
+    now: () => services.now(),
+  };
+}
+
 /** The quota's one decision for a presented key (every transport's, the in-process core's too). */
 export function admitKey(services: Services, admission: Admission<Caller>, presented: string | undefined) {
   // Only a well-formed key has a hash: anything else is refused without a lookup and never counted.
