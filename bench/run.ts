@@ -1172,8 +1172,14 @@ async function main() {
 }
 
 // BENCH_CITUS=1: the Citus scenario set instead (bench/citus.ts: the same scenarios on a local Citus
-// cluster and on a single PostgreSQL, cluster ÷ single-node per scenario).
-(process.env.BENCH_CITUS === "1" ? import("./citus.js").then((m) => m.citusMain()) : main()).then(
+// cluster and on a single PostgreSQL, cluster ÷ single-node per scenario). BENCH_CHANGES=1: changes
+// within a second (bench/changes.ts: long-poll and subscription latency, idle waiters).
+(process.env.BENCH_CITUS === "1"
+  ? import("./citus.js").then((m) => m.citusMain())
+  : process.env.BENCH_CHANGES === "1"
+    ? import("./changes.js").then((m) => m.changesMain())
+    : main()
+).then(
   () => process.stdout.write("", () => process.exit(0)),
   (e) => {
     process.stderr.write(`bench failed: ${(e as Error).stack}\n`, () => process.exit(1));

@@ -4,14 +4,21 @@
 // memory limits (the documented behaviour: a key gets its ceiling at each instance) and /readyz says
 // 503 (checks.redis "unavailable"); within 5 s of Redis returning every instance is ready again and
 // the quota is shared again (exactly the ceiling across both), without a restart.
+// Beside the load, a mirror of the load tenant's leads through long-polls (GET /changes?wait, each
+// poll on the next instance) and one through the tRPC subscription (on one instance, reconnecting to
+// the next with lastEventId when its stream ends), over three instances: a third one, serving only
+// the mirrors, is killed (SIGKILL) as Redis goes. At the end both mirrors equal the database's rows,
+// every acknowledged create among them, and the subscription delivered each lead once.
 import { richTenant, load } from "./lib/fixture.js";
+import pg from "pg";
 import { Client, percentile, pool, Tally } from "./lib/http.js";
+import { FeedMirror, keyOf, rowsDiff, StreamMirror } from "./lib/mirror.js";
 import { Poller, SteadyLoad } from "./lib/load.js";
 import { startPostgres } from "./lib/postgres.js";
 import { startRedis } from "./lib/redis.js";
 import { Report, type Drill } from "./lib/result.js";
 import { sleep } from "./lib/scope.js";
-import { startServices } from "./lib/service.js";
+import { startService, startServices } from "./lib/service.js";
 
 const RECOVERY_TARGET_S = 5;
 
@@ -42,6 +49,25 @@ export const drill2: Drill = {
     });
 
     const key = ids.tenants.load!.apiKeys.full!.key;
+    // The mirrors' third instance (killed as Redis goes), first in their turn.
+    const doomed = await startService(scope, "d2-c", { DATABASE_URL: url, REDIS_URL: redis.url });
+    const mirrorTally = new Tally();
+    const mirrorClients = [doomed, ...services].map((s) => new Client(s.url, mirrorTally));
+    scope.defer("close mirror clients", () => {
+      for (const c of mirrorClients) c.close();
+    });
+    const polled = new FeedMirror(mirrorClients, key, ["lead"], 5);
+    const streamed = new StreamMirror(
+      [doomed, ...services].map((s) => s.url),
+      key,
+      ["lead"],
+    );
+    polled.follow(0);
+    streamed.start();
+    scope.defer("stop mirrors", async () => {
+      await polled.stop();
+      await streamed.stop();
+    });
     const load1 = new SteadyLoad(
       clients,
       4,
@@ -67,7 +93,8 @@ export const drill2: Drill = {
     await sleep(4000 * scale);
     const down = Date.now();
     await redis.stop();
-    log(`redis stopped; outage ${outageMs / 1000} s`);
+    await doomed.stop("SIGKILL");
+    log(`redis stopped, ${doomed.name} killed; outage ${outageMs / 1000} s`);
     await sleep(1500);
     // The documented fallback: each instance counts the key in its own memory.
     const duringKey = ids.tenants.during!.apiKeys.full!.key;
@@ -119,6 +146,44 @@ export const drill2: Drill = {
     await sleep(3000 * scale);
     await load1.stop();
     await ready.stop();
+
+    // The mirrors: every acknowledged create in each, each equal to the rows.
+    const acknowledged = load1.samples
+      .filter((s) => s.kind === "write" && s.res.status === 201)
+      .map((s) => keyOf("lead", s.res.body.id));
+    await polled.stop();
+    // To the head, without waiting (a poll on the killed instance fails and is made on the next one).
+    for (let i = 0; i < 6 && !(await polled.drain(0)); i++);
+    const caughtUp = Date.now() + 15_000;
+    while (Date.now() < caughtUp && acknowledged.some((k) => !streamed.map.has(k))) await sleep(100);
+    await streamed.stop();
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    const tenantId = ids.tenants.load!.id;
+    for (const [name, map] of [
+      ["long-poll", polled.map],
+      ["subscription", streamed.map],
+    ] as const) {
+      const missing = acknowledged.filter((k) => !map.has(k));
+      report.check(
+        missing.length === 0,
+        `${name} mirror: ${missing.length} acknowledged creates missing (${missing[0]})`,
+      );
+      const diff = await rowsDiff(db, tenantId, map, ["lead"]);
+      report.check(diff === null, `${name} mirror differs from the database: ${diff}`);
+    }
+    await db.end();
+    const repeated = [...streamed.deliveries].filter(([, n]) => n > 1);
+    report.check(
+      repeated.length === 0,
+      `subscription delivered ${repeated.length} leads more than once (${repeated[0]?.[0]})`,
+    );
+    report.check(streamed.reconnects >= 1, "the subscription never reconnected (its instance was killed)");
+    for (const p of [...polled.problems, ...streamed.problems].slice(0, 10)) report.check(false, `mirror: ${p}`);
+    report.check(mirrorTally.fiveXX === 0, `mirror requests answered ${mirrorTally.fiveXX} 5xx`);
+    report.figure(
+      `mirrors ${acknowledged.length} creates: ${polled.polls} long-polls, ${streamed.events} events, ${streamed.reconnects} reconnects`,
+    );
 
     // Load during the whole drill: zero 5xx, zero network errors, no hanging request.
     const all = load1.samples;

@@ -8,6 +8,7 @@
 // its waiters — a change may come later, never be missed, and idle waiters cost one cheap statement a
 // tick per tenant, not a read per waiter. Not LISTEN/NOTIFY: it does not pass PgBouncer's transaction
 // pooling nor cross Citus nodes. Signals carry a tenant id, never data.
+import { Cluster } from "ioredis";
 import type { Logger } from "./logger.js";
 import type { RedisClient } from "./redis.js";
 
@@ -73,7 +74,13 @@ export class Wakeups {
   /** The subscribed connection (a subscribed client takes no other command), made by the first wait. */
   private subscribed(): RedisClient | undefined {
     if (this.subscriber || !this.opts.redis || this.closing) return this.subscriber;
-    const sub = this.opts.redis.duplicate() as RedisClient;
+    // With an offline queue (the service's clients have none): the first SUBSCRIBE, sent while the new
+    // connection is still being made, waits for it instead of failing (one per tenant at most).
+    const redis = this.opts.redis;
+    const sub: RedisClient =
+      redis instanceof Cluster
+        ? redis.duplicate(undefined, { enableOfflineQueue: true })
+        : redis.duplicate({ enableOfflineQueue: true });
     // Its reconnects are ioredis's own; while it is down the re-read tick finds every change.
     sub.on("error", () => {});
     sub.on("message", (channel: string) => this.wakeLocal(channel.slice(wakeupChannel("").length)));

@@ -1,6 +1,7 @@
 // A tenant's mirror kept through the changes feed (GET /public/v1/changes, following nextSince as
 // client/index.ts followChanges does), for the drills that run writers under a fault, and what they
 // compare it with: the resources' own lists, the feed read again from the beginning, and the rows.
+import http from "node:http";
 import { isDeepStrictEqual } from "node:util";
 import type pg from "pg";
 import { envelopeProblems, type Client, type Res } from "./http.js";
@@ -45,17 +46,23 @@ export class FeedMirror {
     private readonly clients: Client[],
     private readonly key: string,
     private readonly types: FeedType[],
+    /** Long-poll: each request waits up to this many seconds for a change (GET /changes?wait). */
+    private readonly waitS = 0,
   ) {}
 
   /**
    * Pages until `hasMore` is false (true), or until a page is not a 200 (false: the next drain
    * resumes from the same token, as a client retries).
    */
-  async drain(): Promise<boolean> {
+  async drain(waitS = this.waitS): Promise<boolean> {
     for (let pages = 0; pages < 5_000; pages++) {
       const client = this.clients[this.polls % this.clients.length]!;
-      const query = { since: this.since, types: this.types.join(","), limit: 200 };
-      const r = await client.request("GET", "/public/v1/changes", { key: this.key, query, timeoutMs: 30_000 });
+      const query = { since: this.since, types: this.types.join(","), limit: 200, ...(waitS ? { wait: waitS } : {}) };
+      const r = await client.request("GET", "/public/v1/changes", {
+        key: this.key,
+        query,
+        timeoutMs: 30_000 + waitS * 1000,
+      });
       this.polls += 1;
       this.answers.push(r);
       if (r.status !== 200) {
@@ -73,7 +80,7 @@ export class FeedMirror {
         this.problems.push(`changes: a 200 without items or nextSince: ${r.text.slice(0, 120)}`);
         return false;
       }
-      for (const it of r.body.items as ChangeItem[]) this.apply(it);
+      for (const it of r.body.items as ChangeItem[]) this.apply(it, this.map, this.problems);
       this.items += r.body.items.length;
       this.since = r.body.nextSince;
       if (!r.body.hasMore) return true;
@@ -82,17 +89,8 @@ export class FeedMirror {
     return false;
   }
 
-  private apply(it: ChangeItem): void {
-    const k = keyOf(it.type, it.id);
-    if (it.action === "delete") {
-      this.map.delete(k);
-      return;
-    }
-    const had = this.map.get(k)?.version;
-    const now = it.data?.version;
-    if (typeof had === "number" && typeof now === "number" && now < had && this.problems.length < 50)
-      this.problems.push(`changes: ${k} delivered at version ${now} after version ${had}`);
-    this.map.set(k, it.data);
+  private apply(it: ChangeItem, map: Map<string, any>, problems: string[]): void {
+    applyChange(it, map, problems);
   }
 
   /** Drains every `intervalMs` until stop(), as a mirroring client polls. */
@@ -108,6 +106,125 @@ export class FeedMirror {
 
   async stop(): Promise<void> {
     this.running = false;
+    await this.loop;
+  }
+}
+
+/** One item of the feed applied to a mirror; an object delivered below a version it was delivered at is a problem. */
+function applyChange(it: ChangeItem, map: Map<string, any>, problems: string[]): void {
+  const k = keyOf(it.type, it.id);
+  if (it.action === "delete") {
+    map.delete(k);
+    return;
+  }
+  const had = map.get(k)?.version;
+  const now = it.data?.version;
+  if (typeof had === "number" && typeof now === "number" && now < had && problems.length < 50)
+    problems.push(`changes: ${k} delivered at version ${now} after version ${had}`);
+  map.set(k, it.data);
+}
+
+/**
+ * A tenant's mirror kept through the tRPC subscription changes.subscribe (server-sent events, the
+ * wire format httpSubscriptionLink reads): one stream at a time, on the instances in turn; when a
+ * stream ends (its instance killed, stopping, a refusal) it reconnects to the next instance with the
+ * last event's id as `lastEventId`, as httpSubscriptionLink does. `problems`: an event that is not a
+ * page tracked by its nextSince, a version going back; `deliveries` counts each object's deliveries
+ * (an object written once is delivered once: a resumed stream repeats nothing).
+ */
+export class StreamMirror {
+  readonly map = new Map<string, any>();
+  readonly problems: string[] = [];
+  readonly deliveries = new Map<string, number>();
+  lastEventId: string | undefined;
+  events = 0;
+  reconnects = 0;
+  private running = false;
+  private current: http.ClientRequest | undefined;
+  private loop: Promise<void> | undefined;
+
+  constructor(
+    private readonly bases: string[],
+    private readonly key: string,
+    private readonly types: FeedType[],
+  ) {}
+
+  start(): void {
+    this.running = true;
+    this.loop = (async () => {
+      for (let n = 0; this.running; n++) {
+        await this.stream(this.bases[n % this.bases.length]!);
+        if (!this.running) break;
+        this.reconnects += 1;
+        await sleep(200);
+      }
+    })();
+  }
+
+  /** One stream until it ends. */
+  private stream(base: string): Promise<void> {
+    const url = new URL(`${base}/trpc/changes.subscribe`);
+    const input = { types: this.types, ...(this.lastEventId ? { lastEventId: this.lastEventId } : {}) };
+    url.searchParams.set("input", JSON.stringify(input));
+    return new Promise<void>((resolve) => {
+      const req = http.get(url, { headers: { "X-API-Key": this.key, Accept: "text/event-stream" } }, (res) => {
+        if (res.statusCode !== 200) {
+          if (res.statusCode !== 503) this.problems.push(`subscription: HTTP ${res.statusCode}`);
+          res.resume();
+          res.on("end", resolve);
+          return;
+        }
+        res.setEncoding("utf8");
+        let buf = "";
+        res.on("data", (chunk: string) => {
+          buf += chunk;
+          for (let i = buf.indexOf("\n\n"); i >= 0; i = buf.indexOf("\n\n")) {
+            this.event(buf.slice(0, i));
+            buf = buf.slice(i + 2);
+          }
+        });
+        res.on("end", resolve);
+        res.on("error", () => resolve());
+      });
+      req.on("error", () => resolve());
+      this.current = req;
+    });
+  }
+
+  private event(text: string): void {
+    const kind = /^event: ?(.*)$/m.exec(text)?.[1];
+    const id = /^id: ?(.*)$/m.exec(text)?.[1];
+    const data = /^data: ?(.*)$/m.exec(text)?.[1];
+    if (kind === "serialized-error") {
+      // An instance stopping or a refusal past the caps ends the stream: the loop reconnects.
+      if (!/SERVICE_UNAVAILABLE/.test(data ?? "") && this.problems.length < 50)
+        this.problems.push(`subscription: error event ${data?.slice(0, 200)}`);
+      return;
+    }
+    if (kind || !data || id === undefined) return; // connected, ping, return
+    let page: { items?: ChangeItem[]; nextSince?: string };
+    try {
+      page = JSON.parse(data);
+    } catch {
+      this.problems.push(`subscription: an event that is not JSON: ${data.slice(0, 120)}`);
+      return;
+    }
+    if (!Array.isArray(page.items) || page.nextSince !== id) {
+      this.problems.push(`subscription: an event that is not a page tracked by its nextSince: ${data.slice(0, 120)}`);
+      return;
+    }
+    for (const it of page.items) {
+      applyChange(it, this.map, this.problems);
+      const k = keyOf(it.type, it.id);
+      this.deliveries.set(k, (this.deliveries.get(k) ?? 0) + 1);
+    }
+    this.events += 1;
+    this.lastEventId = id;
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.current?.destroy();
     await this.loop;
   }
 }

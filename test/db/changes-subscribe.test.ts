@@ -5,7 +5,8 @@
 // later change once (none repeated, none skipped); refusals before the stream keep their HTTP status,
 // scope errors come as the stream's error with the public envelope; each page counts against the
 // quota and a ceiling reached mid-stream ends it with RATE_LIMIT_EXCEEDED; the key is checked again
-// before a page after a wait; stopping ends every subscription.
+// before a page after a wait; stopping ends every subscription; a write on another instance wakes it
+// through Redis.
 // @topology redis
 import { createTRPCClient, httpSubscriptionLink, type TRPCClientError } from "@trpc/client";
 import { EventSource } from "eventsource";
@@ -49,11 +50,15 @@ afterAll(async () => {
 type Page = { items: { type: string; id: string }[]; nextSince: string; hasMore: boolean };
 
 /** A subscription through /trpc with `k`: its events (id + page), its errors, and a way to stop it. */
-function subscribe(input: { since?: string; types?: ("lead" | "ticket")[]; lastEventId?: string }, k = key()) {
+function subscribe(
+  input: { since?: string; types?: ("lead" | "ticket")[]; lastEventId?: string },
+  k = key(),
+  at: TestApp = app,
+) {
   const client = createTRPCClient<AppRouter>({
     links: [
       httpSubscriptionLink({
-        url: `${app.url}/trpc`,
+        url: `${at.url}/trpc`,
         EventSource,
         eventSourceOptions: () => ({
           fetch: (url: string | URL, init?: RequestInit) =>
@@ -101,6 +106,29 @@ describe("over /trpc (server-sent events, httpSubscriptionLink)", () => {
       again.stop();
     }
   });
+
+  it.runIf(process.env.REDIS_URL || process.env.REDIS_CLUSTER_NODES)(
+    "a write on another instance wakes it, through Redis",
+    async () => {
+      const other = await startApp({
+        db: (app as TestApp & { testDb: never }).testDb,
+        config: { changesRereadMs: 60_000 },
+      });
+      const s = subscribe({ since: "now" }, key(), other);
+      try {
+        // Waiting, and its tenant's channel subscribed (a publish before that is found by the tick only).
+        expect(await until(() => other.services.wakeups!.listening(acme().id), 10_000, 10)).toBe(true);
+        const created = await createLead("From The Other One");
+        expect(created.status).toBe(201);
+        expect(await until(() => s.events.length >= 1, 10_000, 10)).toBe(true);
+        expect(ids_(s.events)).toEqual([created.body.id]);
+        expect(s.errors).toEqual([]);
+      } finally {
+        s.stop();
+        await other.close();
+      }
+    },
+  );
 
   it("a key that cannot read a requested type: the stream's error carries the envelope (403 PERMISSION_DENIED)", async () => {
     const s = subscribe({ types: ["ticket"] }, key("leads"));

@@ -6,11 +6,14 @@
 // scope), the instance stopping, X-Poll-Interval on every answer. Waits are observed through the
 // instance's waiter count (polled), never by sleeping.
 // @topology pooler redis
+import { spawn } from "node:child_process";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../../server/admin/fixture.js";
 import { expectEnvelope, startApp, untimed, type Response, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
-import { until } from "../helpers/processes.js";
+import { freePort, until } from "../helpers/processes.js";
+import { wakeupChannel } from "../../server/wakeups.js";
 
 type App = TestApp & { testDb: Awaited<ReturnType<typeof startApp>>["testDb"]; quotaNamespace: string };
 let app: App;
@@ -317,6 +320,82 @@ describe("stopping", () => {
       expect(next.body.items.map((i: { id: string }) => i.id)).toEqual([created.body.id]);
     } finally {
       await inst.close();
+    }
+  });
+});
+
+// Redis lost while long-polls wait: on its own redis-server (killed and started again on its port).
+// Writes keep succeeding; a waiter whose signal cannot come is answered by its instance's probe
+// within the re-read tick; once Redis is back, ioredis subscribes the channels again and a signal
+// wakes a waiter that has no tick to rely on, with the write made during the outage in its page too.
+describe.runIf(process.env.REDIS_URL)("Redis lost during waits", () => {
+  it("degrades to the re-read tick, loses nothing, and signals again once Redis is back", async () => {
+    const port = await freePort();
+    const redisUrl = `redis://127.0.0.1:${port}`;
+    const startRedis = () =>
+      spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+        stdio: "ignore",
+      });
+    let server = startRedis();
+    const probe = new Redis(redisUrl, { lazyConnect: true, retryStrategy: () => 100, maxRetriesPerRequest: 1 });
+    const up = () =>
+      probe.ping().then(
+        () => true,
+        () => false,
+      );
+    const apps: App[] = [];
+    try {
+      expect(await until(up, 10_000, 50)).toBe(true);
+      const start = async (rereadMs: number) => {
+        const a = (await startApp({ db: app.testDb, config: { redisUrl, changesRereadMs: rereadMs } })) as App;
+        apps.push(a);
+        return a;
+      };
+      const heard = await start(NEVER_MS);
+      const ticking = await start(200);
+      const writer = await start(NEVER_MS);
+      const heardAt = await head(heard);
+      const waitingForSignal = await waiting(heard, { since: heardAt, wait: 25 });
+      expect(await until(() => heard.services.wakeups!.listening(acme().id), 10_000, 10)).toBe(true);
+
+      server.kill("SIGKILL");
+      expect(await until(async () => !(await up()) && writer.services.redis!.status !== "ready", 10_000, 50)).toBe(
+        true,
+      );
+      const tickedAt = await head(ticking);
+      const { answer } = await waiting(ticking, { since: tickedAt, wait: 25 });
+      const during = await writer.request("POST", "/public/v1/leads", {
+        key: key(),
+        body: { customerName: "During The Outage", customerPhone: "+34600000079" },
+      });
+      expect(during.status).toBe(201);
+      const ticked = await answer;
+      expect(ticked.status).toBe(200);
+      expect(ticked.body.items.map((i: { id: string }) => i.id)).toEqual([during.body.id]);
+
+      server = startRedis();
+      const channel = wakeupChannel(acme().id);
+      const subscribers = async () => Number(((await probe.pubsub("NUMSUB", channel)) as [string, number])[1]);
+      // Back: the writer can publish and the heard instance has subscribed its channel again.
+      expect(
+        await until(
+          async () => (await up()) && writer.services.redis!.status === "ready" && (await subscribers()) >= 1,
+          15_000,
+          50,
+        ),
+      ).toBe(true);
+      const after = await writer.request("POST", "/public/v1/leads", {
+        key: key(),
+        body: { customerName: "After The Outage", customerPhone: "+34600000080" },
+      });
+      expect(after.status).toBe(201);
+      const woken = await waitingForSignal.answer;
+      expect(woken.status).toBe(200);
+      expect(woken.body.items.map((i: { id: string }) => i.id)).toEqual([during.body.id, after.body.id]);
+    } finally {
+      for (const a of apps) await a.close();
+      probe.disconnect();
+      server.kill("SIGKILL");
     }
   });
 });
