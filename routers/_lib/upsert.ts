@@ -36,7 +36,6 @@ import {
   type EntityTags,
   type SyncedTable,
 } from "./sync.js";
-import { ownedSql } from "./tenant.js";
 import type { AuthedContext } from "../trpc.js";
 import { Prisma } from "../../generated/prisma/client.js";
 
@@ -63,7 +62,7 @@ export interface ItemRecord<P> {
  */
 export interface UpsertResource<
   B,
-  R extends { id: string; version: number },
+  R extends { id: string; version: number; externalId: string | null },
   O extends { id: string },
   P extends { id: string } = O,
 > {
@@ -72,8 +71,11 @@ export interface UpsertResource<
   plural: string;
   /** An item: `externalId` and the PUT body's fields (the PUT's input, its external id from the path; a batch's item). */
   item: z.ZodType<B & { externalId: string }>;
-  /** The tenant's object holding the external id (a soft-deleted contact included), or null. */
-  find(ctx: AuthedContext, externalId: string): Promise<R | null>;
+  /**
+   * The tenant's objects holding these external ids (a soft-deleted contact included), in one
+   * statement: a PUT reads its one, a batch its items' all at once.
+   */
+  find(ctx: AuthedContext, externalIds: string[]): Promise<R[]>;
   /** POST's create, with the external id. */
   create(ctx: AuthedContext, body: B, externalId: string): Promise<O>;
   /**
@@ -123,9 +125,12 @@ export function withinBudget<P>(items: P[], budget: number): (P | null)[] {
 }
 
 /** The resource's `present`, or its default. */
-function presentOf<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(
-  res: UpsertResource<B, R, O, P>,
-) {
+function presentOf<
+  B,
+  R extends { id: string; version: number; externalId: string | null },
+  O extends { id: string },
+  P extends { id: string },
+>(res: UpsertResource<B, R, O, P>) {
   return (
     res.present ??
     (async (_ctx: AuthedContext, items: O[], budget: number) => withinBudget(items as unknown as P[], budget))
@@ -183,6 +188,60 @@ const savepoint = (
 const refusedAsDuplicate = (err: unknown, table: SyncedTable) =>
   isExternalIdTaken(err, table) || isUniqueViolation(err) || (err instanceof AppError && err.code === "ALREADY_EXISTS");
 
+/** A model delegate's methods that only read (a failed read is the database's fault: the batch fails). */
+const READ_METHOD = /^(find|count|aggregate|groupBy)/;
+
+/**
+ * A batch item's context whose first statement that may write — a model's create, update, upsert or
+ * delete, any raw statement — is preceded by SAVEPOINT `name`, so an item that fails rolls back its
+ * own writes; an item that only reads (an unchanged object: its row came with the batch's one read)
+ * costs no savepoint. `end` releases it, or rolls back to it, when it was taken.
+ */
+function lazySavepoint(ctx: AuthedContext, name: string) {
+  let taken = false;
+  const take = async () => {
+    if (taken) return;
+    taken = true;
+    await savepoint(ctx, "SAVEPOINT", name);
+  };
+  const first =
+    <T extends (...args: never[]) => unknown>(fn: T, self: unknown) =>
+    async (...args: Parameters<T>) => {
+      await take();
+      return fn.apply(self, args);
+    };
+  const db = new Proxy(ctx.db, {
+    get(target, key) {
+      const value: unknown = Reflect.get(target, key, target);
+      if (typeof key !== "string") return value;
+      if (typeof value === "function")
+        return /^\$(executeRaw|queryRaw)/.test(key) ? first(value as () => unknown, target) : value.bind(target);
+      if (key.startsWith("$") || value === null || typeof value !== "object") return value;
+      // A model's delegate: its writes take the savepoint first.
+      return new Proxy(value, {
+        get(model, op) {
+          const fn: unknown = Reflect.get(model, op, model);
+          if (typeof fn !== "function") return fn;
+          return typeof op === "string" && !READ_METHOD.test(op) ? first(fn as () => unknown, model) : fn.bind(model);
+        },
+      });
+    },
+  });
+  return {
+    ctx: { ...ctx, db } as AuthedContext,
+    end: async (verb: "RELEASE SAVEPOINT" | "ROLLBACK TO SAVEPOINT") => {
+      if (taken) await savepoint(ctx, verb, name);
+    },
+  };
+}
+
+/** The object holding `externalId`, or null. */
+const findOne = async <R extends { externalId: string | null }>(
+  ctx: AuthedContext,
+  res: { find(ctx: AuthedContext, externalIds: string[]): Promise<R[]> },
+  externalId: string,
+): Promise<R | null> => (await res.find(ctx, [externalId]))[0] ?? null;
+
 /**
  * One upsert on ctx.db, which is a transaction (steps 1–3 above). `known`: the object already read
  * (null: none held the external id a moment ago), else it is found here; either way a create that
@@ -192,7 +251,7 @@ const refusedAsDuplicate = (err: unknown, table: SyncedTable) =>
  */
 export async function upsertOne<
   B,
-  R extends { id: string; version: number },
+  R extends { id: string; version: number; externalId: string | null },
   O extends { id: string },
   P extends { id: string },
 >(
@@ -204,7 +263,7 @@ export async function upsertOne<
   known?: R | null,
   within?: string,
 ): Promise<Upserted<O>> {
-  let row = known === undefined ? await res.find(ctx, externalId) : known;
+  let row = known === undefined ? await findOne(ctx, res, externalId) : known;
   if (!row) {
     checkVersion(pre, null);
     const point = within ?? "upsert_create";
@@ -218,7 +277,7 @@ export async function upsertOne<
       // Another upsert of this external id committed first: update what it created. Else the
       // refusal is this create's own (a phone another contact holds): it stands.
       await savepoint(ctx, "ROLLBACK TO SAVEPOINT", point);
-      row = await res.find(ctx, externalId);
+      row = await findOne(ctx, res, externalId);
       if (!row) throw err;
     }
   }
@@ -264,7 +323,7 @@ function upsertedRecord<P>(record: ItemRecord<P> | undefined): ResponseRecord<Up
  */
 export function putResolver<
   B,
-  R extends { id: string; version: number },
+  R extends { id: string; version: number; externalId: string | null },
   O extends { id: string },
   P extends { id: string } = O,
 >(res: UpsertResource<B, R, O, P>) {
@@ -294,7 +353,7 @@ export function putResolver<
       const { externalId, ...body } = opts.input;
       const fast = await res.fastUpdate?.(opts.ctx, externalId, body as B, pre);
       if (fast) done = await answer(opts.ctx, { status: "updated", item: fast });
-      else known = await res.find(opts.ctx, externalId);
+      else known = await findOne(opts.ctx, res, externalId);
       if (!done && known) {
         const item = await res.update(opts.ctx, known, body as B, pre);
         done = await answer(
@@ -403,13 +462,6 @@ function inJsonbOrder(v: unknown): unknown {
 const isConstraintRefusal = (err: unknown) => /^2[23]/.test(dbViolation(err)?.sqlState ?? "");
 
 /** The external ids among `ids` that an object of `table` of the caller's tenant holds (one statement). */
-async function heldExternalIds(ctx: AuthedContext, table: SyncedTable, ids: string[]): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  const rows = await ctx.db.$queryRaw<{ externalId: string }[]>`
-    SELECT "externalId" FROM ${Prisma.raw(`"${table}"`)} WHERE ${ownedSql(ctx)} AND "externalId" IN (${Prisma.join(ids)})`;
-  return new Set(rows.map((r) => r.externalId));
-}
-
 /** A batch item: the PUT's input (externalId and the body) and its precondition. */
 type Item<B> = B & { externalId: string; ifMatch?: number };
 type Parsed<B> = ReturnType<z.ZodType<Item<B>>["safeParse"]>;
@@ -453,7 +505,7 @@ function newItems<B>(parsedItems: Parsed<B>[]): Work<B>[] {
  */
 async function bulkCreate<
   B,
-  R extends { id: string; version: number },
+  R extends { id: string; version: number; externalId: string | null },
   O extends { id: string },
   P extends { id: string },
 >(
@@ -522,11 +574,12 @@ function planResults<B, O extends { id: string }>(parsedItems: Parsed<B>[], crea
  * The answer: the public objects of the results within the page byte budget, in the items' order
  * (the longest prefix; past it `item: null`), built by the resource's `present` for those alone.
  */
-async function answer<B, R extends { id: string; version: number }, O extends { id: string }, P extends { id: string }>(
-  ctx: AuthedContext,
-  res: UpsertResource<B, R, O, P>,
-  out: BatchResult<O>[],
-): Promise<BatchResult<P>[]> {
+async function answer<
+  B,
+  R extends { id: string; version: number; externalId: string | null },
+  O extends { id: string },
+  P extends { id: string },
+>(ctx: AuthedContext, res: UpsertResource<B, R, O, P>, out: BatchResult<O>[]): Promise<BatchResult<P>[]> {
   const written = out.filter((r) => r.item !== null);
   const objects = await presentOf(res)(
     ctx,
@@ -592,7 +645,7 @@ function withinRecord<P>(
  */
 export function batchResolver<
   B,
-  R extends { id: string; version: number },
+  R extends { id: string; version: number; externalId: string | null },
   O extends { id: string },
   P extends { id: string } = O,
 >(res: UpsertResource<B, R, O, P>) {
@@ -602,38 +655,40 @@ export function batchResolver<
     idempotent<{ items: unknown[] }, { results: BatchResult<P>[] }>(
       async ({ ctx, input }) => {
         const parsedItems = pre?.parsedItems ?? input.items.map((raw) => item.safeParse(raw));
-        // One read for the whole batch (without a bulk create): which of its external ids are held. An
-        // item whose id none holds goes straight to its create (a create committed since is caught by
-        // the unique index, as in step 2); the others are read one by one. With a bulk create, its
-        // INSERT skips the held ones itself: no read first.
-        const held = res.createMany
-          ? undefined
-          : await heldExternalIds(
-              ctx,
-              res.table,
-              parsedItems.flatMap((p) => (p.success ? [p.data.externalId] : [])),
-            );
         const { out, work } = planResults(
           parsedItems,
           pre?.created ?? (await bulkCreate(ctx, res, newItems(parsedItems), true)),
         );
+        // One read for the items left (not bulk-created): the objects holding their external ids. An
+        // item whose id none holds goes straight to its create (a create committed since is caught by
+        // the unique index, as in step 2).
+        const held = new Map(
+          work.length
+            ? (
+                await res.find(
+                  ctx,
+                  work.map((w) => w.externalId),
+                )
+              ).map((r) => [r.externalId, r])
+            : [],
+        );
         for (const { index, externalId, body, pre: ifMatch } of work) {
-          await savepoint(ctx, "SAVEPOINT", "batch_item");
+          const point = lazySavepoint(ctx, "batch_item");
           try {
             const done = await upsertOne(
-              ctx,
+              point.ctx,
               res,
               externalId,
               body,
               ifMatch,
-              !held || held.has(externalId) ? undefined : null,
+              held.get(externalId) ?? null,
               "batch_item",
             );
-            await savepoint(ctx, "RELEASE SAVEPOINT", "batch_item");
+            await point.end("RELEASE SAVEPOINT");
             out[index] = { index, status: done.status, id: done.item.id, item: done.item, error: null };
           } catch (err) {
             if (toAppError(err).status >= 500) throw err; // an outage fails the batch
-            await savepoint(ctx, "ROLLBACK TO SAVEPOINT", "batch_item");
+            await point.end("ROLLBACK TO SAVEPOINT");
             // The holder a 409 names is read once the item's writes are rolled back, before its error is made.
             await nameHolder(err, ctx.db);
             out[index] = { index, status: "failed", id: null, item: null, error: itemError(err) };

@@ -36,7 +36,7 @@ export const contactUpserts: UpsertResource<Body, Stored, ContactObject> = {
   table: "Contact",
   plural: "contacts",
   item: ContactUpsertItem,
-  find: (ctx, externalId) => ctx.db.contact.findFirst({ where: owned(ctx, { externalId }) }),
+  find: (ctx, externalIds) => ctx.db.contact.findMany({ where: owned(ctx, { externalId: { in: externalIds } }) }),
   create: (ctx, body, externalId) => insertContact(ctx, { ...body, externalId }),
   async update(ctx, contact, body, pre) {
     if (contact.deletedAt) throw alreadyExists("Contact", "externalId", contact.id);

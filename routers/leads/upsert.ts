@@ -30,7 +30,7 @@ export const leadUpserts: UpsertResource<Body, Stored, LeadObject> = {
   table: "Lead",
   plural: "leads",
   item: LeadUpsertItem,
-  find: (ctx, externalId) => ctx.db.lead.findFirst({ where: owned(ctx, { externalId }) }),
+  find: (ctx, externalIds) => ctx.db.lead.findMany({ where: owned(ctx, { externalId: { in: externalIds } }) }),
   create: (ctx, body, externalId) => insertLead(ctx, { ...body, externalId }),
   async update(ctx, lead, body, pre) {
     const differs = differingCreateOnly(LEAD_WRITES.createOnly, ctx, lead, body);

@@ -27,11 +27,11 @@ import { writeTicket } from "./update.js";
 const TicketUpsertFields = TicketFields.omit({ externalId: true, comment: true });
 type Body = z.output<typeof TicketUpsertFields>;
 export const TicketUpsertItem = TicketUpsertFields.extend(PathExternalId).superRefine(atLeastOneLink);
-type Stored = NonNullable<Awaited<ReturnType<typeof findTicket>>>;
+type Stored = Awaited<ReturnType<typeof findTickets>>[number];
 
-// The ticket's own columns: whether it is created, updated or unchanged never needs its thread.
-const findTicket = (ctx: AuthedContext, externalId: string) =>
-  ctx.db.ticket.findFirst({ where: owned(ctx, { externalId }) });
+// The tickets' own columns: whether one is created, updated or unchanged never needs its thread.
+const findTickets = (ctx: AuthedContext, externalIds: string[]) =>
+  ctx.db.ticket.findMany({ where: owned(ctx, { externalId: { in: externalIds } }) });
 
 /**
  * A write gives the ticket's id; the answer's tickets are read last, with their threads, for the
@@ -41,7 +41,7 @@ export const ticketUpserts: UpsertResource<Body, Stored, { id: string }, TicketO
   table: "Ticket",
   plural: "tickets",
   item: TicketUpsertItem,
-  find: findTicket,
+  find: findTickets,
   create: async (ctx, body, externalId) => ({ id: (await insertTicket(ctx, { ...body, externalId })).id }),
   async update(ctx, ticket, body, pre) {
     const differs = differingCreateOnly(TICKET_WRITES.createOnly, ctx, ticket, body);

@@ -156,7 +156,7 @@ describe("PUT /contacts/by-external-id: the one-statement update answers what th
                 ? { any: false, strong: [], weak: [version] }
                 : { any: false, strong: [p.ifMatch === "current" ? version : version + 5], weak: [] };
         const general = await rolledBack(async (ctx) => {
-          const found = await contactUpserts.find(ctx, externalId);
+          const [found] = await contactUpserts.find(ctx, [externalId]);
           const item = await contactUpserts.update(ctx, found!, body, pre);
           return item ?? "unchanged";
         });

@@ -90,6 +90,10 @@ describe("a ticket batch over long threads", () => {
     expect(Buffer.byteLength(r.text)).toBeLessThanOrEqual(4 * 1024 * 1024);
     // One statement read threads (the answer's, within the budget); none per ticket.
     expect(threadReads()).toBe(1);
+    // One statement read the items' tickets; an unchanged item writes nothing, so it takes no
+    // savepoint: a handful of statements for the batch, none per item.
+    expect(statements.filter((q) => /SAVEPOINT/i.test(q))).toEqual([]);
+    expect(statements.length, statements.join("\n")).toBeLessThanOrEqual(10);
     // What was serialized is the answer (once by the adapter) and little else: not every ticket.
     expect(bytes).toBeLessThan(r.text.length * 1.5);
   });
