@@ -45,6 +45,15 @@ export class Metrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
+  readonly changesDelivery = new Histogram({
+    name: "crm_changes_delivery_seconds",
+    help:
+      "Commit to delivery of the changes feed's waiters: for a page a wait ended (a long-poll's or a " +
+      "subscription's), from its oldest change's time (the database's clock) to the answer, by how",
+    labelNames: ["via"] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+    registers: [this.registry],
+  });
   readonly rateLimited = new Counter({
     name: "crm_rate_limit_rejections_total",
     help: "Requests refused with 429 RATE_LIMIT_EXCEEDED, by the window that was exhausted",

@@ -168,7 +168,10 @@ async function longPoll(
       const now = ctx.services.now().getTime();
       mark = wakeups.mark();
       page = await readPage(ctx, types, decodeSince(page.nextSince, ctx.tenantId) as SinceToken, input.limit, now);
-      if (page.items.length > 0 || page.hasMore) return page;
+      if (page.items.length > 0 || page.hasMore) {
+        observeDelivery(ctx, page, "long-poll");
+        return page;
+      }
     }
   } finally {
     release();
@@ -180,6 +183,16 @@ async function longPoll(
  * longer eligible (401/403 as at the start of a request), or a requested type no longer readable
  * (403 PERMISSION_DENIED).
  */
+/**
+ * A page a wait ended, into the delivery-latency histogram: from its oldest change's time (the
+ * database's clock) to now (a clock behind the database's counts as 0).
+ */
+export function observeDelivery(ctx: AuthedContext, page: Page, via: "long-poll" | "subscription"): void {
+  if (page.items.length === 0) return;
+  const oldest = Math.min(...page.items.map((i) => Date.parse(i.changedAt)));
+  ctx.services.metrics.changesDelivery.observe({ via }, Math.max(0, Date.now() - oldest) / 1000);
+}
+
 /** Whose waits count against the per-key cap: the key, or for trusted internal code its user. */
 export const waiterOf = (ctx: AuthedContext) => ctx.caller.keyId || `actor:${ctx.caller.ownerId}`;
 

@@ -20,6 +20,7 @@ import {
   DEFAULT_CHANGES_LIMIT,
   headPage,
   MAX_CHANGES_LIMIT,
+  observeDelivery,
   readPage,
   recheckCaller,
   SINCE_NOW,
@@ -86,6 +87,7 @@ export const subscribeChanges = scopedAny(CHANGE_TYPES.map((t) => READ_SCOPE[t])
         );
         token = page.nextSince;
         if (page.items.length > 0) {
+          if (waited) observeDelivery(ctx, page, "subscription");
           await chargePage(ctx);
           yield tracked(page.nextSince, page);
           waited = false;

@@ -19,6 +19,10 @@ import * as ops from "./operations.js";
 import { writeFully } from "./output.js";
 import { loadProgress, type ProgressStream, type RowsWritten } from "./progress.js";
 import { maskUrl } from "../secrets.js";
+import { createLogger } from "../logger.js";
+import { connectRedisFromConfig, redisReady } from "../redis.js";
+import { wakeupChannel } from "../wakeups.js";
+import type { LoadResult } from "./fixture.js";
 
 /** The verbs and their arguments (operations.md), as a usage error and `help` print them. */
 export const USAGE = `usage: npm run --silent admin -- <verb> [arguments]
@@ -129,6 +133,52 @@ export async function parse(argv: string[]): Promise<"help" | Command> {
   }
 }
 
+/**
+ * The tenants a verb that succeeded changed in a way the changes feed's waiters care about: objects of
+ * theirs (load, load-demo, inbound-message) or what a waiter's key is checked against after a wait
+ * (revoke-key, set-plan, set-tenant-limits).
+ */
+async function touchedTenants(db: Database, argv: string[], result: unknown): Promise<string[]> {
+  const [verb, first] = argv;
+  switch (verb) {
+    case "load":
+      return Object.values((result as LoadResult).tenants).map((t) => t.id);
+    case "load-demo":
+      return [(result as { tenantId: string }).tenantId];
+    case "set-plan":
+    case "set-tenant-limits":
+      return [(result as { id: string }).id];
+    case "revoke-key": {
+      const key = await db.prisma.apiKey.findFirst({ where: { id: first! }, select: { tenantId: true } });
+      return key ? [key.tenantId] : [];
+    }
+    case "inbound-message": {
+      const conv = await db.prisma.conversation.findFirst({ where: { id: first! }, select: { tenantId: true } });
+      return conv ? [conv.tenantId] : [];
+    }
+    default:
+      return [];
+  }
+}
+
+/**
+ * Wakes the tenants' waiting long-polls and subscriptions on every instance, as the service's own
+ * writes do (server/wakeups.ts), when Redis is configured. Best effort within about a second: a
+ * wake-up that does not go out is found by the instances' probe (CHANGES_REREAD_MS) instead.
+ */
+async function wakeWaiters(config: Config, tenants: string[]): Promise<void> {
+  if (tenants.length === 0) return;
+  const logger = createLogger("silent");
+  const redis = connectRedisFromConfig(config, logger);
+  if (!redis) return;
+  try {
+    if (await redisReady(redis, 1000))
+      await Promise.all(tenants.map((t) => redis.publish(wakeupChannel(t), "1").catch(() => 0)));
+  } finally {
+    redis.disconnect();
+  }
+}
+
 /** Runs one command line on `db` (what main() does once the database is open; `help` returns the usage text). */
 export async function run(db: Database, argv: string[]): Promise<unknown> {
   const command = await parse(argv);
@@ -190,11 +240,14 @@ export async function execute(
       db = await openDatabase(config!);
       await migrateDirect(config!, db);
       const progress = argv[0] === "load" ? loadProgress(io.stderr ?? process.stderr, io.now) : undefined;
+      let result: unknown;
       try {
-        out = `${JSON.stringify(await command(db, progress?.rows))}\n`;
+        result = await command(db, progress?.rows);
+        out = `${JSON.stringify(result)}\n`;
       } finally {
         progress?.end();
       }
+      await wakeWaiters(config!, await touchedTenants(db, argv, result));
       err = `${databaseLine(config!)}\n`;
     }
   } catch (e) {

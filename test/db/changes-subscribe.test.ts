@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppRouter } from "../../client/trpc.js";
 import type { LoadResult } from "../../server/admin/fixture.js";
 import { openCore, type Core } from "../../server/core.js";
-import { startApp, untimed, type TestApp } from "../helpers/app.js";
+import { deliveries, startApp, untimed, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 import { until } from "../helpers/processes.js";
 
@@ -87,11 +87,13 @@ describe("over /trpc (server-sent events, httpSubscriptionLink)", () => {
     const s = subscribe({ since: "now" });
     try {
       expect(await until(() => app.services.wakeups!.stats.waiters >= 1, 10_000, 10)).toBe(true);
+      const delivered = await deliveries(app, "subscription");
       const first = await createLead("Streamed One");
       expect(await until(() => s.events.length >= 1, 10_000, 10)).toBe(true);
       expect(ids_(s.events)).toEqual([first.body.id]);
       expect(s.events[0]!.id).toBe(s.events[0]!.data.nextSince);
       expect(s.errors).toEqual([]);
+      expect(await deliveries(app, "subscription")).toBe(delivered + 1);
     } finally {
       s.stop();
     }

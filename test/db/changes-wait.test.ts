@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadResult } from "../../server/admin/fixture.js";
-import { expectEnvelope, startApp, untimed, type Response, type TestApp } from "../helpers/app.js";
+import { deliveries, expectEnvelope, startApp, untimed, type Response, type TestApp } from "../helpers/app.js";
 import { fixture, tenant } from "../helpers/fixtures.js";
 import { freePort, until } from "../helpers/processes.js";
 import { wakeupChannel } from "../../server/wakeups.js";
@@ -106,6 +106,7 @@ describe("a waiting long-poll", () => {
     const busyBefore = pool() ? pool()!.total - pool()!.idle : 0;
     const { answer } = await waiting(app, { since, wait: 20 });
     if (pool()) expect(pool()!.total - pool()!.idle).toBeLessThanOrEqual(busyBefore);
+    const delivered = await deliveries(app, "long-poll");
     const created = await createLead("Woken Up");
     expect(created.status).toBe(201);
     const r = await answer;
@@ -113,6 +114,8 @@ describe("a waiting long-poll", () => {
     expect(r.body.items.map((i: { id: string }) => i.id)).toEqual([created.body.id]);
     expect(r.body.hasMore).toBe(false);
     expect(r.body.backoff).toBeUndefined();
+    // The page a wait ended is in the delivery-latency histogram.
+    expect(await deliveries(app, "long-poll")).toBe(delivered + 1);
   });
 
   it("with nothing new answers empty once the wait passes, with a token that loses nothing", async () => {
@@ -338,6 +341,7 @@ describe.runIf(process.env.REDIS_URL)("Redis lost during waits", () => {
       });
     let server = startRedis();
     const probe = new Redis(redisUrl, { lazyConnect: true, retryStrategy: () => 100, maxRetriesPerRequest: 1 });
+    probe.on("error", () => {}); // refused while the server is down: what the test makes happen
     const up = () =>
       probe.ping().then(
         () => true,

@@ -358,3 +358,10 @@ export async function holdCalendarLock(db: Database, tenantId: string, userId: s
     await holder;
   };
 }
+
+/** How many pages a wait ended an instance has put in crm_changes_delivery_seconds, by `via`. */
+export async function deliveries(a: TestApp, via: "long-poll" | "subscription"): Promise<number> {
+  const text = await a.services.metrics.registry.getSingleMetricAsString("crm_changes_delivery_seconds");
+  const line = text.split("\n").find((l) => l.startsWith(`crm_changes_delivery_seconds_count{via="${via}"}`));
+  return line ? Number(line.split(" ").at(-1)) : 0;
+}

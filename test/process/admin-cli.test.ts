@@ -18,6 +18,9 @@ import { fixture, tenant } from "../helpers/fixtures.js";
 import { databaseLine, execute } from "../../server/admin/cli.js";
 import { PROGRESS_AFTER_MS } from "../../server/admin/progress.js";
 import { loadConfig } from "../../server/config.js";
+import { wakeupChannel } from "../../server/wakeups.js";
+import { Redis } from "ioredis";
+import { until } from "../helpers/processes.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "crm-admin-cli-"));
 let pgDb: TestDb | undefined;
@@ -295,3 +298,43 @@ describe("admin CLI: which database it used, and a long load's progress", { time
     expect(written.at(-1)).toMatch(/^\r\x1b\[2Kload: 70 rows in \d+ s \(\d+ rows\/s\)\n$/);
   });
 });
+
+// A verb that changes a tenant's objects, or what a waiting key is checked against, wakes the
+// tenant's long-polls and subscriptions on every instance through Redis, as the service's writes do
+// (server/wakeups.ts): heard here as a subscriber of the tenants' channels.
+describe.runIf(process.env.DATABASE_URL && process.env.REDIS_URL)(
+  "admin CLI: wake-ups of the changes feed's waiters",
+  { timeout: 120_000 },
+  () => {
+    it("load wakes each loaded tenant; set-plan and revoke-key wake the key's tenant", async () => {
+      const heard: string[] = [];
+      const sub = new Redis(process.env.REDIS_URL!);
+      try {
+        await sub.psubscribe(wakeupChannel("*"));
+        sub.on("pmessage", (_p: string, channel: string) => heard.push(channel));
+        const file = path.join(dir, "wake.json");
+        writeFileSync(file, JSON.stringify(fixture(tenant("woken"))));
+        const loaded = await execute(["load", file], env);
+        expect(loaded.code, loaded.err).toBe(0);
+        const woken = JSON.parse(loaded.out).tenants.woken.id as string;
+        expect(await until(() => heard.includes(wakeupChannel(woken)), 5_000, 20)).toBe(true);
+        const plan = await execute(["set-plan", other.id, "enterprise"], env);
+        expect(plan.code, plan.err).toBe(0);
+        expect(await until(() => heard.includes(wakeupChannel(other.id)), 5_000, 20)).toBe(true);
+        heard.length = 0;
+        const revoked = await execute(["revoke-key", acme.apiKeys.full!.id], env);
+        expect(revoked.code, revoked.err).toBe(0);
+        expect(await until(() => heard.includes(wakeupChannel(acme.id)), 5_000, 20)).toBe(true);
+        // A verb that changes nothing a waiter reads wakes no one: a new key of acme's, then a verb
+        // that wakes `other` (one subscriber connection: messages arrive in the order published).
+        heard.length = 0;
+        expect((await execute(["create-key", acme.id, acme.users.ana!, "all"], env)).code).toBe(0);
+        expect((await execute(["set-tenant-limits", other.id, "100", "1000"], env)).code).toBe(0);
+        expect(await until(() => heard.includes(wakeupChannel(other.id)), 5_000, 20)).toBe(true);
+        expect(heard).toEqual([wakeupChannel(other.id)]);
+      } finally {
+        sub.disconnect();
+      }
+    });
+  },
+);
