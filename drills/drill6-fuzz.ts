@@ -18,6 +18,7 @@
 // valid, stale and malformed, and the refused external ids "." and ".."); lists of huge threads
 // (hugeThreadLists); ticket batches over long threads (longThreadBatches); list filters behind 1,000+
 // query parameters (paddedQueries); field names of up to 900,000 characters (longFieldNames);
+// long-polls of the changes feed (changesWaits: `wait` values, many waiters on one key);
 // absolute-form request targets over a raw socket (absoluteTargets).
 // Targets: zero 5xx (and no dropped connection); every error is the exact envelope with the status
 // of its code; a body over the limit is 413 PAYLOAD_TOO_LARGE; the second tenant's data is
@@ -2318,6 +2319,68 @@ async function paddedQueries(client: Client, a: TenantIds, seed: number): Promis
   return { requests: plans.length + RESOURCES.length, problems, figure };
 }
 
+// Long-polls of the changes feed, a generator of its own: `wait` values valid (0–2 s, from the head:
+// answered empty at the bound, with a token) and not (negative, past 25, fractions, words, padded,
+// exponents, full-width digits, repeated): 422 VALIDATION_ERROR naming `wait`, every answer with
+// `X-Poll-Interval: 5`; then many waiters at once on one key (past its cap of 2 on the instance):
+// every one 200, at most 2 held until the bound, the others answered at once with `backoff`.
+const BAD_WAITS = ["-1", "26", "1.5", "abc", "", " 1", "1e1", "0x1", "NaN", "２", "25.0", "999999999999"];
+const waitArb = fc.record({
+  wait: fc.oneof(
+    { weight: 2, arbitrary: fc.integer({ min: 0, max: 2 }).map(String) },
+    { weight: 3, arbitrary: fc.constantFrom(...BAD_WAITS) },
+  ),
+  repeated: fc.boolean(),
+  head: fc.boolean(),
+});
+const MANY_WAITERS = 12;
+
+async function changesWaits(client: Client, a: TenantIds, seed: number): Promise<Part> {
+  const key = a.apiKeys.full!.key;
+  const plans = fc.sample(waitArb, { seed: seed + 48, numRuns: Number(process.env.DRILL_FUZZ_WAITS || 40) });
+  const problems: string[] = [];
+  const head = await client.request("GET", "/public/v1/changes", { key, query: { since: "now" } });
+  if (head.status !== 200) return { requests: 1, problems: [`waits: since=now ${head.status}`], figure: "" };
+  const since = head.body.nextSince as string;
+  let refused = 0;
+  // Two at a time: the key's cap, so that no valid wait here is answered with backoff.
+  await pool(plans.length, 2, async (i) => {
+    const p = plans[i]!;
+    const valid = /^[0-2]$/.test(p.wait) && !p.repeated;
+    const query = [`wait=${encodeURIComponent(p.wait)}`, ...(p.repeated ? [`wait=${encodeURIComponent(p.wait)}`] : [])];
+    if (p.head) query.push(`since=${encodeURIComponent(since)}`);
+    const res = await client.request("GET", `/public/v1/changes?${query.join("&")}`, { key, timeoutMs: 30_000 });
+    const where = `GET /changes?${query.join("&")} #${i}`;
+    if (res.headers["x-poll-interval"] !== "5")
+      problems.push(`${where}: X-Poll-Interval ${res.headers["x-poll-interval"]}`);
+    if (!valid) {
+      refused += 1;
+      const found = envelopeProblems(res, { status: 422, error: "VALIDATION_ERROR" });
+      if (!found.length && !namesField(res, "wait")) found.push("wait not named");
+      if (found.length) problems.push(`${where}: ${found.join("; ")}`);
+      return;
+    }
+    if (res.status !== 200 || !Array.isArray(res.body?.items) || typeof res.body.nextSince !== "string")
+      problems.push(`${where}: ${res.status} ${res.body?.error ?? res.text.slice(0, 120)}`);
+    else if (res.body.backoff !== undefined)
+      problems.push(`${where}: backoff ${res.body.backoff} within the key's cap`);
+  });
+  // Many waiters on one key at once, from the head: 2 wait (the cap), the rest answer at once.
+  const started = Date.now();
+  const many = await pool(MANY_WAITERS, MANY_WAITERS, () =>
+    client.request("GET", "/public/v1/changes", { key, query: { since, wait: 2 }, timeoutMs: 30_000 }),
+  );
+  const backoffs = many.filter((r) => r.status === 200 && r.body?.backoff === 5).length;
+  const held = many.filter((r) => r.status === 200 && r.body?.backoff === undefined).length;
+  if (many.some((r) => r.status !== 200))
+    problems.push(`many waiters: statuses ${[...new Set(many.map((r) => r.status))].join(",")}`);
+  if (held > 2 || backoffs < MANY_WAITERS - 2)
+    problems.push(`many waiters: ${held} held past the key's cap of 2, ${backoffs} with backoff`);
+  if (Date.now() - started > 20_000) problems.push(`many waiters: ${Date.now() - started} ms for waits of 2 s`);
+  const figure = `waits: ${plans.length} (${refused} refused), ${MANY_WAITERS} at once: ${held} held, ${backoffs} backoff`;
+  return { requests: plans.length + MANY_WAITERS + 1, problems, figure };
+}
+
 // Very long field names, a generator of its own: a body (a create, a PATCH, a PUT, a batch or one of
 // its items, a comment, over /public/v1 or /trpc) with an unknown field whose name is 100,000 to
 // 900,000 characters (at most 900 KB of JSON): 422 VALIDATION_ERROR (a batch item: failed with it) in
@@ -2666,6 +2729,7 @@ export const drill6: Drill = {
     if (only === undefined) {
       edges.push(await longFieldNames(client, url, a, seed));
       edges.push(await paddedQueries(client, a, seed));
+      edges.push(await changesWaits(client, a, seed));
       edges.push(await absoluteTargets(svc, a, seed, serverErrors));
     }
     const huge = only === undefined ? await hugeThreadLists(client, url, a, seed) : undefined;
