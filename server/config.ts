@@ -22,6 +22,11 @@ export interface Config {
   redisClusterNodes: { host: string; port: number }[] | undefined;
   /** Port of the Prometheus /metrics listener (unset: no metrics endpoint). */
   metricsPort: number | undefined;
+  /**
+   * EMBEDDED_SQL_PORT: the embedded database over the PostgreSQL wire protocol on 127.0.0.1, for
+   * Prisma Studio and psql while the service owns the folder (0, the default: a free port; `off`: none).
+   */
+  embeddedSqlPort: number | undefined;
   /** Bind address of the /metrics listener (default HOST). */
   metricsHost: string;
   /**
@@ -214,6 +219,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: redisUrlValue,
     redisClusterNodes,
     metricsPort,
+    embeddedSqlPort:
+      env.EMBEDDED_SQL_PORT === "off" ? undefined : int("EMBEDDED_SQL_PORT", env.EMBEDDED_SQL_PORT, 0, 0, 65535),
     metricsHost: env.METRICS_HOST || env.HOST || "127.0.0.1",
     // PostgreSQL's statement_timeout is an int of milliseconds
     databaseStatementTimeoutMs: int(

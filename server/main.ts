@@ -56,6 +56,12 @@ async function assertCanListen(port: number, host: string): Promise<void> {
   }
 }
 
+// The embedded database for Prisma Studio and psql (`npm run studio`), on 127.0.0.1 (EMBEDDED_SQL_PORT).
+const sqlSocket =
+  services.localAdminToken && config.embeddedSqlPort !== undefined
+    ? await services.db.serveSql?.(config.embeddedSqlPort)
+    : undefined;
+
 const app = createApp(services);
 // Shutdown bookkeeping (see shutdown()): how many responses are in progress. Once stopping, responses
 // that have not written their headers say "Connection: close" (server/lifecycle.ts).
@@ -100,9 +106,15 @@ server.listen(config.port, config.host, () => {
     `API reference: ${base}/docs (OpenAPI document: ${base}/public/v1/openapi.json)`,
   );
   if (tenants) logger.info(tenants.tenantId ? { tenantId: tenants.tenantId } : {}, tenants.msg);
+  if (sqlSocket)
+    logger.info(
+      { sql: sqlSocket.psqlUrl },
+      `embedded database over SQL: npm run studio, or psql '${sqlSocket.psqlUrl}' (one client at a time)`,
+    );
   if (services.localAdminToken) {
     try {
-      writeServiceFile(config.dataDir, { pid: process.pid, url: base, token: services.localAdminToken });
+      const sql = sqlSocket ? { url: sqlSocket.url, psqlUrl: sqlSocket.psqlUrl } : undefined;
+      writeServiceFile(config.dataDir, { pid: process.pid, url: base, token: services.localAdminToken, sql });
     } catch (err) {
       logger.warn(
         { err: (err as Error).message },
@@ -179,6 +191,7 @@ async function shutdown(signal: string) {
   // connections at once, racing a request the client may be sending on one right now).
   NetServer.prototype.close.call(server, async () => {
     clearTimeout(idle);
+    await sqlSocket?.close().catch(() => {});
     await closeServices(services).catch(() => {});
     logger.info("stopped");
     process.exit(0);

@@ -15,6 +15,8 @@ export interface LiveService {
   pid: number;
   url: string;
   token: string;
+  /** The embedded database over SQL (server/db/sql-socket.ts), when the service serves it. */
+  sql?: { url: string; psqlUrl: string };
 }
 
 /** A token for this run's local admin transport. */

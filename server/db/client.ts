@@ -15,6 +15,7 @@ import { undelegated } from "./delegate.js";
 import { rawTypes } from "./arrays.js";
 import { TimeoutPool, type StatementTimeoutState } from "./pooler-timeout.js";
 import { lockEmbeddedDatabase } from "./pglite-lock.js";
+import { gatedPglite, newGate, serveSql, type SqlSocket } from "./sql-socket.js";
 import { PreparedStatements, type PreparedState } from "./prepared.js";
 import { isoTimestamptz, isoTimesTypes } from "./times.js";
 import { inlineValue } from "./literal.js";
@@ -63,6 +64,11 @@ export interface Database {
   prepared?(): PreparedState;
   /** The pool's statement_timeout and how it is set (PostgreSQL only; server/db/pooler-timeout.ts). */
   statementTimeout?(): StatementTimeoutState;
+  /**
+   * The database over the PostgreSQL wire protocol on 127.0.0.1:`port` (0: a free one), for Prisma
+   * Studio and psql (PGlite only: it runs inside this process; server/db/sql-socket.ts).
+   */
+  serveSql?(port: number): Promise<SqlSocket>;
   /** The data folder as a tarball (PGlite only): what openPglite's loadDataDir starts from. */
   dumpDataDir?(): Promise<Blob | File>;
   close(): Promise<void>;
@@ -402,7 +408,9 @@ export async function openPglite(
     lock?.release();
     throw err;
   });
-  const lite = opts.observe ? observedPglite(instance, opts.observe) : instance;
+  // The service's side of the gate it shares with the SQL socket's client (server/db/sql-socket.ts).
+  const gate = newGate();
+  const lite = gatedPglite(opts.observe ? observedPglite(instance, opts.observe) : instance, gate);
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite), transactionOptions });
   const sql: SqlRunner = {
     async query<T>(q: string, params: unknown[] = [], opts?: QueryOptions) {
@@ -425,6 +433,7 @@ export async function openPglite(
       await lite.query("SELECT 1");
     },
     dumpDataDir: () => instance.dumpDataDir("none"),
+    serveSql: (port) => serveSql(instance, gate, port),
     async close() {
       await prisma.$disconnect();
       await lite.close();

@@ -4,7 +4,7 @@
 // "listening" line, and `npm run studio` refusing in one line without DATABASE_URL.
 // The built service and the admin CLI are spawned as an operator runs them. Embedded leg: temporary
 // PGLITE_DATA_DIR folders; PostgreSQL leg (DATABASE_URL set): a fresh database.
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -35,8 +35,8 @@ import {
   killAll,
   logIntoClosedPipe,
   onFreePort,
-  portFree,
   runNpm,
+  running,
   spawnNpm,
   until,
   waitReady,
@@ -581,34 +581,94 @@ describe("LOG_FORMAT", { timeout: 60_000 }, () => {
   });
 });
 
-describe("npm run studio", { timeout: 60_000 }, () => {
-  it("without DATABASE_URL: one line saying why, exit 1, no Prisma Studio started", async () => {
-    const port = await freePort();
-    const env = baseEnv();
-    delete env.DATABASE_URL;
-    const at = Date.now();
-    const svc = spawnNpm(["run", "--silent", "studio", "--", "--port", String(port), "--browser", "none"], env);
-    leftovers.push(svc.child.pid!);
-    const seen = new Set<string>();
-    // Whatever runs under npm meanwhile (Prisma's CLI would be its child for many seconds).
-    const watch = setInterval(() => {
-      for (const p of descendants(svc.child.pid!)) seen.add(p.cmd);
-    }, 20);
-    const exit = await Promise.race([
-      svc.exited,
-      new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000)),
-    ]);
-    clearInterval(watch);
-    if (!exit) killAll([...descendants(svc.child.pid!).map((p) => p.pid), svc.child.pid!]);
-    expect(exit?.code).toBe(1);
-    expect(ownLines(svc.err())).toEqual([
-      "Prisma Studio needs a PostgreSQL server: set DATABASE_URL (it cannot open the embedded database in .data/)",
-    ]);
-    expect(svc.out()).toBe("");
-    expect([...seen].filter((c) => /prisma/.test(c))).toEqual([]);
-    // Refused before anything slow starts (the Prisma CLI would
-    // take many seconds more); a loaded machine decides the rest
-    expect(Date.now() - at).toBeLessThan(30_000);
-    expect(await portFree(port)).toBe(true);
+// `npm run studio` without DATABASE_URL: Prisma Studio on the embedded database, through the SQL socket
+// of the process that owns the folder (server/db/sql-socket.ts, server/admin/studio.ts). Studio's own
+// backend is asked (POST /bff, its query procedure), as its page asks it.
+describe.skipIf(PG)("npm run studio on the embedded database", { timeout: 240_000 }, () => {
+  const studioCount = async (port: number, table: string) => {
+    const r = await fetch(`http://127.0.0.1:${port}/bff`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({
+        procedure: "query",
+        query: { sql: `SELECT count(*)::int AS n FROM "${table}"`, parameters: [] },
+      }),
+    });
+    const [error, rows] = (await r.json()) as [unknown, { n: number }[]];
+    expect(error).toBeNull();
+    return rows[0]!.n;
+  };
+  const startStudio = async (env: NodeJS.ProcessEnv) =>
+    onFreePort(async (port) => {
+      const studio = spawnNpm(["run", "--silent", "studio", "--", "--port", String(port), "--browser", "none"], env);
+      leftovers.push(studio.child.pid!);
+      expect(await waitReady(`http://127.0.0.1:${port}/`, studio, 90_000), `${studio.out()}\n${studio.err()}`).toBe(
+        true,
+      );
+      return { studio, port };
+    });
+  const stopStudio = async (studio: Spawned) => {
+    const tree = descendants(studio.child.pid!);
+    studio.child.kill("SIGTERM");
+    await studio.exited;
+    expect(await until(() => tree.every((p) => !running(p.pid)), 20_000)).toBe(true);
+  };
+
+  it("while the service runs: Studio and psql through its SQL socket, the service writing meanwhile", async () => {
+    await seedEmbeddedFolder(path.join(dir, "studio"));
+    const svc = await startService(opEnv("studio", { CHECKPOINT_DISABLE: "1" }));
+    try {
+      const key = /API key \(shown once\): (crm_\S+)/.exec(svc.out())![1]!;
+      await until(() => svc.out().includes("embedded database over SQL"), 5_000);
+      const line = records(svc.out()).find((r) => r.msg.startsWith("embedded database over SQL"))!;
+      const psqlUrl = line.sql as string;
+      expect(line.msg).toBe(`embedded database over SQL: npm run studio, or psql '${psqlUrl}' (one client at a time)`);
+      expect(psqlUrl).toMatch(
+        /^postgresql:\/\/postgres@127\.0\.0\.1:\d+\/postgres\?sslmode=disable&gssencmode=disable$/,
+      );
+      const total = async () =>
+        (
+          (await (await fetch(`${svc.url}/public/v1/leads?limit=1`, { headers: { "X-API-Key": key } })).json()) as {
+            total: number;
+          }
+        ).total;
+      const leads = await total();
+      expect(leads).toBeGreaterThan(0);
+      // psql, with the URL the service printed.
+      const psql = spawnSync("psql", [psqlUrl, "-Atc", 'SELECT count(*) FROM "Lead"'], {
+        encoding: "utf8",
+        timeout: 30_000,
+      });
+      expect(psql.status, psql.stderr).toBe(0);
+      expect(Number(psql.stdout.trim())).toBe(leads);
+
+      const { studio, port } = await startStudio(opEnv("studio", { CHECKPOINT_DISABLE: "1" }));
+      expect(studio.err()).toContain(`through the service holding it (pid ${svc.child.pid})`);
+      expect(await studioCount(port, "Lead")).toBe(leads);
+      // The service writes while Studio is connected; Studio reads the write.
+      const created = await fetch(`${svc.url}/public/v1/leads`, {
+        method: "POST",
+        headers: { "X-API-Key": key, "Content-Type": "application/json" },
+        body: JSON.stringify({ customerName: "Seen In Studio", customerPhone: "+34600000099" }),
+      });
+      expect(created.status).toBe(201);
+      expect(await studioCount(port, "Lead")).toBe(leads + 1);
+      expect(await total()).toBe(leads + 1);
+      await stopStudio(studio);
+      expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+
+  it("with no service running: Studio opens the folder itself, and frees it when it ends", async () => {
+    const env = opEnv("studio", { CHECKPOINT_DISABLE: "1" });
+    const { studio, port } = await startStudio(env);
+    expect(studio.err()).toContain("held by this process until Studio ends");
+    expect(await studioCount(port, "Tenant")).toBe(1);
+    await stopStudio(studio);
+    // The folder is free again: the admin CLI opens it.
+    const r = await admin(["demo-key"], env);
+    expect(r.code, r.stderr).toBe(0);
   });
 });
