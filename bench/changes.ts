@@ -384,24 +384,18 @@ export async function changesMain(): Promise<void> {
   });
   const b = startProcess({ name: "instance B", cwd: ROOT, port: ports.b, args: svc.args, env: env(ports.b) });
   const procs: Proc[] = [a, b];
-  const dbConnections = async () =>
+  /** The database's connections but the benchmark's own: all of them, or those not idle (in use). */
+  const connections = async (inUse: boolean) =>
     Number(
       (
         await admin.query<{ n: string }>(
-          "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+          `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()${inUse ? " AND state <> 'idle'" : ""}`,
           [dbName],
         )
       ).rows[0]!.n,
     );
-  const busyConnections = async () =>
-    Number(
-      (
-        await admin.query<{ n: string }>(
-          "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() AND state <> 'idle'",
-          [dbName],
-        )
-      ).rows[0]!.n,
-    );
+  const dbConnections = () => connections(false);
+  const busyConnections = () => connections(true);
   const out: Record<string, unknown> = { settings, service: svc.label };
   try {
     await Promise.all([waitReady(a, "/readyz"), waitReady(b, "/readyz")]);
